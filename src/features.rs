@@ -1,0 +1,74 @@
+//! Kernel features: each one upstream change, switchable on or off.
+
+use std::fmt;
+
+/// One modelled upstream change. See `docs/features.md` for what each does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Feature {
+    /// mm/page_alloc: allow high-order pages to be stored on the per-cpu
+    /// lists (commit 44042b4498, v5.14).
+    PcpHighOrder,
+}
+
+impl Feature {
+    pub const ALL: &'static [Feature] = &[Feature::PcpHighOrder];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::PcpHighOrder => "pcp-high-order",
+        }
+    }
+
+    pub fn summary(self) -> &'static str {
+        match self {
+            Feature::PcpHighOrder => {
+                "per-CPU lists cache orders 0-3 and the THP order (Linux 5.14, commit 44042b4498); off: order 0 only (5.13)"
+            }
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Feature> {
+        Feature::ALL.iter().copied().find(|f| f.name() == name)
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The set of features a run's kernel has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Features(u64);
+
+impl Features {
+    /// Every feature off: the oldest kernel of each change.
+    pub const NONE: Features = Features(0);
+
+    /// The defaults: every feature on (current behaviour).
+    pub fn all() -> Features {
+        let mut f = Features::NONE;
+        for &feature in Feature::ALL {
+            f.set(feature, true);
+        }
+        f
+    }
+
+    pub fn has(self, feature: Feature) -> bool {
+        self.0 & (1 << feature as u32) != 0
+    }
+
+    pub fn set(&mut self, feature: Feature, on: bool) {
+        if on {
+            self.0 |= 1 << feature as u32;
+        } else {
+            self.0 &= !(1 << feature as u32);
+        }
+    }
+
+    pub fn with(mut self, feature: Feature, on: bool) -> Features {
+        self.set(feature, on);
+        self
+    }
+}

@@ -1,0 +1,102 @@
+//! The cost table of a machine. Each parameter is declared once here, with
+//! what it means and what kind of quantity it is; every profile must give each
+//! one a value, a unit and a source.
+
+use crate::sim::Cycles;
+
+/// What kind of quantity a cost is, which decides the units it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CostKind {
+    /// A duration: `cycles` or `ns`.
+    Latency,
+    /// A throughput of bytes: `GB/s` (10^9 bytes per second).
+    Bandwidth,
+}
+
+/// One parameter: its value in machine units and where the value comes from.
+#[derive(Clone, Debug, Default)]
+pub struct Cost {
+    /// Cycles for a latency; bytes per cycle for a bandwidth.
+    pub value: f64,
+    /// A paper, datasheet, measurement or derivation, or `calibrated: <what>`.
+    pub source: String,
+}
+
+impl Cost {
+    /// The cost of a latency parameter, rounded to whole cycles.
+    #[inline]
+    pub fn cycles(&self) -> Cycles {
+        Cycles(self.value.round() as u64)
+    }
+
+    /// The time to move `bytes` at a bandwidth parameter's rate.
+    #[inline]
+    pub fn cycles_for_bytes(&self, bytes: u64) -> Cycles {
+        Cycles((bytes as f64 / self.value).round() as u64)
+    }
+
+    pub fn is_calibrated(&self) -> bool {
+        self.source.trim_start().starts_with("calibrated")
+    }
+}
+
+macro_rules! costs {
+    ($($field:ident : $kind:ident, $doc:literal;)*) => {
+        /// Every cost the simulation charges. See `docs/costs.md`.
+        #[derive(Clone, Debug, Default)]
+        pub struct Costs {
+            $(#[doc = $doc] pub $field: Cost,)*
+        }
+
+        impl Costs {
+            /// Every parameter: its key, kind and meaning.
+            pub const PARAMETERS: &'static [(&'static str, CostKind, &'static str)] = &[
+                $((stringify!($field), CostKind::$kind, $doc),)*
+            ];
+
+            pub fn get_mut(&mut self, key: &str) -> Option<&mut Cost> {
+                match key {
+                    $(stringify!($field) => Some(&mut self.$field),)*
+                    _ => None,
+                }
+            }
+
+            pub fn get(&self, key: &str) -> Option<&Cost> {
+                match key {
+                    $(stringify!($field) => Some(&self.$field),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+costs! {
+    // Cache lines and atomics.
+    atomic_rmw_local: Latency, "a lock-prefixed read-modify-write on a line this CPU already holds exclusively";
+    line_transfer_same_core: Latency, "moving a modified line from the sibling hardware thread of the same core";
+    line_transfer_same_socket: Latency, "moving a modified line from another core of the same socket";
+    line_transfer_other_socket: Latency, "moving a modified line from a core of another socket";
+    // Interrupts and cross-CPU calls.
+    irq_save_restore: Latency, "a local_irq_save/local_irq_restore pair on the local CPU";
+    ipi_send_per_target: Latency, "the sender's cost to queue a call and send one IPI (per target CPU)";
+    ipi_delivery: Latency, "from sending an IPI until the target starts its handler, interrupts enabled";
+    ipi_handler_entry_exit: Latency, "interrupt entry, the call-function dispatch and exit on the target";
+    // The page allocator.
+    alloc_pages_entry: Latency, "__alloc_pages and get_page_from_freelist up to rmqueue: zonelist walk, watermark check, prep_new_page";
+    free_pages_entry: Latency, "free_pages_prepare and the path into free_unref_page or __free_pages_ok, per freed block";
+    pcp_list_op: Latency, "adding or removing one page on a per-CPU list, including its struct page line";
+    buddy_list_op: Latency, "adding or removing one block on a buddy free list, including its struct page line";
+    buddy_merge_check: Latency, "looking at a buddy's struct page to see whether it can merge (often a cache miss)";
+    // The slab allocator.
+    slab_alloc_fastpath: Latency, "slab_alloc_node: an object from the CPU slab's lockless freelist";
+    slab_free_fastpath: Latency, "slab_free on the CPU that owns the object's slab";
+    slab_free_remote: Latency, "__slab_free: a free into a slab that is not the current CPU slab (cmpxchg on the page)";
+    slab_refill: Latency, "___slab_alloc: taking a new CPU slab from the partial list or a fresh page";
+    slab_init_per_object: Latency, "allocate_slab/shuffle_freelist: initialising one object's free pointer in a new slab";
+    // The network stack, for the netperf model.
+    syscall_entry_exit: Latency, "a system call's entry and exit (entry_SYSCALL_64 and the return path)";
+    udp_send_path: Latency, "per datagram on the sending CPU: udp_sendmsg, IP output, loopback xmit and the softirq receive up to the socket queue, excluding allocation and copies";
+    udp_recv_path: Latency, "per datagram on the receiving CPU: udp_recvmsg and the skb release, excluding the copy and frees";
+    copy_user_bandwidth: Bandwidth, "copy_user_enhanced_fast_string (rep movsb) between user and kernel buffers, cache-warm";
+}

@@ -1,0 +1,214 @@
+//! Reading and validating `profiles/*.toml`.
+
+use std::fmt;
+use std::path::Path;
+
+use super::costs::{CostKind, Costs};
+use super::topology::Topology;
+use super::Machine;
+
+/// The profiles shipped with mmsim, built into the binary.
+const BUILTIN: &[(&str, &str)] = &[
+    ("haswell-ep-2s", include_str!("../../profiles/haswell-ep-2s.toml")),
+    ("xeon-8s-80c", include_str!("../../profiles/xeon-8s-80c.toml")),
+    ("power9-2s", include_str!("../../profiles/power9-2s.toml")),
+    ("x86-2s-server", include_str!("../../profiles/x86-2s-server.toml")),
+];
+
+/// A profile that cannot be used, with the file, the key and the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    pub file: String,
+    pub key: Option<String>,
+    pub problem: String,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(key) => write!(f, "{}: {}: {}", self.file, key, self.problem),
+            None => write!(f, "{}: {}", self.file, self.problem),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(name, _)| *name).collect()
+}
+
+/// A built-in machine by name.
+pub fn builtin(name: &str) -> Result<Machine, LoadError> {
+    match BUILTIN.iter().find(|(n, _)| *n == name) {
+        Some((n, text)) => parse(&format!("profiles/{n}.toml"), text),
+        None => Err(LoadError {
+            file: name.to_string(),
+            key: None,
+            problem: format!(
+                "unknown machine (built-in: {}; or give a path ending in .toml)",
+                builtin_names().join(", ")
+            ),
+        }),
+    }
+}
+
+pub fn load_file(path: &Path) -> Result<Machine, LoadError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError {
+        file: file.clone(),
+        key: None,
+        problem: format!("cannot read: {e}"),
+    })?;
+    parse(&file, &text)
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, key: &str, problem: impl Into<String>) -> LoadError {
+        LoadError {
+            file: self.file.to_string(),
+            key: Some(key.to_string()),
+            problem: problem.into(),
+        }
+    }
+
+    fn table<'t>(&self, parent: &'t toml::Table, key: &str) -> Result<&'t toml::Table, LoadError> {
+        match parent.get(key) {
+            Some(toml::Value::Table(t)) => Ok(t),
+            Some(_) => Err(self.err(key, "must be a table")),
+            None => Err(self.err(key, "missing")),
+        }
+    }
+
+    fn string(&self, t: &toml::Table, prefix: &str, key: &str) -> Result<String, LoadError> {
+        let full = join(prefix, key);
+        match t.get(key) {
+            Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+            Some(toml::Value::String(_)) => Err(self.err(&full, "must not be empty")),
+            Some(_) => Err(self.err(&full, "must be a string")),
+            None => Err(self.err(&full, "missing")),
+        }
+    }
+
+    fn positive(&self, t: &toml::Table, prefix: &str, key: &str) -> Result<u64, LoadError> {
+        let full = join(prefix, key);
+        match t.get(key) {
+            Some(toml::Value::Integer(i)) if *i > 0 => Ok(*i as u64),
+            Some(toml::Value::Integer(i)) => Err(self.err(&full, format!("must be positive, not {i}"))),
+            Some(_) => Err(self.err(&full, "must be an integer")),
+            None => Err(self.err(&full, "missing")),
+        }
+    }
+
+    fn only_keys(&self, t: &toml::Table, prefix: &str, allowed: &[&str]) -> Result<(), LoadError> {
+        // toml::Table is ordered by key, so the first unknown key is stable.
+        for key in t.keys() {
+            if !allowed.contains(&key.as_str()) {
+                return Err(self.err(&join(prefix, key), "unknown key"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
+}
+
+/// Parses and validates a profile. `file` names it in errors.
+pub fn parse(file: &str, text: &str) -> Result<Machine, LoadError> {
+    let ctx = Ctx { file };
+    let root: toml::Table = text.parse().map_err(|e: toml::de::Error| LoadError {
+        file: file.to_string(),
+        key: None,
+        problem: format!("not valid TOML: {}", e.message()),
+    })?;
+    ctx.only_keys(&root, "", &["name", "description", "topology", "costs"])?;
+    let name = ctx.string(&root, "", "name")?;
+    let description = ctx.string(&root, "", "description")?;
+    let topology = parse_topology(&ctx, ctx.table(&root, "topology")?)?;
+    let costs = parse_costs(&ctx, ctx.table(&root, "costs")?, &topology)?;
+    Ok(Machine { name, description, topology, costs })
+}
+
+fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
+    const P: &str = "topology";
+    ctx.only_keys(
+        t,
+        P,
+        &["sockets", "cores_per_socket", "threads_per_core", "numa_nodes", "memory_per_node", "frequency_mhz", "source"],
+    )?;
+    ctx.string(t, P, "source")?;
+    let memory = ctx.string(t, P, "memory_per_node")?;
+    let memory_per_node_bytes = crate::util::parse_size(&memory)
+        .map_err(|e| ctx.err("topology.memory_per_node", e.to_string()))?;
+    if memory_per_node_bytes < (64 << 20) {
+        return Err(ctx.err("topology.memory_per_node", "must be at least 64M"));
+    }
+    let topology = Topology {
+        sockets: ctx.positive(t, P, "sockets")? as u32,
+        cores_per_socket: ctx.positive(t, P, "cores_per_socket")? as u32,
+        threads_per_core: ctx.positive(t, P, "threads_per_core")? as u32,
+        numa_nodes: ctx.positive(t, P, "numa_nodes")? as u32,
+        memory_per_node_bytes,
+        frequency_mhz: ctx.positive(t, P, "frequency_mhz")?,
+    };
+    let nodes = topology.numa_nodes;
+    if nodes % topology.sockets != 0 && topology.sockets % nodes != 0 {
+        return Err(ctx.err("topology.numa_nodes", "must divide, or be a multiple of, sockets"));
+    }
+    if topology.nr_cpus() > 4096 {
+        return Err(ctx.err("topology", "more than 4096 CPUs"));
+    }
+    Ok(topology)
+}
+
+fn parse_costs(ctx: &Ctx, t: &toml::Table, topology: &Topology) -> Result<Costs, LoadError> {
+    let mut costs = Costs::default();
+    for key in t.keys() {
+        if costs.get(key).is_none() {
+            return Err(ctx.err(&join("costs", key), "unknown cost parameter"));
+        }
+    }
+    for &(key, kind, _) in Costs::PARAMETERS {
+        let full = join("costs", key);
+        let entry = match t.get(key) {
+            Some(toml::Value::Table(e)) => e,
+            Some(_) => return Err(ctx.err(&full, "must be a table { value, unit, source }")),
+            None => return Err(ctx.err(&full, "missing")),
+        };
+        ctx.only_keys(entry, &full, &["value", "unit", "source"])?;
+        let value = match entry.get("value") {
+            Some(toml::Value::Integer(i)) => *i as f64,
+            Some(toml::Value::Float(f)) => *f,
+            Some(_) => return Err(ctx.err(&join(&full, "value"), "must be a number")),
+            None => return Err(ctx.err(&join(&full, "value"), "missing")),
+        };
+        if !(value.is_finite() && value > 0.0) {
+            return Err(ctx.err(&join(&full, "value"), format!("must be a positive number, not {value}")));
+        }
+        let unit = ctx.string(entry, &full, "unit")?;
+        let source = ctx.string(entry, &full, "source")?;
+        let per_cycle = 1000.0 / topology.frequency_mhz as f64; // ns per cycle
+        let converted = match (kind, unit.as_str()) {
+            (CostKind::Latency, "cycles") => value,
+            (CostKind::Latency, "ns") => value / per_cycle,
+            // GB/s = bytes per ns; bytes per cycle = that times ns per cycle.
+            (CostKind::Bandwidth, "GB/s") => value * per_cycle,
+            (CostKind::Latency, other) => {
+                return Err(ctx.err(&join(&full, "unit"), format!("'{other}' is not a latency unit (cycles, ns)")));
+            }
+            (CostKind::Bandwidth, other) => {
+                return Err(ctx.err(&join(&full, "unit"), format!("'{other}' is not a bandwidth unit (GB/s)")));
+            }
+        };
+        let cost = costs.get_mut(key).expect("declared parameter");
+        cost.value = converted;
+        cost.source = source;
+    }
+    Ok(costs)
+}

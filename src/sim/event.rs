@@ -1,0 +1,58 @@
+//! Event counters: Linux's `/proc/vmstat` items under their Linux names, and
+//! mmsim's own counters for what Linux does not count.
+
+macro_rules! events {
+    ($($variant:ident => $name:literal, $doc:literal,)*) => {
+        /// A counted event. Linux items keep their `/proc/vmstat` names;
+        /// mmsim's own start with `mmsim_`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Event {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl Event {
+            pub const ALL: &'static [Event] = &[$(Event::$variant,)*];
+            pub const COUNT: usize = Event::ALL.len();
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Event::$variant => $name,)*
+                }
+            }
+
+            pub fn doc(self) -> &'static str {
+                match self {
+                    $(Event::$variant => $doc,)*
+                }
+            }
+        }
+    };
+}
+
+events! {
+    PgallocNormal => "pgalloc_normal", "base pages allocated from ZONE_NORMAL (Linux counts 1 << order per allocation)",
+    Pgfree => "pgfree", "base pages freed",
+    AllocFailed => "mmsim_alloc_failed", "allocations that found no page at the min watermark",
+    ZoneLockAcquired => "mmsim_zone_lock_acquired", "acquisitions of a zone->lock",
+    ZoneLockWaitCycles => "mmsim_zone_lock_wait_cycles", "cycles spent waiting for a zone->lock held by another CPU",
+    ZoneLockAllocOrder0 => "mmsim_zone_lock_alloc_order0", "zone->lock acquisitions on the allocation path for order 0",
+    ZoneLockAllocOrder1To3 => "mmsim_zone_lock_alloc_order1_3", "zone->lock acquisitions on the allocation path for orders 1..3",
+    ZoneLockAllocThp => "mmsim_zone_lock_alloc_thp", "zone->lock acquisitions on the allocation path for the THP order",
+    AllocOrder0 => "mmsim_alloc_order0", "successful allocations of order 0",
+    AllocOrder1To3 => "mmsim_alloc_order1_3", "successful allocations of orders 1..3",
+    AllocThp => "mmsim_alloc_thp", "successful allocations of the THP order",
+    PcpAllocHit => "mmsim_pcp_alloc_hit", "allocations served from a non-empty per-CPU list",
+    PcpAllocRefill => "mmsim_pcp_alloc_refill", "allocations that found their per-CPU list empty and refilled it",
+    PcpRefillPages => "mmsim_pcp_refill_pages", "base pages moved from the buddy lists to per-CPU lists",
+    PcpFree => "mmsim_pcp_free", "frees that went to a per-CPU list",
+    PcpDrain => "mmsim_pcp_drain", "free_pcppages_bulk calls",
+    PcpDrainPages => "mmsim_pcp_drain_pages", "base pages moved from per-CPU lists back to the buddy lists",
+    PcpDrainOrder0Pages => "mmsim_pcp_drain_order0_pages", "base pages of order-0 blocks drained from per-CPU lists",
+    BuddySplit => "mmsim_buddy_split", "halvings of a free block to serve a smaller allocation (expand)",
+    BuddyMerge => "mmsim_buddy_merge", "merges of a freed block with its free buddy",
+    Fallback => "mmsim_rmqueue_fallback", "allocations that fell back to another migratetype",
+    LineTransfers => "mmsim_cacheline_transfers", "cache-line ownership transfers between CPUs",
+    IpiSent => "mmsim_ipi_sent", "inter-processor interrupts sent",
+    SlabAlloc => "mmsim_slab_page_alloc", "slab pages allocated (allocate_slab)",
+    SlabFree => "mmsim_slab_page_free", "slab pages freed (discard_slab)",
+}

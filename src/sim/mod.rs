@@ -1,0 +1,31 @@
+//! The engine: virtual CPUs with their own clocks, the loop that steps the
+//! earliest one, cost accounting, and contention primitives in virtual time.
+//!
+//! Kernel code runs synchronously inside one step of one CPU and charges its
+//! time through [`Ctx`]. Shared state that CPUs fight over (cache lines,
+//! locks, IPIs) is modelled by primitives that turn contention into waiting
+//! in virtual time. See `docs/engine.md` for the model and its limits.
+
+mod cacheline;
+mod engine;
+mod event;
+mod ipi;
+mod local_lock;
+mod rng;
+mod rwsem;
+mod spinlock;
+mod stats;
+mod symbol;
+mod time;
+
+pub use cacheline::CacheLine;
+pub use engine::{Ctx, Engine, RunState, Workload};
+pub use event::Event;
+pub use ipi::{IpiHandler, smp_call_function_many};
+pub use local_lock::LocalLock;
+pub use rng::Rng;
+pub use rwsem::RwSemaphore;
+pub use spinlock::SpinLock;
+pub use stats::Stats;
+pub use symbol::Symbol;
+pub use time::{CpuId, Cycles};

@@ -1,0 +1,72 @@
+//! The kernel (and user) functions that simulated time is charged to.
+//!
+//! A profile in the shape of `perf report` needs every cycle attributed to a
+//! function name. Symbols are an enum rather than strings so that charging is
+//! an array index on the hot path; each carries the exact name `perf` would
+//! print for the Linux function it models.
+
+macro_rules! symbols {
+    ($($variant:ident => $name:literal,)*) => {
+        /// A function name in a profile. See the module documentation.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Symbol {
+            $($variant,)*
+        }
+
+        impl Symbol {
+            pub const ALL: &'static [Symbol] = &[$(Symbol::$variant,)*];
+            pub const COUNT: usize = Symbol::ALL.len();
+
+            /// The name `perf report` would show.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Symbol::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+symbols! {
+    // Spinning and lock hand-off (kernel/locking).
+    RawSpinLock => "_raw_spin_lock",
+    RawSpinLockIrqsave => "_raw_spin_lock_irqsave",
+    QueuedSpinLockSlowpath => "native_queued_spin_lock_slowpath",
+    // Cross-CPU function calls (kernel/smp.c) and their handlers.
+    SmpCallFunctionMany => "smp_call_function_many_cond",
+    FlushSmpCallFunctionQueue => "flush_smp_call_function_queue",
+    // The page allocator (mm/page_alloc.c).
+    AllocPages => "__alloc_pages",
+    GetPageFromFreelist => "get_page_from_freelist",
+    RmqueueBulk => "rmqueue_bulk",
+    RmqueueFallback => "__rmqueue_fallback",
+    FreeOnePage => "__free_one_page",
+    FreePcppagesBulk => "free_pcppages_bulk",
+    FreeUnrefPage => "free_unref_page",
+    FreePagesOk => "__free_pages_ok",
+    // The slab allocator (mm/slub.c).
+    KmemCacheAlloc => "kmem_cache_alloc_node",
+    KmallocNodeTrackCaller => "__kmalloc_node_track_caller",
+    KmallocLargeNode => "kmalloc_large_node",
+    SlabAllocSlowpath => "___slab_alloc",
+    AllocateSlab => "allocate_slab",
+    KmemCacheFree => "kmem_cache_free",
+    Kfree => "kfree",
+    SlabFree => "__slab_free",
+    DiscardSlab => "discard_slab",
+    // Networking (net/).
+    UdpSendmsg => "udp_sendmsg",
+    AllocSkbWithFrags => "__alloc_skb",
+    IpFinishOutput2 => "ip_finish_output2",
+    NetRxAction => "net_rx_action",
+    UdpQueueRcvSkb => "udp_queue_rcv_one_skb",
+    UdpRecvmsg => "udp_recvmsg",
+    SkbReleaseData => "skb_release_data",
+    KfreeSkb => "kfree_skb",
+    CopyUserEnhancedFastString => "copy_user_enhanced_fast_string",
+    EntrySyscall => "entry_SYSCALL_64",
+    // User space of the benchmark programs.
+    UserPageAllocBench => "[user] page-alloc-bench",
+    UserNetperf => "[user] netperf",
+    UserNetserver => "[user] netserver",
+}

@@ -1,0 +1,84 @@
+//! Programs that run on the simulated kernel, each with its own flags and
+//! its own output lines, as the real benchmark tool prints them.
+
+use std::fmt;
+
+use crate::features::Features;
+use crate::machine::Machine;
+use crate::sim::{Cycles, Stats};
+
+/// A headline figure of a run, for `compare` and `reproduce`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metric {
+    /// Short name, e.g. `send-8192` or `throughput`.
+    pub name: String,
+    pub value: f64,
+    /// Unit as printed, e.g. `Mbit/s`.
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    pub workload: String,
+    /// The command line as given to the workload (its own flags).
+    pub args: Vec<String>,
+    pub machine: Machine,
+    pub features: Features,
+    pub seed: u64,
+    /// The benchmark tool's own output lines.
+    pub lines: Vec<String>,
+    pub metrics: Vec<Metric>,
+    /// Cycles per symbol and event counts, summed over every CPU.
+    pub stats: Stats,
+    /// Virtual time from the start of the measured run to its end.
+    pub elapsed: Cycles,
+}
+
+/// A workload's flags were wrong: one line saying what and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A run that could not complete (the machine is too small for it, say).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunError(pub String);
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Reports how far a run has got, as a fraction in 0..=1.
+pub type Progress<'a> = &'a mut dyn FnMut(f64);
+
+/// A workload with its flags parsed, ready to run on any machine and kernel.
+pub trait Benchmark {
+    fn run(&self, machine: &Machine, features: Features, seed: u64, progress: Progress) -> Result<RunOutput, RunError>;
+}
+
+/// A registered workload: its name, what it is, its flags, and its parser.
+pub struct WorkloadInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// The flags section of `mmsim run NAME --help`.
+    pub usage: &'static str,
+    pub parse: fn(&[String]) -> Result<Box<dyn Benchmark>, UsageError>,
+}
+
+pub const WORKLOADS: &[WorkloadInfo] = &[];
+
+pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
+    WORKLOADS.iter().find(|w| w.name == name)
+}

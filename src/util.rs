@@ -21,13 +21,17 @@ impl std::error::Error for SizeError {}
 /// an optional binary suffix k, m, g or t (either case; a trailing `b` or
 /// `ib` is allowed, so `4KiB` and `4k` agree).
 pub fn parse_size(input: &str) -> Result<u64, SizeError> {
-    let err = |problem| SizeError { input: input.to_string(), problem };
+    let err = |problem| SizeError {
+        input: input.to_string(),
+        problem,
+    };
     let s = input.trim();
     if s.is_empty() {
         return Err(err("empty"));
     }
     let lower = s.to_ascii_lowercase();
-    let (digits, shift) = split_suffix(&lower).ok_or_else(|| err("unknown suffix (use k, m, g or t)"))?;
+    let (digits, shift) =
+        split_suffix(&lower).ok_or_else(|| err("unknown suffix (use k, m, g or t)"))?;
     let value = if let Some(hex) = digits.strip_prefix("0x") {
         if hex.is_empty() {
             return Err(err("no digits"));
@@ -39,14 +43,20 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
         }
         digits.parse::<u64>().map_err(|_| err("not a number"))?
     };
-    value.checked_mul(1u64 << shift).ok_or_else(|| err("too large"))
+    value
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| err("too large"))
 }
 
 fn split_suffix(s: &str) -> Option<(&str, u32)> {
     let is_hex = s.starts_with("0x");
     let s = s.strip_suffix("ib").unwrap_or(s);
     // In hex input a trailing 'b' is a digit (0x1b), not "bytes".
-    let s = if is_hex { s } else { s.strip_suffix('b').unwrap_or(s) };
+    let s = if is_hex {
+        s
+    } else {
+        s.strip_suffix('b').unwrap_or(s)
+    };
     let last = s.chars().last()?;
     let shift = match last {
         'k' => 10,
@@ -82,6 +92,9 @@ mod tests {
         assert!(parse_size("0x").is_err());
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("99999999999t").is_err());
-        assert_eq!(parse_size("12Q").unwrap_err().to_string(), "invalid size '12Q': unknown suffix (use k, m, g or t)");
+        assert_eq!(
+            parse_size("12Q").unwrap_err().to_string(),
+            "invalid size '12Q': unknown suffix (use k, m, g or t)"
+        );
     }
 }

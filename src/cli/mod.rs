@@ -1,2 +1,4 @@
 //! TODO
-pub fn main() -> i32 { 0 }
+pub fn main() -> i32 {
+    0
+}

@@ -3,16 +3,25 @@
 use std::fmt;
 use std::path::Path;
 
+use super::Machine;
 use super::costs::{CostKind, Costs};
 use super::topology::Topology;
-use super::Machine;
 
 /// The profiles shipped with mmsim, built into the binary.
 const BUILTIN: &[(&str, &str)] = &[
-    ("haswell-ep-2s", include_str!("../../profiles/haswell-ep-2s.toml")),
-    ("xeon-8s-80c", include_str!("../../profiles/xeon-8s-80c.toml")),
+    (
+        "haswell-ep-2s",
+        include_str!("../../profiles/haswell-ep-2s.toml"),
+    ),
+    (
+        "xeon-8s-80c",
+        include_str!("../../profiles/xeon-8s-80c.toml"),
+    ),
     ("power9-2s", include_str!("../../profiles/power9-2s.toml")),
-    ("x86-2s-server", include_str!("../../profiles/x86-2s-server.toml")),
+    (
+        "x86-2s-server",
+        include_str!("../../profiles/x86-2s-server.toml"),
+    ),
 ];
 
 /// A profile that cannot be used, with the file, the key and the problem.
@@ -98,7 +107,9 @@ impl Ctx<'_> {
         let full = join(prefix, key);
         match t.get(key) {
             Some(toml::Value::Integer(i)) if *i > 0 => Ok(*i as u64),
-            Some(toml::Value::Integer(i)) => Err(self.err(&full, format!("must be positive, not {i}"))),
+            Some(toml::Value::Integer(i)) => {
+                Err(self.err(&full, format!("must be positive, not {i}")))
+            }
             Some(_) => Err(self.err(&full, "must be an integer")),
             None => Err(self.err(&full, "missing")),
         }
@@ -116,7 +127,11 @@ impl Ctx<'_> {
 }
 
 fn join(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
 }
 
 /// Parses and validates a profile. `file` names it in errors.
@@ -132,7 +147,12 @@ pub fn parse(file: &str, text: &str) -> Result<Machine, LoadError> {
     let description = ctx.string(&root, "", "description")?;
     let topology = parse_topology(&ctx, ctx.table(&root, "topology")?)?;
     let costs = parse_costs(&ctx, ctx.table(&root, "costs")?, &topology)?;
-    Ok(Machine { name, description, topology, costs })
+    Ok(Machine {
+        name,
+        description,
+        topology,
+        costs,
+    })
 }
 
 fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
@@ -140,7 +160,15 @@ fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
     ctx.only_keys(
         t,
         P,
-        &["sockets", "cores_per_socket", "threads_per_core", "numa_nodes", "memory_per_node", "frequency_mhz", "source"],
+        &[
+            "sockets",
+            "cores_per_socket",
+            "threads_per_core",
+            "numa_nodes",
+            "memory_per_node",
+            "frequency_mhz",
+            "source",
+        ],
     )?;
     ctx.string(t, P, "source")?;
     let memory = ctx.string(t, P, "memory_per_node")?;
@@ -159,7 +187,10 @@ fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
     };
     let nodes = topology.numa_nodes;
     if nodes % topology.sockets != 0 && topology.sockets % nodes != 0 {
-        return Err(ctx.err("topology.numa_nodes", "must divide, or be a multiple of, sockets"));
+        return Err(ctx.err(
+            "topology.numa_nodes",
+            "must divide, or be a multiple of, sockets",
+        ));
     }
     if topology.nr_cpus() > 4096 {
         return Err(ctx.err("topology", "more than 4096 CPUs"));
@@ -189,7 +220,10 @@ fn parse_costs(ctx: &Ctx, t: &toml::Table, topology: &Topology) -> Result<Costs,
             None => return Err(ctx.err(&join(&full, "value"), "missing")),
         };
         if !(value.is_finite() && value > 0.0) {
-            return Err(ctx.err(&join(&full, "value"), format!("must be a positive number, not {value}")));
+            return Err(ctx.err(
+                &join(&full, "value"),
+                format!("must be a positive number, not {value}"),
+            ));
         }
         let unit = ctx.string(entry, &full, "unit")?;
         let source = ctx.string(entry, &full, "source")?;
@@ -200,10 +234,16 @@ fn parse_costs(ctx: &Ctx, t: &toml::Table, topology: &Topology) -> Result<Costs,
             // GB/s = bytes per ns; bytes per cycle = that times ns per cycle.
             (CostKind::Bandwidth, "GB/s") => value * per_cycle,
             (CostKind::Latency, other) => {
-                return Err(ctx.err(&join(&full, "unit"), format!("'{other}' is not a latency unit (cycles, ns)")));
+                return Err(ctx.err(
+                    &join(&full, "unit"),
+                    format!("'{other}' is not a latency unit (cycles, ns)"),
+                ));
             }
             (CostKind::Bandwidth, other) => {
-                return Err(ctx.err(&join(&full, "unit"), format!("'{other}' is not a bandwidth unit (GB/s)")));
+                return Err(ctx.err(
+                    &join(&full, "unit"),
+                    format!("'{other}' is not a bandwidth unit (GB/s)"),
+                ));
             }
         };
         let cost = costs.get_mut(key).expect("declared parameter");

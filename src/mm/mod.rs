@@ -1,1 +1,12 @@
-//! TODO
+//! The kernel model. File names follow `linux/mm`: a kernel developer looking
+//! for `free_pcppages_bulk` finds it in `page_alloc.rs`.
+
+pub mod mmzone;
+pub mod page_alloc;
+pub mod pagemap;
+pub mod slab;
+
+pub use mmzone::{
+    MAX_ORDER, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE, Pfn, pageblock_order,
+};
+pub use page_alloc::{Gfp, PageAllocator};

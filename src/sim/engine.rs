@@ -60,7 +60,10 @@ impl CpuState {
         let mut at = t;
         // Windows may chain (off, on briefly, off again): re-check until stable.
         for _ in 0..IRQ_WINDOWS {
-            let inside = self.irq_windows.iter().find(|&&(start, end)| start <= at && at < end);
+            let inside = self
+                .irq_windows
+                .iter()
+                .find(|&&(start, end)| start <= at && at < end);
             match inside {
                 Some(&(_, end)) => at = end,
                 None => break,
@@ -171,7 +174,11 @@ impl Ctx {
     pub fn local_irq_disable(&mut self) {
         let now = self.now();
         let cpu = &mut self.cpus[self.cur.index()];
-        assert!(cpu.irqs_off_since.is_none(), "nested local_irq_disable on {}", self.cur);
+        assert!(
+            cpu.irqs_off_since.is_none(),
+            "nested local_irq_disable on {}",
+            self.cur
+        );
         cpu.irqs_off_since = Some(now);
     }
 
@@ -180,7 +187,10 @@ impl Ctx {
     pub fn local_irq_enable(&mut self) {
         let now = self.now();
         let cpu = &mut self.cpus[self.cur.index()];
-        let since = cpu.irqs_off_since.take().expect("local_irq_enable without disable");
+        let since = cpu
+            .irqs_off_since
+            .take()
+            .expect("local_irq_enable without disable");
         let slot = cpu.irq_window_next;
         cpu.irq_windows[slot] = (since, now);
         cpu.irq_window_next = (slot + 1) % IRQ_WINDOWS;
@@ -238,7 +248,11 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(ctx: Ctx) -> Engine {
-        Engine { ctx, queue: BinaryHeap::new(), steps: 0 }
+        Engine {
+            ctx,
+            queue: BinaryHeap::new(),
+            steps: 0,
+        }
     }
 
     pub fn steps(&self) -> u64 {
@@ -282,11 +296,17 @@ impl Engine {
         let before = self.ctx.cpus[cpu.index()].clock;
         workload.step(&mut self.ctx);
         self.steps += 1;
-        assert!(!self.ctx.irqs_disabled(), "{cpu} ended a step with interrupts off");
+        assert!(
+            !self.ctx.irqs_disabled(),
+            "{cpu} ended a step with interrupts off"
+        );
         let state = &self.ctx.cpus[cpu.index()];
         if state.state == RunState::Runnable {
             // A runnable CPU whose clock stood still would be stepped forever.
-            assert!(state.clock > before, "{cpu} made no progress in a step at {before}");
+            assert!(
+                state.clock > before,
+                "{cpu} made no progress in a step at {before}"
+            );
             self.queue.push(Reverse((state.clock, cpu)));
         }
         for other in std::mem::take(&mut self.ctx.requeue) {

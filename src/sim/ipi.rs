@@ -11,11 +11,11 @@
 //! inspected for a future interrupts-off section; it is taken to have
 //! interrupts on, and its handler time is charged when it next runs.
 
+use super::cacheline::transfer_cost;
 use super::engine::Ctx;
 use super::event::Event;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
-use super::cacheline::transfer_cost;
 
 /// The function run on each target, and its cost there.
 #[derive(Clone, Copy, Debug)]
@@ -27,7 +27,12 @@ pub struct IpiHandler {
 /// Sends `handler` to every CPU in `targets` except the current one. With
 /// `wait`, returns when all have run it. Returns the cycles the sender spent
 /// waiting for completions.
-pub fn smp_call_function_many(ctx: &mut Ctx, targets: &[CpuId], handler: IpiHandler, wait: bool) -> Cycles {
+pub fn smp_call_function_many(
+    ctx: &mut Ctx,
+    targets: &[CpuId],
+    handler: IpiHandler,
+    wait: bool,
+) -> Cycles {
     let me = ctx.cur();
     let costs = &ctx.machine().costs;
     let send = costs.ipi_send_per_target.cycles();
@@ -57,5 +62,9 @@ pub fn smp_call_function_many(ctx: &mut Ctx, targets: &[CpuId], handler: IpiHand
         let ack = transfer_cost(ctx, target, me);
         last_done = last_done.max(start + handler_cycles + ack);
     }
-    if wait { ctx.charge_until(Symbol::SmpCallFunctionMany, last_done) } else { Cycles::ZERO }
+    if wait {
+        ctx.charge_until(Symbol::SmpCallFunctionMany, last_done)
+    } else {
+        Cycles::ZERO
+    }
 }

@@ -47,7 +47,10 @@ impl RwSemaphore {
 
     /// `down_write`: returns the cycles the current CPU waited.
     pub fn down_write(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
-        assert!(!self.writer && self.readers == 0, "down_write while the semaphore is held");
+        assert!(
+            !self.writer && self.readers == 0,
+            "down_write while the semaphore is held"
+        );
         let start = ctx.now();
         ctx.idle_until(self.writer_released_at.max(self.readers_released_at));
         self.count.rmw(ctx, symbol);

@@ -27,7 +27,11 @@ impl SpinLock {
     /// Takes the lock on the current CPU. Returns the cycles spent waiting
     /// for other holders.
     pub fn lock(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
-        assert!(self.holder.is_none(), "spinlock taken twice (holder {:?})", self.holder);
+        assert!(
+            self.holder.is_none(),
+            "spinlock taken twice (holder {:?})",
+            self.holder
+        );
         let waited = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, self.released_at);
         let line_wait = self.line.rmw(ctx, symbol);
         self.holder = Some(ctx.cur());
@@ -36,7 +40,11 @@ impl SpinLock {
 
     /// Releases the lock held by the current CPU (a plain store on x86).
     pub fn unlock(&mut self, ctx: &mut Ctx) {
-        assert_eq!(self.holder, Some(ctx.cur()), "unlock by a CPU that does not hold the lock");
+        assert_eq!(
+            self.holder,
+            Some(ctx.cur()),
+            "unlock by a CPU that does not hold the lock"
+        );
         self.holder = None;
         self.released_at = ctx.now();
     }

@@ -65,7 +65,13 @@ pub type Progress<'a> = &'a mut dyn FnMut(f64);
 
 /// A workload with its flags parsed, ready to run on any machine and kernel.
 pub trait Benchmark {
-    fn run(&self, machine: &Machine, features: Features, seed: u64, progress: Progress) -> Result<RunOutput, RunError>;
+    fn run(
+        &self,
+        machine: &Machine,
+        features: Features,
+        seed: u64,
+        progress: Progress,
+    ) -> Result<RunOutput, RunError>;
 }
 
 /// A registered workload: its name, what it is, its flags, and its parser.

@@ -1,0 +1,1054 @@
+//! The page allocator: nodes and zones, the buddy allocator and the per-CPU
+//! page lists (`mm/page_alloc.c`).
+//!
+//! Two kernels are modelled, selected by the feature `pcp-high-order`:
+//! - off (Linux 5.13 with the pcp burst series): per-CPU lists hold order-0
+//!   pages only, one list per migratetype; every order > 0 allocation and
+//!   free takes `zone->lock`.
+//! - on (Linux 5.14, commit 44042b4498): 15 lists, one per migratetype for
+//!   each of orders 0..=3 and the THP order, `pcp->count` in base pages,
+//!   refills of `max(batch >> order, 2)` blocks.
+//!
+//! Both share `batch` and `high` sizing from the zone, `free_factor`
+//! (consecutive frees drain more), and the round-robin bulk drain from the
+//! cold end of the lists.
+//!
+//! Locking: `Zone::lock` (`zone->lock`) protects the free areas and
+//! `nr_free_pages`; each CPU's `PerCpuPages` is touched only by its own CPU
+//! with interrupts off (`local_lock_irqsave(&pagesets.lock)`). Lock order:
+//! pagesets.lock, then zone->lock.
+
+use std::collections::VecDeque;
+
+use super::mmzone::{
+    MAX_ORDER, MIGRATE_PCPTYPES, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE,
+    PAGEBLOCK_NR_PAGES, Pfn, pageblock_order,
+};
+use super::pagemap::{FreeList, NIL, PageMap, PageMeta, PageState};
+use crate::features::{Feature, Features};
+use crate::machine::Machine;
+use crate::sim::{CpuId, Ctx, Event, LocalLock, SpinLock, Symbol};
+
+/// Lists per CPU when high orders are cached: 3 migratetypes x (orders 0..3
+/// and the THP order).
+pub const NR_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 2);
+
+/// What an allocation asks for (the part of a gfp mask that matters here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gfp {
+    pub migratetype: MigrateType,
+    /// Preferred node; None means the allocating CPU's node.
+    pub node: Option<u32>,
+}
+
+impl Gfp {
+    /// GFP_KERNEL: unmovable kernel memory (slab pages, kmalloc_large).
+    pub const KERNEL: Gfp = Gfp {
+        migratetype: MigrateType::Unmovable,
+        node: None,
+    };
+    /// GFP_HIGHUSER_MOVABLE: user pages.
+    pub const HIGHUSER_MOVABLE: Gfp = Gfp {
+        migratetype: MigrateType::Movable,
+        node: None,
+    };
+}
+
+/// Which watermark an allocation attempt must stay above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watermark {
+    Min,
+    Low,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Watermarks {
+    pub min: u64,
+    pub low: u64,
+    pub high: u64,
+}
+
+/// One CPU's cache of free pages for one zone (`struct per_cpu_pages`).
+#[derive(Clone, Debug)]
+pub struct PerCpuPages {
+    /// Pages on the lists, in base pages.
+    pub count: u64,
+    pub high: u64,
+    pub batch: u64,
+    /// Each free that drains doubles the next drain; each allocation halves it.
+    pub free_factor: u32,
+    /// Front is the head (hot end); drains take from the back (cold end).
+    lists: [VecDeque<u32>; NR_PCP_LISTS],
+}
+
+impl PerCpuPages {
+    fn new(high: u64, batch: u64) -> PerCpuPages {
+        PerCpuPages {
+            count: 0,
+            high,
+            batch,
+            free_factor: 0,
+            lists: Default::default(),
+        }
+    }
+
+    pub fn list_len(&self, pindex: usize) -> usize {
+        self.lists[pindex].len()
+    }
+}
+
+/// `pcp_allowed_order` of 5.14: orders the per-CPU lists may hold.
+pub fn pcp_allowed_order(order: Order) -> bool {
+    order.0 <= PAGE_ALLOC_COSTLY_ORDER || order.0 == pageblock_order
+}
+
+/// `order_to_pindex`: which of the 15 lists holds (migratetype, order).
+pub fn order_to_pindex(mt: MigrateType, order: Order) -> usize {
+    let base = if order.0 > PAGE_ALLOC_COSTLY_ORDER {
+        assert_eq!(
+            order.0, pageblock_order,
+            "{order} cannot be on a per-CPU list"
+        );
+        PAGE_ALLOC_COSTLY_ORDER as usize + 1
+    } else {
+        order.0 as usize
+    };
+    MIGRATE_PCPTYPES * base + mt as usize
+}
+
+/// `pindex_to_order`: the inverse of [`order_to_pindex`].
+pub fn pindex_to_order(pindex: usize) -> Order {
+    let order = pindex / MIGRATE_PCPTYPES;
+    if order > PAGE_ALLOC_COSTLY_ORDER as usize {
+        Order(pageblock_order)
+    } else {
+        Order(order as u8)
+    }
+}
+
+/// `zone_batchsize`: about a quarter of a megabyte's worth of pages, as
+/// 2^n - 1 to avoid cache aliasing between CPUs' batches; 63 for any zone of
+/// a gigabyte or more.
+pub fn zone_batchsize(managed_pages: u64) -> u64 {
+    let mut batch = (managed_pages / 1024).min((1024 * 1024) / PAGE_SIZE);
+    batch /= 4;
+    batch = batch.max(1);
+    // rounddown_pow_of_two(batch + batch / 2) - 1
+    let x = batch + batch / 2;
+    (1u64 << (63 - x.leading_zeros())) - 1
+}
+
+/// `zone_highsize`: the zone's low watermark split over the CPUs of its
+/// node, so that full per-CPU lists do not wake kswapd early; at least 4 x
+/// batch.
+pub fn zone_highsize(low_wmark: u64, batch: u64, nr_node_cpus: u64) -> u64 {
+    let high = if nr_node_cpus == 0 {
+        low_wmark
+    } else {
+        low_wmark / nr_node_cpus
+    };
+    high.max(batch << 2)
+}
+
+/// `nr_pcp_free`: how many base pages a drain frees. Leaves at least `batch`
+/// on the lists; consecutive drains without an allocation double the amount
+/// (`free_factor`) up to `high - batch`.
+pub fn nr_pcp_free(pcp: &mut PerCpuPages, high: u64, batch: u64) -> u64 {
+    if high < batch {
+        return 1;
+    }
+    let min_nr_free = batch;
+    let max_nr_free = high - batch;
+    let scaled = batch << pcp.free_factor;
+    if scaled < max_nr_free {
+        pcp.free_factor += 1;
+    }
+    scaled.clamp(min_nr_free, max_nr_free)
+}
+
+/// A zone: one per node in mmsim (ZONE_NORMAL; the small DMA zones are not
+/// modelled).
+pub struct Zone {
+    pub node: u32,
+    pub start_pfn: u64,
+    pub managed_pages: u64,
+    free_area: [[FreeList; MIGRATE_PCPTYPES]; MAX_ORDER],
+    /// `free_area[order].nr_free`: free blocks of each order, all types.
+    nr_free: [u64; MAX_ORDER],
+    /// NR_FREE_PAGES: base pages on the buddy lists (not the per-CPU lists).
+    pub nr_free_pages: u64,
+    /// Base pages handed out to callers (mmsim's count, for the invariant).
+    pub nr_allocated_pages: u64,
+    pub watermark: Watermarks,
+    pub lock: SpinLock,
+    pcp: Vec<PerCpuPages>,
+    map: PageMap,
+    /// Lists walked round-robin by `free_pcppages_bulk`: 3 or 15.
+    nr_pcp_lists: usize,
+}
+
+/// The page allocator of the whole machine.
+pub struct PageAllocator {
+    zones: Vec<Zone>,
+    pages_per_node: u64,
+    pcp_high_order: bool,
+    /// Node of each CPU.
+    cpu_node: Vec<u32>,
+}
+
+impl PageAllocator {
+    /// Builds every node's zone with all memory free, as after boot
+    /// (`memblock_free_all` frees max-order blocks to the tail of the lists).
+    pub fn new(machine: &Machine, features: Features) -> PageAllocator {
+        let topo = &machine.topology;
+        let max_block = 1u64 << (MAX_ORDER - 1);
+        let pages_per_node = (topo.memory_per_node_bytes / PAGE_SIZE) / max_block * max_block;
+        assert!(
+            pages_per_node >= max_block,
+            "node smaller than one max-order block"
+        );
+        let pcp_high_order = features.has(Feature::PcpHighOrder);
+        let nr_cpus = topo.nr_cpus() as usize;
+        let total_pages = pages_per_node * topo.numa_nodes as u64;
+        let min_free_pages = min_free_kbytes(total_pages * (PAGE_SIZE >> 10)) >> 2;
+        let zones = (0..topo.numa_nodes)
+            .map(|node| {
+                let nr_node_cpus = topo.cpus_of_node(node).len() as u64;
+                let mut zone = Zone::boot(
+                    node,
+                    node as u64 * pages_per_node,
+                    pages_per_node,
+                    nr_cpus,
+                    pcp_high_order,
+                );
+                zone.watermark = zone_watermarks(min_free_pages, pages_per_node, total_pages);
+                // zone_set_pageset_high_and_batch: a batch of at least one.
+                let batch = zone_batchsize(zone.managed_pages).max(1);
+                let high = zone_highsize(zone.watermark.low, batch, nr_node_cpus);
+                zone.pcp = vec![PerCpuPages::new(high, batch); nr_cpus];
+                zone
+            })
+            .collect();
+        let cpu_node = (0..topo.nr_cpus())
+            .map(|c| topo.node_of(CpuId(c)))
+            .collect();
+        PageAllocator {
+            zones,
+            pages_per_node,
+            pcp_high_order,
+            cpu_node,
+        }
+    }
+
+    pub fn zones(&self) -> &[Zone] {
+        &self.zones
+    }
+
+    pub fn pcp_high_order(&self) -> bool {
+        self.pcp_high_order
+    }
+
+    fn zone_of(&self, pfn: Pfn) -> (usize, u32) {
+        let node = (pfn.0 / self.pages_per_node) as usize;
+        assert!(node < self.zones.len(), "{pfn} outside memory");
+        (node, (pfn.0 - self.zones[node].start_pfn) as u32)
+    }
+
+    /// `__alloc_pages`: a block of 2^order pages, or None when every zone is
+    /// below its min watermark for this order (no reclaim is modelled yet).
+    pub fn alloc_pages(&mut self, ctx: &mut Ctx, gfp: Gfp, order: Order) -> Option<Pfn> {
+        let cost = ctx.machine().costs.alloc_pages_entry.cycles();
+        ctx.charge(Symbol::AllocPages, cost);
+        let page = self
+            .get_page_from_freelist(ctx, gfp, order, Watermark::Low)
+            // The slow path: kswapd and direct reclaim would run here; we
+            // retry once against the min watermark.
+            .or_else(|| self.get_page_from_freelist(ctx, gfp, order, Watermark::Min));
+        match page {
+            Some(_) => {
+                ctx.count(Event::PgallocNormal, order.nr_pages());
+                ctx.count(
+                    order_event(
+                        order,
+                        Event::AllocOrder0,
+                        Event::AllocOrder1To3,
+                        Event::AllocThp,
+                    ),
+                    1,
+                );
+            }
+            None => ctx.count(Event::AllocFailed, 1),
+        }
+        page
+    }
+
+    fn get_page_from_freelist(
+        &mut self,
+        ctx: &mut Ctx,
+        gfp: Gfp,
+        order: Order,
+        mark: Watermark,
+    ) -> Option<Pfn> {
+        let local = gfp.node.unwrap_or(self.cpu_node[ctx.cur().index()]) as usize;
+        let nr_zones = self.zones.len();
+        // The zonelist: the preferred node first, then the others in turn.
+        for i in 0..nr_zones {
+            let zone = &mut self.zones[(local + i) % nr_zones];
+            if !zone.watermark_ok(order, mark) {
+                continue;
+            }
+            if let Some(idx) = zone.rmqueue(ctx, order, gfp.migratetype, self.pcp_high_order) {
+                zone.nr_allocated_pages += order.nr_pages();
+                let meta = zone.map.get_mut(idx);
+                meta.state = PageState::Allocated;
+                meta.order = order.0;
+                meta.migratetype = gfp.migratetype;
+                return Some(Pfn(zone.start_pfn + idx as u64));
+            }
+        }
+        None
+    }
+
+    /// `__free_pages`: returns a block allocated by [`Self::alloc_pages`].
+    /// Freeing anything else is a kernel bug and panics, naming the page.
+    pub fn free_pages(&mut self, ctx: &mut Ctx, pfn: Pfn, order: Order) {
+        let (z, idx) = self.zone_of(pfn);
+        let pcp_high_order = self.pcp_high_order;
+        let zone = &mut self.zones[z];
+        let meta = zone.map.get(idx);
+        assert!(
+            meta.state == PageState::Allocated && meta.order == order.0,
+            "bad free of {pfn} as {order}: page is {meta:?}"
+        );
+        zone.nr_allocated_pages -= order.nr_pages();
+        ctx.count(Event::Pgfree, order.nr_pages());
+        let cost = ctx.machine().costs.free_pages_entry.cycles();
+        let mt = zone.map.pageblock_migratetype(idx);
+        let to_pcp = if pcp_high_order {
+            pcp_allowed_order(order)
+        } else {
+            order.0 == 0
+        };
+        if to_pcp {
+            ctx.charge(Symbol::FreeUnrefPage, cost);
+            zone.free_unref_page(ctx, idx, order, mt);
+        } else {
+            ctx.charge(Symbol::FreePagesOk, cost);
+            zone.free_pages_ok(ctx, idx, order, mt);
+        }
+    }
+
+    /// Runs the allocator's consistency checks (see [`Zone::check`]).
+    pub fn check(&self) {
+        for zone in &self.zones {
+            zone.check();
+        }
+    }
+
+    pub fn nr_free_pages(&self) -> u64 {
+        self.zones.iter().map(|z| z.nr_free_pages).sum()
+    }
+
+    pub fn nr_pcp_pages(&self) -> u64 {
+        self.zones
+            .iter()
+            .map(|z| z.pcp.iter().map(|p| p.count).sum::<u64>())
+            .sum()
+    }
+
+    pub fn nr_allocated_pages(&self) -> u64 {
+        self.zones.iter().map(|z| z.nr_allocated_pages).sum()
+    }
+
+    pub fn nr_managed_pages(&self) -> u64 {
+        self.zones.iter().map(|z| z.managed_pages).sum()
+    }
+
+    pub fn pcp(&self, node: u32, cpu: CpuId) -> &PerCpuPages {
+        &self.zones[node as usize].pcp[cpu.index()]
+    }
+
+    /// Host bytes used by page metadata, for the memory benchmark.
+    pub fn metadata_host_bytes(&self) -> usize {
+        self.zones.iter().map(|z| z.map.host_bytes()).sum()
+    }
+}
+
+fn order_event(order: Order, zero: Event, low: Event, thp: Event) -> Event {
+    if order.0 == 0 {
+        zero
+    } else if order.0 <= PAGE_ALLOC_COSTLY_ORDER {
+        low
+    } else {
+        thp
+    }
+}
+
+/// `init_per_zone_wmark_min`: sqrt(16 x lowmem in KiB), clamped to
+/// [128 KiB, 256 MiB].
+fn min_free_kbytes(lowmem_kbytes: u64) -> u64 {
+    ((lowmem_kbytes * 16) as f64)
+        .sqrt()
+        .floor()
+        .clamp(128.0, 262144.0) as u64
+}
+
+/// `__setup_per_zone_wmarks` with watermark_scale_factor = 10 (0.1%).
+fn zone_watermarks(min_free_pages: u64, managed: u64, total_managed: u64) -> Watermarks {
+    let min = min_free_pages * managed / total_managed;
+    let step = (min / 4).max(managed * 10 / 10000);
+    Watermarks {
+        min,
+        low: min + step,
+        high: min + 2 * step,
+    }
+}
+
+impl Zone {
+    fn boot(
+        node: u32,
+        start_pfn: u64,
+        nr_pages: u64,
+        nr_cpus: usize,
+        pcp_high_order: bool,
+    ) -> Zone {
+        let mut zone = Zone {
+            node,
+            start_pfn,
+            managed_pages: nr_pages,
+            free_area: [[FreeList::default(); MIGRATE_PCPTYPES]; MAX_ORDER],
+            nr_free: [0; MAX_ORDER],
+            nr_free_pages: 0,
+            nr_allocated_pages: 0,
+            watermark: Watermarks::default(),
+            lock: SpinLock::new(),
+            pcp: Vec::with_capacity(nr_cpus),
+            map: PageMap::new(nr_pages),
+            nr_pcp_lists: if pcp_high_order {
+                NR_PCP_LISTS
+            } else {
+                MIGRATE_PCPTYPES
+            },
+        };
+        let top = (MAX_ORDER - 1) as u8;
+        let mut idx = 0u64;
+        while idx < nr_pages {
+            zone.add_free_block(idx as u32, top, MigrateType::Movable, true);
+            zone.nr_free_pages += 1 << top;
+            idx += 1 << top;
+        }
+        zone
+    }
+
+    pub fn pcp_of(&self, cpu: CpuId) -> &PerCpuPages {
+        &self.pcp[cpu.index()]
+    }
+
+    /// Free blocks of `order` on the buddy lists, all migratetypes.
+    pub fn nr_free_blocks(&self, order: Order) -> u64 {
+        self.nr_free[order.0 as usize]
+    }
+
+    /// `zone_watermark_fast` / `__zone_watermark_ok` without reserves:
+    /// enough free pages above the mark after this allocation, and for
+    /// order > 0 a free block of at least that order.
+    fn watermark_ok(&self, order: Order, mark: Watermark) -> bool {
+        let mark = match mark {
+            Watermark::Min => self.watermark.min,
+            Watermark::Low => self.watermark.low,
+        };
+        let free = self.nr_free_pages as i64 - (order.nr_pages() as i64 - 1);
+        if free <= mark as i64 {
+            return false;
+        }
+        order.0 == 0 || self.nr_free[order.0 as usize..].iter().any(|&n| n > 0)
+    }
+
+    /// Puts a free block on a buddy list and marks its head (`set_buddy_order`
+    /// and `add_to_free_list[_tail]`).
+    fn add_free_block(&mut self, idx: u32, order: u8, mt: MigrateType, to_tail: bool) {
+        {
+            let meta = self.map.get_mut(idx);
+            meta.state = PageState::Buddy;
+            meta.order = order;
+            meta.migratetype = mt;
+        }
+        let list = &mut self.free_area[order as usize][mt as usize];
+        if to_tail {
+            list.push_tail(&mut self.map, idx);
+        } else {
+            list.push_head(&mut self.map, idx);
+        }
+        self.nr_free[order as usize] += 1;
+    }
+
+    /// `del_page_from_free_list`: takes a free block off its list.
+    fn del_free_block(&mut self, idx: u32) {
+        let meta = self.map.get(idx);
+        debug_assert_eq!(meta.state, PageState::Buddy);
+        self.free_area[meta.order as usize][meta.migratetype as usize].remove(&mut self.map, idx);
+        self.nr_free[meta.order as usize] -= 1;
+    }
+
+    /// `page_is_buddy`: is `idx` the head of a free block of exactly `order`?
+    fn page_is_buddy(&self, idx: u32, order: u8) -> bool {
+        let meta = self.map.get(idx);
+        meta.state == PageState::Buddy && meta.order == order
+    }
+
+    /// `rmqueue`: from the per-CPU list where allowed, else under zone->lock.
+    fn rmqueue(
+        &mut self,
+        ctx: &mut Ctx,
+        order: Order,
+        mt: MigrateType,
+        pcp_high_order: bool,
+    ) -> Option<u32> {
+        let via_pcp = if pcp_high_order {
+            pcp_allowed_order(order)
+        } else {
+            order.0 == 0
+        };
+        if via_pcp {
+            return self.rmqueue_pcplist(ctx, order, mt);
+        }
+        // spin_lock_irqsave(&zone->lock)
+        ctx.local_irq_disable();
+        self.lock_zone(ctx, Symbol::RawSpinLockIrqsave);
+        ctx.count(
+            order_event(
+                order,
+                Event::ZoneLockAllocOrder0,
+                Event::ZoneLockAllocOrder1To3,
+                Event::ZoneLockAllocThp,
+            ),
+            1,
+        );
+        let page = self.rmqueue_one(ctx, order, mt, Symbol::GetPageFromFreelist);
+        if page.is_some() {
+            self.nr_free_pages -= order.nr_pages();
+        }
+        self.lock.unlock(ctx);
+        ctx.local_irq_enable();
+        page
+    }
+
+    fn lock_zone(&mut self, ctx: &mut Ctx, symbol: Symbol) {
+        let waited = self.lock.lock(ctx, symbol);
+        ctx.count(Event::ZoneLockAcquired, 1);
+        ctx.count(Event::ZoneLockWaitCycles, waited.0);
+    }
+
+    /// `rmqueue_pcplist` and `__rmqueue_pcplist`.
+    fn rmqueue_pcplist(&mut self, ctx: &mut Ctx, order: Order, mt: MigrateType) -> Option<u32> {
+        let cpu = ctx.cur().index();
+        LocalLock::lock_irqsave(ctx, Symbol::GetPageFromFreelist);
+        let pcp = &mut self.pcp[cpu];
+        // An allocation makes the next drain smaller again.
+        pcp.free_factor >>= 1;
+        let pindex = order_to_pindex(mt, order);
+        if self.pcp[cpu].lists[pindex].is_empty() {
+            let batch = self.pcp[cpu].batch;
+            // Batch can be 1 for tiny zones, which must never cache pages.
+            let count = if batch > 1 {
+                (batch >> order.0).max(2)
+            } else {
+                batch
+            };
+            ctx.count(
+                order_event(
+                    order,
+                    Event::ZoneLockAllocOrder0,
+                    Event::ZoneLockAllocOrder1To3,
+                    Event::ZoneLockAllocThp,
+                ),
+                1,
+            );
+            ctx.count(Event::PcpAllocRefill, 1);
+            let alloced = self.rmqueue_bulk(ctx, order, count, mt, pindex);
+            self.pcp[cpu].count += alloced << order.0;
+        } else {
+            ctx.count(Event::PcpAllocHit, 1);
+        }
+        let pcp = &mut self.pcp[cpu];
+        let page = pcp.lists[pindex].pop_front();
+        if page.is_some() {
+            pcp.count -= order.nr_pages();
+            let cost = ctx.machine().costs.pcp_list_op.cycles();
+            ctx.charge(Symbol::GetPageFromFreelist, cost);
+        }
+        LocalLock::unlock_irqrestore(ctx);
+        page
+    }
+
+    /// `rmqueue_bulk`: up to `count` blocks onto a per-CPU list under one
+    /// zone->lock acquisition, in physical order at the list's tail.
+    fn rmqueue_bulk(
+        &mut self,
+        ctx: &mut Ctx,
+        order: Order,
+        count: u64,
+        mt: MigrateType,
+        pindex: usize,
+    ) -> u64 {
+        let cpu = ctx.cur().index();
+        self.lock_zone(ctx, Symbol::RawSpinLock);
+        let list_op = ctx.machine().costs.pcp_list_op.cycles();
+        let mut alloced = 0;
+        for _ in 0..count {
+            let Some(idx) = self.rmqueue_one(ctx, order, mt, Symbol::RmqueueBulk) else {
+                break;
+            };
+            let meta = self.map.get_mut(idx);
+            meta.state = PageState::Pcp;
+            meta.order = order.0;
+            meta.migratetype = mt;
+            self.pcp[cpu].lists[pindex].push_back(idx);
+            ctx.charge(Symbol::RmqueueBulk, list_op);
+            alloced += 1;
+        }
+        self.nr_free_pages -= alloced << order.0;
+        ctx.count(Event::PcpRefillPages, alloced << order.0);
+        self.lock.unlock(ctx);
+        alloced
+    }
+
+    /// `__rmqueue`: the smallest suitable block of the wanted type, else one
+    /// stolen from another type. Caller holds zone->lock.
+    fn rmqueue_one(
+        &mut self,
+        ctx: &mut Ctx,
+        order: Order,
+        mt: MigrateType,
+        symbol: Symbol,
+    ) -> Option<u32> {
+        if let Some(idx) = self.rmqueue_smallest(ctx, order, mt, symbol) {
+            return Some(idx);
+        }
+        if self.rmqueue_fallback(ctx, order, mt) {
+            return self.rmqueue_smallest(ctx, order, mt, symbol);
+        }
+        None
+    }
+
+    /// `__rmqueue_smallest`: the first block of the lowest order >= `order`
+    /// on `mt`'s lists, split down to `order` (`expand`).
+    fn rmqueue_smallest(
+        &mut self,
+        ctx: &mut Ctx,
+        order: Order,
+        mt: MigrateType,
+        symbol: Symbol,
+    ) -> Option<u32> {
+        let current =
+            (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
+        let idx = self.free_area[current][mt as usize].head;
+        self.del_free_block(idx);
+        let list_op = ctx.machine().costs.buddy_list_op.cycles();
+        ctx.charge(symbol, list_op);
+        // expand: hand the upper halves back, largest first, at the list head.
+        let mut high = current as u8;
+        while high > order.0 {
+            high -= 1;
+            self.add_free_block(idx + (1u32 << high), high, mt, false);
+            ctx.charge(symbol, list_op);
+            ctx.count(Event::BuddySplit, 1);
+        }
+        Some(idx)
+    }
+
+    /// `__rmqueue_fallback`: steals from another migratetype, preferring the
+    /// largest block so that whole pageblocks change type. Returns whether a
+    /// block was moved to `start_mt`'s lists.
+    fn rmqueue_fallback(&mut self, ctx: &mut Ctx, order: Order, start_mt: MigrateType) -> bool {
+        let cost = ctx.machine().costs.buddy_list_op.cycles();
+        ctx.charge(Symbol::RmqueueFallback, cost);
+        let mut found = None;
+        for current in (order.0 as usize..MAX_ORDER).rev() {
+            let Some((fallback, can_steal)) = self.find_suitable_fallback(current, start_mt) else {
+                continue;
+            };
+            // A movable allocation that may not steal the block takes the
+            // smallest fallback block instead, to fragment as little as possible.
+            if !can_steal && start_mt == MigrateType::Movable && current > order.0 as usize {
+                found = (order.0 as usize..MAX_ORDER).find_map(|o| {
+                    self.find_suitable_fallback(o, start_mt)
+                        .map(|(mt, steal)| (o, mt, steal))
+                });
+                break;
+            }
+            found = Some((current, fallback, can_steal));
+            break;
+        }
+        let Some((current, fallback, can_steal)) = found else {
+            return false;
+        };
+        let idx = self.free_area[current][fallback as usize].head;
+        self.steal_suitable_fallback(idx, current as u8, start_mt, can_steal);
+        ctx.count(Event::Fallback, 1);
+        true
+    }
+
+    /// `find_suitable_fallback`: the first fallback type with a free block
+    /// of `order`, and whether the allocation may claim its pageblock.
+    fn find_suitable_fallback(
+        &self,
+        order: usize,
+        start_mt: MigrateType,
+    ) -> Option<(MigrateType, bool)> {
+        if self.nr_free[order] == 0 {
+            return None;
+        }
+        let fallback = start_mt
+            .fallbacks()
+            .into_iter()
+            .find(|&mt| !self.free_area[order][mt as usize].is_empty())?;
+        Some((fallback, can_steal_fallback(order as u8, start_mt)))
+    }
+
+    /// `steal_suitable_fallback`: moves the found block, and with
+    /// `whole_block` every free page of its pageblock, to `start_mt`; claims
+    /// the pageblock when at least half of it is free or alike.
+    fn steal_suitable_fallback(
+        &mut self,
+        idx: u32,
+        current: u8,
+        start_mt: MigrateType,
+        whole_block: bool,
+    ) {
+        let old_block_mt = self.map.pageblock_migratetype(idx);
+        if current >= pageblock_order {
+            for pb in 0..(1u32 << current) / PAGEBLOCK_NR_PAGES as u32 {
+                self.map
+                    .set_pageblock_migratetype(idx + pb * PAGEBLOCK_NR_PAGES as u32, start_mt);
+            }
+            self.move_to_free_list(idx, start_mt);
+            return;
+        }
+        if !whole_block {
+            self.move_to_free_list(idx, start_mt);
+            return;
+        }
+        let (free_pages, movable_pages) = self.move_freepages_block(idx, start_mt);
+        let alike_pages = if start_mt == MigrateType::Movable {
+            movable_pages
+        } else if old_block_mt == MigrateType::Movable {
+            PAGEBLOCK_NR_PAGES - (free_pages + movable_pages)
+        } else {
+            0
+        };
+        if free_pages == 0 {
+            self.move_to_free_list(idx, start_mt);
+            return;
+        }
+        if free_pages + alike_pages >= PAGEBLOCK_NR_PAGES / 2 {
+            self.map.set_pageblock_migratetype(idx, start_mt);
+        }
+    }
+
+    /// `move_to_free_list`: the block at `idx` to the tail of `mt`'s list.
+    fn move_to_free_list(&mut self, idx: u32, mt: MigrateType) {
+        let order = self.map.get(idx).order;
+        self.del_free_block(idx);
+        self.add_free_block(idx, order, mt, true);
+    }
+
+    /// `move_freepages_block`: moves every free block in the pageblock of
+    /// `idx` to `mt`. Returns (free pages moved, pages allocated as movable).
+    fn move_freepages_block(&mut self, idx: u32, mt: MigrateType) -> (u64, u64) {
+        let start = idx - idx % PAGEBLOCK_NR_PAGES as u32;
+        let end = start + PAGEBLOCK_NR_PAGES as u32;
+        let (mut free, mut movable) = (0, 0);
+        let mut i = start;
+        while i < end {
+            let meta = self.map.get(i);
+            let pages = 1u32 << meta.order;
+            match meta.state {
+                PageState::Buddy => {
+                    self.move_to_free_list(i, mt);
+                    free += pages as u64;
+                    i += pages;
+                }
+                PageState::Allocated => {
+                    if meta.migratetype == MigrateType::Movable {
+                        movable += pages as u64;
+                    }
+                    i += pages;
+                }
+                PageState::Pcp => i += pages,
+                PageState::Tail => i += 1,
+            }
+        }
+        (free, movable)
+    }
+
+    /// `free_unref_page` + `free_unref_page_commit`: onto this CPU's list,
+    /// draining a batch to the buddy lists when the list reaches `high`.
+    fn free_unref_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
+        let cpu = ctx.cur().index();
+        LocalLock::lock_irqsave(ctx, Symbol::FreeUnrefPage);
+        let meta = self.map.get_mut(idx);
+        meta.state = PageState::Pcp;
+        meta.migratetype = mt;
+        let pindex = order_to_pindex(mt, order);
+        let pcp = &mut self.pcp[cpu];
+        pcp.lists[pindex].push_front(idx);
+        pcp.count += order.nr_pages();
+        let cost = ctx.machine().costs.pcp_list_op.cycles();
+        ctx.charge(Symbol::FreeUnrefPage, cost);
+        ctx.count(Event::PcpFree, 1);
+        let pcp = &mut self.pcp[cpu];
+        if pcp.count >= pcp.high {
+            let (high, batch) = (pcp.high, pcp.batch);
+            let count = nr_pcp_free(pcp, high, batch);
+            self.free_pcppages_bulk(ctx, cpu, count);
+        }
+        LocalLock::unlock_irqrestore(ctx);
+    }
+
+    /// `free_pcppages_bulk`: frees `count` base pages from the CPU's lists,
+    /// taking the coldest pages round-robin over the lists (more from fuller
+    /// lists), then merges them into the buddy lists under one zone->lock.
+    fn free_pcppages_bulk(&mut self, ctx: &mut Ctx, cpu: usize, count: u64) {
+        let list_op = ctx.machine().costs.pcp_list_op.cycles();
+        let nr_lists = self.nr_pcp_lists;
+        let pcp = &mut self.pcp[cpu];
+        let mut count = count.min(pcp.count) as i64;
+        let mut pindex = 0usize;
+        let mut batch_free = 0usize;
+        let mut freed = Vec::new();
+        while count > 0 {
+            // Next non-empty list; each empty one passed lets the next list
+            // give one more page this round.
+            loop {
+                batch_free += 1;
+                pindex = (pindex + 1) % nr_lists;
+                if !pcp.lists[pindex].is_empty() {
+                    break;
+                }
+            }
+            if batch_free == nr_lists {
+                // The only non-empty list: free everything asked from it.
+                batch_free = count as usize;
+            }
+            let order = pindex_to_order(pindex);
+            loop {
+                let idx = pcp.lists[pindex]
+                    .pop_back()
+                    .expect("list checked non-empty");
+                freed.push((idx, order));
+                count -= order.nr_pages() as i64;
+                batch_free -= 1;
+                if count <= 0 || batch_free == 0 || pcp.lists[pindex].is_empty() {
+                    break;
+                }
+            }
+        }
+        let nr_freed: u64 = freed.iter().map(|(_, o)| o.nr_pages()).sum();
+        pcp.count -= nr_freed;
+        ctx.charge(
+            Symbol::FreePcppagesBulk,
+            crate::sim::Cycles(list_op.0 * freed.len() as u64),
+        );
+        ctx.count(Event::PcpDrain, 1);
+        ctx.count(Event::PcpDrainPages, nr_freed);
+        let order0: u64 = freed.iter().filter(|(_, o)| o.0 == 0).count() as u64;
+        ctx.count(Event::PcpDrainOrder0Pages, order0);
+        self.lock_zone(ctx, Symbol::RawSpinLock);
+        for (idx, order) in freed {
+            let mt = self.map.get(idx).migratetype;
+            self.free_one_page(ctx, idx, order, mt);
+        }
+        self.lock.unlock(ctx);
+    }
+
+    /// `__free_pages_ok`: a block the per-CPU lists do not take goes straight
+    /// to the buddy lists under zone->lock.
+    fn free_pages_ok(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
+        ctx.local_irq_disable();
+        self.lock_zone(ctx, Symbol::RawSpinLockIrqsave);
+        self.free_one_page(ctx, idx, order, mt);
+        self.lock.unlock(ctx);
+        ctx.local_irq_enable();
+    }
+
+    /// `__free_one_page`: merges the block with its buddy while the buddy is
+    /// free and of the same order, then lists the result: at the tail if its
+    /// own buddy one order up is free (it will likely merge soon), else at
+    /// the head. Caller holds zone->lock.
+    fn free_one_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
+        let check = ctx.machine().costs.buddy_merge_check.cycles();
+        let list_op = ctx.machine().costs.buddy_list_op.cycles();
+        self.nr_free_pages += order.nr_pages();
+        let mut idx = idx;
+        let mut order = order.0;
+        self.map.get_mut(idx).state = PageState::Tail;
+        while (order as usize) < MAX_ORDER - 1 {
+            let buddy = idx ^ (1u32 << order);
+            ctx.charge(Symbol::FreeOnePage, check);
+            if !self.page_is_buddy(buddy, order) {
+                break;
+            }
+            self.del_free_block(buddy);
+            self.map.get_mut(buddy).state = PageState::Tail;
+            ctx.charge(Symbol::FreeOnePage, list_op);
+            ctx.count(Event::BuddyMerge, 1);
+            idx &= buddy;
+            order += 1;
+        }
+        if order >= pageblock_order {
+            self.map.compact(idx, 1 << order);
+        }
+        let to_tail = self.buddy_merge_likely(idx, order);
+        self.add_free_block(idx, order, mt, to_tail);
+        ctx.charge(Symbol::FreeOnePage, list_op);
+    }
+
+    /// `buddy_merge_likely`: is the buddy of the block one order up free?
+    fn buddy_merge_likely(&self, idx: u32, order: u8) -> bool {
+        if order as usize >= MAX_ORDER - 2 {
+            return false;
+        }
+        let combined = idx & !(1u32 << order);
+        let higher_buddy = combined ^ (1u32 << (order + 1));
+        self.page_is_buddy(higher_buddy, order + 1)
+    }
+
+    /// Checks the zone the way CONFIG_DEBUG_VM would, and more: every page
+    /// belongs to exactly one block (free, on a per-CPU list, or allocated);
+    /// free-list links, orders and counts agree; free + per-CPU + allocated
+    /// pages = managed pages. Panics naming the first inconsistency.
+    pub fn check(&self) {
+        let n = self.map.nr_pages() as u32;
+        let (mut free, mut pcp, mut allocated) = (0u64, 0u64, 0u64);
+        let mut nr_free = [0u64; MAX_ORDER];
+        let mut idx = 0u32;
+        while idx < n {
+            let meta = self.map.get(idx);
+            let pages = 1u32 << meta.order;
+            assert!(
+                meta.state != PageState::Tail,
+                "node {} page {idx}: tail page outside any block",
+                self.node
+            );
+            assert!(
+                idx % pages == 0,
+                "node {} page {idx}: {:?} misaligned for order {}",
+                self.node,
+                meta.state,
+                meta.order
+            );
+            match meta.state {
+                PageState::Buddy => {
+                    free += pages as u64;
+                    nr_free[meta.order as usize] += 1;
+                }
+                PageState::Pcp => pcp += pages as u64,
+                PageState::Allocated => allocated += pages as u64,
+                PageState::Tail => unreachable!(),
+            }
+            for tail in idx + 1..idx + pages {
+                let t = self.map.get(tail);
+                assert!(
+                    t.state == PageState::Tail,
+                    "node {} page {tail} inside block at {idx} is {t:?}",
+                    self.node
+                );
+            }
+            idx += pages;
+        }
+        assert_eq!(
+            free, self.nr_free_pages,
+            "node {}: NR_FREE_PAGES disagrees with the buddy lists",
+            self.node
+        );
+        assert_eq!(
+            nr_free, self.nr_free,
+            "node {}: free_area nr_free disagrees",
+            self.node
+        );
+        let pcp_counted: u64 = self.pcp.iter().map(|p| p.count).sum();
+        assert_eq!(
+            pcp, pcp_counted,
+            "node {}: pages on per-CPU lists disagree with pcp->count",
+            self.node
+        );
+        assert_eq!(
+            allocated, self.nr_allocated_pages,
+            "node {}: allocated pages disagree",
+            self.node
+        );
+        assert_eq!(
+            free + pcp + allocated,
+            self.managed_pages,
+            "node {}: pages leaked",
+            self.node
+        );
+        self.check_lists();
+    }
+
+    fn check_lists(&self) {
+        for (order, area) in self.free_area.iter().enumerate() {
+            for (mt, list) in area.iter().enumerate() {
+                let (mut i, mut prev, mut len) = (list.head, NIL, 0u64);
+                while i != NIL {
+                    let meta: PageMeta = self.map.get(i);
+                    assert_eq!(
+                        meta.prev, prev,
+                        "node {} order {order}: broken prev link at page {i}",
+                        self.node
+                    );
+                    assert!(
+                        meta.state == PageState::Buddy
+                            && meta.order as usize == order
+                            && meta.migratetype as usize == mt,
+                        "node {} page {i} on free list order {order} type {mt} is {meta:?}",
+                        self.node
+                    );
+                    prev = i;
+                    i = meta.next;
+                    len += 1;
+                    assert!(
+                        len <= self.managed_pages,
+                        "node {}: free list loops",
+                        self.node
+                    );
+                }
+                assert_eq!(
+                    list.tail, prev,
+                    "node {} order {order} type {mt}: tail",
+                    self.node
+                );
+                assert_eq!(
+                    list.len, len,
+                    "node {} order {order} type {mt}: length",
+                    self.node
+                );
+            }
+        }
+        for (cpu, pcp) in self.pcp.iter().enumerate() {
+            for (pindex, list) in pcp.lists.iter().enumerate() {
+                for &i in list {
+                    let meta = self.map.get(i);
+                    assert!(
+                        meta.state == PageState::Pcp
+                            && Order(meta.order) == pindex_to_order(pindex),
+                        "node {} cpu{cpu} pcp list {pindex} holds {meta:?}",
+                        self.node
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `can_steal_fallback`: may an allocation of `order` and `start_mt` claim
+/// the whole pageblock it steals from?
+fn can_steal_fallback(order: u8, start_mt: MigrateType) -> bool {
+    order >= pageblock_order / 2
+        || start_mt == MigrateType::Reclaimable
+        || start_mt == MigrateType::Unmovable
+}
+
+#[cfg(test)]
+mod tests;

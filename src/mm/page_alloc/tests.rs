@@ -1,0 +1,367 @@
+use super::*;
+use crate::machine::{Machine, builtin};
+use crate::sim::Cycles;
+
+/// A small x86 machine: `nr_cpus` CPUs on one socket, one node of `mem`.
+fn machine(nr_cpus: u32, mem: u64) -> Machine {
+    let mut m = builtin("x86-2s-server").expect("built-in profile");
+    m.topology.sockets = 1;
+    m.topology.numa_nodes = 1;
+    m.topology.cores_per_socket = nr_cpus;
+    m.topology.threads_per_core = 1;
+    m.topology.memory_per_node_bytes = mem;
+    m
+}
+
+fn setup(nr_cpus: u32, mem: u64, pcp_high_order: bool) -> (Ctx, PageAllocator) {
+    let m = machine(nr_cpus, mem);
+    let features = Features::NONE.with(Feature::PcpHighOrder, pcp_high_order);
+    let pa = PageAllocator::new(&m, features);
+    (Ctx::new(m, 1), pa)
+}
+
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn batch_and_high_follow_the_zone() {
+    assert_eq!(zone_batchsize(GIB / PAGE_SIZE), 63);
+    assert_eq!(zone_batchsize(512 * GIB / PAGE_SIZE), 63);
+    assert_eq!(zone_batchsize(16384), 3);
+    assert_eq!(zone_batchsize(100), 0, "callers raise this to 1");
+    assert_eq!(zone_highsize(100_000, 63, 32), 3125);
+    assert_eq!(zone_highsize(1000, 63, 32), 252, "at least 4 x batch");
+    let (_, pa) = setup(4, GIB, true);
+    let zone = &pa.zones()[0];
+    let pcp = zone.pcp_of(CpuId(0));
+    assert_eq!(pcp.batch, 63);
+    assert_eq!(pcp.high, (zone.watermark.low / 4).max(252));
+}
+
+#[test]
+fn watermarks_match_linux_formula() {
+    // 1 GiB: min_free_kbytes = sqrt(1048576 * 16) = 4096 KiB = 1024 pages.
+    let (_, pa) = setup(1, GIB, false);
+    let w = pa.zones()[0].watermark;
+    assert_eq!(w.min, 1024);
+    assert_eq!(w.low, 1024 + 262144 * 10 / 10000);
+    assert_eq!(w.high, 1024 + 2 * (262144 * 10 / 10000));
+}
+
+#[test]
+fn pindex_mapping_is_a_bijection() {
+    let mut seen = [false; NR_PCP_LISTS];
+    for order in [0, 1, 2, 3, pageblock_order] {
+        for mt in MigrateType::ALL {
+            let p = order_to_pindex(mt, Order(order));
+            assert!(!seen[p]);
+            seen[p] = true;
+            assert_eq!(pindex_to_order(p), Order(order));
+            assert_eq!(p % MIGRATE_PCPTYPES, mt as usize);
+        }
+    }
+    assert!(seen.iter().all(|&s| s));
+    assert_eq!(
+        order_to_pindex(MigrateType::Unmovable, Order(pageblock_order)),
+        12
+    );
+}
+
+#[test]
+fn free_factor_doubles_drains_and_allocation_halves_it() {
+    let mut pcp = PerCpuPages::new(1000, 63);
+    assert_eq!(nr_pcp_free(&mut pcp, 1000, 63), 63);
+    assert_eq!(nr_pcp_free(&mut pcp, 1000, 63), 126);
+    assert_eq!(nr_pcp_free(&mut pcp, 1000, 63), 252);
+    assert_eq!(nr_pcp_free(&mut pcp, 1000, 63), 504);
+    assert_eq!(pcp.free_factor, 4);
+    // 63 << 4 = 1008 is above high - batch: clamped, and the factor stops growing.
+    assert_eq!(nr_pcp_free(&mut pcp, 1000, 63), 937);
+    assert_eq!(pcp.free_factor, 4);
+    assert_eq!(
+        nr_pcp_free(&mut PerCpuPages::new(10, 63), 10, 63),
+        1,
+        "high < batch frees one"
+    );
+}
+
+#[test]
+fn buddy_split_and_merge_restore_the_boot_state() {
+    let (mut ctx, mut pa) = setup(1, 64 << 20, false);
+    let max_blocks = pa.zones()[0].nr_free_blocks(Order(10));
+    assert_eq!(max_blocks, 16);
+    let p = pa
+        .alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(1))
+        .unwrap();
+    pa.check();
+    // One order-10 block split down to order 1: one free block of each of orders 1..9.
+    let zone = &pa.zones()[0];
+    assert_eq!(zone.nr_free_blocks(Order(10)), max_blocks - 1);
+    for o in 1..10 {
+        assert_eq!(zone.nr_free_blocks(Order(o)), 1, "order {o}");
+    }
+    assert_eq!(ctx.stats.event(Event::BuddySplit), 9);
+    assert_eq!(p, Pfn(0), "the lowest block comes first after boot");
+    pa.free_pages(&mut ctx, p, Order(1));
+    pa.check();
+    assert_eq!(pa.zones()[0].nr_free_blocks(Order(10)), max_blocks);
+    assert_eq!(ctx.stats.event(Event::BuddyMerge), 9);
+    assert_eq!(
+        pa.zones()[0].map.materialized(),
+        0,
+        "merged pageblocks drop their per-page metadata"
+    );
+}
+
+#[test]
+fn before_order0_uses_pcp_and_higher_orders_take_zone_lock() {
+    let (mut ctx, mut pa) = setup(2, GIB, false);
+    let mut pages = Vec::new();
+    for _ in 0..10 {
+        pages.push(pa.alloc_pages(&mut ctx, Gfp::KERNEL, Order(2)).unwrap());
+    }
+    assert_eq!(
+        ctx.stats.event(Event::ZoneLockAllocOrder1To3),
+        10,
+        "one zone->lock per order-2 allocation"
+    );
+    for p in pages {
+        pa.free_pages(&mut ctx, p, Order(2));
+    }
+    assert_eq!(ctx.stats.event(Event::ZoneLockAcquired), 20);
+    assert_eq!(pa.nr_pcp_pages(), 0);
+    let p = pa.alloc_pages(&mut ctx, Gfp::KERNEL, Order(0)).unwrap();
+    assert_eq!(
+        ctx.stats.event(Event::PcpRefillPages),
+        63,
+        "order-0 refill is one batch"
+    );
+    assert_eq!(pa.nr_pcp_pages(), 62);
+    pa.free_pages(&mut ctx, p, Order(0));
+    pa.check();
+}
+
+#[test]
+fn after_refill_sizes_are_batch_shifted_by_order() {
+    for (order, refill) in [(0u8, 63u64), (1, 31), (2, 15), (3, 7), (pageblock_order, 2)] {
+        let (mut ctx, mut pa) = setup(1, GIB, true);
+        let p = pa.alloc_pages(&mut ctx, Gfp::KERNEL, Order(order)).unwrap();
+        assert_eq!(
+            ctx.stats.event(Event::PcpRefillPages),
+            refill << order,
+            "order {order}"
+        );
+        let pcp = pa.pcp(0, CpuId(0));
+        assert_eq!(
+            pcp.list_len(order_to_pindex(MigrateType::Unmovable, Order(order))) as u64,
+            refill - 1
+        );
+        assert_eq!(pcp.count, (refill - 1) << order, "count is in base pages");
+        // Exactly one zone->lock for `refill` allocations.
+        let mut held = vec![p];
+        for _ in 1..refill {
+            held.push(pa.alloc_pages(&mut ctx, Gfp::KERNEL, Order(order)).unwrap());
+        }
+        assert_eq!(ctx.stats.event(Event::ZoneLockAcquired), 1, "order {order}");
+        pa.check();
+        for p in held {
+            pa.free_pages(&mut ctx, p, Order(order));
+        }
+        pa.check();
+    }
+}
+
+#[test]
+fn free_drains_coldest_pages_round_robin_when_count_reaches_high() {
+    let (mut ctx, mut pa) = setup(1, GIB, true);
+    let high = pa.pcp(0, CpuId(0)).high;
+    let batch = pa.pcp(0, CpuId(0)).batch;
+    // Hold high order-0 pages, then free them all: each free above high drains.
+    let mut held = Vec::new();
+    while (held.len() as u64) < high + batch {
+        held.push(
+            pa.alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(0))
+                .unwrap(),
+        );
+    }
+    let first_cold = held[0];
+    let drains_before = ctx.stats.event(Event::PcpDrain);
+    for &p in &held {
+        pa.free_pages(&mut ctx, p, Order(0));
+        assert!(
+            pa.pcp(0, CpuId(0)).count < high,
+            "count stays below high after each free"
+        );
+    }
+    pa.check();
+    let drains = ctx.stats.event(Event::PcpDrain) - drains_before;
+    assert!(drains >= 1);
+    // The first page freed is the coldest: it was drained to the buddy lists.
+    let zone = &pa.zones()[0];
+    let (_, idx) = pa.zone_of(first_cold);
+    assert_ne!(zone.map.get(idx).state, PageState::Pcp);
+    // Consecutive drains without allocation grew: free_factor > 0.
+    assert!(pa.pcp(0, CpuId(0)).free_factor > 0 || drains == 1);
+}
+
+#[test]
+fn thp_frees_push_order0_pages_off_the_lists() {
+    let (mut ctx, mut pa) = setup(1, 4 * GIB, true);
+    let high = pa.pcp(0, CpuId(0)).high;
+    // Warm the order-0 list.
+    let mut small = Vec::new();
+    for _ in 0..(high / 2) {
+        small.push(
+            pa.alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(0))
+                .unwrap(),
+        );
+    }
+    for p in small {
+        pa.free_pages(&mut ctx, p, Order(0));
+    }
+    let order0_before = pa
+        .pcp(0, CpuId(0))
+        .list_len(order_to_pindex(MigrateType::Movable, Order(0)));
+    assert!(order0_before > 0);
+    // Free a few THPs: each is 512 base pages against high.
+    let thps: Vec<_> = (0..8)
+        .map(|_| {
+            pa.alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order::THP)
+                .unwrap()
+        })
+        .collect();
+    for p in thps {
+        pa.free_pages(&mut ctx, p, Order::THP);
+    }
+    pa.check();
+    let order0_after = pa
+        .pcp(0, CpuId(0))
+        .list_len(order_to_pindex(MigrateType::Movable, Order(0)));
+    assert!(
+        order0_after < order0_before,
+        "order-0 pages drained: {order0_before} -> {order0_after}"
+    );
+    assert!(ctx.stats.event(Event::PcpDrainOrder0Pages) > 0);
+}
+
+#[test]
+fn unmovable_allocation_steals_a_movable_pageblock() {
+    let (mut ctx, mut pa) = setup(1, 64 << 20, true);
+    let p = pa.alloc_pages(&mut ctx, Gfp::KERNEL, Order(0)).unwrap();
+    assert_eq!(ctx.stats.event(Event::Fallback), 1);
+    let zone = &pa.zones()[0];
+    let (_, idx) = pa.zone_of(p);
+    assert_eq!(zone.map.pageblock_migratetype(idx), MigrateType::Unmovable);
+    pa.check();
+}
+
+#[test]
+fn allocation_fails_cleanly_when_memory_runs_out() {
+    let (mut ctx, mut pa) = setup(1, 64 << 20, false);
+    let mut n = 0u64;
+    while let Some(_) = pa.alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(9)) {
+        n += 1;
+        assert!(n <= 32, "more order-9 blocks than memory holds");
+    }
+    assert!(ctx.stats.event(Event::AllocFailed) >= 1);
+    // Everything above the min watermark was handed out.
+    let zone = &pa.zones()[0];
+    assert!(zone.nr_free_pages < zone.watermark.min + 512);
+    pa.check();
+}
+
+#[test]
+#[should_panic(expected = "bad free")]
+fn double_free_is_caught() {
+    let (mut ctx, mut pa) = setup(1, 64 << 20, false);
+    let p = pa.alloc_pages(&mut ctx, Gfp::KERNEL, Order(0)).unwrap();
+    pa.free_pages(&mut ctx, p, Order(0));
+    pa.free_pages(&mut ctx, p, Order(0));
+}
+
+#[test]
+fn random_operations_keep_every_invariant() {
+    for pcp_high_order in [false, true] {
+        let (mut ctx, mut pa) = setup(4, 64 << 20, pcp_high_order);
+        let mut rng = crate::sim::Rng::new(7);
+        let mut held: Vec<(Pfn, Order)> = Vec::new();
+        for step in 0..3000 {
+            ctx.set_cur(CpuId(rng.below(4) as u32));
+            ctx.idle_until(Cycles(step));
+            if held.is_empty() || rng.below(100) < 55 {
+                let order = Order([0, 0, 0, 1, 2, 3, 9][rng.below(7) as usize]);
+                let gfp = if rng.below(2) == 0 {
+                    Gfp::KERNEL
+                } else {
+                    Gfp::HIGHUSER_MOVABLE
+                };
+                if let Some(p) = pa.alloc_pages(&mut ctx, gfp, order) {
+                    held.push((p, order));
+                }
+            } else {
+                let (p, order) = held.swap_remove(rng.below(held.len() as u64) as usize);
+                pa.free_pages(&mut ctx, p, order);
+            }
+            pa.check();
+            assert_eq!(
+                pa.nr_free_pages() + pa.nr_pcp_pages() + pa.nr_allocated_pages(),
+                pa.nr_managed_pages(),
+                "step {step}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bulk_drain_walks_lists_round_robin_from_the_cold_end() {
+    let (mut ctx, mut pa) = setup(1, GIB, true);
+    let a = pa
+        .alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(0))
+        .unwrap();
+    let b = pa.alloc_pages(&mut ctx, Gfp::KERNEL, Order(1)).unwrap();
+    let movable0 = order_to_pindex(MigrateType::Movable, Order(0));
+    let unmovable1 = order_to_pindex(MigrateType::Unmovable, Order(1));
+    let zone = &mut pa.zones[0];
+    assert_eq!(
+        (
+            zone.pcp[0].list_len(movable0),
+            zone.pcp[0].list_len(unmovable1)
+        ),
+        (62, 30)
+    );
+    let coldest0: Vec<u32> = zone.pcp[0].lists[movable0]
+        .iter()
+        .rev()
+        .take(6)
+        .copied()
+        .collect();
+    let coldest1: Vec<u32> = zone.pcp[0].lists[unmovable1]
+        .iter()
+        .rev()
+        .take(2)
+        .copied()
+        .collect();
+    // By hand: round 1 visits list 1 (order-0 movable) and frees one page;
+    // round 2 passes empty list 2 and frees two order-1 blocks from list 3
+    // (9 -> 5 base pages left to free); round 3 passes 12 empty lists and
+    // frees the remaining 5 from list 1.
+    zone.free_pcppages_bulk(&mut ctx, 0, 10);
+    assert_eq!(
+        (
+            zone.pcp[0].list_len(movable0),
+            zone.pcp[0].list_len(unmovable1)
+        ),
+        (56, 28)
+    );
+    assert_eq!(zone.pcp[0].count, 56 + 28 * 2);
+    for idx in coldest0.into_iter().chain(coldest1) {
+        assert_ne!(
+            zone.map.get(idx).state,
+            PageState::Pcp,
+            "page {idx} should have been drained"
+        );
+    }
+    pa.check();
+    pa.free_pages(&mut ctx, a, Order(0));
+    pa.free_pages(&mut ctx, b, Order(1));
+    pa.check();
+}

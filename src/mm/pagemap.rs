@@ -1,0 +1,296 @@
+//! Per-page metadata (the part of `struct page` the page allocator uses),
+//! stored sparsely so that a 512 GiB machine costs the host a few MiB.
+//!
+//! Memory is described per pageblock (2 MiB). A pageblock that is wholly
+//! inside one block of order >= pageblock_order (free, or allocated as one
+//! THP) keeps only the metadata of its first page. Per-page metadata for the
+//! 512 pages is created the first time a page inside the pageblock gets its
+//! own state (a split below pageblock order), and dropped again when the
+//! pageblock merges back into a free block of pageblock order or more. So
+//! host memory grows with the number of fragmented pageblocks, not with the
+//! size of the machine.
+//!
+//! Free lists are intrusive doubly linked lists through `prev`/`next`, as
+//! `page->lru` is in Linux, so that merging can unlink a buddy in O(1).
+
+use super::mmzone::{MigrateType, PAGEBLOCK_NR_PAGES};
+
+/// "No page" in a link.
+pub const NIL: u32 = u32::MAX;
+
+/// What a page's metadata says about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageState {
+    /// Inside a larger block whose head describes it (a tail page).
+    Tail,
+    /// Head of a free block on a buddy free list (`PageBuddy`).
+    Buddy,
+    /// On a per-CPU list: free to the PCP, allocated as far as the buddy
+    /// allocator knows.
+    Pcp,
+    /// Head of an allocated block.
+    Allocated,
+}
+
+/// The allocator's view of one page. Indices are relative to the zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageMeta {
+    pub prev: u32,
+    pub next: u32,
+    pub state: PageState,
+    /// Order of the block this page heads (`buddy_order`, or the allocation).
+    pub order: u8,
+    /// Migratetype recorded when the block was allocated or listed.
+    pub migratetype: MigrateType,
+}
+
+impl PageMeta {
+    pub const TAIL: PageMeta = PageMeta {
+        prev: NIL,
+        next: NIL,
+        state: PageState::Tail,
+        order: 0,
+        migratetype: MigrateType::Movable,
+    };
+}
+
+const PB_PAGES: usize = PAGEBLOCK_NR_PAGES as usize;
+
+#[derive(Clone, Debug)]
+struct Pageblock {
+    migratetype: MigrateType,
+    /// Metadata of the first page while `pages` is None.
+    head: PageMeta,
+    pages: Option<Box<[PageMeta]>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct PageMap {
+    blocks: Vec<Pageblock>,
+    materialized: usize,
+}
+
+impl PageMap {
+    /// Metadata for `nr_pages` pages (a whole number of pageblocks), every
+    /// pageblock Movable as at boot.
+    pub fn new(nr_pages: u64) -> PageMap {
+        assert!(
+            nr_pages % PAGEBLOCK_NR_PAGES == 0,
+            "zone of {nr_pages} pages is not whole pageblocks"
+        );
+        assert!(
+            nr_pages < NIL as u64,
+            "zone too large for 32-bit page indices"
+        );
+        let block = Pageblock {
+            migratetype: MigrateType::Movable,
+            head: PageMeta::TAIL,
+            pages: None,
+        };
+        PageMap {
+            blocks: vec![block; (nr_pages / PAGEBLOCK_NR_PAGES) as usize],
+            materialized: 0,
+        }
+    }
+
+    pub fn nr_pages(&self) -> u64 {
+        self.blocks.len() as u64 * PAGEBLOCK_NR_PAGES
+    }
+
+    /// Pageblocks currently holding per-page metadata.
+    pub fn materialized(&self) -> usize {
+        self.materialized
+    }
+
+    /// Approximate host bytes used by the metadata.
+    pub fn host_bytes(&self) -> usize {
+        self.blocks.len() * std::mem::size_of::<Pageblock>()
+            + self.materialized * PB_PAGES * std::mem::size_of::<PageMeta>()
+    }
+
+    #[inline]
+    fn split(idx: u32) -> (usize, usize) {
+        (idx as usize / PB_PAGES, idx as usize % PB_PAGES)
+    }
+
+    #[inline]
+    pub fn get(&self, idx: u32) -> PageMeta {
+        let (b, off) = Self::split(idx);
+        let block = &self.blocks[b];
+        match &block.pages {
+            Some(pages) => pages[off],
+            None if off == 0 => block.head,
+            None => PageMeta::TAIL,
+        }
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, idx: u32) -> &mut PageMeta {
+        let (b, off) = Self::split(idx);
+        let block = &mut self.blocks[b];
+        if block.pages.is_none() {
+            if off == 0 {
+                return &mut block.head;
+            }
+            let mut pages = vec![PageMeta::TAIL; PB_PAGES].into_boxed_slice();
+            pages[0] = std::mem::replace(&mut block.head, PageMeta::TAIL);
+            block.pages = Some(pages);
+            self.materialized += 1;
+        }
+        &mut block.pages.as_mut().expect("materialized above")[off]
+    }
+
+    /// Drops per-page metadata of the pageblocks in `[idx, idx + nr_pages)`,
+    /// which must now form one block whose head is at `idx` (the caller has
+    /// just merged them). Only the head's metadata survives.
+    pub fn compact(&mut self, idx: u32, nr_pages: u64) {
+        debug_assert!(nr_pages >= PAGEBLOCK_NR_PAGES && idx as u64 % PAGEBLOCK_NR_PAGES == 0);
+        let first = idx as usize / PB_PAGES;
+        for b in first..first + (nr_pages / PAGEBLOCK_NR_PAGES) as usize {
+            let block = &mut self.blocks[b];
+            if let Some(pages) = block.pages.take() {
+                block.head = if b == first { pages[0] } else { PageMeta::TAIL };
+                self.materialized -= 1;
+            } else if b != first {
+                block.head = PageMeta::TAIL;
+            }
+        }
+    }
+
+    pub fn pageblock_migratetype(&self, idx: u32) -> MigrateType {
+        self.blocks[Self::split(idx).0].migratetype
+    }
+
+    pub fn set_pageblock_migratetype(&mut self, idx: u32, mt: MigrateType) {
+        self.blocks[Self::split(idx).0].migratetype = mt;
+    }
+}
+
+/// One intrusive free list (`free_area[order].free_list[migratetype]`).
+#[derive(Clone, Copy, Debug)]
+pub struct FreeList {
+    pub head: u32,
+    pub tail: u32,
+    pub len: u64,
+}
+
+impl Default for FreeList {
+    fn default() -> Self {
+        FreeList {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+}
+
+impl FreeList {
+    pub fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    pub fn push_head(&mut self, map: &mut PageMap, idx: u32) {
+        let old = self.head;
+        {
+            let m = map.get_mut(idx);
+            m.prev = NIL;
+            m.next = old;
+        }
+        if old == NIL {
+            self.tail = idx;
+        } else {
+            map.get_mut(old).prev = idx;
+        }
+        self.head = idx;
+        self.len += 1;
+    }
+
+    pub fn push_tail(&mut self, map: &mut PageMap, idx: u32) {
+        let old = self.tail;
+        {
+            let m = map.get_mut(idx);
+            m.prev = old;
+            m.next = NIL;
+        }
+        if old == NIL {
+            self.head = idx;
+        } else {
+            map.get_mut(old).next = idx;
+        }
+        self.tail = idx;
+        self.len += 1;
+    }
+
+    /// Unlinks `idx`, which must be on this list.
+    pub fn remove(&mut self, map: &mut PageMap, idx: u32) {
+        let PageMeta { prev, next, .. } = map.get(idx);
+        if prev == NIL {
+            debug_assert_eq!(self.head, idx, "page {idx} is not on this list");
+            self.head = next;
+        } else {
+            map.get_mut(prev).next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            map.get_mut(next).prev = prev;
+        }
+        let m = map.get_mut(idx);
+        m.prev = NIL;
+        m.next = NIL;
+        self.len -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn untouched_memory_costs_no_per_page_metadata() {
+        // 512 GiB of 4 KiB pages.
+        let map = PageMap::new(512 << 18);
+        assert_eq!(map.materialized(), 0);
+        assert!(map.host_bytes() < 16 << 20, "{} bytes", map.host_bytes());
+    }
+
+    #[test]
+    fn writing_inside_a_pageblock_materialises_it_and_compact_undoes_it() {
+        let mut map = PageMap::new(4 * PAGEBLOCK_NR_PAGES);
+        map.get_mut(512).state = PageState::Buddy;
+        assert_eq!(
+            map.materialized(),
+            0,
+            "a pageblock's first page needs no array"
+        );
+        map.get_mut(512 + 8).state = PageState::Allocated;
+        assert_eq!(map.materialized(), 1);
+        assert_eq!(
+            map.get(512).state,
+            PageState::Buddy,
+            "head moved into the array"
+        );
+        map.get_mut(512 + 8).state = PageState::Tail;
+        map.compact(512, PAGEBLOCK_NR_PAGES);
+        assert_eq!(map.materialized(), 0);
+        assert_eq!(map.get(512).state, PageState::Buddy);
+        assert_eq!(map.get(520).state, PageState::Tail);
+    }
+
+    #[test]
+    fn free_list_links() {
+        let mut map = PageMap::new(PAGEBLOCK_NR_PAGES);
+        let mut list = FreeList::default();
+        list.push_tail(&mut map, 1);
+        list.push_tail(&mut map, 2);
+        list.push_head(&mut map, 0);
+        assert_eq!((list.head, list.tail, list.len), (0, 2, 3));
+        list.remove(&mut map, 1);
+        assert_eq!(map.get(0).next, 2);
+        assert_eq!(map.get(2).prev, 0);
+        list.remove(&mut map, 0);
+        list.remove(&mut map, 2);
+        assert!(list.is_empty());
+        assert_eq!(list.tail, NIL);
+    }
+}

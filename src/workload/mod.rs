@@ -1,6 +1,9 @@
 //! Programs that run on the simulated kernel, each with its own flags and
 //! its own output lines, as the real benchmark tool prints them.
 
+pub mod args;
+pub mod netperf_udp;
+
 use std::fmt;
 
 use crate::features::Features;
@@ -74,16 +77,24 @@ pub trait Benchmark {
     ) -> Result<RunOutput, RunError>;
 }
 
+/// Parses a workload's own flags.
+pub type ParseFn = fn(&[String]) -> Result<Box<dyn Benchmark>, UsageError>;
+
 /// A registered workload: its name, what it is, its flags, and its parser.
 pub struct WorkloadInfo {
     pub name: &'static str,
     pub summary: &'static str,
     /// The flags section of `mmsim run NAME --help`.
     pub usage: &'static str,
-    pub parse: fn(&[String]) -> Result<Box<dyn Benchmark>, UsageError>,
+    pub parse: ParseFn,
 }
 
-pub const WORKLOADS: &[WorkloadInfo] = &[];
+pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
+    name: netperf_udp::NAME,
+    summary: netperf_udp::SUMMARY,
+    usage: netperf_udp::USAGE,
+    parse: netperf_udp::parse,
+}];
 
 pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
     WORKLOADS.iter().find(|w| w.name == name)

@@ -1,0 +1,91 @@
+//! A small flag parser shared by the workloads, so that every workload's
+//! errors read the same: one line naming the workload, the flag and the
+//! problem.
+
+use super::UsageError;
+use crate::util::parse_size;
+
+pub struct Args<'a> {
+    workload: &'static str,
+    args: &'a [String],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    pub fn new(workload: &'static str, args: &'a [String]) -> Args<'a> {
+        Args {
+            workload,
+            args,
+            pos: 0,
+        }
+    }
+
+    /// The next argument, if any.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<&'a str> {
+        let arg = self.args.get(self.pos)?;
+        self.pos += 1;
+        Some(arg.as_str())
+    }
+
+    pub fn error(&self, message: impl std::fmt::Display) -> UsageError {
+        UsageError(format!("{}: {message}", self.workload))
+    }
+
+    /// The value after `flag`.
+    pub fn value(&mut self, flag: &str) -> Result<&'a str, UsageError> {
+        self.next()
+            .ok_or_else(|| self.error(format!("{flag} needs a value")))
+    }
+
+    /// An integer value in `min..=max` after `flag`.
+    pub fn number(&mut self, flag: &str, min: u64, max: u64) -> Result<u64, UsageError> {
+        let text = self.value(flag)?;
+        let n: u64 = text
+            .parse()
+            .map_err(|_| self.error(format!("{flag}: '{text}' is not a whole number")))?;
+        if n < min || n > max {
+            return Err(self.error(format!("{flag}: {n} is outside {min}..={max}")));
+        }
+        Ok(n)
+    }
+
+    /// A size value (k/m/g/t suffixes, hex) in `min..=max` bytes after `flag`.
+    pub fn size(&mut self, flag: &str, min: u64, max: u64) -> Result<u64, UsageError> {
+        let text = self.value(flag)?;
+        self.parse_size_in(flag, text, min, max)
+    }
+
+    pub fn parse_size_in(
+        &self,
+        flag: &str,
+        text: &str,
+        min: u64,
+        max: u64,
+    ) -> Result<u64, UsageError> {
+        let n = parse_size(text).map_err(|e| self.error(format!("{flag}: {e}")))?;
+        if n < min || n > max {
+            return Err(self.error(format!("{flag}: {n} bytes is outside {min}..={max}")));
+        }
+        Ok(n)
+    }
+
+    /// A decimal number of seconds in `(0, max]` after `flag`.
+    pub fn seconds(&mut self, flag: &str, max: f64) -> Result<f64, UsageError> {
+        let text = self.value(flag)?;
+        let s: f64 = text
+            .parse()
+            .map_err(|_| self.error(format!("{flag}: '{text}' is not a number of seconds")))?;
+        if !(s > 0.0 && s <= max) {
+            return Err(self.error(format!("{flag}: {text} is outside (0, {max}] seconds")));
+        }
+        Ok(s)
+    }
+
+    pub fn unknown(&self, arg: &str) -> UsageError {
+        self.error(format!(
+            "unknown argument '{arg}' (see mmsim run {} --help)",
+            self.workload
+        ))
+    }
+}

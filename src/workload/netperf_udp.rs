@@ -1,0 +1,435 @@
+//! netperf UDP_STREAM over loopback, run the way mmtests runs it.
+//!
+//! A sender (netperf) and a receiver (netserver) run on two CPUs. Each
+//! datagram is one linear skb (Linux 5.13): the sender enters `sendmsg`,
+//! allocates the skb head from `skbuff_head_cache` and the data buffer with
+//! kmalloc (kmalloc-512 .. kmalloc-8k, or `kmalloc_large` above 8 KiB),
+//! copies the message in, and runs the protocol path through loopback up to
+//! the receiving socket's queue. A datagram that finds the queue over
+//! `rcvbuf` is dropped and freed on the sender. The receiver takes a
+//! datagram off the queue, copies it out and frees the head and data on its
+//! own CPU. Its blocking `recvmsg` sleeps when the queue is empty and is
+//! woken by the sender.
+//!
+//! What is reported, as netperf does: the sender's throughput (messages
+//! sent x size / elapsed) and the receiver's; per size, mmtests' harmonic
+//! mean over iterations.
+
+use std::collections::VecDeque;
+
+use super::args::Args;
+use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
+use crate::features::Features;
+use crate::machine::Machine;
+use crate::mm::PageAllocator;
+use crate::mm::slab::{CacheId, Object, Slub};
+use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Stats, Symbol, Workload};
+
+pub const NAME: &str = "netperf-udp";
+pub const SUMMARY: &str =
+    "netperf UDP_STREAM over loopback: sender and receiver on two CPUs (seed 001)";
+pub const USAGE: &str = "\
+  -m SIZE[,SIZE...]  message sizes in bytes (default: mmtests' 64,128,256,1024,2048,3312,4096,8192,16384)
+  -i N               iterations per size, reported as their harmonic mean (default 5, as mmtests)
+  -l SECONDS         virtual length of each iteration (default 0.05; netperf's own default is 10)
+  -s BYTES           receive socket buffer, net.core.rmem_default (default 212992)";
+
+const DEFAULT_SIZES: [u64; 9] = [64, 128, 256, 1024, 2048, 3312, 4096, 8192, 16384];
+/// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` on x86_64 in 5.13.
+const SKB_SHARED_INFO: u64 = 320;
+/// `SKB_DATA_ALIGN(sizeof(struct sk_buff))`: the skbuff_head_cache object.
+const SKB_HEAD: u64 = 256;
+/// IPv4 header + UDP header.
+const IP_UDP_HEADERS: u64 = 28;
+/// `LL_RESERVED_SPACE(loopback)` + 15 bytes of alignment slack that
+/// `__ip_append_data` asks for.
+const LL_RESERVE: u64 = 16 + 15;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetperfUdp {
+    pub sizes: Vec<u64>,
+    pub iterations: u32,
+    pub seconds: f64,
+    pub rcvbuf: u64,
+}
+
+pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
+    let mut a = Args::new(NAME, args);
+    let mut bench = NetperfUdp {
+        sizes: DEFAULT_SIZES.to_vec(),
+        iterations: 5,
+        seconds: 0.05,
+        rcvbuf: 212992,
+    };
+    while let Some(arg) = a.next() {
+        match arg {
+            "-m" => {
+                let list = a.value("-m")?;
+                bench.sizes = list
+                    .split(',')
+                    .map(|s| a.parse_size_in("-m", s, 1, 65507))
+                    .collect::<Result<_, _>>()?;
+            }
+            "-i" => bench.iterations = a.number("-i", 1, 100)? as u32,
+            "-l" => bench.seconds = a.seconds("-l", 60.0)?,
+            "-s" => bench.rcvbuf = a.size("-s", 4096, 1 << 30)?,
+            other => return Err(a.unknown(other)),
+        }
+    }
+    Ok(Box::new(bench))
+}
+
+/// The kmalloc size of a datagram's data buffer (`__alloc_skb`).
+pub fn skb_data_size(msg: u64) -> u64 {
+    (msg + IP_UDP_HEADERS + LL_RESERVE).div_ceil(64) * 64 + SKB_SHARED_INFO
+}
+
+struct Datagram {
+    head: Object,
+    data: Object,
+    queued_at: Cycles,
+    truesize: u64,
+}
+
+/// One iteration: the two tasks and the kernel they share.
+struct Stream {
+    pa: PageAllocator,
+    slub: Slub,
+    skbuff_head_cache: CacheId,
+    sender: CpuId,
+    receiver: CpuId,
+    size: u64,
+    data_size: u64,
+    truesize: u64,
+    rcvbuf: u64,
+    end: Cycles,
+    queue: VecDeque<Datagram>,
+    rmem: u64,
+    sent: u64,
+    dropped: u64,
+    received: u64,
+    sender_done: bool,
+    failed: Option<String>,
+}
+
+impl Stream {
+    fn send(&mut self, ctx: &mut Ctx) {
+        if ctx.now() >= self.end {
+            self.sender_done = true;
+            ctx.finish();
+            ctx.wake(self.receiver, ctx.now());
+            return;
+        }
+        let costs = &ctx.machine().costs;
+        let (syscall, path) = (
+            costs.syscall_entry_exit.cycles(),
+            costs.udp_send_path.cycles(),
+        );
+        let copy = costs.copy_user_bandwidth.cycles_for_bytes(self.size);
+        ctx.charge(Symbol::EntrySyscall, syscall);
+        ctx.charge(Symbol::UdpSendmsg, path);
+        let Some(head) = self
+            .slub
+            .kmem_cache_alloc(ctx, &mut self.pa, self.skbuff_head_cache)
+        else {
+            return self.fail(ctx, "out of memory for an skb head");
+        };
+        let Some(data) = self.slub.kmalloc(ctx, &mut self.pa, self.data_size) else {
+            return self.fail(ctx, "out of memory for skb data");
+        };
+        ctx.charge(Symbol::CopyUserEnhancedFastString, copy);
+        self.sent += 1;
+        // __udp_enqueue_schedule_skb: drop when the queue is over rcvbuf.
+        if self.rmem > self.rcvbuf {
+            self.dropped += 1;
+            self.free_skb(ctx, head, data);
+            return;
+        }
+        self.rmem += self.truesize;
+        self.queue.push_back(Datagram {
+            head,
+            data,
+            queued_at: ctx.now(),
+            truesize: self.truesize,
+        });
+        ctx.wake(self.receiver, ctx.now());
+    }
+
+    fn receive(&mut self, ctx: &mut Ctx) {
+        let Some(datagram) = self.queue.pop_front() else {
+            if self.sender_done {
+                ctx.finish()
+            } else {
+                ctx.block()
+            }
+            return;
+        };
+        // The datagram exists only from the moment the sender queued it.
+        ctx.idle_until(datagram.queued_at);
+        let costs = &ctx.machine().costs;
+        let (syscall, path) = (
+            costs.syscall_entry_exit.cycles(),
+            costs.udp_recv_path.cycles(),
+        );
+        let copy = costs.copy_user_bandwidth.cycles_for_bytes(self.size);
+        ctx.charge(Symbol::EntrySyscall, syscall);
+        ctx.charge(Symbol::UdpRecvmsg, path);
+        ctx.charge(Symbol::CopyUserEnhancedFastString, copy);
+        self.rmem -= datagram.truesize;
+        self.received += 1;
+        self.free_skb(ctx, datagram.head, datagram.data);
+    }
+
+    /// `consume_skb`/`kfree_skb`: the data buffer, then the head.
+    fn free_skb(&mut self, ctx: &mut Ctx, head: Object, data: Object) {
+        self.slub.free(ctx, &mut self.pa, data);
+        self.slub.free(ctx, &mut self.pa, head);
+    }
+
+    fn fail(&mut self, ctx: &mut Ctx, why: &str) {
+        self.failed = Some(why.to_string());
+        self.sender_done = true;
+        ctx.finish();
+    }
+}
+
+impl Workload for Stream {
+    fn step(&mut self, ctx: &mut Ctx) {
+        if ctx.cur() == self.sender {
+            self.send(ctx);
+        } else {
+            self.receive(ctx);
+        }
+    }
+}
+
+/// Results of one iteration.
+struct Iteration {
+    send_mbits: f64,
+    recv_mbits: f64,
+    sent: u64,
+    received: u64,
+    seconds: f64,
+    stats: Stats,
+}
+
+impl NetperfUdp {
+    /// Where the scheduler puts the pair: the sender anywhere, the receiver
+    /// (woken by the sender's softirq) on another CPU of the same socket,
+    /// as wake_affine and select_idle_sibling tend to do.
+    fn placement(machine: &Machine, rng: &mut crate::sim::Rng) -> (CpuId, CpuId) {
+        let topo = &machine.topology;
+        let sender = CpuId(rng.below(topo.nr_cpus() as u64) as u32);
+        let mates: Vec<CpuId> = (0..topo.nr_cpus())
+            .map(CpuId)
+            .filter(|&c| c != sender && topo.socket_of(c) == topo.socket_of(sender))
+            .collect();
+        let receiver = if mates.is_empty() {
+            CpuId((sender.0 + 1) % topo.nr_cpus())
+        } else {
+            mates[rng.below(mates.len() as u64) as usize]
+        };
+        (sender, receiver)
+    }
+
+    fn iteration(
+        &self,
+        machine: &Machine,
+        features: Features,
+        seed: u64,
+        size: u64,
+    ) -> Result<Iteration, RunError> {
+        let mut ctx = Ctx::new(machine.clone(), seed);
+        if ctx.nr_cpus() < 2 {
+            return Err(RunError(format!(
+                "{NAME}: machine {} has fewer than 2 CPUs",
+                machine.name
+            )));
+        }
+        let (sender, receiver) = Self::placement(machine, &mut ctx.rng);
+        let topo = &machine.topology;
+        let mut slub = Slub::new(topo.nr_cpus(), topo.numa_nodes);
+        let skbuff_head_cache = slub.create_cache(
+            "skbuff_head_cache",
+            SKB_HEAD,
+            topo.nr_cpus(),
+            topo.numa_nodes,
+        );
+        let data_size = skb_data_size(size);
+        let truesize = slub.kmalloc_cache(data_size).map_or_else(
+            || {
+                crate::mm::PAGE_SIZE
+                    << data_size
+                        .div_ceil(crate::mm::PAGE_SIZE)
+                        .next_power_of_two()
+                        .trailing_zeros()
+            },
+            |id| slub.cache(id).size,
+        ) + SKB_HEAD;
+        let mut stream = Stream {
+            pa: PageAllocator::new(machine, features),
+            slub,
+            skbuff_head_cache,
+            sender,
+            receiver,
+            size,
+            data_size,
+            truesize,
+            rcvbuf: self.rcvbuf,
+            end: topo.ns_to_cycles(self.seconds * 1e9),
+            queue: VecDeque::new(),
+            rmem: 0,
+            sent: 0,
+            dropped: 0,
+            received: 0,
+            sender_done: false,
+            failed: None,
+        };
+        for cpu in 0..ctx.nr_cpus() {
+            let id = CpuId(cpu);
+            let state = if id == sender {
+                RunState::Runnable
+            } else if id == receiver {
+                RunState::Blocked
+            } else {
+                RunState::Idle
+            };
+            ctx.set_state(id, state);
+        }
+        let mut engine = Engine::new(ctx);
+        engine.run(&mut stream, None);
+        if let Some(why) = stream.failed {
+            return Err(RunError(format!("{NAME}: {why}")));
+        }
+        let ctx = engine.ctx;
+        let seconds = topo.cycles_to_secs(ctx.clock_of(sender));
+        let mbits = |n: u64| (n * size * 8) as f64 / seconds / 1e6;
+        Ok(Iteration {
+            send_mbits: mbits(stream.sent),
+            recv_mbits: mbits(stream.received),
+            sent: stream.sent,
+            received: stream.received,
+            seconds,
+            stats: ctx.stats,
+        })
+    }
+}
+
+fn harmonic_mean(values: &[f64]) -> f64 {
+    values.len() as f64 / values.iter().map(|v| 1.0 / v).sum::<f64>()
+}
+
+impl Benchmark for NetperfUdp {
+    fn run(
+        &self,
+        machine: &Machine,
+        features: Features,
+        seed: u64,
+        progress: Progress,
+    ) -> Result<RunOutput, RunError> {
+        let mut lines = Vec::new();
+        let mut metrics = Vec::new();
+        let mut stats = Stats::new();
+        let mut rng = crate::sim::Rng::new(seed);
+        let total = (self.sizes.len() * self.iterations as usize) as f64;
+        let mut done = 0.0;
+        let mut elapsed = Cycles::ZERO;
+        for &size in &self.sizes {
+            let mut send = Vec::new();
+            let mut recv = Vec::new();
+            for i in 0..self.iterations {
+                let it = self.iteration(machine, features, rng.next_u64(), size)?;
+                lines.push(format!("# size {size} iteration {}", i + 1));
+                lines.push("Socket  Message  Elapsed      Messages".to_string());
+                lines.push("Size    Size     Time         Okay Errors   Throughput".to_string());
+                lines.push("bytes   bytes    secs            #      #   10^6bits/sec".to_string());
+                lines.push(format!(
+                    "{:<7} {:<8} {:<8.2} {:>10} {:>6} {:>10.2}",
+                    self.rcvbuf, size, it.seconds, it.sent, 0, it.send_mbits
+                ));
+                lines.push(format!(
+                    "{:<7} {:<8} {:<8.2} {:>10} {:>6} {:>10.2}",
+                    self.rcvbuf, "", it.seconds, it.received, "", it.recv_mbits
+                ));
+                send.push(it.send_mbits);
+                recv.push(it.recv_mbits);
+                stats.merge(&it.stats);
+                elapsed += machine.topology.ns_to_cycles(it.seconds * 1e9);
+                done += 1.0;
+                progress(done / total);
+            }
+            let (hs, hr) = (harmonic_mean(&send), harmonic_mean(&recv));
+            metrics.push(Metric {
+                name: format!("send-{size}"),
+                value: hs,
+                unit: "Mbit/s",
+                higher_is_better: true,
+            });
+            metrics.push(Metric {
+                name: format!("recv-{size}"),
+                value: hr,
+                unit: "Mbit/s",
+                higher_is_better: true,
+            });
+        }
+        lines.push("# mmtests summary (harmonic mean of iterations)".to_string());
+        for m in metrics.iter().filter(|m| m.name.starts_with("send-")) {
+            lines.push(format!("Hmean     {:<12} {:>10.2}", m.name, m.value));
+        }
+        Ok(RunOutput {
+            workload: NAME.to_string(),
+            args: Vec::new(),
+            machine: machine.clone(),
+            features,
+            seed,
+            lines,
+            metrics,
+            stats,
+            elapsed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_buffers_land_in_the_kmalloc_classes_of_5_13() {
+        let slub = Slub::new(64, 2);
+        let class = |msg| {
+            slub.kmalloc_cache(skb_data_size(msg))
+                .map(|id| slub.cache(id).name.clone())
+        };
+        assert_eq!(class(64).as_deref(), Some("kmalloc-512"));
+        assert_eq!(class(128).as_deref(), Some("kmalloc-512"));
+        assert_eq!(class(256).as_deref(), Some("kmalloc-1k"));
+        assert_eq!(class(1024).as_deref(), Some("kmalloc-2k"));
+        assert_eq!(class(2048).as_deref(), Some("kmalloc-4k"));
+        assert_eq!(class(3312).as_deref(), Some("kmalloc-4k"));
+        assert_eq!(class(4096).as_deref(), Some("kmalloc-8k"));
+        assert_eq!(class(8192), None, "kmalloc_large, order 2");
+        assert_eq!(skb_data_size(8192), 8576);
+        assert_eq!(class(16384), None, "kmalloc_large, order 3");
+    }
+
+    #[test]
+    fn bad_flags_are_one_line_errors() {
+        let err = |args: &[&str]| {
+            parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .err()
+                .unwrap()
+                .0
+        };
+        assert_eq!(
+            err(&["-m", "100Q"]),
+            "netperf-udp: -m: invalid size '100Q': unknown suffix (use k, m, g or t)"
+        );
+        assert_eq!(err(&["-m"]), "netperf-udp: -m needs a value");
+        assert_eq!(err(&["-i", "0"]), "netperf-udp: -i: 0 is outside 1..=100");
+        assert_eq!(
+            err(&["--bogus"]),
+            "netperf-udp: unknown argument '--bogus' (see mmsim run netperf-udp --help)"
+        );
+    }
+}

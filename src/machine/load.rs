@@ -103,10 +103,20 @@ impl Ctx<'_> {
         }
     }
 
-    fn positive(&self, t: &toml::Table, prefix: &str, key: &str) -> Result<u64, LoadError> {
+    /// A positive integer no larger than `max` (so later arithmetic cannot overflow).
+    fn positive(
+        &self,
+        t: &toml::Table,
+        prefix: &str,
+        key: &str,
+        max: u64,
+    ) -> Result<u64, LoadError> {
         let full = join(prefix, key);
         match t.get(key) {
-            Some(toml::Value::Integer(i)) if *i > 0 => Ok(*i as u64),
+            Some(toml::Value::Integer(i)) if *i > 0 && (*i as u64) <= max => Ok(*i as u64),
+            Some(toml::Value::Integer(i)) if *i > 0 => {
+                Err(self.err(&full, format!("must be at most {max}, not {i}")))
+            }
             Some(toml::Value::Integer(i)) => {
                 Err(self.err(&full, format!("must be positive, not {i}")))
             }
@@ -126,6 +136,27 @@ impl Ctx<'_> {
     }
 }
 
+/// A TOML syntax error as one line: where it is (line, when known) and what.
+fn toml_problem(text: &str, error: &toml::de::Error) -> String {
+    let message = one_line(error.message());
+    match error.span() {
+        Some(span) => {
+            let line = text.as_bytes()[..span.start.min(text.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            format!("not valid TOML (line {line}): {message}")
+        }
+        None => format!("not valid TOML: {message}"),
+    }
+}
+
+/// Collapses a possibly multi-line message so an error always prints as one line.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn join(prefix: &str, key: &str) -> String {
     if prefix.is_empty() {
         key.to_string()
@@ -140,7 +171,7 @@ pub fn parse(file: &str, text: &str) -> Result<Machine, LoadError> {
     let root: toml::Table = text.parse().map_err(|e: toml::de::Error| LoadError {
         file: file.to_string(),
         key: None,
-        problem: format!("not valid TOML: {}", e.message()),
+        problem: toml_problem(text, &e),
     })?;
     ctx.only_keys(&root, "", &["name", "description", "topology", "costs"])?;
     let name = ctx.string(&root, "", "name")?;
@@ -154,6 +185,13 @@ pub fn parse(file: &str, text: &str) -> Result<Machine, LoadError> {
         costs,
     })
 }
+
+/// Upper bounds on the machine's shape. They keep every product of counts far from
+/// overflow and every per-CPU or per-node structure the simulator builds bounded.
+const CPUS_MAX: u64 = 4096;
+const FREQUENCY_MHZ_MAX: u64 = 10_000;
+const MEMORY_PER_NODE_MAX: u64 = 64 << 40;
+const MEMORY_PER_NODE_MIN: u64 = 64 << 20;
 
 fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
     const P: &str = "topology";
@@ -174,28 +212,40 @@ fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
     let memory = ctx.string(t, P, "memory_per_node")?;
     let memory_per_node_bytes = crate::util::parse_size(&memory)
         .map_err(|e| ctx.err("topology.memory_per_node", e.to_string()))?;
-    if memory_per_node_bytes < (64 << 20) {
+    if memory_per_node_bytes < MEMORY_PER_NODE_MIN {
         return Err(ctx.err("topology.memory_per_node", "must be at least 64M"));
     }
-    let topology = Topology {
-        sockets: ctx.positive(t, P, "sockets")? as u32,
-        cores_per_socket: ctx.positive(t, P, "cores_per_socket")? as u32,
-        threads_per_core: ctx.positive(t, P, "threads_per_core")? as u32,
-        numa_nodes: ctx.positive(t, P, "numa_nodes")? as u32,
-        memory_per_node_bytes,
-        frequency_mhz: ctx.positive(t, P, "frequency_mhz")?,
-    };
-    let nodes = topology.numa_nodes;
-    if nodes % topology.sockets != 0 && topology.sockets % nodes != 0 {
+    if memory_per_node_bytes > MEMORY_PER_NODE_MAX {
+        return Err(ctx.err("topology.memory_per_node", "must be at most 64T"));
+    }
+    // Each count is at most CPUS_MAX, so their product fits easily in a u64.
+    let sockets = ctx.positive(t, P, "sockets", CPUS_MAX)?;
+    let cores_per_socket = ctx.positive(t, P, "cores_per_socket", CPUS_MAX)?;
+    let threads_per_core = ctx.positive(t, P, "threads_per_core", CPUS_MAX)?;
+    let numa_nodes = ctx.positive(t, P, "numa_nodes", CPUS_MAX)?;
+    let frequency_mhz = ctx.positive(t, P, "frequency_mhz", FREQUENCY_MHZ_MAX)?;
+    let nr_cpus = sockets * cores_per_socket * threads_per_core;
+    if nr_cpus > CPUS_MAX {
+        return Err(ctx.err("topology", format!("{nr_cpus} CPUs, more than {CPUS_MAX}")));
+    }
+    // Topology::node_of maps whole sockets to nodes, so a node cannot be smaller than a
+    // socket (sub-NUMA clustering is not modelled) and sockets must share nodes evenly.
+    if numa_nodes > sockets || sockets % numa_nodes != 0 {
         return Err(ctx.err(
             "topology.numa_nodes",
-            "must divide, or be a multiple of, sockets",
+            format!(
+                "must divide sockets ({sockets}), not {numa_nodes}: a node holds whole sockets"
+            ),
         ));
     }
-    if topology.nr_cpus() > 4096 {
-        return Err(ctx.err("topology", "more than 4096 CPUs"));
-    }
-    Ok(topology)
+    Ok(Topology {
+        sockets: sockets as u32,
+        cores_per_socket: cores_per_socket as u32,
+        threads_per_core: threads_per_core as u32,
+        numa_nodes: numa_nodes as u32,
+        memory_per_node_bytes,
+        frequency_mhz,
+    })
 }
 
 fn parse_costs(ctx: &Ctx, t: &toml::Table, topology: &Topology) -> Result<Costs, LoadError> {

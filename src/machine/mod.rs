@@ -35,3 +35,6 @@ impl Machine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod netperf_udp;
+pub mod page_alloc_bench;
 
 use std::fmt;
 
@@ -89,12 +90,20 @@ pub struct WorkloadInfo {
     pub parse: ParseFn,
 }
 
-pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
-    name: netperf_udp::NAME,
-    summary: netperf_udp::SUMMARY,
-    usage: netperf_udp::USAGE,
-    parse: netperf_udp::parse,
-}];
+pub const WORKLOADS: &[WorkloadInfo] = &[
+    WorkloadInfo {
+        name: page_alloc_bench::NAME,
+        summary: page_alloc_bench::SUMMARY,
+        usage: page_alloc_bench::USAGE,
+        parse: page_alloc_bench::parse,
+    },
+    WorkloadInfo {
+        name: netperf_udp::NAME,
+        summary: netperf_udp::SUMMARY,
+        usage: netperf_udp::USAGE,
+        parse: netperf_udp::parse,
+    },
+];
 
 pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
     WORKLOADS.iter().find(|w| w.name == name)

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+
 use super::counters::{counters, is_linux};
 use super::profile::{ProfileEntry, profile};
 use super::table::{Align, Table};
@@ -30,10 +32,50 @@ pub fn format_percent(percent: Option<f64>) -> String {
     }
 }
 
+/// One metric of a comparison; a side is `None` when that run did not
+/// report it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MetricPair<'a> {
+    pub name: &'a str,
+    pub unit: &'a str,
+    pub higher_is_better: bool,
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+    pub gain_percent: Option<f64>,
+}
+
+/// Matches metrics by name, in the order `before` lists them, then those
+/// only `after` has.
+pub fn pair_metrics<'a>(before: &'a [Metric], after: &'a [Metric]) -> Vec<MetricPair<'a>> {
+    let only_after = after
+        .iter()
+        .filter(|a| !before.iter().any(|b| b.name == a.name));
+    let value_in =
+        |metrics: &[Metric], name: &str| metrics.iter().find(|m| m.name == name).map(|m| m.value);
+    before
+        .iter()
+        .chain(only_after)
+        .map(|metric| {
+            let b = value_in(before, &metric.name);
+            let a = value_in(after, &metric.name);
+            let gain = b
+                .zip(a)
+                .and_then(|(b, a)| gain_percent(b, a, metric.higher_is_better));
+            MetricPair {
+                name: &metric.name,
+                unit: metric.unit,
+                higher_is_better: metric.higher_is_better,
+                before: b,
+                after: a,
+                gain_percent: gain,
+            }
+        })
+        .collect()
+}
+
 /// One row per metric, as mmtests prints them: the value before with a gain
-/// of 0.00%, the value after with its gain. Metrics are matched by name, in
-/// the order `before` lists them; one only one side has shows `-` on the
-/// other.
+/// of 0.00%, the value after with its gain. A metric only one side reported
+/// shows `-` on the other.
 pub fn format_metric_comparison(before: &[Metric], after: &[Metric], labels: [&str; 2]) -> String {
     let mut table = Table::new(&[
         ("metric", Align::Left),
@@ -43,27 +85,16 @@ pub fn format_metric_comparison(before: &[Metric], after: &[Metric], labels: [&s
         (labels[1], Align::Right),
         ("", Align::Right),
     ]);
-    let only_after = after
-        .iter()
-        .filter(|a| !before.iter().any(|b| b.name == a.name));
-    for metric in before.iter().chain(only_after) {
-        let b = before.iter().find(|m| m.name == metric.name);
-        let a = after.iter().find(|m| m.name == metric.name);
-        let gain = match (b, a) {
-            (Some(b), Some(a)) => gain_percent(b.value, a.value, metric.higher_is_better),
-            _ => None,
-        };
+    for pair in pair_metrics(before, after) {
+        let base_gain = pair.before.map(|_| Some(0.0));
+        let gain = pair.after.map(|_| pair.gain_percent);
         table.row(vec![
-            metric.name.clone(),
-            metric.unit.to_string(),
-            value_cell(b),
-            if b.is_some() {
-                "(   0.00%)".to_string()
-            } else {
-                String::new()
-            },
-            value_cell(a),
-            gain_cell(a.map(|_| gain)),
+            pair.name.to_string(),
+            pair.unit.to_string(),
+            value_cell(pair.before),
+            gain_cell(base_gain),
+            value_cell(pair.after),
+            gain_cell(gain),
         ]);
     }
     if table.is_empty() {
@@ -72,10 +103,11 @@ pub fn format_metric_comparison(before: &[Metric], after: &[Metric], labels: [&s
     table.render()
 }
 
-fn value_cell(metric: Option<&Metric>) -> String {
-    metric.map_or("-".to_string(), |m| format!("{:.2}", m.value))
+fn value_cell(value: Option<f64>) -> String {
+    value.map_or("-".to_string(), |v| format!("{v:.2}"))
 }
 
+/// mmtests' `(   1.85%)`; empty when there is no value to gain on.
 fn gain_cell(gain: Option<Option<f64>>) -> String {
     match gain {
         None => String::new(),

@@ -1,17 +1,20 @@
 //! Runs as JSON documents.
 //!
 //! Same inputs give byte-identical output: every collection here is a Vec in
-//! a fixed order or a BTreeMap, and serde writes struct fields in declaration
-//! order. Never put a HashMap in these types.
+//! a fixed order (written as an array, or as an object by [`Counters`]) or a
+//! BTreeMap, and serde writes struct fields in declaration order. Never put a
+//! HashMap in these types.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::compare::{MetricPair, pair_metrics};
 use super::counters::counters;
 use super::profile::profile;
 use super::units::cycles_to_ns_rounded;
 use crate::features::Feature;
+use crate::sim::Event;
 use crate::workload::{Metric, RunOutput};
 
 /// Everything one run produced.
@@ -28,8 +31,19 @@ pub struct RunJson<'a> {
     pub lines: &'a [String],
     pub metrics: Vec<MetricJson<'a>>,
     pub profile: ProfileJson,
-    /// Every counter, zeros included, by its `/proc/vmstat` (or `mmsim_`) name.
-    pub counters: BTreeMap<&'static str, u64>,
+    /// Every counter, zeros included, by its `/proc/vmstat` (or `mmsim_`)
+    /// name, in the order `/proc/vmstat` would list them.
+    pub counters: Counters,
+}
+
+/// Counters as a JSON object whose keys keep the fixed order of
+/// [`counters`] (Linux's first), rather than a map's sorted order.
+pub struct Counters(Vec<(Event, u64)>);
+
+impl Serialize for Counters {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|&(event, value)| (event.name(), value)))
+    }
 }
 
 #[derive(Serialize)]
@@ -73,10 +87,7 @@ impl<'a> RunJson<'a> {
             lines: &run.lines,
             metrics: run.metrics.iter().map(MetricJson::new).collect(),
             profile: ProfileJson::new(run),
-            counters: counters(&run.stats)
-                .into_iter()
-                .map(|(e, v)| (e.name(), v))
-                .collect(),
+            counters: Counters(counters(&run.stats)),
         }
     }
 }
@@ -110,6 +121,34 @@ impl ProfileJson {
     }
 }
 
+/// Two runs of one workload, a feature off and on, and their metrics paired.
+#[derive(Serialize)]
+pub struct CompareJson<'a> {
+    pub workload: &'a str,
+    pub args: &'a [String],
+    pub machine: &'a str,
+    pub feature: &'static str,
+    pub seed: u64,
+    pub metrics: Vec<MetricPair<'a>>,
+    pub before: RunJson<'a>,
+    pub after: RunJson<'a>,
+}
+
+impl<'a> CompareJson<'a> {
+    pub fn new(feature: Feature, before: &'a RunOutput, after: &'a RunOutput) -> CompareJson<'a> {
+        CompareJson {
+            workload: &before.workload,
+            args: &before.args,
+            machine: &before.machine.name,
+            feature: feature.name(),
+            seed: before.seed,
+            metrics: pair_metrics(&before.metrics, &after.metrics),
+            before: RunJson::new(before),
+            after: RunJson::new(after),
+        }
+    }
+}
+
 /// A document as indented JSON with a final newline.
 pub fn to_json_string<T: Serialize>(document: &T) -> String {
     // Serialising these types cannot fail: every map key is a string.
@@ -122,7 +161,6 @@ pub fn to_json_string<T: Serialize>(document: &T) -> String {
 mod tests {
     use super::*;
     use crate::report::test_run;
-    use crate::sim::Event;
 
     #[test]
     fn a_run_has_every_field() {
@@ -144,6 +182,10 @@ mod tests {
         assert_eq!(value["profile"]["symbols"][1]["space"], "user");
         assert_eq!(value["counters"]["pgfree"], 3);
         assert_eq!(value["counters"].as_object().unwrap().len(), Event::COUNT);
+        let text = to_json_string(&RunJson::new(&run));
+        let linux = text.find("\"pgfree\"").unwrap();
+        let ours = text.find("\"mmsim_").unwrap();
+        assert!(linux < ours, "Linux counters come first");
     }
 
     #[test]

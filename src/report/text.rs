@@ -13,8 +13,22 @@ use crate::workload::{Metric, RunOutput};
 
 /// Every feature as `name=on` or `name=off`, space separated.
 pub fn format_features(features: Features) -> String {
-    let parts: Vec<String> = Feature::ALL
+    feature_states(features, |_| true)
+}
+
+/// Like [`format_features`] without `except` (the one a comparison is
+/// about); `(none)` when there is no other.
+pub fn format_other_features(features: Features, except: Feature) -> String {
+    match feature_states(features, |f| f != except) {
+        states if states.is_empty() => "(none)".to_string(),
+        states => states,
+    }
+}
+
+fn feature_states(features: Features, include: impl Fn(Feature) -> bool) -> String {
+    let states: Vec<String> = Feature::ALL
         .iter()
+        .filter(|&&f| include(f))
         .map(|&f| {
             format!(
                 "{}={}",
@@ -23,7 +37,7 @@ pub fn format_features(features: Features) -> String {
             )
         })
         .collect();
-    parts.join(" ")
+    states.join(" ")
 }
 
 /// A workload and its flags as one would type them (arguments with spaces

@@ -39,12 +39,37 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::switch("help"),
 ];
 
+/// Which command is being prepared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Run,
+    Compare,
+}
+
+impl Mode {
+    fn opts(self) -> &'static [Opt] {
+        match self {
+            Mode::Run => RUN_OPTS,
+            Mode::Compare => COMPARE_OPTS,
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            Mode::Run => help::RUN,
+            Mode::Compare => help::COMPARE,
+        }
+    }
+}
+
 /// A workload with its flags parsed and everything it runs on.
 struct Setup {
     info: &'static WorkloadInfo,
     benchmark: Box<dyn Benchmark>,
     machine: Machine,
     features: Features,
+    /// The feature `compare` turns off and on; `None` for `run`.
+    compared: Option<Feature>,
     seed: u64,
     top: usize,
     json: bool,
@@ -53,16 +78,16 @@ struct Setup {
 /// What the command line asked for: help, or a run.
 enum Request {
     Help(String),
-    Run(Box<Setup>, Parsed),
+    Run(Box<Setup>),
 }
 
 pub fn run_command(
     args: &[String],
     workloads: &'static [WorkloadInfo],
 ) -> Result<String, CliError> {
-    let (setup, _) = match prepare(args, workloads, RUN_OPTS, help::RUN)? {
+    let setup = match prepare(args, workloads, Mode::Run)? {
         Request::Help(text) => return Ok(text),
-        Request::Run(setup, parsed) => (setup, parsed),
+        Request::Run(setup) => setup,
     };
     let mut bar = ProgressBar::stderr(setup.info.name);
     let run = setup
@@ -83,11 +108,13 @@ pub fn compare_command(
     args: &[String],
     workloads: &'static [WorkloadInfo],
 ) -> Result<String, CliError> {
-    let (setup, parsed) = match prepare(args, workloads, COMPARE_OPTS, help::COMPARE)? {
+    let setup = match prepare(args, workloads, Mode::Compare)? {
         Request::Help(text) => return Ok(text),
-        Request::Run(setup, parsed) => (setup, parsed),
+        Request::Run(setup) => setup,
     };
-    let feature = compared_feature(&parsed)?;
+    let feature = setup
+        .compared
+        .expect("compare mode always has a compared feature");
     let mut bar = ProgressBar::stderr(&format!("{} {}", setup.info.name, feature.name()));
     let [before, after] = run_before_after(
         setup.benchmark.as_ref(),
@@ -111,57 +138,57 @@ pub fn compare_command(
     Ok(format_comparison(feature, &before, &after, setup.top))
 }
 
-/// Checks the command line in a fixed order: the workload name is there;
-/// mmsim's own options (seed, top, features, machine); the workload exists;
-/// its flags parse.
+/// Checks the command line in a fixed order: a workload name comes first;
+/// then mmsim's own options (seed, top, features, the compared feature, the
+/// machine); then the workload exists; then its flags parse.
 fn prepare(
     args: &[String],
     workloads: &'static [WorkloadInfo],
-    opts: &[Opt],
-    command_help: &str,
+    mode: Mode,
 ) -> Result<Request, CliError> {
     let name = match args.first().map(String::as_str) {
         None => {
-            return Err(CliError::new(format!(
-                "missing workload ({})",
-                workload_list(workloads)
-            )));
+            let list = workload_list(workloads);
+            return Err(CliError::new(format!("missing workload ({list})")));
         }
-        Some("--help" | "-h") => return Ok(Request::Help(command_help.to_string())),
+        Some("--help" | "-h") => return Ok(Request::Help(mode.help().to_string())),
         Some(flag) if flag.starts_with('-') => {
+            let list = workload_list(workloads);
             return Err(CliError::new(format!(
-                "expected a workload name before '{flag}' ({})",
-                workload_list(workloads)
+                "expected a workload name before '{flag}' ({list})"
             )));
         }
         Some(name) => name,
     };
-    let parsed = extract(&args[1..], opts)?;
+    let parsed = extract(&args[1..], mode.opts())?;
     let seed = parsed.last("seed").map_or(Ok(DEFAULT_SEED), parse_seed)?;
     let top = parsed.last("top").map_or(Ok(TOP_DEFAULT), parse_top)?;
     let features = features_from(&parsed)?;
+    let compared = match mode {
+        Mode::Run => None,
+        Mode::Compare => Some(compared_feature(&parsed)?),
+    };
     let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
+    let machine =
+        Machine::by_name_or_path(machine_name).map_err(|e| CliError::new(e.to_string()))?;
     let info = find_workload(workloads, name)?;
     if parsed.has("help") {
         return Ok(Request::Help(workload_help(info)));
     }
-    let machine =
-        Machine::by_name_or_path(machine_name).map_err(|e| CliError::new(e.to_string()))?;
     let benchmark =
         (info.parse)(&parsed.rest).map_err(|e| CliError::new(format!("{name}: {e}")))?;
     let json = parsed.has("json");
-    Ok(Request::Run(
-        Box::new(Setup {
-            info,
-            benchmark,
-            machine,
-            features,
-            seed,
-            top,
-            json,
-        }),
-        parsed,
-    ))
+    let setup = Setup {
+        info,
+        benchmark,
+        machine,
+        features,
+        compared,
+        seed,
+        top,
+        json,
+    };
+    Ok(Request::Run(Box::new(setup)))
 }
 
 /// Every feature on, then each `--with` and `--without` in the order given.
@@ -440,6 +467,14 @@ mod tests {
             error(run(&["fake", "--fail"])),
             "fake: run failed: the machine is too small"
         );
+    }
+
+    #[test]
+    fn mmsim_options_are_checked_before_the_workload_name() {
+        assert!(error(run(&["nope", "--machine", "vax"])).starts_with("vax: unknown machine"));
+        assert!(error(run(&["nope", "--seed", "x"])).starts_with("invalid seed 'x'"));
+        assert!(error(compare(&["nope", "--feature", "x"])).starts_with("unknown feature 'x'"));
+        assert!(error(compare(&["nope"])).starts_with("compare needs --feature F"));
     }
 
     #[test]

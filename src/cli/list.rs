@@ -7,8 +7,8 @@ use super::args::{Opt, extract, no_unknown_options};
 use super::{CliError, help};
 use crate::features::{Feature, Features};
 use crate::machine::{self, CostKind, Costs, Machine};
-use crate::report::text::{format_machine, format_shape};
-use crate::report::units::{format_bytes, format_frequency};
+use crate::report::text::{format_machine, format_memory, format_shape};
+use crate::report::units::format_frequency;
 use crate::report::{Align, Table};
 use crate::workload::WORKLOADS;
 
@@ -21,13 +21,12 @@ pub fn machines_command(args: &[String]) -> Result<String, CliError> {
     }
     no_unknown_options(&parsed, "machines")?;
     if !parsed.rest.is_empty() {
-        let mut out = String::new();
-        for name in &parsed.rest {
-            let machine =
-                Machine::by_name_or_path(name).map_err(|e| CliError::new(e.to_string()))?;
-            out.push_str(&machine_details(&machine));
-        }
-        return Ok(out);
+        let details = parsed
+            .rest
+            .iter()
+            .map(|name| Ok(machine_details(&Machine::by_name_or_path(name)?)))
+            .collect::<Result<Vec<String>, CliError>>()?;
+        return Ok(details.join("\n"));
     }
     let machines = builtin_machines()?;
     let mut out = machine_table(&machines);
@@ -43,7 +42,7 @@ pub fn machines_command(args: &[String]) -> Result<String, CliError> {
 fn builtin_machines() -> Result<Vec<Machine>, CliError> {
     machine::builtin_names()
         .into_iter()
-        .map(|name| machine::builtin(name).map_err(|e| CliError::new(e.to_string())))
+        .map(|name| Ok(machine::builtin(name)?))
         .collect()
 }
 
@@ -64,7 +63,7 @@ fn machine_table(machines: &[Machine]) -> String {
             t.nr_cpus().to_string(),
             format_shape(m),
             t.numa_nodes.to_string(),
-            format_bytes(t.memory_per_node_bytes * t.numa_nodes as u64),
+            format_memory(m),
             format_frequency(t),
             m.description.clone(),
         ]);

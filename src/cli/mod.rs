@@ -50,6 +50,18 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+impl From<crate::machine::LoadError> for CliError {
+    fn from(e: crate::machine::LoadError) -> CliError {
+        CliError(e.to_string())
+    }
+}
+
+impl From<crate::experiments::ExperimentError> for CliError {
+    fn from(e: crate::experiments::ExperimentError) -> CliError {
+        CliError(e.to_string())
+    }
+}
+
 /// Runs `mmsim` with the process's arguments and returns its exit status.
 pub fn main() -> i32 {
     let args = match process_args() {

@@ -26,8 +26,7 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     let mut outcomes = Vec::with_capacity(selected.len());
     for experiment in selected {
         let mut bar = ProgressBar::stderr(experiment.id);
-        let outcome = experiments::run(experiment, seed, &mut |f| bar.update(f))
-            .map_err(|e| CliError::new(e.to_string()))?;
+        let outcome = experiments::run(experiment, seed, &mut |f| bar.update(f))?;
         bar.finish();
         outcomes.push(outcome);
     }

@@ -18,16 +18,6 @@ use crate::report::units::format_duration;
 use crate::report::{RunJson, TOP_DEFAULT, format_run, to_json_string};
 use crate::workload::{Benchmark, RunOutput, WorkloadInfo};
 
-const RUN_OPTS: &[Opt] = &[
-    Opt::value("machine"),
-    Opt::value("with"),
-    Opt::value("without"),
-    Opt::value("seed"),
-    Opt::value("top"),
-    Opt::switch("json"),
-    Opt::switch("help"),
-];
-
 const COMPARE_OPTS: &[Opt] = &[
     Opt::value("feature"),
     Opt::value("machine"),
@@ -38,6 +28,9 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::switch("json"),
     Opt::switch("help"),
 ];
+
+/// `run` takes every option `compare` does except `--feature`.
+const RUN_OPTS: &[Opt] = COMPARE_OPTS.split_at(1).1;
 
 /// Which command is being prepared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,8 +162,7 @@ fn prepare(
         Mode::Compare => Some(compared_feature(&parsed)?),
     };
     let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
-    let machine =
-        Machine::by_name_or_path(machine_name).map_err(|e| CliError::new(e.to_string()))?;
+    let machine = Machine::by_name_or_path(machine_name)?;
     let info = find_workload(workloads, name)?;
     if parsed.has("help") {
         return Ok(Request::Help(workload_help(info)));

@@ -64,6 +64,12 @@ pub fn format_shape(machine: &Machine) -> String {
     )
 }
 
+/// All the machine's memory, over every node: `128 GiB`.
+pub fn format_memory(machine: &Machine) -> String {
+    let t = &machine.topology;
+    format_bytes(t.memory_per_node_bytes * t.numa_nodes as u64)
+}
+
 /// One line saying what a machine is.
 pub fn format_machine(machine: &Machine) -> String {
     let t = &machine.topology;
@@ -75,7 +81,7 @@ pub fn format_machine(machine: &Machine) -> String {
         t.cores_per_socket,
         t.threads_per_core,
         t.numa_nodes,
-        format_bytes(t.memory_per_node_bytes * t.numa_nodes as u64),
+        format_memory(machine),
         format_frequency(t)
     )
 }

@@ -34,10 +34,26 @@ fn bench(name: &str, args: &[&str], features: Features) {
 fn main() {
     let on = Features::all();
     let off = Features::all().with(Feature::PcpHighOrder, false);
-    bench("order-0, 1 CPU, per-CPU list hits", &["-n", "1", "-o", "0", "-r", "40000"], on);
-    bench("order-3, 2 CPUs, remote frees, pcp-high-order", &["-n", "2", "-o", "3", "--free-on", "remote", "-r", "40000"], on);
-    bench("order-3, 2 CPUs, remote frees, before", &["-n", "2", "-o", "3", "--free-on", "remote", "-r", "40000"], off);
-    bench("order-0, 8 CPUs, 16 THP frees per round", &["-n", "8", "-o", "0", "--thp-frees", "16", "-r", "4000"], on);
+    bench(
+        "order-0, 1 CPU, per-CPU list hits",
+        &["-n", "1", "-o", "0", "-r", "40000"],
+        on,
+    );
+    bench(
+        "order-3, 2 CPUs, remote frees, pcp-high-order",
+        &["-n", "2", "-o", "3", "--free-on", "remote", "-r", "40000"],
+        on,
+    );
+    bench(
+        "order-3, 2 CPUs, remote frees, before",
+        &["-n", "2", "-o", "3", "--free-on", "remote", "-r", "40000"],
+        off,
+    );
+    bench(
+        "order-0, 8 CPUs, 16 THP frees per round",
+        &["-n", "8", "-o", "0", "--thp-frees", "16", "-r", "4000"],
+        on,
+    );
 
     let mut machine = builtin("x86-2s-server").expect("built-in machine");
     machine.topology.memory_per_node_bytes = 256 << 30;

@@ -1,1 +1,493 @@
-//! TODO
+//! The registry of reproductions: each experiment is one seed document's
+//! benchmark, on a model of the author's machine, with the kernel change
+//! off ("before") and on ("after"), and the figures the author published.
+//!
+//! Running an experiment runs its workload twice on its machine: with its
+//! feature off, then on, every other feature at its default (on). Each
+//! published figure is then set beside ours with the relative error. A
+//! published figure that a machine parameter was fitted to is marked
+//! calibrated: matching it proves nothing, so it is never shown as a
+//! prediction.
+//!
+//! Experiments never override costs; a machine is a machine.
+
+use std::fmt;
+
+use crate::features::{Feature, Features};
+use crate::machine::{self, LoadError, Machine};
+use crate::report::profile::is_symbol;
+use crate::report::{gain_percent, share_of};
+use crate::workload::{self, Benchmark, Progress, RunError, RunOutput, UsageError};
+
+/// A figure the seed publishes for both kernels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Figure {
+    /// A workload metric by name, e.g. `send-64`, in the unit the seed gives
+    /// (which must be the unit the workload reports).
+    Metric {
+        name: &'static str,
+        unit: &'static str,
+    },
+    /// A symbol's share of all cycles in the profile, in percent, by the name
+    /// perf prints. Before and after may name different functions when the
+    /// change renamed the one that matters (`get_huge_zero_page` became
+    /// `mm_get_huge_zero_page`).
+    ProfileShare {
+        before: &'static str,
+        after: &'static str,
+    },
+}
+
+impl Figure {
+    /// How the figure is labelled in a table.
+    pub fn label(&self) -> String {
+        match *self {
+            Figure::Metric { name, .. } => name.to_string(),
+            Figure::ProfileShare { before, after } if before == after => format!("share {before}"),
+            Figure::ProfileShare { before, after } => format!("share {before} -> {after}"),
+        }
+    }
+
+    pub fn unit(&self) -> &'static str {
+        match *self {
+            Figure::Metric { unit, .. } => unit,
+            Figure::ProfileShare { .. } => "% cycles",
+        }
+    }
+}
+
+/// One published value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Published {
+    pub value: f64,
+    /// A machine parameter was fitted to this value, so ours matching it is
+    /// by construction, not a prediction.
+    pub calibrated: bool,
+}
+
+impl Published {
+    /// A published value ours is a prediction of.
+    pub const fn new(value: f64) -> Published {
+        Published {
+            value,
+            calibrated: false,
+        }
+    }
+
+    /// A published value a machine parameter was calibrated from.
+    pub const fn calibrated(value: f64) -> Published {
+        Published {
+            value,
+            calibrated: true,
+        }
+    }
+}
+
+/// One figure with its published values before and after the change.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PublishedRow {
+    pub figure: Figure,
+    pub before: Published,
+    pub after: Published,
+}
+
+/// A reproduction of one seed's benchmark.
+#[derive(Clone, Copy, Debug)]
+pub struct Experiment {
+    /// Short name for `mmsim reproduce ID`, e.g. `pcp-high-order`.
+    pub id: &'static str,
+    pub title: &'static str,
+    /// The seed document it reproduces (a file in `seeds/`).
+    pub seed_document: &'static str,
+    /// A built-in machine profile.
+    pub machine: &'static str,
+    /// A registered workload and its flags.
+    pub workload: &'static str,
+    pub args: &'static [&'static str],
+    /// Off before, on after.
+    pub feature: Feature,
+    pub rows: &'static [PublishedRow],
+}
+
+/// Every registered experiment, in the order `reproduce all` runs them.
+pub const EXPERIMENTS: &[Experiment] = &[];
+
+pub fn find(id: &str) -> Option<&'static Experiment> {
+    EXPERIMENTS.iter().find(|e| e.id == id)
+}
+
+/// Which of the two runs of a comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The feature off.
+    Before,
+    /// The feature on.
+    After,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Before => "before",
+            Side::After => "after",
+        }
+    }
+}
+
+/// Why an experiment could not run or could not be compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExperimentError {
+    pub id: &'static str,
+    pub problem: Problem,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    Machine(LoadError),
+    UnknownWorkload(&'static str),
+    Usage(UsageError),
+    Run(Side, RunError),
+    UnknownSymbol(&'static str),
+    MissingMetric(&'static str),
+    UnitMismatch {
+        metric: &'static str,
+        published: &'static str,
+        ours: &'static str,
+    },
+    NoRows,
+}
+
+impl fmt::Display for ExperimentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "experiment {}: ", self.id)?;
+        match &self.problem {
+            Problem::Machine(e) => write!(f, "{e}"),
+            Problem::UnknownWorkload(name) => write!(f, "unknown workload '{name}'"),
+            Problem::Usage(e) => write!(f, "bad workload flags: {e}"),
+            Problem::Run(side, e) => write!(f, "the {} run failed: {e}", side.name()),
+            Problem::UnknownSymbol(name) => write!(f, "no symbol named '{name}'"),
+            Problem::MissingMetric(name) => write!(f, "the workload reports no metric '{name}'"),
+            Problem::UnitMismatch {
+                metric,
+                published,
+                ours,
+            } => {
+                write!(
+                    f,
+                    "metric '{metric}' is published in {published} but the workload reports {ours}"
+                )
+            }
+            Problem::NoRows => write!(f, "no published figures"),
+        }
+    }
+}
+
+impl std::error::Error for ExperimentError {}
+
+/// Runs one benchmark before and after: `feature` off, then on, on top of
+/// `base` (the other features). Progress goes from 0 to 1 over both runs.
+pub fn run_before_after(
+    benchmark: &dyn Benchmark,
+    machine: &Machine,
+    base: Features,
+    feature: Feature,
+    seed: u64,
+    progress: Progress,
+) -> Result<[RunOutput; 2], (Side, RunError)> {
+    let before_features = base.with(feature, false);
+    let after_features = base.with(feature, true);
+    let mut first_half = |f: f64| progress(f / 2.0);
+    let before = benchmark
+        .run(machine, before_features, seed, &mut first_half)
+        .map_err(|e| (Side::Before, e))?;
+    let mut second_half = |f: f64| progress(0.5 + f / 2.0);
+    let after = benchmark
+        .run(machine, after_features, seed, &mut second_half)
+        .map_err(|e| (Side::After, e))?;
+    Ok([before, after])
+}
+
+/// One published value beside ours.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SideResult {
+    pub published: Published,
+    pub ours: f64,
+    /// How far ours is from the published value, in percent of it.
+    pub error_percent: Option<f64>,
+}
+
+impl SideResult {
+    fn new(published: Published, ours: f64) -> SideResult {
+        let error_percent = if published.value != 0.0 && ours.is_finite() {
+            Some((ours - published.value) / published.value.abs() * 100.0)
+        } else {
+            None
+        };
+        SideResult {
+            published,
+            ours,
+            error_percent,
+        }
+    }
+}
+
+/// One published row with our figures and both gains.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowResult {
+    pub figure: Figure,
+    pub before: SideResult,
+    pub after: SideResult,
+    /// Improvement in percent, positive is better (see `report::compare`).
+    /// A profile share counts as lower-is-better: the experiments name the
+    /// function whose overhead the change is about.
+    pub published_gain_percent: Option<f64>,
+    pub our_gain_percent: Option<f64>,
+}
+
+/// An experiment's two runs and its rows.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub experiment: &'static Experiment,
+    pub before: RunOutput,
+    pub after: RunOutput,
+    pub rows: Vec<RowResult>,
+}
+
+/// Runs an experiment at `seed` and compares it with the published figures.
+pub fn run(
+    experiment: &'static Experiment,
+    seed: u64,
+    progress: Progress,
+) -> Result<Outcome, ExperimentError> {
+    let err = |problem| ExperimentError {
+        id: experiment.id,
+        problem,
+    };
+    let (benchmark, machine) = prepare(experiment)?;
+    let [before, after] = run_before_after(
+        benchmark.as_ref(),
+        &machine,
+        Features::all(),
+        experiment.feature,
+        seed,
+        progress,
+    )
+    .map_err(|(side, e)| err(Problem::Run(side, e)))?;
+    let rows = experiment
+        .rows
+        .iter()
+        .map(|row| compare_row(row, &before, &after))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    Ok(Outcome {
+        experiment,
+        before,
+        after,
+        rows,
+    })
+}
+
+/// Everything about an experiment that can be checked without running it:
+/// its machine loads, its workload exists and takes its flags, its symbols
+/// exist, and it publishes something. Returns the parsed benchmark and the
+/// machine, ready to run.
+pub fn prepare(
+    experiment: &'static Experiment,
+) -> Result<(Box<dyn Benchmark>, Machine), ExperimentError> {
+    let err = |problem| ExperimentError {
+        id: experiment.id,
+        problem,
+    };
+    let machine = machine::builtin(experiment.machine).map_err(|e| err(Problem::Machine(e)))?;
+    let info = workload::find(experiment.workload)
+        .ok_or_else(|| err(Problem::UnknownWorkload(experiment.workload)))?;
+    let args: Vec<String> = experiment.args.iter().map(|a| a.to_string()).collect();
+    let benchmark = (info.parse)(&args).map_err(|e| err(Problem::Usage(e)))?;
+    if experiment.rows.is_empty() {
+        return Err(err(Problem::NoRows));
+    }
+    for row in experiment.rows {
+        if let Figure::ProfileShare { before, after } = row.figure
+            && let Some(name) = [before, after].into_iter().find(|n| !is_symbol(n))
+        {
+            return Err(err(Problem::UnknownSymbol(name)));
+        }
+    }
+    Ok((benchmark, machine))
+}
+
+fn compare_row(
+    row: &PublishedRow,
+    before: &RunOutput,
+    after: &RunOutput,
+) -> Result<RowResult, Problem> {
+    let (ours_before, ours_after, higher_is_better) = match row.figure {
+        Figure::Metric { name, unit } => {
+            let b = metric(before, name, unit)?;
+            let a = metric(after, name, unit)?;
+            (b.value, a.value, b.higher_is_better)
+        }
+        Figure::ProfileShare {
+            before: b,
+            after: a,
+        } => (
+            share_of(&before.stats, b) * 100.0,
+            share_of(&after.stats, a) * 100.0,
+            false,
+        ),
+    };
+    Ok(RowResult {
+        figure: row.figure,
+        before: SideResult::new(row.before, ours_before),
+        after: SideResult::new(row.after, ours_after),
+        published_gain_percent: gain_percent(row.before.value, row.after.value, higher_is_better),
+        our_gain_percent: gain_percent(ours_before, ours_after, higher_is_better),
+    })
+}
+
+fn metric<'a>(
+    run: &'a RunOutput,
+    name: &'static str,
+    unit: &'static str,
+) -> Result<&'a workload::Metric, Problem> {
+    let found = run.metrics.iter().find(|m| m.name == name);
+    let metric = found.ok_or(Problem::MissingMetric(name))?;
+    if metric.unit != unit {
+        return Err(Problem::UnitMismatch {
+            metric: name,
+            published: unit,
+            ours: metric.unit,
+        });
+    }
+    Ok(metric)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{Cycles, Stats, Symbol};
+    use crate::workload::Metric;
+
+    #[test]
+    fn every_registered_experiment_is_runnable() {
+        let mut ids: Vec<&str> = EXPERIMENTS.iter().map(|e| e.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            EXPERIMENTS.len(),
+            "experiment ids must be unique"
+        );
+        for experiment in EXPERIMENTS {
+            if let Err(e) = prepare(experiment) {
+                panic!("{e}");
+            }
+            for row in experiment.rows {
+                assert!(row.before.value.is_finite(), "{}: {:?}", experiment.id, row);
+                assert!(row.after.value.is_finite(), "{}: {:?}", experiment.id, row);
+            }
+        }
+    }
+
+    fn run_with(metric_value: f64, stats: Stats) -> RunOutput {
+        RunOutput {
+            workload: "w".to_string(),
+            args: Vec::new(),
+            machine: machine::builtin("x86-2s-server").unwrap(),
+            features: Features::all(),
+            seed: 1,
+            lines: Vec::new(),
+            metrics: vec![Metric {
+                name: "send-64".to_string(),
+                value: metric_value,
+                unit: "Mbit/s",
+                higher_is_better: true,
+            }],
+            stats,
+            elapsed: Cycles(1),
+        }
+    }
+
+    #[test]
+    fn a_metric_row_has_errors_and_gains() {
+        let row = PublishedRow {
+            figure: Figure::Metric {
+                name: "send-64",
+                unit: "Mbit/s",
+            },
+            before: Published::calibrated(200.0),
+            after: Published::new(250.0),
+        };
+        let r = compare_row(
+            &row,
+            &run_with(200.0, Stats::new()),
+            &run_with(275.0, Stats::new()),
+        )
+        .unwrap();
+        assert_eq!(r.before.error_percent, Some(0.0));
+        assert!(r.before.published.calibrated);
+        assert_eq!(r.after.error_percent, Some(10.0));
+        assert_eq!(r.published_gain_percent, Some(25.0));
+        assert_eq!(r.our_gain_percent, Some(37.5));
+    }
+
+    #[test]
+    fn a_share_row_may_name_different_symbols_and_lower_is_better() {
+        let mut before = Stats::new();
+        before.add_cycles(Symbol::AllocPages, Cycles(50));
+        before.add_cycles(Symbol::Kfree, Cycles(50));
+        let mut after = Stats::new();
+        after.add_cycles(Symbol::GetPageFromFreelist, Cycles(10));
+        after.add_cycles(Symbol::Kfree, Cycles(90));
+        let row = PublishedRow {
+            figure: Figure::ProfileShare {
+                before: "__alloc_pages",
+                after: "get_page_from_freelist",
+            },
+            before: Published::new(50.0),
+            after: Published::new(5.0),
+        };
+        let r = compare_row(&row, &run_with(1.0, before), &run_with(1.0, after)).unwrap();
+        assert_eq!(r.before.ours, 50.0);
+        assert_eq!(r.after.ours, 10.0);
+        assert_eq!(r.after.error_percent, Some(100.0));
+        assert_eq!(r.published_gain_percent, Some(90.0));
+        assert_eq!(r.our_gain_percent, Some(80.0));
+        assert_eq!(
+            row.figure.label(),
+            "share __alloc_pages -> get_page_from_freelist"
+        );
+    }
+
+    #[test]
+    fn a_missing_metric_or_wrong_unit_is_an_error() {
+        let missing = PublishedRow {
+            figure: Figure::Metric {
+                name: "send-128",
+                unit: "Mbit/s",
+            },
+            before: Published::new(1.0),
+            after: Published::new(1.0),
+        };
+        let run = run_with(1.0, Stats::new());
+        assert_eq!(
+            compare_row(&missing, &run, &run),
+            Err(Problem::MissingMetric("send-128"))
+        );
+        let wrong_unit = PublishedRow {
+            figure: Figure::Metric {
+                name: "send-64",
+                unit: "Gbit/s",
+            },
+            ..missing
+        };
+        let e = ExperimentError {
+            id: "x",
+            problem: compare_row(&wrong_unit, &run, &run).unwrap_err(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "experiment x: metric 'send-64' is published in Gbit/s but the workload reports Mbit/s"
+        );
+    }
+}

@@ -142,11 +142,7 @@ pub fn zone_batchsize(managed_pages: u64) -> u64 {
 /// node, so that full per-CPU lists do not wake kswapd early; at least 4 x
 /// batch.
 pub fn zone_highsize(low_wmark: u64, batch: u64, nr_node_cpus: u64) -> u64 {
-    let high = if nr_node_cpus == 0 {
-        low_wmark
-    } else {
-        low_wmark / nr_node_cpus
-    };
+    let high = low_wmark.checked_div(nr_node_cpus).unwrap_or(low_wmark);
     high.max(batch << 2)
 }
 
@@ -932,7 +928,7 @@ impl Zone {
                 self.node
             );
             assert!(
-                idx % pages == 0,
+                idx.is_multiple_of(pages),
                 "node {} page {idx}: {:?} misaligned for order {}",
                 self.node,
                 meta.state,

@@ -75,7 +75,7 @@ impl PageMap {
     /// pageblock Movable as at boot.
     pub fn new(nr_pages: u64) -> PageMap {
         assert!(
-            nr_pages % PAGEBLOCK_NR_PAGES == 0,
+            nr_pages.is_multiple_of(PAGEBLOCK_NR_PAGES),
             "zone of {nr_pages} pages is not whole pageblocks"
         );
         assert!(
@@ -144,7 +144,9 @@ impl PageMap {
     /// which must now form one block whose head is at `idx` (the caller has
     /// just merged them). Only the head's metadata survives.
     pub fn compact(&mut self, idx: u32, nr_pages: u64) {
-        debug_assert!(nr_pages >= PAGEBLOCK_NR_PAGES && idx as u64 % PAGEBLOCK_NR_PAGES == 0);
+        debug_assert!(
+            nr_pages >= PAGEBLOCK_NR_PAGES && (idx as u64).is_multiple_of(PAGEBLOCK_NR_PAGES)
+        );
         let first = idx as usize / PB_PAGES;
         for b in first..first + (nr_pages / PAGEBLOCK_NR_PAGES) as usize {
             let block = &mut self.blocks[b];

@@ -90,7 +90,7 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
             other => return Err(a.unknown(other)),
         }
     }
-    if bench.free_on == FreeOn::Remote && bench.cpus % 2 != 0 {
+    if bench.free_on == FreeOn::Remote && !bench.cpus.is_multiple_of(2) {
         return Err(a.error(format!(
             "--free-on remote pairs CPUs up: --cpus {} is odd",
             bench.cpus

@@ -258,7 +258,10 @@ fn unmovable_allocation_steals_a_movable_pageblock() {
 fn allocation_fails_cleanly_when_memory_runs_out() {
     let (mut ctx, mut pa) = setup(1, 64 << 20, false);
     let mut n = 0u64;
-    while let Some(_) = pa.alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(9)) {
+    while pa
+        .alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(9))
+        .is_some()
+    {
         n += 1;
         assert!(n <= 32, "more order-9 blocks than memory holds");
     }

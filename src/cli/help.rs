@@ -1,0 +1,143 @@
+//! The help texts of `mmsim` and its commands.
+
+pub const MAIN: &str = "\
+mmsim: the Linux memory-management subsystem on simulated hardware
+
+usage: mmsim <command> [arguments]
+
+commands:
+  run <workload> [flags]      run a workload and print its output, metrics, profile and counters
+  compare <workload> [flags]  run a workload with a feature off and on, side by side
+  reproduce [ID|all]          rerun published experiments and compare with the published figures
+  machines [NAME]             list the machine profiles, or show one's costs
+  features                    list the kernel features (each one upstream change)
+  workloads                   list the workloads and their flags
+  experiments                 list the experiments 'reproduce' can run
+  help [command]              show this help, or a command's
+
+options:
+  -h, --help     show help
+  -V, --version  show the version
+
+Errors are one line on stderr, 'mmsim: error: ...', with exit status 2.
+";
+
+/// The options of `mmsim run`, shared by its help and each workload's.
+macro_rules! run_options {
+    () => {
+        "\
+options:
+  --machine M     a built-in machine or a profile file ending in .toml
+                  (default: x86-2s-server; see 'mmsim machines')
+  --with F        turn feature F on (default: every feature on)
+  --without F     turn feature F off; with --with, the last one given wins
+  --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
+  --top N         profile lines to show (default: 20)
+  --json          print everything as one JSON document instead
+  --help          show the workload's flags
+"
+    };
+}
+
+pub const RUN_OPTIONS: &str = run_options!();
+
+pub const RUN: &str = concat!(
+    "\
+usage: mmsim run <workload> [workload flags] [options]
+
+Runs a workload on a simulated machine and prints a header (workload, machine,
+kernel features, seed), the workload's own output, its metrics, a profile in
+the shape of 'perf report' and the counters under their /proc/vmstat names.
+
+Options may appear anywhere after the workload name; everything else goes to
+the workload. After '--', everything goes to the workload.
+
+",
+    run_options!(),
+    "
+The same workload, flags, machine, features and seed give the same output,
+byte for byte.
+"
+);
+
+pub const COMPARE: &str = "\
+usage: mmsim compare <workload> [workload flags] --feature F [options]
+
+Runs a workload twice on the same machine and seed: with feature F off
+(before) and on (after), every other feature as set. Prints the metrics as
+mmtests does (value before, value after, gain; a positive gain is better,
+whichever way the metric points), then the profiles and counters side by
+side, then each run's own output.
+
+options:
+  --feature F     the feature to compare (required; see 'mmsim features')
+  --machine M     a built-in machine or a profile file (default: x86-2s-server)
+  --with F        turn another feature on
+  --without F     turn another feature off
+  --seed S        the seed (default: 1)
+  --top N         profile lines to show (default: 20)
+  --json          print both runs and the comparison as one JSON document
+";
+
+pub const REPRODUCE: &str = "\
+usage: mmsim reproduce [ID...|all] [options]
+
+Runs each experiment (default: all of them; see 'mmsim experiments') on its
+machine with its feature off and on, and prints the published figures beside
+ours with the relative error. A published figure that a machine parameter was
+calibrated from is marked 'calibrated': matching it is not a prediction.
+
+options:
+  --seed S   the seed (default: 1)
+  --json     print every experiment's rows and both runs as JSON
+";
+
+pub const MACHINES: &str = "\
+usage: mmsim machines [NAME...] [--verbose]
+
+Lists the built-in machine profiles: CPUs, shape (sockets x cores x threads),
+NUMA nodes, memory, clock and description. With NAME (a built-in name or a
+.toml file) or --verbose, also prints every cost with its value and source;
+calibrated costs are marked with '*'.
+";
+
+pub const FEATURES: &str = "\
+usage: mmsim features
+
+Lists the kernel features: each models one upstream change and can be turned
+on (--with) or off (--without) for a run. Every feature is on by default.
+";
+
+pub const WORKLOADS: &str = "\
+usage: mmsim workloads
+
+Lists the workloads with their flags. 'mmsim run <workload> --help' shows one.
+";
+
+pub const EXPERIMENTS: &str = "\
+usage: mmsim experiments
+
+Lists the experiments 'mmsim reproduce' runs: the seed each reproduces, its
+machine, workload, feature and published figures.
+";
+
+pub const HELP: &str = "\
+usage: mmsim help [command]
+
+Shows the help of mmsim or of one command.
+";
+
+/// The help of a command by name.
+pub fn of(command: &str) -> Option<&'static str> {
+    Some(match command {
+        "run" => RUN,
+        "compare" => COMPARE,
+        "reproduce" => REPRODUCE,
+        "machines" => MACHINES,
+        "features" => FEATURES,
+        "workloads" => WORKLOADS,
+        "experiments" => EXPERIMENTS,
+        "help" => HELP,
+        _ => return None,
+    })
+}

@@ -1,0 +1,295 @@
+//! `mmsim machines`, `mmsim features` and `mmsim workloads`: what there is
+//! to run on and with.
+
+use std::fmt::Write;
+
+use super::args::{Opt, extract, no_unknown_options};
+use super::{CliError, help};
+use crate::features::{Feature, Features};
+use crate::machine::{self, CostKind, Costs, Machine};
+use crate::report::text::{format_machine, format_memory, format_shape};
+use crate::report::units::format_frequency;
+use crate::report::{Align, Table};
+use crate::workload::WORKLOADS;
+
+const HELP_ONLY: &[Opt] = &[Opt::switch("help")];
+
+pub fn machines_command(args: &[String]) -> Result<String, CliError> {
+    let parsed = extract(args, &[Opt::switch("help"), Opt::switch("verbose")])?;
+    if parsed.has("help") {
+        return Ok(help::MACHINES.to_string());
+    }
+    no_unknown_options(&parsed, "machines")?;
+    if !parsed.rest.is_empty() {
+        let details = parsed
+            .rest
+            .iter()
+            .map(|name| Ok(machine_details(&Machine::by_name_or_path(name)?)))
+            .collect::<Result<Vec<String>, CliError>>()?;
+        return Ok(details.join("\n"));
+    }
+    let machines = builtin_machines()?;
+    let mut out = machine_table(&machines);
+    if parsed.has("verbose") {
+        for machine in &machines {
+            out.push('\n');
+            out.push_str(&machine_details(machine));
+        }
+    }
+    Ok(out)
+}
+
+fn builtin_machines() -> Result<Vec<Machine>, CliError> {
+    machine::builtin_names()
+        .into_iter()
+        .map(|name| Ok(machine::builtin(name)?))
+        .collect()
+}
+
+fn machine_table(machines: &[Machine]) -> String {
+    let mut table = Table::new(&[
+        ("machine", Align::Left),
+        ("CPUs", Align::Right),
+        ("sockets x cores x threads", Align::Left),
+        ("nodes", Align::Right),
+        ("memory", Align::Right),
+        ("clock", Align::Right),
+        ("description", Align::Left),
+    ]);
+    for m in machines {
+        let t = &m.topology;
+        table.row(vec![
+            m.name.clone(),
+            t.nr_cpus().to_string(),
+            format_shape(m),
+            t.numa_nodes.to_string(),
+            format_memory(m),
+            format_frequency(t),
+            m.description.clone(),
+        ]);
+    }
+    table.render()
+}
+
+/// One machine: its shape, then every cost with its value and source.
+fn machine_details(machine: &Machine) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}", format_machine(machine));
+    let _ = writeln!(out, "# {}", machine.description);
+    let mut table = Table::new(&[
+        ("", Align::Left),
+        ("cost", Align::Left),
+        ("value", Align::Right),
+        ("source", Align::Left),
+    ]);
+    let mut calibrated = 0;
+    for &(key, kind, _) in Costs::PARAMETERS {
+        let cost = machine
+            .costs
+            .get(key)
+            .expect("every declared parameter has a cost");
+        let marker = if cost.is_calibrated() { "*" } else { "" };
+        calibrated += usize::from(cost.is_calibrated());
+        table.row(vec![
+            marker.to_string(),
+            key.to_string(),
+            cost_value(machine, kind, cost.value),
+            cost.source.clone(),
+        ]);
+    }
+    out.push_str(&table.render());
+    let _ = writeln!(
+        out,
+        "# * calibrated ({calibrated} of {}): fitted to a published figure, which is then not a prediction",
+        Costs::PARAMETERS.len()
+    );
+    out
+}
+
+/// A cost in the units profiles use: cycles and ns, or GB/s.
+fn cost_value(machine: &Machine, kind: CostKind, value: f64) -> String {
+    let mhz = machine.topology.frequency_mhz as f64;
+    match kind {
+        CostKind::Latency => format!("{value:.1} cycles = {:.1} ns", value * 1000.0 / mhz),
+        // Bytes per cycle times cycles per ns is bytes per ns, i.e. GB/s.
+        CostKind::Bandwidth => format!("{:.2} GB/s", value * mhz / 1000.0),
+    }
+}
+
+pub fn features_command(args: &[String]) -> Result<String, CliError> {
+    if let Some(help) = no_arguments(args, "features", help::FEATURES)? {
+        return Ok(help);
+    }
+    let defaults = Features::all();
+    let mut table = Table::new(&[
+        ("feature", Align::Left),
+        ("default", Align::Left),
+        ("what it models", Align::Left),
+    ]);
+    for &f in Feature::ALL {
+        let default = if defaults.has(f) { "on" } else { "off" };
+        table.row(vec![
+            f.name().to_string(),
+            default.to_string(),
+            f.summary().to_string(),
+        ]);
+    }
+    Ok(table.render())
+}
+
+pub fn workloads_command(args: &[String]) -> Result<String, CliError> {
+    if let Some(help) = no_arguments(args, "workloads", help::WORKLOADS)? {
+        return Ok(help);
+    }
+    if WORKLOADS.is_empty() {
+        return Ok("# no workloads are registered yet\n".to_string());
+    }
+    let mut out = String::new();
+    for w in WORKLOADS {
+        let _ = writeln!(out, "{}: {}\n{}\n", w.name, w.summary, w.usage.trim_end());
+    }
+    Ok(out)
+}
+
+/// For commands that take nothing but `--help`: the help text if asked
+/// for, nothing if there are no arguments, else an error naming the first.
+pub fn no_arguments(
+    args: &[String],
+    command: &str,
+    help_text: &str,
+) -> Result<Option<String>, CliError> {
+    let parsed = extract(args, HELP_ONLY)?;
+    if parsed.has("help") {
+        return Ok(Some(help_text.to_string()));
+    }
+    no_unknown_options(&parsed, command)?;
+    match parsed.rest.first() {
+        Some(extra) => Err(CliError::new(format!(
+            "unexpected argument '{extra}' for 'mmsim {command}'"
+        ))),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn machines_lists_every_builtin() {
+        let text = machines_command(&[]).unwrap();
+        for name in machine::builtin_names() {
+            let cpus = machine::builtin(name).unwrap().topology.nr_cpus();
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .expect(name);
+            assert_eq!(
+                line.split_whitespace().nth(1),
+                Some(cpus.to_string().as_str()),
+                "{line}"
+            );
+        }
+    }
+
+    /// A profile with every cost at 50 cycles (or 10 GB/s), one calibrated.
+    fn test_profile() -> String {
+        let mut text = String::from(
+            "name = \"test\"\ndescription = \"a test machine\"\n[topology]\nsockets = 1\ncores_per_socket = 2\nthreads_per_core = 1\nnuma_nodes = 1\nmemory_per_node = \"1G\"\nfrequency_mhz = 2500\nsource = \"test\"\n[costs]\n",
+        );
+        for (i, &(key, kind, _)) in Costs::PARAMETERS.iter().enumerate() {
+            let (value, unit) = match kind {
+                CostKind::Latency => (50, "cycles"),
+                CostKind::Bandwidth => (10, "GB/s"),
+            };
+            let source = if i == 0 {
+                "calibrated: a test figure"
+            } else {
+                "a test"
+            };
+            let _ = writeln!(
+                text,
+                "{key} = {{ value = {value}, unit = \"{unit}\", source = \"{source}\" }}"
+            );
+        }
+        text
+    }
+
+    #[test]
+    fn one_machine_shows_every_cost_its_value_and_source() {
+        let machine = machine::parse("test.toml", &test_profile()).unwrap();
+        let text = machine_details(&machine);
+        for &(key, kind, _) in Costs::PARAMETERS {
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!(" {key} ")))
+                .expect(key);
+            let value = match kind {
+                CostKind::Latency => "50.0 cycles = 20.0 ns",
+                CostKind::Bandwidth => "10.00 GB/s",
+            };
+            assert!(line.contains(value), "{line}");
+        }
+        let first = Costs::PARAMETERS[0].0;
+        assert!(text.contains(&format!("*  {first} ")), "{text}");
+        assert!(text.contains("# * calibrated (1 of "), "{text}");
+    }
+
+    #[test]
+    fn every_builtin_machine_has_details() {
+        let text = machines_command(&strings(&["x86-2s-server"])).unwrap();
+        assert!(text.starts_with("# x86-2s-server: "));
+        assert!(
+            machines_command(&strings(&["--verbose"]))
+                .unwrap()
+                .matches("\n# * calibrated")
+                .count()
+                == 4
+        );
+    }
+
+    #[test]
+    fn a_bad_profile_names_the_file_and_key() {
+        let dir = std::env::temp_dir().join(format!("mmsim-list-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.toml");
+        std::fs::write(
+            &path,
+            "name = \"bad\"\ndescription = \"x\"\n[topology]\nsockets = 0\n",
+        )
+        .unwrap();
+        let e = machines_command(&[path.display().to_string()])
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.contains("bad.toml: topology."), "{e}");
+    }
+
+    #[test]
+    fn listing_commands_reject_stray_arguments() {
+        assert_eq!(
+            features_command(&strings(&["x"])).unwrap_err().to_string(),
+            "unexpected argument 'x' for 'mmsim features'"
+        );
+        assert!(
+            workloads_command(&strings(&["--x"]))
+                .unwrap_err()
+                .to_string()
+                .starts_with("unknown option '--x'")
+        );
+        assert!(
+            features_command(&strings(&["--help"]))
+                .unwrap()
+                .starts_with("usage: mmsim features")
+        );
+        assert!(
+            features_command(&[])
+                .unwrap()
+                .contains("pcp-high-order  on")
+        );
+    }
+}

@@ -1,0 +1,367 @@
+//! `mmsim reproduce` and `mmsim experiments`: the registry of published
+//! results and how close we come to them.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::args::{Opt, extract, no_unknown_options, parse_seed};
+use super::list::no_arguments;
+use super::progress::ProgressBar;
+use super::{CliError, DEFAULT_SEED, help};
+use crate::experiments::{self, EXPERIMENTS, Experiment, Outcome, RowResult, SideResult};
+use crate::report::text::{format_command, format_machine};
+use crate::report::{Align, RunJson, Table, format_percent, to_json_string};
+
+const REPRODUCE_OPTS: &[Opt] = &[Opt::value("seed"), Opt::switch("json"), Opt::switch("help")];
+
+pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
+    let parsed = extract(args, REPRODUCE_OPTS)?;
+    if parsed.has("help") {
+        return Ok(help::REPRODUCE.to_string());
+    }
+    no_unknown_options(&parsed, "reproduce")?;
+    let seed = parsed.last("seed").map_or(Ok(DEFAULT_SEED), parse_seed)?;
+    let selected = select(&parsed.rest)?;
+    let mut outcomes = Vec::with_capacity(selected.len());
+    for experiment in selected {
+        let mut bar = ProgressBar::stderr(experiment.id);
+        let outcome = experiments::run(experiment, seed, &mut |f| bar.update(f))?;
+        bar.finish();
+        outcomes.push(outcome);
+    }
+    if parsed.has("json") {
+        return Ok(to_json_string(&ReproduceJson::new(seed, &outcomes)));
+    }
+    if outcomes.is_empty() {
+        return Ok("# no experiments are registered yet\n".to_string());
+    }
+    let texts: Vec<String> = outcomes.iter().map(format_outcome).collect();
+    Ok(texts.join("\n"))
+}
+
+/// The experiments named, in the order named; none or `all` means every one.
+fn select(ids: &[String]) -> Result<Vec<&'static Experiment>, CliError> {
+    if ids.is_empty() || ids.iter().any(|id| id == "all") {
+        return Ok(EXPERIMENTS.iter().collect());
+    }
+    ids.iter()
+        .map(|id| {
+            experiments::find(id).ok_or_else(|| {
+                CliError::new(format!("unknown experiment '{id}' ({})", experiment_list()))
+            })
+        })
+        .collect()
+}
+
+fn experiment_list() -> String {
+    if EXPERIMENTS.is_empty() {
+        return "no experiments are registered yet".to_string();
+    }
+    let ids: Vec<&str> = EXPERIMENTS.iter().map(|e| e.id).collect();
+    format!("experiments: {}, or all", ids.join(", "))
+}
+
+pub fn experiments_command(args: &[String]) -> Result<String, CliError> {
+    if let Some(help) = no_arguments(args, "experiments", help::EXPERIMENTS)? {
+        return Ok(help);
+    }
+    if EXPERIMENTS.is_empty() {
+        return Ok("# no experiments are registered yet\n".to_string());
+    }
+    let mut table = Table::new(&[
+        ("experiment", Align::Left),
+        ("machine", Align::Left),
+        ("workload", Align::Left),
+        ("feature", Align::Left),
+        ("figures", Align::Right),
+        ("seed document", Align::Left),
+        ("title", Align::Left),
+    ]);
+    for e in EXPERIMENTS {
+        table.row(vec![
+            e.id.to_string(),
+            e.machine.to_string(),
+            format_command(e.workload, &owned(e.args)),
+            e.feature.name().to_string(),
+            e.rows.len().to_string(),
+            e.seed_document.to_string(),
+            e.title.to_string(),
+        ]);
+    }
+    Ok(table.render())
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// One experiment: what ran, then published against ours, row by row.
+fn format_outcome(outcome: &Outcome) -> String {
+    let e = outcome.experiment;
+    let feature = e.feature.name();
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}: {}", e.id, e.title);
+    let _ = writeln!(out, "# seed document: {}", e.seed_document);
+    let _ = writeln!(
+        out,
+        "# workload: {}",
+        format_command(e.workload, &owned(e.args))
+    );
+    let _ = writeln!(
+        out,
+        "# machine:  {}",
+        format_machine(&outcome.before.machine)
+    );
+    let _ = writeln!(
+        out,
+        "# kernel:   {feature}=off (before) vs {feature}=on (after), every other feature on"
+    );
+    let _ = writeln!(out, "# seed:     {}", outcome.before.seed);
+    out.push_str(&row_table(&outcome.rows).render());
+    out.push_str(&error_summary(&outcome.rows));
+    out
+}
+
+fn row_table(rows: &[RowResult]) -> Table {
+    let mut table = Table::new(&[
+        ("figure", Align::Left),
+        ("unit", Align::Left),
+        ("before: published", Align::Right),
+        ("ours", Align::Right),
+        ("error", Align::Right),
+        ("after: published", Align::Right),
+        ("ours", Align::Right),
+        ("error", Align::Right),
+        ("gain: published", Align::Right),
+        ("ours", Align::Right),
+    ]);
+    for row in rows {
+        let both_calibrated = row.before.published.calibrated && row.after.published.calibrated;
+        table.row(vec![
+            row.figure.label(),
+            row.figure.unit().to_string(),
+            format!("{:.2}", row.before.published.value),
+            format!("{:.2}", row.before.ours),
+            error_cell(&row.before),
+            format!("{:.2}", row.after.published.value),
+            format!("{:.2}", row.after.ours),
+            error_cell(&row.after),
+            format_percent(row.published_gain_percent),
+            if both_calibrated {
+                "calibrated".to_string()
+            } else {
+                format_percent(row.our_gain_percent)
+            },
+        ]);
+    }
+    table
+}
+
+/// How far ours is from published, or `calibrated` when matching it was
+/// the point of a machine parameter and so proves nothing.
+fn error_cell(side: &SideResult) -> String {
+    match (side.published.calibrated, side.error_percent) {
+        (true, _) => "calibrated".to_string(),
+        (false, Some(e)) => format!("{e:+.2}%"),
+        (false, None) => "n/a".to_string(),
+    }
+}
+
+/// The mean and largest absolute error over the predicted (not calibrated)
+/// values.
+fn error_summary(rows: &[RowResult]) -> String {
+    let errors: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| [&r.before, &r.after])
+        .filter(|side| !side.published.calibrated)
+        .filter_map(|side| side.error_percent.map(f64::abs))
+        .collect();
+    if errors.is_empty() {
+        return "# every published value here was used for calibration: nothing was predicted\n"
+            .to_string();
+    }
+    let mean = errors.iter().sum::<f64>() / errors.len() as f64;
+    let largest = errors.iter().copied().fold(0.0, f64::max);
+    format!(
+        "# predicted values: {}, mean |error| {mean:.2}%, largest {largest:.2}% (calibrated values excluded)\n",
+        errors.len()
+    )
+}
+
+#[derive(Serialize)]
+struct ReproduceJson<'a> {
+    seed: u64,
+    experiments: Vec<ExperimentJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ExperimentJson<'a> {
+    id: &'static str,
+    title: &'static str,
+    seed_document: &'static str,
+    machine: &'static str,
+    workload: &'static str,
+    args: &'static [&'static str],
+    feature: &'static str,
+    rows: Vec<RowJson>,
+    before: RunJson<'a>,
+    after: RunJson<'a>,
+}
+
+#[derive(Serialize)]
+struct RowJson {
+    figure: String,
+    unit: &'static str,
+    before: SideJson,
+    after: SideJson,
+    published_gain_percent: Option<f64>,
+    our_gain_percent: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct SideJson {
+    published: f64,
+    calibrated: bool,
+    ours: f64,
+    error_percent: Option<f64>,
+}
+
+impl<'a> ReproduceJson<'a> {
+    fn new(seed: u64, outcomes: &'a [Outcome]) -> ReproduceJson<'a> {
+        ReproduceJson {
+            seed,
+            experiments: outcomes.iter().map(ExperimentJson::new).collect(),
+        }
+    }
+}
+
+impl<'a> ExperimentJson<'a> {
+    fn new(outcome: &'a Outcome) -> ExperimentJson<'a> {
+        let e = outcome.experiment;
+        ExperimentJson {
+            id: e.id,
+            title: e.title,
+            seed_document: e.seed_document,
+            machine: e.machine,
+            workload: e.workload,
+            args: e.args,
+            feature: e.feature.name(),
+            rows: outcome.rows.iter().map(RowJson::new).collect(),
+            before: RunJson::new(&outcome.before),
+            after: RunJson::new(&outcome.after),
+        }
+    }
+}
+
+impl RowJson {
+    fn new(row: &RowResult) -> RowJson {
+        RowJson {
+            figure: row.figure.label(),
+            unit: row.figure.unit(),
+            before: SideJson::new(&row.before),
+            after: SideJson::new(&row.after),
+            published_gain_percent: row.published_gain_percent,
+            our_gain_percent: row.our_gain_percent,
+        }
+    }
+}
+
+impl SideJson {
+    fn new(side: &SideResult) -> SideJson {
+        SideJson {
+            published: side.published.value,
+            calibrated: side.published.calibrated,
+            ours: side.ours,
+            error_percent: side.error_percent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::{Figure, Published};
+
+    fn row(before: Published, ours_before: f64, after: Published, ours_after: f64) -> RowResult {
+        let side = |p: Published, ours: f64| SideResult {
+            published: p,
+            ours,
+            error_percent: Some((ours - p.value) / p.value * 100.0),
+        };
+        RowResult {
+            figure: Figure::Metric {
+                name: "send-64",
+                unit: "Mbit/s",
+            },
+            before: side(before, ours_before),
+            after: side(after, ours_after),
+            published_gain_percent: Some(1.85),
+            our_gain_percent: Some(2.0),
+        }
+    }
+
+    #[test]
+    fn calibrated_values_are_marked_not_scored() {
+        let rows = [row(
+            Published::calibrated(261.46),
+            261.46,
+            Published::new(266.30),
+            266.69,
+        )];
+        let text = row_table(&rows).render();
+        let cells: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "send-64",
+                "Mbit/s",
+                "261.46",
+                "261.46",
+                "calibrated",
+                "266.30",
+                "266.69",
+                "+0.15%",
+                "1.85%",
+                "2.00%"
+            ]
+        );
+        assert!(error_summary(&rows).starts_with("# predicted values: 1, mean |error| 0.15%"));
+    }
+
+    #[test]
+    fn a_gain_between_two_calibrated_values_is_not_a_prediction() {
+        let rows = [row(
+            Published::calibrated(1.0),
+            1.0,
+            Published::calibrated(2.0),
+            2.0,
+        )];
+        let text = row_table(&rows).render();
+        assert!(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .trim_end()
+                .ends_with("calibrated")
+        );
+        assert!(error_summary(&rows).contains("nothing was predicted"));
+    }
+
+    #[test]
+    fn unknown_experiments_are_named() {
+        let e = reproduce_command(&["no-such".to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("unknown experiment 'no-such' ("), "{e}");
+    }
+
+    #[test]
+    fn reproduce_json_is_a_document_even_when_empty() {
+        if !EXPERIMENTS.is_empty() {
+            return; // Running every experiment is not a unit test.
+        }
+        let text = reproduce_command(&["--json".to_string()]).unwrap();
+        assert_eq!(text, "{\n  \"seed\": 1,\n  \"experiments\": []\n}\n");
+    }
+}

@@ -1,0 +1,543 @@
+//! `mmsim run` and `mmsim compare`: one workload on one machine, once, or
+//! twice with a feature off and on.
+
+use super::args::{Opt, Parsed, extract, parse_feature, parse_seed, parse_top};
+use super::progress::ProgressBar;
+use super::{CliError, DEFAULT_MACHINE, DEFAULT_SEED, help};
+use crate::experiments::run_before_after;
+use crate::features::{Feature, Features};
+use crate::machine::Machine;
+use crate::report::compare::{
+    format_counter_comparison, format_metric_comparison, format_profile_comparison,
+};
+use crate::report::json::CompareJson;
+use crate::report::text::{
+    format_command, format_lines, format_machine, format_other_features, section,
+};
+use crate::report::units::format_duration;
+use crate::report::{RunJson, TOP_DEFAULT, format_run, to_json_string};
+use crate::workload::{Benchmark, RunOutput, WorkloadInfo};
+
+const COMPARE_OPTS: &[Opt] = &[
+    Opt::value("feature"),
+    Opt::value("machine"),
+    Opt::value("with"),
+    Opt::value("without"),
+    Opt::value("seed"),
+    Opt::value("top"),
+    Opt::switch("json"),
+    Opt::switch("help"),
+];
+
+/// `run` takes every option `compare` does except `--feature`.
+const RUN_OPTS: &[Opt] = COMPARE_OPTS.split_at(1).1;
+
+/// Which command is being prepared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Run,
+    Compare,
+}
+
+impl Mode {
+    fn opts(self) -> &'static [Opt] {
+        match self {
+            Mode::Run => RUN_OPTS,
+            Mode::Compare => COMPARE_OPTS,
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            Mode::Run => help::RUN,
+            Mode::Compare => help::COMPARE,
+        }
+    }
+}
+
+/// A workload with its flags parsed and everything it runs on.
+struct Setup {
+    info: &'static WorkloadInfo,
+    benchmark: Box<dyn Benchmark>,
+    machine: Machine,
+    features: Features,
+    /// The feature `compare` turns off and on; `None` for `run`.
+    compared: Option<Feature>,
+    seed: u64,
+    top: usize,
+    json: bool,
+}
+
+/// What the command line asked for: help, or a run.
+enum Request {
+    Help(String),
+    Run(Box<Setup>),
+}
+
+pub fn run_command(
+    args: &[String],
+    workloads: &'static [WorkloadInfo],
+) -> Result<String, CliError> {
+    let setup = match prepare(args, workloads, Mode::Run)? {
+        Request::Help(text) => return Ok(text),
+        Request::Run(setup) => setup,
+    };
+    let mut bar = ProgressBar::stderr(setup.info.name);
+    let run = setup
+        .benchmark
+        .run(&setup.machine, setup.features, setup.seed, &mut |f| {
+            bar.update(f)
+        })
+        .map_err(|e| CliError::new(format!("{}: run failed: {e}", setup.info.name)))?;
+    bar.finish();
+    Ok(if setup.json {
+        to_json_string(&RunJson::new(&run))
+    } else {
+        format_run(&run, setup.top)
+    })
+}
+
+pub fn compare_command(
+    args: &[String],
+    workloads: &'static [WorkloadInfo],
+) -> Result<String, CliError> {
+    let setup = match prepare(args, workloads, Mode::Compare)? {
+        Request::Help(text) => return Ok(text),
+        Request::Run(setup) => setup,
+    };
+    let feature = setup
+        .compared
+        .expect("compare mode always has a compared feature");
+    let mut bar = ProgressBar::stderr(&format!("{} {}", setup.info.name, feature.name()));
+    let [before, after] = run_before_after(
+        setup.benchmark.as_ref(),
+        &setup.machine,
+        setup.features,
+        feature,
+        setup.seed,
+        &mut |f| bar.update(f),
+    )
+    .map_err(|(side, e)| {
+        CliError::new(format!(
+            "{}: the {} run failed: {e}",
+            setup.info.name,
+            side.name()
+        ))
+    })?;
+    bar.finish();
+    if setup.json {
+        return Ok(to_json_string(&CompareJson::new(feature, &before, &after)));
+    }
+    Ok(format_comparison(feature, &before, &after, setup.top))
+}
+
+/// Checks the command line in a fixed order: a workload name comes first;
+/// then mmsim's own options (seed, top, features, the compared feature, the
+/// machine); then the workload exists; then its flags parse.
+fn prepare(
+    args: &[String],
+    workloads: &'static [WorkloadInfo],
+    mode: Mode,
+) -> Result<Request, CliError> {
+    let name = match args.first().map(String::as_str) {
+        None => {
+            let list = workload_list(workloads);
+            return Err(CliError::new(format!("missing workload ({list})")));
+        }
+        Some("--help" | "-h") => return Ok(Request::Help(mode.help().to_string())),
+        Some(flag) if flag.starts_with('-') => {
+            let list = workload_list(workloads);
+            return Err(CliError::new(format!(
+                "expected a workload name before '{flag}' ({list})"
+            )));
+        }
+        Some(name) => name,
+    };
+    let parsed = extract(&args[1..], mode.opts())?;
+    let seed = parsed.last("seed").map_or(Ok(DEFAULT_SEED), parse_seed)?;
+    let top = parsed.last("top").map_or(Ok(TOP_DEFAULT), parse_top)?;
+    let features = features_from(&parsed)?;
+    let compared = match mode {
+        Mode::Run => None,
+        Mode::Compare => Some(compared_feature(&parsed)?),
+    };
+    let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
+    let machine = Machine::by_name_or_path(machine_name)?;
+    let info = find_workload(workloads, name)?;
+    if parsed.has("help") {
+        return Ok(Request::Help(workload_help(info)));
+    }
+    let benchmark =
+        (info.parse)(&parsed.rest).map_err(|e| CliError::new(format!("{name}: {e}")))?;
+    let json = parsed.has("json");
+    let setup = Setup {
+        info,
+        benchmark,
+        machine,
+        features,
+        compared,
+        seed,
+        top,
+        json,
+    };
+    Ok(Request::Run(Box::new(setup)))
+}
+
+/// Every feature on, then each `--with` and `--without` in the order given.
+fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
+    let mut features = Features::all();
+    for (name, value) in parsed.all() {
+        let on = match name {
+            "with" => true,
+            "without" => false,
+            _ => continue,
+        };
+        features.set(parse_feature(value.unwrap_or_default())?, on);
+    }
+    Ok(features)
+}
+
+/// `--feature F`, which `--with` and `--without` must not also name.
+fn compared_feature(parsed: &Parsed) -> Result<Feature, CliError> {
+    let Some(name) = parsed.last("feature") else {
+        let names: Vec<&str> = Feature::ALL.iter().map(|f| f.name()).collect();
+        return Err(CliError::new(format!(
+            "compare needs --feature F (features: {})",
+            names.join(", ")
+        )));
+    };
+    let feature = parse_feature(name)?;
+    for (option, value) in parsed.all() {
+        if (option == "with" || option == "without") && value == Some(name) {
+            return Err(CliError::new(format!(
+                "--{option} {name} conflicts with --feature {name}"
+            )));
+        }
+    }
+    Ok(feature)
+}
+
+fn find_workload(
+    workloads: &'static [WorkloadInfo],
+    name: &str,
+) -> Result<&'static WorkloadInfo, CliError> {
+    workloads.iter().find(|w| w.name == name).ok_or_else(|| {
+        CliError::new(format!(
+            "unknown workload '{name}' ({})",
+            workload_list(workloads)
+        ))
+    })
+}
+
+fn workload_list(workloads: &[WorkloadInfo]) -> String {
+    if workloads.is_empty() {
+        return "no workloads are registered yet".to_string();
+    }
+    let names: Vec<&str> = workloads.iter().map(|w| w.name).collect();
+    format!("workloads: {}", names.join(", "))
+}
+
+fn workload_help(info: &WorkloadInfo) -> String {
+    format!(
+        "usage: mmsim run {name} [{name} flags] [options]\n\n{name}: {}\n\n{name} flags:\n{}\n\n{}",
+        info.summary,
+        info.usage.trim_end(),
+        help::RUN_OPTIONS,
+        name = info.name,
+    )
+}
+
+/// Before and after as text: a header, the metrics as mmtests prints them,
+/// the profiles and counters side by side, then each run's own output.
+fn format_comparison(
+    feature: Feature,
+    before: &RunOutput,
+    after: &RunOutput,
+    top: usize,
+) -> String {
+    let labels_owned = [
+        format!("{}=off", feature.name()),
+        format!("{}=on", feature.name()),
+    ];
+    let labels = [labels_owned[0].as_str(), labels_owned[1].as_str()];
+    let topology = &before.machine.topology;
+    let mut out = format!(
+        "# workload: {}\n# machine:  {}\n# kernel:   {} (before) vs {} (after)\n# others:   {}\n# seed:     {}\n# elapsed:  {} before, {} after (virtual time)\n",
+        format_command(&before.workload, &before.args),
+        format_machine(&before.machine),
+        labels[0],
+        labels[1],
+        format_other_features(before.features, feature),
+        before.seed,
+        format_duration(topology, before.elapsed),
+        format_duration(topology, after.elapsed),
+    );
+    section(
+        &mut out,
+        "metrics (gain: positive is better)",
+        &format_metric_comparison(&before.metrics, &after.metrics, labels),
+    );
+    section(
+        &mut out,
+        "profile",
+        &format_profile_comparison(&before.stats, &after.stats, top, labels),
+    );
+    section(
+        &mut out,
+        "/proc/vmstat",
+        &format_counter_comparison(&before.stats, &after.stats, labels),
+    );
+    section(
+        &mut out,
+        &format!("{} output, {}", before.workload, labels[0]),
+        &format_lines(&before.lines),
+    );
+    section(
+        &mut out,
+        &format!("{} output, {}", after.workload, labels[1]),
+        &format_lines(&after.lines),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{Cycles, Stats, Symbol};
+    use crate::workload::{Metric, Progress, RunError, UsageError};
+
+    /// A workload whose figures depend on its flag, the seed and the feature,
+    /// so that every path through run and compare can be checked.
+    struct Fake {
+        fail: bool,
+    }
+
+    impl Benchmark for Fake {
+        fn run(
+            &self,
+            machine: &Machine,
+            features: Features,
+            seed: u64,
+            progress: Progress,
+        ) -> Result<RunOutput, RunError> {
+            if self.fail {
+                return Err(RunError("the machine is too small".to_string()));
+            }
+            progress(0.5);
+            let on = features.has(Feature::PcpHighOrder);
+            let mut stats = Stats::new();
+            stats.add_cycles(Symbol::AllocPages, Cycles(100 + seed));
+            stats.add_cycles(Symbol::UserNetperf, Cycles(if on { 50 } else { 100 }));
+            progress(1.0);
+            Ok(RunOutput {
+                workload: "fake".to_string(),
+                args: Vec::new(),
+                machine: machine.clone(),
+                features,
+                seed,
+                lines: vec![format!("fake done, seed {seed}")],
+                metrics: vec![Metric {
+                    name: "rate".to_string(),
+                    value: if on { 110.0 } else { 100.0 },
+                    unit: "ops/s",
+                    higher_is_better: true,
+                }],
+                stats,
+                elapsed: Cycles(2_500_000),
+            })
+        }
+    }
+
+    fn parse_fake(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
+        match args {
+            [] => Ok(Box::new(Fake { fail: false })),
+            [flag] if flag == "--fail" => Ok(Box::new(Fake { fail: true })),
+            [other, ..] => Err(UsageError(format!("unknown flag '{other}'"))),
+        }
+    }
+
+    static FAKE: &[WorkloadInfo] = &[WorkloadInfo {
+        name: "fake",
+        summary: "a workload for tests",
+        usage: "  --fail   fail the run\n",
+        parse: parse_fake,
+    }];
+
+    fn run(args: &[&str]) -> Result<String, CliError> {
+        run_command(
+            &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            FAKE,
+        )
+    }
+
+    fn compare(args: &[&str]) -> Result<String, CliError> {
+        compare_command(
+            &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            FAKE,
+        )
+    }
+
+    fn error(result: Result<String, CliError>) -> String {
+        result.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_run_prints_header_output_metrics_profile_and_counters() {
+        let text = run(&["fake", "--seed", "3"]).unwrap();
+        assert!(
+            text.starts_with("# workload: fake\n# machine:  x86-2s-server: "),
+            "{text}"
+        );
+        assert!(text.contains("# seed:     3\n"));
+        assert!(text.contains("\nfake done, seed 3\n"));
+        assert!(text.contains("\nrate    110.00  ops/s\n"), "{text}");
+        assert!(text.contains("%  [k] __alloc_pages\n"));
+        assert!(text.contains("\npgfree 0\n"));
+    }
+
+    #[test]
+    fn options_may_come_anywhere_after_the_workload() {
+        let text = run(&[
+            "fake",
+            "--without",
+            "pcp-high-order",
+            "--machine=haswell-ep-2s",
+        ])
+        .unwrap();
+        assert!(text.contains("# kernel:   pcp-high-order=off\n"));
+        assert!(text.contains("# machine:  haswell-ep-2s: "));
+        let text = run(&[
+            "fake",
+            "--without",
+            "pcp-high-order",
+            "--with",
+            "pcp-high-order",
+        ])
+        .unwrap();
+        assert!(text.contains("# kernel:   pcp-high-order=on\n"));
+    }
+
+    #[test]
+    fn json_is_the_same_bytes_for_the_same_seed() {
+        let first = run(&["fake", "--json", "--seed", "9"]).unwrap();
+        assert_eq!(first, run(&["fake", "--seed", "9", "--json"]).unwrap());
+        assert_ne!(first, run(&["fake", "--seed", "10", "--json"]).unwrap());
+        let value: serde_json::Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(value["seed"], 9);
+    }
+
+    #[test]
+    fn each_bad_input_names_itself() {
+        assert_eq!(error(run(&[])), "missing workload (workloads: fake)");
+        assert_eq!(
+            error(run(&["nope"])),
+            "unknown workload 'nope' (workloads: fake)"
+        );
+        assert!(
+            error(run(&["--machine", "x", "fake"]))
+                .starts_with("expected a workload name before '--machine'")
+        );
+        assert_eq!(
+            error(run(&["fake", "--machine"])),
+            "missing value for --machine"
+        );
+        assert!(
+            error(run(&["fake", "--machine", "vax"]))
+                .starts_with("vax: unknown machine (built-in: ")
+        );
+        assert!(
+            error(run(&["fake", "--with", "nope"]))
+                .starts_with("unknown feature 'nope' (features: ")
+        );
+        assert!(error(run(&["fake", "--seed", "x1"])).starts_with("invalid seed 'x1'"));
+        assert!(error(run(&["fake", "--top", "0"])).starts_with("invalid --top '0'"));
+        assert_eq!(
+            error(run(&["fake", "--bogus"])),
+            "fake: unknown flag '--bogus'"
+        );
+        assert_eq!(
+            error(run(&["fake", "--fail"])),
+            "fake: run failed: the machine is too small"
+        );
+    }
+
+    #[test]
+    fn mmsim_options_are_checked_before_the_workload_name() {
+        assert!(error(run(&["nope", "--machine", "vax"])).starts_with("vax: unknown machine"));
+        assert!(error(run(&["nope", "--seed", "x"])).starts_with("invalid seed 'x'"));
+        assert!(error(compare(&["nope", "--feature", "x"])).starts_with("unknown feature 'x'"));
+        assert!(error(compare(&["nope"])).starts_with("compare needs --feature F"));
+    }
+
+    #[test]
+    fn run_help_and_workload_help() {
+        assert!(
+            run(&["--help"])
+                .unwrap()
+                .starts_with("usage: mmsim run <workload>")
+        );
+        let text = run(&["fake", "--help"]).unwrap();
+        assert!(
+            text.starts_with(
+                "usage: mmsim run fake [fake flags] [options]\n\nfake: a workload for tests\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("fake flags:\n  --fail   fail the run\n\noptions:\n  --machine M"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn compare_puts_before_and_after_side_by_side() {
+        let text = compare(&["fake", "--feature", "pcp-high-order"]).unwrap();
+        assert!(
+            text.contains("# kernel:   pcp-high-order=off (before) vs pcp-high-order=on (after)\n"),
+            "{text}"
+        );
+        let row: Vec<&str> = text
+            .lines()
+            .find(|l| l.starts_with("rate "))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row,
+            [
+                "rate", "ops/s", "100.00", "(", "0.00%)", "110.00", "(", "10.00%)"
+            ]
+        );
+        assert!(text.contains("## fake output, pcp-high-order=off\nfake done, seed 1\n"));
+    }
+
+    #[test]
+    fn compare_json_pairs_the_metrics() {
+        let text = compare(&["fake", "--feature=pcp-high-order", "--json"]).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["feature"], "pcp-high-order");
+        assert_eq!(value["metrics"][0]["gain_percent"], 10.0);
+        assert_eq!(value["before"]["features"]["pcp-high-order"], false);
+        assert_eq!(value["after"]["features"]["pcp-high-order"], true);
+    }
+
+    #[test]
+    fn compare_needs_one_unambiguous_feature() {
+        assert!(error(compare(&["fake"])).starts_with("compare needs --feature F (features: "));
+        assert!(error(compare(&["fake", "--feature", "x"])).starts_with("unknown feature 'x'"));
+        assert_eq!(
+            error(compare(&[
+                "fake",
+                "--feature",
+                "pcp-high-order",
+                "--without",
+                "pcp-high-order"
+            ])),
+            "--without pcp-high-order conflicts with --feature pcp-high-order"
+        );
+        assert_eq!(
+            error(compare(&["fake", "--feature", "pcp-high-order", "--fail"])),
+            "fake: the before run failed: the machine is too small"
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! Runs as JSON documents.
+//!
+//! Same inputs give byte-identical output: every collection here is a Vec in
+//! a fixed order (written as an array, or as an object by [`Counters`]) or a
+//! BTreeMap, and serde writes struct fields in declaration order. Never put a
+//! HashMap in these types.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::compare::{MetricPair, pair_metrics};
+use super::counters::counters;
+use super::profile::profile;
+use super::units::cycles_to_ns_rounded;
+use crate::features::Feature;
+use crate::sim::Event;
+use crate::workload::{Metric, RunOutput};
+
+/// Everything one run produced.
+#[derive(Serialize)]
+pub struct RunJson<'a> {
+    pub workload: &'a str,
+    pub args: &'a [String],
+    pub machine: &'a str,
+    /// Every feature by name, on or off.
+    pub features: BTreeMap<&'static str, bool>,
+    pub seed: u64,
+    pub elapsed_cycles: u64,
+    pub elapsed_ns: u64,
+    pub lines: &'a [String],
+    pub metrics: Vec<MetricJson<'a>>,
+    pub profile: ProfileJson,
+    /// Every counter, zeros included, by its `/proc/vmstat` (or `mmsim_`)
+    /// name, in the order `/proc/vmstat` would list them.
+    pub counters: Counters,
+}
+
+/// Counters as a JSON object whose keys keep the fixed order of
+/// [`counters`] (Linux's first), rather than a map's sorted order.
+pub struct Counters(Vec<(Event, u64)>);
+
+impl Serialize for Counters {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|&(event, value)| (event.name(), value)))
+    }
+}
+
+#[derive(Serialize)]
+pub struct MetricJson<'a> {
+    pub name: &'a str,
+    pub value: f64,
+    pub unit: &'a str,
+    pub higher_is_better: bool,
+}
+
+/// The whole profile: every symbol charged any cycles, not only the top N.
+#[derive(Serialize)]
+pub struct ProfileJson {
+    pub total_cycles: u64,
+    pub symbols: Vec<SymbolJson>,
+}
+
+#[derive(Serialize)]
+pub struct SymbolJson {
+    pub symbol: &'static str,
+    /// `kernel` or `user`.
+    pub space: &'static str,
+    pub cycles: u64,
+    /// Fraction of all charged cycles, in 0..=1.
+    pub share: f64,
+}
+
+impl<'a> RunJson<'a> {
+    pub fn new(run: &'a RunOutput) -> RunJson<'a> {
+        RunJson {
+            workload: &run.workload,
+            args: &run.args,
+            machine: &run.machine.name,
+            features: Feature::ALL
+                .iter()
+                .map(|&f| (f.name(), run.features.has(f)))
+                .collect(),
+            seed: run.seed,
+            elapsed_cycles: run.elapsed.0,
+            elapsed_ns: cycles_to_ns_rounded(&run.machine.topology, run.elapsed),
+            lines: &run.lines,
+            metrics: run.metrics.iter().map(MetricJson::new).collect(),
+            profile: ProfileJson::new(run),
+            counters: Counters(counters(&run.stats)),
+        }
+    }
+}
+
+impl<'a> MetricJson<'a> {
+    pub fn new(metric: &'a Metric) -> MetricJson<'a> {
+        MetricJson {
+            name: &metric.name,
+            value: metric.value,
+            unit: metric.unit,
+            higher_is_better: metric.higher_is_better,
+        }
+    }
+}
+
+impl ProfileJson {
+    fn new(run: &RunOutput) -> ProfileJson {
+        let symbols = profile(&run.stats)
+            .into_iter()
+            .map(|e| SymbolJson {
+                symbol: e.name,
+                space: e.space.name(),
+                cycles: e.cycles,
+                share: e.share,
+            })
+            .collect();
+        ProfileJson {
+            total_cycles: run.stats.total_cycles().0,
+            symbols,
+        }
+    }
+}
+
+/// Two runs of one workload, a feature off and on, and their metrics paired.
+#[derive(Serialize)]
+pub struct CompareJson<'a> {
+    pub workload: &'a str,
+    pub args: &'a [String],
+    pub machine: &'a str,
+    pub feature: &'static str,
+    pub seed: u64,
+    pub metrics: Vec<MetricPair<'a>>,
+    pub before: RunJson<'a>,
+    pub after: RunJson<'a>,
+}
+
+impl<'a> CompareJson<'a> {
+    pub fn new(feature: Feature, before: &'a RunOutput, after: &'a RunOutput) -> CompareJson<'a> {
+        CompareJson {
+            workload: &before.workload,
+            args: &before.args,
+            machine: &before.machine.name,
+            feature: feature.name(),
+            seed: before.seed,
+            metrics: pair_metrics(&before.metrics, &after.metrics),
+            before: RunJson::new(before),
+            after: RunJson::new(after),
+        }
+    }
+}
+
+/// A document as indented JSON with a final newline.
+pub fn to_json_string<T: Serialize>(document: &T) -> String {
+    // Serialising these types cannot fail: every map key is a string.
+    let mut text = serde_json::to_string_pretty(document).expect("JSON documents have string keys");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_run;
+
+    #[test]
+    fn a_run_has_every_field() {
+        let run = test_run();
+        let value: serde_json::Value =
+            serde_json::from_str(&to_json_string(&RunJson::new(&run))).unwrap();
+        assert_eq!(value["workload"], "test-bench");
+        assert_eq!(value["args"][0], "-n");
+        assert_eq!(value["machine"], "x86-2s-server");
+        assert_eq!(value["features"]["pcp-high-order"], true);
+        assert_eq!(value["seed"], 7);
+        assert_eq!(value["elapsed_cycles"], 5000);
+        assert_eq!(value["elapsed_ns"], 2000);
+        assert_eq!(value["lines"][0], "42 things done");
+        assert_eq!(value["metrics"][0]["name"], "things");
+        assert_eq!(value["profile"]["total_cycles"], 400);
+        assert_eq!(value["profile"]["symbols"][0]["symbol"], "__alloc_pages");
+        assert_eq!(value["profile"]["symbols"][0]["share"], 0.75);
+        assert_eq!(value["profile"]["symbols"][1]["space"], "user");
+        assert_eq!(value["counters"]["pgfree"], 3);
+        assert_eq!(value["counters"].as_object().unwrap().len(), Event::COUNT);
+        let text = to_json_string(&RunJson::new(&run));
+        let linux = text.find("\"pgfree\"").unwrap();
+        let ours = text.find("\"mmsim_").unwrap();
+        assert!(linux < ours, "Linux counters come first");
+    }
+
+    #[test]
+    fn the_same_run_gives_the_same_bytes() {
+        let run = test_run();
+        assert_eq!(
+            to_json_string(&RunJson::new(&run)),
+            to_json_string(&RunJson::new(&run.clone()))
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! A run as text: a header saying what ran where, the workload's own output,
+//! its metrics, the profile and the counters.
+
+use std::fmt::Write;
+
+use super::counters::format_counters;
+use super::profile::{format_profile, profile};
+use super::table::{Align, Table};
+use super::units::{format_bytes, format_duration, format_frequency};
+use crate::features::{Feature, Features};
+use crate::machine::Machine;
+use crate::workload::{Metric, RunOutput};
+
+/// Every feature as `name=on` or `name=off`, space separated.
+pub fn format_features(features: Features) -> String {
+    feature_states(features, |_| true)
+}
+
+/// Like [`format_features`] without `except` (the one a comparison is
+/// about); `(none)` when there is no other.
+pub fn format_other_features(features: Features, except: Feature) -> String {
+    match feature_states(features, |f| f != except) {
+        states if states.is_empty() => "(none)".to_string(),
+        states => states,
+    }
+}
+
+fn feature_states(features: Features, include: impl Fn(Feature) -> bool) -> String {
+    let states: Vec<String> = Feature::ALL
+        .iter()
+        .filter(|&&f| include(f))
+        .map(|&f| {
+            format!(
+                "{}={}",
+                f.name(),
+                if features.has(f) { "on" } else { "off" }
+            )
+        })
+        .collect();
+    states.join(" ")
+}
+
+/// A workload and its flags as one would type them (arguments with spaces
+/// or nothing in them are quoted).
+pub fn format_command(workload: &str, args: &[String]) -> String {
+    let mut command = workload.to_string();
+    for arg in args {
+        command.push(' ');
+        if arg.is_empty() || arg.contains(char::is_whitespace) {
+            let _ = write!(command, "'{arg}'");
+        } else {
+            command.push_str(arg);
+        }
+    }
+    command
+}
+
+/// `2 x 18 x 2` for sockets, cores per socket and threads per core.
+pub fn format_shape(machine: &Machine) -> String {
+    let t = &machine.topology;
+    format!(
+        "{} x {} x {}",
+        t.sockets, t.cores_per_socket, t.threads_per_core
+    )
+}
+
+/// All the machine's memory, over every node: `128 GiB`.
+pub fn format_memory(machine: &Machine) -> String {
+    let t = &machine.topology;
+    format_bytes(t.memory_per_node_bytes * t.numa_nodes as u64)
+}
+
+/// One line saying what a machine is.
+pub fn format_machine(machine: &Machine) -> String {
+    let t = &machine.topology;
+    format!(
+        "{}: {} CPUs ({} sockets x {} cores x {} threads), {} NUMA nodes, {}, {}",
+        machine.name,
+        t.nr_cpus(),
+        t.sockets,
+        t.cores_per_socket,
+        t.threads_per_core,
+        t.numa_nodes,
+        format_memory(machine),
+        format_frequency(t)
+    )
+}
+
+/// The `#` lines that open a run's report.
+pub fn format_header(run: &RunOutput) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# workload: {}",
+        format_command(&run.workload, &run.args)
+    );
+    let _ = writeln!(out, "# machine:  {}", format_machine(&run.machine));
+    let _ = writeln!(out, "# kernel:   {}", format_features(run.features));
+    let _ = writeln!(out, "# seed:     {}", run.seed);
+    let elapsed = format_duration(&run.machine.topology, run.elapsed);
+    let _ = writeln!(
+        out,
+        "# elapsed:  {elapsed} of virtual time ({} cycles)",
+        run.elapsed.0
+    );
+    out
+}
+
+/// Metrics as an aligned table: name, value, unit.
+pub fn format_metrics(metrics: &[Metric]) -> String {
+    if metrics.is_empty() {
+        return "# (no metrics)\n".to_string();
+    }
+    let mut table = Table::new(&[
+        ("metric", Align::Left),
+        ("value", Align::Right),
+        ("unit", Align::Left),
+    ]);
+    for m in metrics {
+        table.row(vec![
+            m.name.clone(),
+            format!("{:.2}", m.value),
+            m.unit.to_string(),
+        ]);
+    }
+    table.render()
+}
+
+/// The workload's own output lines, verbatim.
+pub fn format_lines(lines: &[String]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The full text report of one run, the profile cut to `top` symbols.
+pub fn format_run(run: &RunOutput, top: usize) -> String {
+    let mut out = format_header(run);
+    section(
+        &mut out,
+        &format!("{} output", run.workload),
+        &format_lines(&run.lines),
+    );
+    section(&mut out, "metrics", &format_metrics(&run.metrics));
+    let entries = profile(&run.stats);
+    let total = run.stats.total_cycles().0;
+    section(&mut out, "profile", &format_profile(&entries, total, top));
+    section(&mut out, "/proc/vmstat", &format_counters(&run.stats));
+    out
+}
+
+/// Appends a blank line, a `## title` line and the body.
+pub fn section(out: &mut String, title: &str, body: &str) {
+    let _ = write!(out, "\n## {title}\n{body}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_run;
+
+    #[test]
+    fn the_header_names_everything_that_decides_the_result() {
+        let header = format_header(&test_run());
+        assert!(header.contains("# workload: test-bench -n 4\n"));
+        assert!(header.contains("# machine:  x86-2s-server: "));
+        assert!(header.contains("# kernel:   pcp-high-order=on\n"));
+        assert!(header.contains("# seed:     7\n"));
+        assert!(
+            header.contains("# elapsed:  2.000 us of virtual time (5000 cycles)\n"),
+            "{header}"
+        );
+    }
+
+    #[test]
+    fn a_run_report_has_every_section_in_order() {
+        let text = format_run(&test_run(), 20);
+        let order = [
+            "# workload:",
+            "## test-bench output\n42 things done\n",
+            "## metrics",
+            "## profile",
+            "## /proc/vmstat",
+        ];
+        let positions: Vec<usize> = order.iter().map(|s| text.find(s).expect(s)).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
+        assert!(text.contains("things  42.00  ops/s\n"));
+        assert!(text.contains("    75.00%  [k] __alloc_pages\n"));
+    }
+
+    #[test]
+    fn commands_quote_arguments_with_spaces() {
+        let args = vec!["-m".to_string(), "a b".to_string(), String::new()];
+        assert_eq!(format_command("w", &args), "w -m 'a b' ''");
+    }
+}

@@ -11,6 +11,8 @@
 //!
 //! Experiments never override costs; a machine is a machine.
 
+mod pcp_high_order;
+
 use std::fmt;
 
 use crate::features::{Feature, Features};
@@ -110,7 +112,7 @@ pub struct Experiment {
 }
 
 /// Every registered experiment, in the order `reproduce all` runs them.
-pub const EXPERIMENTS: &[Experiment] = &[];
+pub const EXPERIMENTS: &[Experiment] = &[pcp_high_order::EXPERIMENT];
 
 pub fn find(id: &str) -> Option<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.id == id)

@@ -433,3 +433,72 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+    use crate::features::Feature;
+    use crate::machine::builtin;
+    use crate::sim::Event;
+
+    fn run(size: &str, pcp_high_order: bool) -> RunOutput {
+        let args: Vec<String> = ["-m", size, "-i", "1", "-l", "0.002"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let features = Features::all().with(Feature::PcpHighOrder, pcp_high_order);
+        parse(&args)
+            .unwrap()
+            .run(&builtin("x86-2s-server").unwrap(), features, 3, &mut |_| {})
+            .unwrap()
+    }
+
+    #[test]
+    fn kmalloc_large_buffers_take_zone_lock_only_on_refill_after_the_change() {
+        let before = run("8192", false);
+        let s = &before.stats;
+        // Every datagram's order-2 buffer takes zone->lock to allocate.
+        assert_eq!(
+            s.event(Event::ZoneLockAllocOrder1To3),
+            s.event(Event::AllocOrder1To3)
+        );
+        assert_eq!(s.event(Event::PcpAllocHit), 0);
+        let after = run("8192", true);
+        let s = &after.stats;
+        assert_eq!(
+            s.event(Event::ZoneLockAllocOrder1To3),
+            s.event(Event::PcpAllocRefill)
+        );
+        // The sender's order-2 list is refilled 15 blocks at a time
+        // (max(63 >> 2, 2)); the receiver only frees.
+        let refills = s.event(Event::PcpAllocRefill);
+        assert!(s.event(Event::AllocOrder1To3) <= 15 * refills + 15);
+        assert!(s.event(Event::ZoneLockAcquired) < before.stats.event(Event::ZoneLockAcquired) / 4);
+    }
+
+    #[test]
+    fn every_datagram_is_accounted_for() {
+        let out = run("1024", true);
+        let sent = out
+            .lines
+            .iter()
+            .find(|l| l.starts_with("212992  1024"))
+            .unwrap();
+        let received = out
+            .lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("212992   "))
+            .unwrap();
+        let column = |line: &str, n| {
+            line.split_whitespace()
+                .nth(n)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let (sent, received) = (column(sent, 3), column(received, 2));
+        assert!(received <= sent);
+        assert!(sent > 500 && received > 0);
+    }
+}

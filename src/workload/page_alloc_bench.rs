@@ -381,3 +381,94 @@ impl PageAllocBench {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Feature;
+    use crate::machine::builtin;
+
+    fn run(args: &[&str], pcp_high_order: bool) -> RunOutput {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let bench = parse(&args).expect("valid flags");
+        let features = Features::all().with(Feature::PcpHighOrder, pcp_high_order);
+        bench
+            .run(&builtin("x86-2s-server").unwrap(), features, 1, &mut |_| {})
+            .expect("run")
+    }
+
+    fn metric(out: &RunOutput, name: &str) -> f64 {
+        out.metrics
+            .iter()
+            .find(|m| m.name == name)
+            .expect("metric")
+            .value
+    }
+
+    #[test]
+    fn remote_frees_take_zone_lock_once_per_refill() {
+        // 63 blocks a round are exactly the partner's batch; the allocating
+        // CPU's list never gets a page back, so it refills every
+        // max(63 >> order, 2) allocations.
+        for (order, refill) in [(1u8, 31.0), (2, 15.0), (3, 7.0)] {
+            let o = order.to_string();
+            let args = ["-o", &o, "--free-on", "remote", "-r", "217"];
+            let before = run(&args, false);
+            assert_eq!(
+                metric(&before, "zone-lock-per-alloc"),
+                1.0,
+                "order {order} before"
+            );
+            let after = run(&args, true);
+            let per_alloc = metric(&after, "zone-lock-per-alloc");
+            let allocs: f64 = 63.0 * 217.0;
+            assert_eq!(
+                per_alloc,
+                (allocs / refill).ceil() / allocs,
+                "order {order} after"
+            );
+        }
+    }
+
+    #[test]
+    fn thp_frees_push_order0_pages_off_the_per_cpu_lists() {
+        let args = ["-n", "1", "-o", "0", "--thp-frees", "16", "-r", "200"];
+        let before = run(&args, false);
+        let after = run(&args, true);
+        assert_eq!(
+            before.stats.event(Event::PcpDrainOrder0Pages),
+            0,
+            "THPs bypass the lists before"
+        );
+        assert!(after.stats.event(Event::PcpDrainOrder0Pages) > 0);
+        let lock_rate = |out: &RunOutput| metric(out, "order0-zone-lock-per-alloc");
+        assert!(
+            lock_rate(&after) > 10.0 * lock_rate(&before),
+            "order-0 refills more often after"
+        );
+        assert!(metric(&after, "pcp-hit-rate") < metric(&before, "pcp-hit-rate"));
+    }
+
+    #[test]
+    fn flags_are_checked() {
+        let err = |args: &[&str]| {
+            parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .err()
+                .unwrap()
+                .0
+        };
+        assert_eq!(
+            err(&["-o", "11"]),
+            "page-alloc-bench: -o: 11 is outside 0..=10"
+        );
+        assert_eq!(
+            err(&["--free-on", "remote", "-n", "3"]),
+            "page-alloc-bench: --free-on remote pairs CPUs up: --cpus 3 is odd"
+        );
+        assert_eq!(
+            err(&["--free-on", "elsewhere"]),
+            "page-alloc-bench: --free-on: 'elsewhere' is not same or remote"
+        );
+        assert_eq!(err(&["-r"]), "page-alloc-bench: -r needs a value");
+    }
+}

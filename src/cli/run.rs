@@ -167,8 +167,7 @@ fn prepare(
     if parsed.has("help") {
         return Ok(Request::Help(workload_help(info)));
     }
-    let benchmark =
-        (info.parse)(&parsed.rest).map_err(|e| CliError::new(format!("{name}: {e}")))?;
+    let benchmark = (info.parse)(&parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
     let json = parsed.has("json");
     let setup = Setup {
         info,
@@ -352,7 +351,7 @@ mod tests {
         match args {
             [] => Ok(Box::new(Fake { fail: false })),
             [flag] if flag == "--fail" => Ok(Box::new(Fake { fail: true })),
-            [other, ..] => Err(UsageError(format!("unknown flag '{other}'"))),
+            [other, ..] => Err(UsageError(format!("fake: unknown flag '{other}'"))),
         }
     }
 

@@ -27,6 +27,8 @@ pub fn gain_percent(before: f64, after: f64, higher_is_better: bool) -> Option<f
 /// A percentage for a table cell, `n/a` when there is none.
 pub fn format_percent(percent: Option<f64>) -> String {
     match percent {
+        // A change that rounds to zero prints as 0.00%, never -0.00%.
+        Some(p) if p.abs() < 0.005 => "0.00%".to_string(),
         Some(p) => format!("{p:.2}%"),
         None => "n/a".to_string(),
     }

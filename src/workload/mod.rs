@@ -40,7 +40,8 @@ pub struct RunOutput {
     pub elapsed: Cycles,
 }
 
-/// A workload's flags were wrong: one line saying what and where.
+/// A workload's flags were wrong: one line, starting with the workload's name,
+/// saying what and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
 

@@ -17,6 +17,7 @@ mod spinlock;
 mod stats;
 mod symbol;
 mod time;
+mod timeline;
 
 pub use cacheline::CacheLine;
 pub use engine::{Ctx, Engine, RunState, Workload};

@@ -19,6 +19,9 @@ mod symbol;
 mod time;
 mod timeline;
 
+#[cfg(test)]
+mod tests;
+
 pub use cacheline::CacheLine;
 pub use engine::{Ctx, Engine, RunState, Workload};
 pub use event::Event;

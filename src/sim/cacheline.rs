@@ -32,7 +32,7 @@ use super::engine::Ctx;
 use super::event::Event;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
-use super::timeline::{SPANS_MAX, Span, Timeline, earliest};
+use super::timeline::{Span, Timeline};
 use crate::machine::Distance;
 
 /// What moving a modified line from `from` to `to` costs.
@@ -152,15 +152,14 @@ impl CacheLine {
     ) -> Cycles {
         let now = ctx.now();
         self.forget_before(ctx.horizon());
-        let start = earliest(now.max(self.transfers.floor()), SPANS_MAX, |s| {
-            // Not inside a transfer, and, if this access moves the line, not
-            // overlapping the next one either.
-            let len = match need(self, ctx, s) {
+        // Not inside a transfer, and, if this access occupies the line, not
+        // overlapping the next one either.
+        let start = self
+            .transfers
+            .earliest_fit(now, |s| match need(self, ctx, s) {
                 Need::Free => Cycles::ZERO,
                 Need::Occupy { cost, .. } => cost,
-            };
-            self.transfers.blocked_until(s, len, |_| true)
-        });
+            });
         let cost = match need(self, ctx, start) {
             Need::Free => Cycles::ZERO,
             Need::Occupy {
@@ -246,9 +245,7 @@ impl CacheLine {
     /// Calls `f` for each CPU holding a copy at `s` (owner and sharers;
     /// sharers may repeat). `s` must not be inside a transfer.
     fn for_each_holder_at(&self, s: Cycles, mut f: impl FnMut(CpuId)) {
-        let spans = self.transfers.spans();
-        let before = spans.partition_point(|span| span.start < s);
-        for span in spans[..before].iter().rev() {
+        for span in self.transfers.before(s).rev() {
             match span.data {
                 Access::Read(cpu) => f(cpu),
                 Access::Modify(cpu) => return f(cpu),
@@ -259,10 +256,9 @@ impl CacheLine {
     }
 
     fn owner_at(&self, s: Cycles) -> Option<CpuId> {
-        let spans = self.transfers.spans();
-        let before = spans.partition_point(|span| span.start < s);
-        let last_modify = spans[..before]
-            .iter()
+        let last_modify = self
+            .transfers
+            .before(s)
             .rev()
             .find_map(|span| match span.data {
                 Access::Modify(cpu) => Some(cpu),

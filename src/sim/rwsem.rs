@@ -21,7 +21,7 @@ use super::cacheline::CacheLine;
 use super::engine::Ctx;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
-use super::timeline::{SPANS_MAX, Span, Timeline, earliest};
+use super::timeline::{SPANS_MAX, Sharing, Span, Timeline, earliest};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -45,7 +45,7 @@ struct Holder {
 /// writer may be waiting; a few levels are allowed here, for tests.
 const HOLDERS_MAX: usize = 8;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RwSemaphore {
     count: CacheLine,
     holders: Vec<Holder>,
@@ -54,6 +54,17 @@ pub struct RwSemaphore {
     /// Past writer holds, each with when its writer arrived: from then on,
     /// new readers queue behind it.
     writers: Timeline<Cycles>,
+}
+
+impl Default for RwSemaphore {
+    fn default() -> Self {
+        RwSemaphore {
+            count: CacheLine::new(),
+            holders: Vec::new(),
+            readers: Timeline::new(Sharing::Shared),
+            writers: Timeline::new(Sharing::Exclusive),
+        }
+    }
 }
 
 impl RwSemaphore {
@@ -130,26 +141,33 @@ impl RwSemaphore {
         let start = self.free_at(holder.since, len, mode);
         let late = start - holder.since;
         ctx.idle_until(ctx.now() + late);
-        if len > Cycles::ZERO {
-            let end = start + len;
-            match mode {
-                Mode::Read => self.readers.push(
+        let end = start + len;
+        match mode {
+            // Reader holds before the readers' floor were forgotten for
+            // being too many; no writer can be placed there anyway.
+            Mode::Read if end > self.readers.floor() => {
+                let start = start.max(self.readers.floor());
+                self.readers.push(
                     Span {
                         start,
                         end,
                         data: (),
                     },
                     |_| {},
-                ),
-                Mode::Write => self.writers.push(
+                );
+            }
+            Mode::Write if len > Cycles::ZERO => {
+                let arrived = holder.arrived;
+                self.writers.push(
                     Span {
                         start,
                         end,
-                        data: holder.arrived,
+                        data: arrived,
                     },
                     |_| {},
-                ),
+                );
             }
+            Mode::Read | Mode::Write => {}
         }
         late
     }

@@ -27,7 +27,7 @@ use super::cacheline::CacheLine;
 use super::engine::Ctx;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
-use super::timeline::{SPANS_MAX, Span, Timeline, earliest};
+use super::timeline::{Span, Timeline};
 
 #[derive(Clone, Copy, Debug)]
 struct Holder {
@@ -160,8 +160,6 @@ impl SpinLock {
     /// The earliest moment at or after `t` from which the lock is free for
     /// `len` (for `len` zero: not inside a hold).
     fn free_at(&self, t: Cycles, len: Cycles) -> Cycles {
-        earliest(t.max(self.holds.floor()), SPANS_MAX, |s| {
-            self.holds.blocked_until(s, len, |_| true)
-        })
+        self.holds.earliest_fit(t, |_| len)
     }
 }

@@ -716,6 +716,53 @@ fn rwsem_readers_overlap_and_bounce_the_count_line() {
 }
 
 #[test]
+fn rwsem_more_concurrent_readers_than_remembered_holds() {
+    // 72 readers at once, twice each, overflow the readers' timeline; the
+    // forgotten holds still keep the writer out, and no reader hold that is
+    // recorded overlaps the writer's.
+    const NR_READERS: u32 = 72;
+    let ctx = ctx_with_cpus(NR_READERS + 1, 1);
+    let writer = CpuId(NR_READERS);
+    let (_, slowest) = transfer_range(&ctx, NR_READERS + 1);
+    let hold = Cycles(slowest.0 * 1_000);
+    let mut sem = RwSemaphore::new();
+    let mut reads = Vec::new();
+    let mut write = (Cycles::ZERO, Cycles::ZERO);
+    let mut rounds = vec![0; NR_READERS as usize];
+    run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        if cpu == writer {
+            sem.down_write(ctx, Symbol::AllocPages);
+            let acquired = ctx.now();
+            ctx.charge(WORK, hold);
+            sem.up_write(ctx, Symbol::AllocPages);
+            write = (acquired, ctx.now());
+            ctx.finish();
+            return;
+        }
+        sem.down_read(ctx, Symbol::AllocPages);
+        let acquired = ctx.now();
+        ctx.charge(WORK, hold);
+        sem.up_read(ctx, Symbol::AllocPages);
+        reads.push((acquired, ctx.now()));
+        rounds[cpu.index()] += 1;
+        if rounds[cpu.index()] == 2 {
+            ctx.finish();
+        }
+    });
+    assert!(
+        write.0 > Cycles::ZERO,
+        "the writer waited for the first readers"
+    );
+    for &(acquired, released) in &reads {
+        assert!(
+            released <= write.0 || acquired >= write.1,
+            "read {acquired}..{released} overlaps write {write:?}"
+        );
+    }
+}
+
+#[test]
 fn rwsem_writer_waits_for_every_reader() {
     const NR_READERS: u32 = 6;
     let ctx = ctx_with_cpus(NR_READERS + 1, 1);

@@ -12,6 +12,8 @@
 //! dropped, and past [`SPANS_MAX`] the oldest span is folded into a floor
 //! before which nothing may be placed any more (a conservative loss of gaps).
 
+use std::collections::VecDeque;
+
 use super::time::Cycles;
 
 /// How many busy spans one object remembers. Beyond this, gaps before the
@@ -35,19 +37,36 @@ impl<T> Span<T> {
     }
 }
 
-/// Spans in order of start (they may overlap: readers of a semaphore do).
+/// Whether the spans of a timeline may overlap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sharing {
+    /// One use at a time: a cache line's transfers, a lock's holds.
+    Exclusive,
+    /// Uses may overlap: the holds of a semaphore's readers.
+    Shared,
+}
+
+/// Spans in order of start.
 #[derive(Clone, Debug)]
 pub(crate) struct Timeline<T> {
+    sharing: Sharing,
     /// Nothing may be placed before this: spans before it were forgotten.
     floor: Cycles,
-    spans: Vec<Span<T>>,
+    spans: VecDeque<Span<T>>,
 }
 
 impl<T> Default for Timeline<T> {
     fn default() -> Self {
+        Timeline::new(Sharing::Exclusive)
+    }
+}
+
+impl<T> Timeline<T> {
+    pub(crate) fn new(sharing: Sharing) -> Timeline<T> {
         Timeline {
+            sharing,
             floor: Cycles::ZERO,
-            spans: Vec::new(),
+            spans: VecDeque::new(),
         }
     }
 }
@@ -57,23 +76,25 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.floor
     }
 
-    pub(crate) fn spans(&self) -> &[Span<T>] {
-        &self.spans
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &Span<T>> {
+        self.spans.iter()
     }
 
-    /// Forgets the spans that end at or before `horizon`, passing each to
-    /// `fold` in order of start. No CPU asks about a time before the horizon.
+    /// The spans that start before `s`, latest last.
+    pub(crate) fn before(&self, s: Cycles) -> impl DoubleEndedIterator<Item = &Span<T>> {
+        self.spans
+            .range(..self.spans.partition_point(|span| span.start < s))
+    }
+
+    /// Forgets the spans that end at or before `horizon`, oldest first,
+    /// passing each to `fold`. No CPU asks about a time before the horizon.
+    /// (Of overlapping spans, one that ends early may be kept until those
+    /// starting before it go; it no longer blocks anything.)
     pub(crate) fn prune(&mut self, horizon: Cycles, mut fold: impl FnMut(&Span<T>)) {
-        if self.spans.first().is_none_or(|s| s.start >= horizon) {
-            return;
+        while let Some(oldest) = self.spans.front().filter(|span| span.end <= horizon) {
+            fold(oldest);
+            self.spans.pop_front();
         }
-        self.spans.retain(|span| {
-            let done = span.end <= horizon;
-            if done {
-                fold(span);
-            }
-            !done
-        });
     }
 
     /// Records a span, keeping start order; a span that continues the one
@@ -94,6 +115,19 @@ impl<T: Copy + PartialEq> Timeline<T> {
         );
         let at = self.spans.partition_point(|s| s.start <= span.start);
         let next_start = self.spans.get(at).map(|next| next.start);
+        if self.sharing == Sharing::Exclusive {
+            let prev_end = at.checked_sub(1).map(|i| self.spans[i].end);
+            assert!(
+                prev_end.is_none_or(|end| end <= span.start),
+                "span at {} overlaps the one before",
+                span.start.0
+            );
+            assert!(
+                next_start.is_none_or(|start| span.end <= start),
+                "span at {} overlaps the one after",
+                span.start.0
+            );
+        }
         if let Some(prev) = at.checked_sub(1).map(|i| &mut self.spans[i]) {
             let continues = prev.end == span.start && prev.data == span.data;
             if continues && next_start.is_none_or(|start| start >= span.end) {
@@ -103,9 +137,44 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
         self.spans.insert(at, span);
         if self.spans.len() > SPANS_MAX {
-            let oldest = self.spans.remove(0);
+            let oldest = self.spans.pop_front().expect("more than SPANS_MAX spans");
             self.floor = self.floor.max(oldest.end);
             fold(&oldest);
+        }
+    }
+
+    /// For an exclusive timeline: the earliest `s` at or after `t` (and the
+    /// floor) such that `[s, s + len_at(s))` meets no span, where `len_at(s)`
+    /// is how long a use beginning at `s` would be (zero: not inside a span).
+    /// Walks forward once through the spans from `t`.
+    pub(crate) fn earliest_fit(
+        &self,
+        t: Cycles,
+        mut len_at: impl FnMut(Cycles) -> Cycles,
+    ) -> Cycles {
+        assert_eq!(
+            self.sharing,
+            Sharing::Exclusive,
+            "earliest_fit on overlapping spans"
+        );
+        let mut s = t.max(self.floor);
+        let mut i = self.spans.partition_point(|span| span.start <= s);
+        if let Some(before) = i.checked_sub(1).map(|j| &self.spans[j]) {
+            s = s.max(before.end);
+        }
+        loop {
+            // Skip spans that begin where the last one ended.
+            while let Some(next) = self.spans.get(i).filter(|next| next.start <= s) {
+                s = s.max(next.end);
+                i += 1;
+            }
+            match self.spans.get(i) {
+                Some(next) if next.start < s + len_at(s) => {
+                    s = next.end;
+                    i += 1;
+                }
+                _ => return s,
+            }
         }
     }
 
@@ -171,12 +240,19 @@ mod tests {
         t
     }
 
+    /// Both searches, which must agree on an exclusive timeline.
     fn fit<T: Copy + PartialEq>(t: &Timeline<T>, at: u64, len: u64) -> u64 {
         let len = Cycles(len);
-        let s = earliest(Cycles(at).max(t.floor()), t.spans().len(), |s| {
+        let walked = t.earliest_fit(Cycles(at), |_| len);
+        let searched = earliest(Cycles(at).max(t.floor()), SPANS_MAX, |s| {
             t.blocked_until(s, len, |_| true)
         });
-        s.0
+        assert_eq!(walked, searched, "at {at} for {}", len.0);
+        walked.0
+    }
+
+    fn spans<T: Copy + PartialEq>(t: &Timeline<T>) -> Vec<Span<T>> {
+        t.iter().copied().collect()
     }
 
     #[test]
@@ -203,7 +279,7 @@ mod tests {
                 |_| {},
             );
         }
-        assert_eq!(t.spans().len(), 3);
+        assert_eq!(spans(&t).len(), 3);
         assert_eq!(fit(&t, 150, 0), 400);
         assert_eq!(fit(&t, 50, 60), 400);
     }
@@ -211,21 +287,36 @@ mod tests {
     #[test]
     fn a_span_continuing_the_previous_one_extends_it() {
         let t = timeline(&[(100, 200), (200, 300), (300, 400)]);
-        assert_eq!(t.spans(), &[span(100, 400)]);
+        assert_eq!(spans(&t), vec![span(100, 400)]);
         let mut t = timeline(&[(100, 200), (250, 300)]);
         t.push(span(200, 250), |_| {});
-        assert_eq!(t.spans().len(), 2);
-        assert_eq!(t.spans()[0], span(100, 250));
+        assert_eq!(spans(&t), vec![span(100, 250), span(250, 300)]);
     }
 
     #[test]
-    fn prune_forgets_only_finished_spans_in_start_order() {
-        let mut t = timeline(&[(100, 200), (150, 500), (300, 400)]);
+    fn prune_forgets_finished_spans_from_the_oldest() {
+        let mut t = timeline(&[(100, 200), (200, 300), (300, 400), (400, 500)]);
+        t.push(span(600, 700), |_| {});
         let mut folded = Vec::new();
-        t.prune(Cycles(400), |s| folded.push((s.start.0, s.end.0)));
-        assert_eq!(folded, vec![(100, 200), (300, 400)]);
-        assert_eq!(t.spans().len(), 1);
+        t.prune(Cycles(650), |s| folded.push((s.start.0, s.end.0)));
+        assert_eq!(folded, vec![(100, 500)]);
+        assert_eq!(spans(&t), vec![span(600, 700)]);
         assert_eq!(t.floor(), Cycles::ZERO);
+        // Of overlapping spans, one ending early waits for the older one.
+        let mut t = Timeline::new(Sharing::Shared);
+        for (start, end) in [(100, 200), (150, 500), (300, 400)] {
+            t.push(span(start, end), |_| {});
+        }
+        let mut folded = Vec::new();
+        t.prune(Cycles(450), |s| folded.push((s.start.0, s.end.0)));
+        assert_eq!(folded, vec![(100, 200)]);
+        assert_eq!(spans(&t), vec![span(150, 500), span(300, 400)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "overlaps")]
+    fn exclusive_spans_must_not_overlap() {
+        timeline(&[(100, 200), (150, 250)]);
     }
 
     #[test]
@@ -235,7 +326,7 @@ mod tests {
         for i in 0..(SPANS_MAX as u64 + 3) {
             t.push(span(i * 10, i * 10 + 5), |_| folded += 1);
         }
-        assert_eq!(t.spans().len(), SPANS_MAX);
+        assert_eq!(spans(&t).len(), SPANS_MAX);
         assert_eq!(folded, 3);
         assert_eq!(t.floor(), Cycles(25));
         // The gap at 5..10 is forgotten; the one at 25..30 is still usable.

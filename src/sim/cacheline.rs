@@ -152,6 +152,11 @@ impl CacheLine {
     ) -> Cycles {
         let now = ctx.now();
         self.forget_before(ctx.horizon());
+        // A read of a copy held here does not wait for a transfer in flight,
+        // unless that transfer takes the copy away (a modification).
+        if let Need::Free = need(self, ctx, now) {
+            return Cycles::ZERO;
+        }
         // Not inside a transfer, and, if this access occupies the line, not
         // overlapping the next one either.
         let start = self
@@ -167,6 +172,10 @@ impl CacheLine {
                 access,
                 counted,
             } => {
+                assert!(
+                    cost > Cycles::ZERO,
+                    "{access:?} costs no cycles: the profile's line costs must round to at least one"
+                );
                 if counted {
                     ctx.count(Event::LineTransfers, 1);
                 }
@@ -243,9 +252,9 @@ impl CacheLine {
     }
 
     /// Calls `f` for each CPU holding a copy at `s` (owner and sharers;
-    /// sharers may repeat). `s` must not be inside a transfer.
+    /// sharers may repeat). A transfer that has begun by `s` counts as done.
     fn for_each_holder_at(&self, s: Cycles, mut f: impl FnMut(CpuId)) {
-        for span in self.transfers.before(s).rev() {
+        for span in self.transfers.begun_by(s).rev() {
             match span.data {
                 Access::Read(cpu) => f(cpu),
                 Access::Modify(cpu) => return f(cpu),
@@ -258,7 +267,7 @@ impl CacheLine {
     fn owner_at(&self, s: Cycles) -> Option<CpuId> {
         let last_modify = self
             .transfers
-            .before(s)
+            .begun_by(s)
             .rev()
             .find_map(|span| match span.data {
                 Access::Modify(cpu) => Some(cpu),

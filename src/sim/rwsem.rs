@@ -145,7 +145,7 @@ impl RwSemaphore {
         match mode {
             // Reader holds before the readers' floor were forgotten for
             // being too many; no writer can be placed there anyway.
-            Mode::Read if end > self.readers.floor() => {
+            Mode::Read if len > Cycles::ZERO && end > self.readers.floor() => {
                 let start = start.max(self.readers.floor());
                 self.readers.push(
                     Span {

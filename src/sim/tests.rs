@@ -234,6 +234,40 @@ fn readers_each_fetch_a_copy_and_a_write_collects_them() {
 }
 
 #[test]
+fn a_read_hit_does_not_wait_for_another_cpus_read_miss() {
+    let mut ctx = ctx_with_cpus(3, 1);
+    let mut line = CacheLine::new();
+    ctx.set_cur(CpuId(0));
+    line.rmw(&mut ctx, RMW);
+    // cpu1 fetches a copy; while cpu2 is fetching one, cpu1 reads its own.
+    ctx.set_cur(CpuId(1));
+    line.read(&mut ctx, RMW);
+    let at = ctx.now();
+    ctx.set_cur(CpuId(2));
+    ctx.idle_until(at);
+    line.read(&mut ctx, RMW);
+    assert!(ctx.now() > at + Cycles(1), "cpu2's fetch takes time");
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(at + Cycles(1));
+    assert_eq!(line.read(&mut ctx, RMW), Cycles::ZERO);
+    assert_eq!(ctx.now(), at + Cycles(1));
+    // A modification in flight does take the copy away: cpu1, reading
+    // during it, waits for it, then fetches the line again.
+    ctx.set_cur(CpuId(2));
+    let modifying = ctx.now();
+    line.rmw(&mut ctx, RMW);
+    let modified = ctx.now();
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(modifying + Cycles(1));
+    let waited = line.read(&mut ctx, RMW);
+    assert_eq!(waited, modified - modifying - Cycles(1));
+    assert_eq!(
+        ctx.now(),
+        modified + transfer_cost(&ctx, CpuId(2), CpuId(1))
+    );
+}
+
+#[test]
 fn a_cpu_uses_the_line_as_of_its_own_clock() {
     // cpu0 is stepped first and modifies the line far in the future; cpu1,
     // stepped next at an earlier clock, finds it free then.

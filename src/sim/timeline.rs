@@ -80,10 +80,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.spans.iter()
     }
 
-    /// The spans that start before `s`, latest last.
-    pub(crate) fn before(&self, s: Cycles) -> impl DoubleEndedIterator<Item = &Span<T>> {
+    /// The spans that have begun by `s` (start at or before it), latest last.
+    pub(crate) fn begun_by(&self, s: Cycles) -> impl DoubleEndedIterator<Item = &Span<T>> {
         self.spans
-            .range(..self.spans.partition_point(|span| span.start < s))
+            .range(..self.spans.partition_point(|span| span.start <= s))
     }
 
     /// Forgets the spans that end at or before `horizon`, oldest first,

@@ -76,10 +76,6 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.floor
     }
 
-    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &Span<T>> {
-        self.spans.iter()
-    }
-
     /// The spans that have begun by `s` (start at or before it), latest last.
     pub(crate) fn begun_by(&self, s: Cycles) -> impl DoubleEndedIterator<Item = &Span<T>> {
         self.spans
@@ -252,7 +248,7 @@ mod tests {
     }
 
     fn spans<T: Copy + PartialEq>(t: &Timeline<T>) -> Vec<Span<T>> {
-        t.iter().copied().collect()
+        t.spans.iter().copied().collect()
     }
 
     #[test]

@@ -701,6 +701,60 @@ fn a_second_ipi_waits_for_the_first_handler() {
 }
 
 #[test]
+fn ipi_to_a_cpu_that_blocks_before_delivery_is_taken_on_delivery() {
+    let ctx = ctx_with_cpus(2, 1);
+    let c = ipi_costs(&ctx);
+    let handler = ipi_handler(&ctx);
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+            ctx.finish();
+        } else {
+            // Behind the delivery when the IPI is sent; asleep when it lands.
+            ctx.charge(WORK, Cycles(1));
+            ctx.block();
+        }
+    });
+    let ctx = &engine.ctx;
+    let handled_at = c.send + c.delivery + c.entry_exit + c.handler;
+    assert_eq!(ctx.clock_of(CpuId(1)), handled_at);
+    assert_eq!(ctx.clock_of(CpuId(0)), handled_at + c.ack);
+    assert_eq!(ctx.state_of(CpuId(1)), RunState::Blocked);
+}
+
+#[test]
+fn late_acks_of_two_calls_in_one_step_move_the_sender_once() {
+    // cpu0 makes two waited calls to cpu1, which is behind and then keeps
+    // interrupts off past both deliveries. The first ack is late by the
+    // rest of the section; the second call, sent after the first returned,
+    // then finds interrupts on: in all, the sender is late once.
+    let ctx = ctx_with_cpus(2, 1);
+    let c = ipi_costs(&ctx);
+    let handler = ipi_handler(&ctx);
+    let handled = c.entry_exit + c.handler;
+    let one_call = c.send + c.delivery + handled + c.ack;
+    let off = Cycles(one_call.0 * 10);
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+            smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+            ctx.finish();
+        } else {
+            ctx.local_irq_disable();
+            ctx.charge(WORK, off);
+            ctx.local_irq_enable();
+            ctx.finish();
+        }
+    });
+    // First ack: the section's end, the handler, the ack; then one more
+    // whole call.
+    assert_eq!(
+        engine.ctx.clock_of(CpuId(0)),
+        off + handled + c.ack + one_call
+    );
+}
+
+#[test]
 #[should_panic(expected = "with interrupts off")]
 fn ipi_with_wait_from_inside_irqs_off_panics() {
     let ctx = ctx_with_cpus(2, 1);

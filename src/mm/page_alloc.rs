@@ -27,7 +27,9 @@ use super::mmzone::{
 use super::pagemap::{FreeList, NIL, PageMap, PageMeta, PageState};
 use crate::features::{Feature, Features};
 use crate::machine::Machine;
-use crate::sim::{CpuId, Ctx, Event, LocalLock, SpinLock, Symbol};
+use crate::sim::{
+    CacheLine, CpuId, Ctx, Event, LineAccess, LocalLock, SpinLock, Symbol, touch_line,
+};
 
 /// Lists per CPU when high orders are cached: 3 migratetypes x (orders 0..3
 /// and the THP order).
@@ -52,6 +54,13 @@ impl Gfp {
         migratetype: MigrateType::Movable,
         node: None,
     };
+}
+
+/// `spin_lock` (interrupts already off) or `spin_lock_irqsave`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LockKind {
+    Plain,
+    Irqsave,
 }
 
 /// Which watermark an allocation attempt must stay above.
@@ -169,6 +178,10 @@ pub struct Zone {
     pub start_pfn: u64,
     pub managed_pages: u64,
     free_area: [[FreeList; MIGRATE_PCPTYPES]; MAX_ORDER],
+    /// The cache line of each `free_area[order]` (its list heads and
+    /// `nr_free`), which every CPU taking or giving blocks of that order
+    /// modifies under zone->lock.
+    area_lines: [CacheLine; MAX_ORDER],
     /// `free_area[order].nr_free`: free blocks of each order, all types.
     nr_free: [u64; MAX_ORDER],
     /// NR_FREE_PAGES: base pages on the buddy lists (not the per-CPU lists).
@@ -325,11 +338,15 @@ impl PageAllocator {
         } else {
             order.0 == 0
         };
+        // free_pages_prepare writes the struct page: a transfer if another
+        // CPU (the allocator, say) wrote it last.
         if to_pcp {
             ctx.charge(Symbol::FreeUnrefPage, cost);
+            zone.touch_page(ctx, idx, Symbol::FreeUnrefPage);
             zone.free_unref_page(ctx, idx, order, mt);
         } else {
             ctx.charge(Symbol::FreePagesOk, cost);
+            zone.touch_page(ctx, idx, Symbol::FreePagesOk);
             zone.free_pages_ok(ctx, idx, order, mt);
         }
     }
@@ -413,6 +430,7 @@ impl Zone {
             start_pfn,
             managed_pages: nr_pages,
             free_area: [[FreeList::default(); MIGRATE_PCPTYPES]; MAX_ORDER],
+            area_lines: Default::default(),
             nr_free: [0; MAX_ORDER],
             nr_free_pages: 0,
             nr_allocated_pages: 0,
@@ -429,7 +447,7 @@ impl Zone {
         let top = (MAX_ORDER - 1) as u8;
         let mut idx = 0u64;
         while idx < nr_pages {
-            zone.add_free_block(idx as u32, top, MigrateType::Movable, true);
+            zone.link_free_block(idx as u32, top, MigrateType::Movable, true);
             zone.nr_free_pages += 1 << top;
             idx += 1 << top;
         }
@@ -461,8 +479,9 @@ impl Zone {
     }
 
     /// Puts a free block on a buddy list and marks its head (`set_buddy_order`
-    /// and `add_to_free_list[_tail]`).
-    fn add_free_block(&mut self, idx: u32, order: u8, mt: MigrateType, to_tail: bool) {
+    /// and `add_to_free_list[_tail]`), without charging: boot uses it
+    /// directly. Returns the neighbour whose link changed, or NIL.
+    fn link_free_block(&mut self, idx: u32, order: u8, mt: MigrateType, to_tail: bool) -> u32 {
         {
             let meta = self.map.get_mut(idx);
             meta.state = PageState::Buddy;
@@ -470,20 +489,76 @@ impl Zone {
             meta.migratetype = mt;
         }
         let list = &mut self.free_area[order as usize][mt as usize];
+        let neighbour = if to_tail { list.tail } else { list.head };
         if to_tail {
             list.push_tail(&mut self.map, idx);
         } else {
             list.push_head(&mut self.map, idx);
         }
         self.nr_free[order as usize] += 1;
+        neighbour
     }
 
-    /// `del_page_from_free_list`: takes a free block off its list.
-    fn del_free_block(&mut self, idx: u32) {
+    /// Takes a free block off its list without charging. Returns the
+    /// neighbours whose links changed (NIL where none).
+    fn unlink_free_block(&mut self, idx: u32) -> [u32; 2] {
         let meta = self.map.get(idx);
         debug_assert_eq!(meta.state, PageState::Buddy);
+        let neighbours = [meta.prev, meta.next];
         self.free_area[meta.order as usize][meta.migratetype as usize].remove(&mut self.map, idx);
         self.nr_free[meta.order as usize] -= 1;
+        neighbours
+    }
+
+    /// `add_to_free_list[_tail]` as the CPU pays for it: the list work, the
+    /// free area's line, and the struct pages of the block and its new
+    /// neighbour, each a transfer if another CPU wrote it last.
+    fn add_free_block(
+        &mut self,
+        ctx: &mut Ctx,
+        idx: u32,
+        order: u8,
+        mt: MigrateType,
+        to_tail: bool,
+        symbol: Symbol,
+    ) {
+        let neighbour = self.link_free_block(idx, order, mt, to_tail);
+        self.charge_list_op(ctx, order, [idx, neighbour], symbol);
+    }
+
+    /// `del_page_from_free_list` as the CPU pays for it.
+    fn del_free_block(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
+        let order = self.map.get(idx).order;
+        let [prev, next] = self.unlink_free_block(idx);
+        self.charge_list_op(ctx, order, [prev, next], symbol);
+        self.touch_page(ctx, idx, symbol);
+    }
+
+    fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, pages: [u32; 2], symbol: Symbol) {
+        let cost = ctx.machine().costs.buddy_list_op.cycles();
+        ctx.charge(symbol, cost);
+        self.area_lines[order as usize].rmw(ctx, symbol);
+        for page in pages {
+            if page != NIL {
+                self.touch_page(ctx, page, symbol);
+            }
+        }
+    }
+
+    /// This CPU writes the `struct page` at `idx`.
+    fn touch_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
+        touch_line(
+            ctx,
+            &mut self.map.get_mut(idx).last_cpu,
+            symbol,
+            LineAccess::Write,
+        );
+    }
+
+    /// This CPU reads the `struct page` at `idx` (a merge check).
+    fn peek_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
+        let mut last = self.map.get(idx).last_cpu;
+        touch_line(ctx, &mut last, symbol, LineAccess::Read);
     }
 
     /// `page_is_buddy`: is `idx` the head of a free block of exactly `order`?
@@ -508,9 +583,7 @@ impl Zone {
         if via_pcp {
             return self.rmqueue_pcplist(ctx, order, mt);
         }
-        // spin_lock_irqsave(&zone->lock)
-        ctx.local_irq_disable();
-        self.lock_zone(ctx, Symbol::RawSpinLockIrqsave);
+        self.lock_zone(ctx, LockKind::Irqsave);
         ctx.count(
             order_event(
                 order,
@@ -524,15 +597,28 @@ impl Zone {
         if page.is_some() {
             self.nr_free_pages -= order.nr_pages();
         }
-        self.lock.unlock(ctx);
-        ctx.local_irq_enable();
+        self.unlock_zone(ctx, LockKind::Irqsave);
         page
     }
 
-    fn lock_zone(&mut self, ctx: &mut Ctx, symbol: Symbol) {
-        let waited = self.lock.lock(ctx, symbol);
+    /// Takes zone->lock, counting the acquisition and the time spent waiting.
+    fn lock_zone(&mut self, ctx: &mut Ctx, kind: LockKind) {
+        let waited = match kind {
+            LockKind::Plain => self.lock.lock(ctx, Symbol::RawSpinLock),
+            LockKind::Irqsave => self.lock.lock_irqsave(ctx),
+        };
         ctx.count(Event::ZoneLockAcquired, 1);
         ctx.count(Event::ZoneLockWaitCycles, waited.0);
+    }
+
+    /// Releases zone->lock. A hold found at release to overlap another CPU's
+    /// is moved later; that move is waiting too.
+    fn unlock_zone(&mut self, ctx: &mut Ctx, kind: LockKind) {
+        let moved = match kind {
+            LockKind::Plain => self.lock.unlock(ctx),
+            LockKind::Irqsave => self.lock.unlock_irqrestore(ctx),
+        };
+        ctx.count(Event::ZoneLockWaitCycles, moved.0);
     }
 
     /// `rmqueue_pcplist` and `__rmqueue_pcplist`.
@@ -568,10 +654,11 @@ impl Zone {
         }
         let pcp = &mut self.pcp[cpu];
         let page = pcp.lists[pindex].pop_front();
-        if page.is_some() {
+        if let Some(idx) = page {
             pcp.count -= order.nr_pages();
             let cost = ctx.machine().costs.pcp_list_op.cycles();
             ctx.charge(Symbol::GetPageFromFreelist, cost);
+            self.touch_page(ctx, idx, Symbol::GetPageFromFreelist);
         }
         LocalLock::unlock_irqrestore(ctx);
         page
@@ -588,7 +675,7 @@ impl Zone {
         pindex: usize,
     ) -> u64 {
         let cpu = ctx.cur().index();
-        self.lock_zone(ctx, Symbol::RawSpinLock);
+        self.lock_zone(ctx, LockKind::Plain);
         let list_op = ctx.machine().costs.pcp_list_op.cycles();
         let mut alloced = 0;
         for _ in 0..count {
@@ -605,7 +692,7 @@ impl Zone {
         }
         self.nr_free_pages -= alloced << order.0;
         ctx.count(Event::PcpRefillPages, alloced << order.0);
-        self.lock.unlock(ctx);
+        self.unlock_zone(ctx, LockKind::Plain);
         alloced
     }
 
@@ -639,15 +726,12 @@ impl Zone {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
         let idx = self.free_area[current][mt as usize].head;
-        self.del_free_block(idx);
-        let list_op = ctx.machine().costs.buddy_list_op.cycles();
-        ctx.charge(symbol, list_op);
+        self.del_free_block(ctx, idx, symbol);
         // expand: hand the upper halves back, largest first, at the list head.
         let mut high = current as u8;
         while high > order.0 {
             high -= 1;
-            self.add_free_block(idx + (1u32 << high), high, mt, false);
-            ctx.charge(symbol, list_op);
+            self.add_free_block(ctx, idx + (1u32 << high), high, mt, false, symbol);
             ctx.count(Event::BuddySplit, 1);
         }
         Some(idx)
@@ -680,7 +764,7 @@ impl Zone {
             return false;
         };
         let idx = self.free_area[current][fallback as usize].head;
-        self.steal_suitable_fallback(idx, current as u8, start_mt, can_steal);
+        self.steal_suitable_fallback(ctx, idx, current as u8, start_mt, can_steal);
         ctx.count(Event::Fallback, 1);
         true
     }
@@ -707,6 +791,7 @@ impl Zone {
     /// the pageblock when at least half of it is free or alike.
     fn steal_suitable_fallback(
         &mut self,
+        ctx: &mut Ctx,
         idx: u32,
         current: u8,
         start_mt: MigrateType,
@@ -718,14 +803,14 @@ impl Zone {
                 self.map
                     .set_pageblock_migratetype(idx + pb * PAGEBLOCK_NR_PAGES as u32, start_mt);
             }
-            self.move_to_free_list(idx, start_mt);
+            self.move_to_free_list(ctx, idx, start_mt);
             return;
         }
         if !whole_block {
-            self.move_to_free_list(idx, start_mt);
+            self.move_to_free_list(ctx, idx, start_mt);
             return;
         }
-        let (free_pages, movable_pages) = self.move_freepages_block(idx, start_mt);
+        let (free_pages, movable_pages) = self.move_freepages_block(ctx, idx, start_mt);
         let alike_pages = if start_mt == MigrateType::Movable {
             movable_pages
         } else if old_block_mt == MigrateType::Movable {
@@ -734,7 +819,7 @@ impl Zone {
             0
         };
         if free_pages == 0 {
-            self.move_to_free_list(idx, start_mt);
+            self.move_to_free_list(ctx, idx, start_mt);
             return;
         }
         if free_pages + alike_pages >= PAGEBLOCK_NR_PAGES / 2 {
@@ -743,15 +828,15 @@ impl Zone {
     }
 
     /// `move_to_free_list`: the block at `idx` to the tail of `mt`'s list.
-    fn move_to_free_list(&mut self, idx: u32, mt: MigrateType) {
+    fn move_to_free_list(&mut self, ctx: &mut Ctx, idx: u32, mt: MigrateType) {
         let order = self.map.get(idx).order;
-        self.del_free_block(idx);
-        self.add_free_block(idx, order, mt, true);
+        self.del_free_block(ctx, idx, Symbol::RmqueueFallback);
+        self.add_free_block(ctx, idx, order, mt, true, Symbol::RmqueueFallback);
     }
 
     /// `move_freepages_block`: moves every free block in the pageblock of
     /// `idx` to `mt`. Returns (free pages moved, pages allocated as movable).
-    fn move_freepages_block(&mut self, idx: u32, mt: MigrateType) -> (u64, u64) {
+    fn move_freepages_block(&mut self, ctx: &mut Ctx, idx: u32, mt: MigrateType) -> (u64, u64) {
         let start = idx - idx % PAGEBLOCK_NR_PAGES as u32;
         let end = start + PAGEBLOCK_NR_PAGES as u32;
         let (mut free, mut movable) = (0, 0);
@@ -761,7 +846,7 @@ impl Zone {
             let pages = 1u32 << meta.order;
             match meta.state {
                 PageState::Buddy => {
-                    self.move_to_free_list(i, mt);
+                    self.move_to_free_list(ctx, i, mt);
                     free += pages as u64;
                     i += pages;
                 }
@@ -850,22 +935,20 @@ impl Zone {
         ctx.count(Event::PcpDrainPages, nr_freed);
         let order0: u64 = freed.iter().filter(|(_, o)| o.0 == 0).count() as u64;
         ctx.count(Event::PcpDrainOrder0Pages, order0);
-        self.lock_zone(ctx, Symbol::RawSpinLock);
+        self.lock_zone(ctx, LockKind::Plain);
         for (idx, order) in freed {
             let mt = self.map.get(idx).migratetype;
             self.free_one_page(ctx, idx, order, mt);
         }
-        self.lock.unlock(ctx);
+        self.unlock_zone(ctx, LockKind::Plain);
     }
 
     /// `__free_pages_ok`: a block the per-CPU lists do not take goes straight
     /// to the buddy lists under zone->lock.
     fn free_pages_ok(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
-        ctx.local_irq_disable();
-        self.lock_zone(ctx, Symbol::RawSpinLockIrqsave);
+        self.lock_zone(ctx, LockKind::Irqsave);
         self.free_one_page(ctx, idx, order, mt);
-        self.lock.unlock(ctx);
-        ctx.local_irq_enable();
+        self.unlock_zone(ctx, LockKind::Irqsave);
     }
 
     /// `__free_one_page`: merges the block with its buddy while the buddy is
@@ -874,7 +957,6 @@ impl Zone {
     /// the head. Caller holds zone->lock.
     fn free_one_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
         let check = ctx.machine().costs.buddy_merge_check.cycles();
-        let list_op = ctx.machine().costs.buddy_list_op.cycles();
         self.nr_free_pages += order.nr_pages();
         let mut idx = idx;
         let mut order = order.0;
@@ -882,12 +964,12 @@ impl Zone {
         while (order as usize) < MAX_ORDER - 1 {
             let buddy = idx ^ (1u32 << order);
             ctx.charge(Symbol::FreeOnePage, check);
+            self.peek_page(ctx, buddy, Symbol::FreeOnePage);
             if !self.page_is_buddy(buddy, order) {
                 break;
             }
-            self.del_free_block(buddy);
+            self.del_free_block(ctx, buddy, Symbol::FreeOnePage);
             self.map.get_mut(buddy).state = PageState::Tail;
-            ctx.charge(Symbol::FreeOnePage, list_op);
             ctx.count(Event::BuddyMerge, 1);
             idx &= buddy;
             order += 1;
@@ -896,8 +978,7 @@ impl Zone {
             self.map.compact(idx, 1 << order);
         }
         let to_tail = self.buddy_merge_likely(idx, order);
-        self.add_free_block(idx, order, mt, to_tail);
-        ctx.charge(Symbol::FreeOnePage, list_op);
+        self.add_free_block(ctx, idx, order, mt, to_tail, Symbol::FreeOnePage);
     }
 
     /// `buddy_merge_likely`: is the buddy of the block one order up free?

@@ -14,6 +14,7 @@
 //! `page->lru` is in Linux, so that merging can unlink a buddy in O(1).
 
 use super::mmzone::{MigrateType, PAGEBLOCK_NR_PAGES};
+use crate::sim::NO_WRITER;
 
 /// "No page" in a link.
 pub const NIL: u32 = u32::MAX;
@@ -42,6 +43,9 @@ pub struct PageMeta {
     pub order: u8,
     /// Migratetype recorded when the block was allocated or listed.
     pub migratetype: MigrateType,
+    /// The CPU that last wrote this `struct page` ([`NO_WRITER`] if none):
+    /// another CPU touching it pays a cache-line transfer.
+    pub last_cpu: u16,
 }
 
 impl PageMeta {
@@ -51,6 +55,7 @@ impl PageMeta {
         state: PageState::Tail,
         order: 0,
         migratetype: MigrateType::Movable,
+        last_cpu: NO_WRITER,
     };
 }
 

@@ -1,19 +1,38 @@
 //! One cache line that CPUs read and modify, with ownership transfers
 //! serialised in virtual time.
 //!
-//! The model is MESI reduced to what costs time: the line has one owner (the
-//! last CPU to modify it) and a flag saying whether other CPUs hold shared
-//! copies. A modification by a CPU that is not the owner pays a transfer whose
-//! latency depends on the topology distance to the owner; a modification by
-//! the owner while others share the line pays to invalidate them. Transfers
-//! of one line happen one at a time: a request that arrives while the line is
-//! still moving waits for it (`free_at`). So N CPUs hammering one counter get
-//! one transfer's worth of throughput between them, however large N is.
+//! The model is MESI reduced to what costs time. The line has an owner (the
+//! last CPU to modify it) and sharers (CPUs that read it since). A
+//! modification by the owner with no other sharer is local; any other
+//! modification must collect the line from every other holder, which costs
+//! the transfer from the farthest of them. A read by a CPU that holds no copy
+//! fetches one from the nearest holder and becomes a sharer; a read by a
+//! holder is free. A line never modified is in memory: reading it is free and
+//! the first modification costs a local atomic.
+//!
+//! Transfers of one line happen one at a time: a request waits for the
+//! transfer in flight. So N CPUs hammering one counter get one transfer's
+//! worth of throughput between them, however large N is.
+//!
+//! Transfers are kept on a [`Timeline`], each with the CPU it moved the line
+//! to, so a CPU sees the line as of its own clock: who held it then, and
+//! whether it was free. A CPU stepped later may use a gap before a transfer
+//! that a CPU stepped earlier made at a later virtual time. The transfer
+//! after such a gap keeps the cost it was charged, although the holder
+//! before it changed (the sync-step approximation, docs/engine.md).
+//!
+//! Every modification occupies the line for its duration, a local one too
+//! (a locked instruction holds the line until it completes), and is kept on
+//! the timeline, so that a modification placed before it later (by a CPU
+//! stepped later) makes it a transfer for whoever comes after. A read by a
+//! holder is free and leaves no trace: a modification placed before it later
+//! does not turn it into a miss.
 
 use super::engine::Ctx;
 use super::event::Event;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
+use super::timeline::{Span, Timeline};
 use crate::machine::Distance;
 
 /// What moving a modified line from `from` to `to` costs.
@@ -27,14 +46,102 @@ pub(crate) fn transfer_cost(ctx: &Ctx, from: CpuId, to: CpuId) -> Cycles {
     }
 }
 
+/// `last_writer` of a line no CPU has written yet.
+pub const NO_WRITER: u16 = u16::MAX;
+
+/// Whether an access only reads a line or modifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineAccess {
+    Read,
+    Write,
+}
+
+/// An access to a line known only by its last writer: per-object data such
+/// as a `struct page`, which CPUs hand to one another but seldom touch at the
+/// same moment. Only the transfer is charged (to `symbol`), not queueing; a
+/// read leaves the line with its writer (so a second remote read pays again,
+/// a small overcount), a write takes it over. Returns the cycles charged.
+pub fn touch_line(
+    ctx: &mut Ctx,
+    last_writer: &mut u16,
+    symbol: Symbol,
+    access: LineAccess,
+) -> Cycles {
+    let me = ctx.cur();
+    let cost = if *last_writer == NO_WRITER || *last_writer as u32 == me.0 {
+        Cycles::ZERO
+    } else {
+        ctx.count(Event::LineTransfers, 1);
+        transfer_cost(ctx, CpuId(*last_writer as u32), me)
+    };
+    if access == LineAccess::Write {
+        *last_writer = me.0 as u16;
+    }
+    if cost > Cycles::ZERO {
+        ctx.charge(symbol, cost);
+    }
+    cost
+}
+
+/// A set of CPUs as a bitmap, empty until used (most lines never are shared).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct CpuSet {
+    words: Vec<u64>,
+}
+
+impl CpuSet {
+    fn insert(&mut self, cpu: CpuId) {
+        let (word, bit) = (cpu.index() / 64, cpu.0 % 64);
+        if self.words.len() <= word {
+            self.words.resize(word + 1, 0);
+        }
+        self.words[word] |= 1 << bit;
+    }
+
+    fn clear(&mut self) {
+        self.words.iter_mut().for_each(|w| *w = 0);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &word)| {
+            (0..64)
+                .filter(move |bit| word & (1 << bit) != 0)
+                .map(move |bit| CpuId(i as u32 * 64 + bit))
+        })
+    }
+}
+
+/// A change of who holds the line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// `cpu` modified the line and holds the only copy.
+    Modify(CpuId),
+    /// `cpu` read the line and holds a shared copy.
+    Read(CpuId),
+}
+
+/// Who holds the line at a moment, and what an access there would cost.
+enum Need {
+    /// A read of a copy already here (or of a line never modified): free,
+    /// and it changes nothing.
+    Free,
+    /// The access occupies the line for `cost`. `counted` when a copy or
+    /// the ownership comes from another CPU (not from memory, nor an upgrade
+    /// of a copy already here, nor a modification by the sole owner).
+    Occupy {
+        cost: Cycles,
+        access: Access,
+        counted: bool,
+    },
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct CacheLine {
-    /// The CPU holding the line modified or exclusive; None before first use.
-    owner: Option<CpuId>,
-    /// Other CPUs hold shared copies that a write must invalidate.
-    shared: bool,
-    /// Virtual time at which the line's current transfer completes.
-    free_at: Cycles,
+    /// Who held the line when its forgotten history ended.
+    owner_base: Option<CpuId>,
+    sharers_base: CpuSet,
+    /// Transfers still in reach of some CPU's clock.
+    transfers: Timeline<Access>,
 }
 
 impl CacheLine {
@@ -42,54 +149,23 @@ impl CacheLine {
         CacheLine::default()
     }
 
+    /// The CPU that modified the line last in virtual time, if any.
     pub fn owner(&self) -> Option<CpuId> {
-        self.owner
-    }
-
-    /// Waits for the line to be free, then holds it for `cost`; the time
-    /// spent (waiting included) is charged to `symbol`. Returns the cycles
-    /// spent waiting for other CPUs' transfers.
-    fn occupy(&mut self, ctx: &mut Ctx, symbol: Symbol, cost: Cycles) -> Cycles {
-        let now = ctx.now();
-        let start = now.max(self.free_at);
-        let done = start + cost;
-        self.free_at = done;
-        ctx.charge(symbol, done - now);
-        start - now
+        self.owner_at(Cycles(u64::MAX))
     }
 
     /// An atomic read-modify-write (or a plain store) by the current CPU.
     /// Returns the cycles spent waiting behind other CPUs' transfers.
     pub fn rmw(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let cpu = ctx.cur();
-        let cost = match self.owner {
-            Some(owner) if owner != cpu => {
-                ctx.count(Event::LineTransfers, 1);
-                transfer_cost(ctx, owner, cpu)
-            }
-            // Invalidating sharers costs about what fetching from them would;
-            // we charge a same-socket transfer (a guess: sharers may be remote).
-            Some(_) if self.shared => ctx.machine().costs.line_transfer_same_socket.cycles(),
-            _ => ctx.machine().costs.atomic_rmw_local.cycles(),
-        };
-        self.owner = Some(cpu);
-        self.shared = false;
-        self.occupy(ctx, symbol, cost)
+        self.access(ctx, symbol, |line, ctx, s| line.rmw_need(ctx, cpu, s))
     }
 
-    /// A read by the current CPU. A line modified elsewhere is fetched (a
-    /// transfer) and becomes shared; a line already readable here is free.
+    /// A read by the current CPU. A line held elsewhere and not here is
+    /// fetched from the nearest holder; a line already readable here is free.
     pub fn read(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let cpu = ctx.cur();
-        match self.owner {
-            Some(owner) if owner != cpu && !self.shared => {
-                ctx.count(Event::LineTransfers, 1);
-                let cost = transfer_cost(ctx, owner, cpu);
-                self.shared = true;
-                self.occupy(ctx, symbol, cost)
-            }
-            _ => Cycles::ZERO,
-        }
+        self.access(ctx, symbol, |line, ctx, s| line.read_need(ctx, cpu, s))
     }
 
     /// An `atomic_*_unless`/`cmpxchg` loop: read the value, then try to
@@ -100,5 +176,163 @@ impl CacheLine {
     pub fn cmpxchg_loop(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let waited = self.read(ctx, symbol);
         waited + self.rmw(ctx, symbol)
+    }
+
+    /// Finds the earliest moment at or after the current CPU's clock when
+    /// the access `need` describes fits, performs it there and charges the
+    /// wait and the access to `symbol`. Returns the wait.
+    fn access(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        need: impl Fn(&CacheLine, &Ctx, Cycles) -> Need,
+    ) -> Cycles {
+        let now = ctx.now();
+        self.forget_before(ctx.horizon());
+        // A read of a copy held here does not wait for a transfer in flight,
+        // unless that transfer takes the copy away (a modification).
+        if let Need::Free = need(self, ctx, now) {
+            return Cycles::ZERO;
+        }
+        // Not inside a transfer, and, if this access occupies the line, not
+        // overlapping the next one either.
+        let start = self
+            .transfers
+            .earliest_fit(now, |s| match need(self, ctx, s) {
+                Need::Free => Cycles::ZERO,
+                Need::Occupy { cost, .. } => cost,
+            });
+        let cost = match need(self, ctx, start) {
+            Need::Free => Cycles::ZERO,
+            Need::Occupy {
+                cost,
+                access,
+                counted,
+            } => {
+                assert!(
+                    cost > Cycles::ZERO,
+                    "{access:?} costs no cycles: the profile's line costs must round to at least one"
+                );
+                if counted {
+                    ctx.count(Event::LineTransfers, 1);
+                }
+                self.record(Span {
+                    start,
+                    end: start + cost,
+                    data: access,
+                });
+                cost
+            }
+        };
+        let waited = start - now;
+        ctx.charge(symbol, waited + cost);
+        waited
+    }
+
+    fn rmw_need(&self, ctx: &Ctx, cpu: CpuId, s: Cycles) -> Need {
+        let local = ctx.machine().costs.atomic_rmw_local.cycles();
+        let mut farthest: Option<Cycles> = None;
+        let mut held = false;
+        self.for_each_holder_at(s, |holder| {
+            held = true;
+            if holder != cpu {
+                let cost = transfer_cost(ctx, holder, cpu);
+                farthest = Some(farthest.map_or(cost, |f| f.max(cost)));
+            }
+        });
+        let access = Access::Modify(cpu);
+        match farthest {
+            Some(cost) => {
+                let counted = self.owner_at(s) != Some(cpu);
+                Need::Occupy {
+                    cost,
+                    access,
+                    counted,
+                }
+            }
+            // Held here only, or never modified (from memory, at the cost of
+            // a local atomic; memory latency is not modelled).
+            None => {
+                debug_assert!(
+                    !held || self.owner_at(s) == Some(cpu),
+                    "{cpu} holds a copy but no owner"
+                );
+                Need::Occupy {
+                    cost: local,
+                    access,
+                    counted: false,
+                }
+            }
+        }
+    }
+
+    fn read_need(&self, ctx: &Ctx, cpu: CpuId, s: Cycles) -> Need {
+        let mut nearest: Option<Cycles> = None;
+        let mut here = false;
+        self.for_each_holder_at(s, |holder| {
+            if holder == cpu {
+                here = true;
+            } else {
+                let cost = transfer_cost(ctx, holder, cpu);
+                nearest = Some(nearest.map_or(cost, |n| n.min(cost)));
+            }
+        });
+        match nearest {
+            Some(cost) if !here => Need::Occupy {
+                cost,
+                access: Access::Read(cpu),
+                counted: true,
+            },
+            // Held here, or never modified (in memory; not modelled).
+            _ => Need::Free,
+        }
+    }
+
+    /// Calls `f` for each CPU holding a copy at `s` (owner and sharers;
+    /// sharers may repeat). A transfer that has begun by `s` counts as done.
+    fn for_each_holder_at(&self, s: Cycles, mut f: impl FnMut(CpuId)) {
+        for span in self.transfers.begun_by(s).rev() {
+            match span.data {
+                Access::Read(cpu) => f(cpu),
+                Access::Modify(cpu) => return f(cpu),
+            }
+        }
+        self.owner_base.into_iter().for_each(&mut f);
+        self.sharers_base.iter().for_each(f);
+    }
+
+    fn owner_at(&self, s: Cycles) -> Option<CpuId> {
+        let last_modify = self
+            .transfers
+            .begun_by(s)
+            .rev()
+            .find_map(|span| match span.data {
+                Access::Modify(cpu) => Some(cpu),
+                Access::Read(_) => None,
+            });
+        last_modify.or(self.owner_base)
+    }
+
+    fn record(&mut self, span: Span<Access>) {
+        let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
+        self.transfers
+            .push(span, |old| fold(owner, sharers, old.data));
+    }
+
+    fn forget_before(&mut self, horizon: Cycles) {
+        let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
+        self.transfers
+            .prune(horizon, |old| fold(owner, sharers, old.data));
+    }
+}
+
+/// Applies a forgotten transfer to the state before the remembered ones.
+fn fold(owner: &mut Option<CpuId>, sharers: &mut CpuSet, access: Access) {
+    match access {
+        Access::Modify(cpu) => {
+            *owner = Some(cpu);
+            sharers.clear();
+        }
+        Access::Read(cpu) => sharers.insert(cpu),
     }
 }

@@ -3,11 +3,16 @@
 //! The loop always steps the runnable CPU whose clock is earliest; ties go to
 //! the lower CPU id. Nothing here looks at host time or host threads, so the
 //! same workload, machine and seed give the same result on any host.
+//!
+//! Invariant: the clocks at which steps begin never decrease. The clock at
+//! which the current step began is the *horizon*; no CPU acts on shared state
+//! before it, which is what lets primitives forget their older history.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::event::Event;
+use super::ipi::{self, PendingIpi};
 use super::rng::Rng;
 use super::stats::Stats;
 use super::symbol::Symbol;
@@ -25,21 +30,28 @@ pub enum RunState {
     Idle,
 }
 
-/// How many closed interrupts-off windows each CPU remembers for IPI delivery.
-const IRQ_WINDOWS: usize = 8;
+/// How many interrupts-off sections a CPU remembers between two of its
+/// steps. Past this, the newest section absorbs the one before it and the
+/// gap between them (a conservative loss: interrupts look off for longer).
+const IRQ_WINDOWS_MAX: usize = 64;
 
 #[derive(Clone, Debug)]
 pub(crate) struct CpuState {
     pub(crate) clock: Cycles,
     pub(crate) state: RunState,
+    /// Nesting depth of `local_irq_save` (and `local_irq_disable`).
+    irq_depth: u32,
     /// Start of the interrupts-off section the CPU is in, if any.
-    pub(crate) irqs_off_since: Option<Cycles>,
-    /// The most recent closed interrupts-off sections, oldest overwritten.
-    pub(crate) irq_windows: [(Cycles, Cycles); IRQ_WINDOWS],
-    pub(crate) irq_window_next: usize,
-    /// Interrupt handler time delivered to this CPU but not yet charged,
-    /// because the CPU's clock had not reached the delivery time.
-    pub(crate) pending_irq: Cycles,
+    irqs_off_since: Option<Cycles>,
+    /// Closed interrupts-off sections since the start of the CPU's last step
+    /// (its own, and the interrupt handlers it ran), for IPI delivery.
+    irq_windows: Vec<(Cycles, Cycles)>,
+    /// IPIs sent to this CPU while its clock was behind their delivery time;
+    /// taken once its clock passes it (see `ipi::flush`).
+    pub(crate) pending_ipis: Vec<PendingIpi>,
+    /// Total time this CPU, as an IPI sender, was found to have waited
+    /// longer than it assumed (late acknowledgements). See `ipi::flush`.
+    pub(crate) ipi_late: Cycles,
 }
 
 impl CpuState {
@@ -47,29 +59,45 @@ impl CpuState {
         CpuState {
             clock: Cycles::ZERO,
             state: RunState::Runnable,
+            irq_depth: 0,
             irqs_off_since: None,
-            irq_windows: [(Cycles::ZERO, Cycles::ZERO); IRQ_WINDOWS],
-            irq_window_next: 0,
-            pending_irq: Cycles::ZERO,
+            irq_windows: Vec::new(),
+            pending_ipis: Vec::new(),
+            ipi_late: Cycles::ZERO,
         }
     }
 
     /// When interrupts are next on at or after `t`, as far as this CPU's
-    /// recorded past tells.
+    /// recorded past tells. Only meaningful for a CPU that is not in the
+    /// middle of a step (a step ends with interrupts on).
     pub(crate) fn irqs_on_at(&self, t: Cycles) -> Cycles {
         let mut at = t;
-        // Windows may chain (off, on briefly, off again): re-check until stable.
-        for _ in 0..IRQ_WINDOWS {
+        // Windows may chain or overlap: every pass that moves `at` leaves a
+        // window behind for good, so one pass per window is enough.
+        for _ in 0..=self.irq_windows.len() {
             let inside = self
                 .irq_windows
                 .iter()
-                .find(|&&(start, end)| start <= at && at < end);
-            match inside {
-                Some(&(_, end)) => at = end,
+                .filter(|&&(start, end)| start <= at && at < end);
+            match inside.map(|&(_, end)| end).max() {
+                Some(end) => at = end,
                 None => break,
             }
         }
         at
+    }
+
+    /// Remembers that interrupts were off over `[start, end)`.
+    pub(crate) fn record_irq_window(&mut self, start: Cycles, end: Cycles) {
+        if start >= end {
+            return;
+        }
+        if self.irq_windows.len() == IRQ_WINDOWS_MAX {
+            let last = self.irq_windows.last_mut().expect("IRQ_WINDOWS_MAX > 0");
+            *last = (last.0.min(start), last.1.max(end));
+        } else {
+            self.irq_windows.push((start, end));
+        }
     }
 }
 
@@ -80,6 +108,8 @@ pub struct Ctx {
     machine: Machine,
     pub(crate) cpus: Vec<CpuState>,
     cur: CpuId,
+    /// The clock at which the current step began; nothing acts before it.
+    horizon: Cycles,
     pub stats: Stats,
     pub rng: Rng,
     /// CPUs whose clock or state another CPU changed during the current
@@ -94,6 +124,7 @@ impl Ctx {
             machine,
             cpus: vec![CpuState::new(); nr_cpus],
             cur: CpuId(0),
+            horizon: Cycles::ZERO,
             stats: Stats::new(),
             rng: Rng::new(seed),
             requeue: Vec::new(),
@@ -135,6 +166,20 @@ impl Ctx {
         self.cpus[cpu.index()].state
     }
 
+    /// The clock at which the current step began. No CPU acts on shared
+    /// state before it, so primitives may forget what happened earlier.
+    #[inline]
+    pub(crate) fn horizon(&self) -> Cycles {
+        debug_assert!(
+            self.now() >= self.horizon,
+            "{} acts at {} before the horizon {}",
+            self.cur,
+            self.now(),
+            self.horizon
+        );
+        self.horizon
+    }
+
     /// Spends `cycles` of the current CPU's time in `symbol`.
     #[inline]
     pub fn charge(&mut self, symbol: Symbol, cycles: Cycles) {
@@ -156,11 +201,18 @@ impl Ctx {
         cpu.clock = cpu.clock.max(until);
     }
 
-    /// Charges time to another CPU (an interrupt handler run there).
-    pub(crate) fn charge_cpu(&mut self, cpu: CpuId, symbol: Symbol, cycles: Cycles) {
-        self.cpus[cpu.index()].clock += cycles;
-        self.stats.add_cycles(symbol, cycles);
-        if cpu != self.cur && self.cpus[cpu.index()].state == RunState::Runnable {
+    /// Moves another CPU's clock forward to `clock` (it ran an interrupt
+    /// handler, or waited longer than it knew) and queues it again.
+    pub(crate) fn push_clock_of(&mut self, cpu: CpuId, clock: Cycles) {
+        assert_ne!(cpu, self.cur, "push_clock_of is for other CPUs");
+        let state = &mut self.cpus[cpu.index()];
+        assert!(
+            clock >= state.clock,
+            "{cpu}'s clock would go back from {} to {clock}",
+            state.clock
+        );
+        state.clock = clock;
+        if state.state == RunState::Runnable {
             self.requeue.push(cpu);
         }
     }
@@ -170,34 +222,56 @@ impl Ctx {
         self.stats.count(event, n);
     }
 
-    /// `local_irq_disable`: opens an interrupts-off section on the current CPU.
+    /// `local_irq_disable`: opens an interrupts-off section on the current
+    /// CPU. Unlike `local_irq_save` it does not nest.
     pub fn local_irq_disable(&mut self) {
-        let now = self.now();
-        let cpu = &mut self.cpus[self.cur.index()];
-        assert!(
-            cpu.irqs_off_since.is_none(),
-            "nested local_irq_disable on {}",
-            self.cur
+        let cur = self.cur;
+        assert_eq!(
+            self.cpus[cur.index()].irq_depth,
+            0,
+            "nested local_irq_disable on {cur}"
         );
-        cpu.irqs_off_since = Some(now);
+        self.local_irq_save();
     }
 
-    /// `local_irq_enable`: closes the section; IPIs that arrived inside it
-    /// are taken now.
+    /// `local_irq_enable`: closes the section. IPIs that arrived inside it
+    /// are taken when the step ends, as if at this moment.
     pub fn local_irq_enable(&mut self) {
+        let cur = self.cur;
+        let depth = self.cpus[cur.index()].irq_depth;
+        assert!(
+            depth <= 1,
+            "local_irq_enable on {cur} inside {depth} nested local_irq_save"
+        );
+        self.local_irq_restore();
+    }
+
+    /// `local_irq_save`: interrupts off, nesting (the outermost restore
+    /// turns them back on).
+    pub fn local_irq_save(&mut self) {
         let now = self.now();
         let cpu = &mut self.cpus[self.cur.index()];
-        let since = cpu
-            .irqs_off_since
-            .take()
-            .expect("local_irq_enable without disable");
-        let slot = cpu.irq_window_next;
-        cpu.irq_windows[slot] = (since, now);
-        cpu.irq_window_next = (slot + 1) % IRQ_WINDOWS;
+        if cpu.irq_depth == 0 {
+            cpu.irqs_off_since = Some(now);
+        }
+        cpu.irq_depth += 1;
+    }
+
+    /// `local_irq_restore` of the matching `local_irq_save`.
+    pub fn local_irq_restore(&mut self) {
+        let now = self.now();
+        let cur = self.cur;
+        let cpu = &mut self.cpus[cur.index()];
+        assert!(cpu.irq_depth > 0, "local_irq_restore without save on {cur}");
+        cpu.irq_depth -= 1;
+        if cpu.irq_depth == 0 {
+            let since = cpu.irqs_off_since.take().expect("depth was positive");
+            cpu.record_irq_window(since, now);
+        }
     }
 
     pub fn irqs_disabled(&self) -> bool {
-        self.cpus[self.cur.index()].irqs_off_since.is_some()
+        self.cpus[self.cur.index()].irq_depth > 0
     }
 
     /// Parks the current CPU until another wakes it.
@@ -210,23 +284,48 @@ impl Ctx {
         self.cpus[self.cur.index()].state = RunState::Idle;
     }
 
-    /// Wakes a blocked CPU; it resumes no earlier than `at`. Waking a CPU
-    /// that is not blocked does nothing.
+    /// Wakes a blocked CPU; it resumes no earlier than `at`, and no earlier
+    /// than the waker's clock (a wake-up cannot take effect before it is
+    /// sent). Waking a CPU that is not blocked does nothing.
     pub fn wake(&mut self, cpu: CpuId, at: Cycles) {
+        let resume = at.max(self.now());
         let state = &mut self.cpus[cpu.index()];
         if state.state != RunState::Blocked {
             return;
         }
         state.state = RunState::Runnable;
-        state.clock = state.clock.max(at);
+        state.clock = state.clock.max(resume);
         if cpu != self.cur {
             self.requeue.push(cpu);
         }
     }
 
-    /// Marks CPUs runnable or idle before a run starts.
+    /// Marks CPUs runnable or idle before a run starts. A CPU made runnable
+    /// starts no earlier than the horizon (it cannot act in the past).
     pub fn set_state(&mut self, cpu: CpuId, state: RunState) {
-        self.cpus[cpu.index()].state = state;
+        let horizon = self.horizon;
+        let cpu_state = &mut self.cpus[cpu.index()];
+        cpu_state.state = state;
+        if state == RunState::Runnable {
+            cpu_state.clock = cpu_state.clock.max(horizon);
+        } else if cpu != self.cur {
+            ipi::flush(self, cpu);
+        }
+    }
+
+    /// Starts a step of `cpu`: it becomes current and its clock the horizon.
+    fn begin_step(&mut self, cpu: CpuId) {
+        let clock = self.cpus[cpu.index()].clock;
+        assert!(
+            clock >= self.horizon,
+            "{cpu} stepped at {clock}, before the previous step at {}",
+            self.horizon
+        );
+        self.cur = cpu;
+        self.horizon = clock;
+        // Deliveries from now on are later than `clock`: older sections of
+        // this CPU can no longer delay an IPI.
+        self.cpus[cpu.index()].irq_windows.clear();
     }
 }
 
@@ -242,6 +341,9 @@ pub trait Workload {
 /// The loop.
 pub struct Engine {
     pub ctx: Ctx,
+    /// Runnable CPUs by clock. An entry whose clock or state no longer
+    /// matches its CPU is stale and skipped: a CPU is pushed again whenever
+    /// its clock moves, and old entries are not removed.
     queue: BinaryHeap<Reverse<(Cycles, CpuId)>>,
     steps: u64,
 }
@@ -269,6 +371,12 @@ impl Engine {
             }
         }
         while let Some(&Reverse((clock, cpu))) = self.queue.peek() {
+            let state = &self.ctx.cpus[cpu.index()];
+            if state.state != RunState::Runnable || state.clock != clock {
+                // Stale: the CPU blocked, finished, or was queued again later.
+                self.queue.pop();
+                continue;
+            }
             if until.is_some_and(|u| clock >= u) {
                 return false;
             }
@@ -277,25 +385,17 @@ impl Engine {
             while self.queue.peek() == Some(&Reverse((clock, cpu))) {
                 self.queue.pop();
             }
-            let state = &self.ctx.cpus[cpu.index()];
-            // Stale entry: the CPU blocked, finished, or was re-queued later.
-            if state.state != RunState::Runnable || state.clock != clock {
-                continue;
-            }
             self.step_one(workload, cpu);
         }
         true
     }
 
     fn step_one<W: Workload + ?Sized>(&mut self, workload: &mut W, cpu: CpuId) {
-        self.ctx.cur = cpu;
-        let pending = std::mem::take(&mut self.ctx.cpus[cpu.index()].pending_irq);
-        if pending > Cycles::ZERO {
-            self.ctx.charge(Symbol::FlushSmpCallFunctionQueue, pending);
-        }
-        let before = self.ctx.cpus[cpu.index()].clock;
+        self.ctx.begin_step(cpu);
+        let before = self.ctx.now();
         workload.step(&mut self.ctx);
         self.steps += 1;
+        assert_eq!(self.ctx.cur, cpu, "a step must not change the current CPU");
         assert!(
             !self.ctx.irqs_disabled(),
             "{cpu} ended a step with interrupts off"
@@ -307,6 +407,12 @@ impl Engine {
                 state.clock > before,
                 "{cpu} made no progress in a step at {before}"
             );
+        }
+        // IPIs delivered during the step are taken now, at the times its
+        // interrupts-off sections allow.
+        ipi::flush(&mut self.ctx, cpu);
+        let state = &self.ctx.cpus[cpu.index()];
+        if state.state == RunState::Runnable {
             self.queue.push(Reverse((state.clock, cpu)));
         }
         for other in std::mem::take(&mut self.ctx.requeue) {

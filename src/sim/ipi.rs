@@ -1,21 +1,37 @@
-//! Cross-CPU function calls: `smp_call_function_many` with wait.
+//! Cross-CPU function calls: `smp_call_function_many` (kernel/smp.c).
 //!
-//! The sender pays a send cost per target. Each target takes the interrupt
-//! `ipi_delivery` cycles later, or, if its interrupts were off at that
-//! moment, when it turns them back on; its handler time (entry, dispatch,
-//! the function, exit) is charged to the target. With `wait`, the sender
-//! spins until the last target has run the function and its completion has
-//! travelled back (one cache-line transfer).
+//! The sender pays a send cost per target, in turn. Each target takes the
+//! interrupt `ipi_delivery` cycles after its send, or, if its interrupts
+//! are off at that moment, when they come back on. The handler's time
+//! (`ipi_handler_entry_exit` to `flush_smp_call_function_queue`, the
+//! function's own cycles to the function's symbol) is charged to the target.
+//! With `wait`, the sender spins in `smp_call_function_many_cond` until the
+//! last target has run the function and its completion flag has travelled
+//! back (one cache-line transfer from the target).
 //!
-//! A target whose clock has not yet reached the delivery time cannot be
-//! inspected for a future interrupts-off section; it is taken to have
-//! interrupts on, and its handler time is charged when it next runs.
+//! A target is in one of two positions relative to the delivery time:
+//!
+//! - its clock has reached it (it is ahead, or idle): its recorded
+//!   interrupts-off sections say when it takes the interrupt, and the handler
+//!   time is added to its clock at once;
+//! - its clock has not (it is behind, and runnable): what it will do at the
+//!   delivery time is not known yet. The IPI waits on the target, and is
+//!   taken when the target's clock passes the delivery time (at the end of a
+//!   step, when its interrupts-off sections are known). The sender, meanwhile,
+//!   assumed the target had interrupts on; if the acknowledgement turns out to
+//!   be later, the sender's clock is moved forward by the difference. That
+//!   happens before the sender's next step (the target is behind it), so only
+//!   the rest of the sender's current step ran early.
 
 use super::cacheline::transfer_cost;
-use super::engine::Ctx;
+use super::engine::{Ctx, RunState};
 use super::event::Event;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
+
+/// How many IPIs may wait on one CPU for its clock to reach them. Each is
+/// one call of a step of another CPU, so this is far more than any run needs.
+const PENDING_IPIS_MAX: usize = 4096;
 
 /// The function run on each target, and its cost there.
 #[derive(Clone, Copy, Debug)]
@@ -24,9 +40,30 @@ pub struct IpiHandler {
     pub cycles: Cycles,
 }
 
-/// Sends `handler` to every CPU in `targets` except the current one. With
-/// `wait`, returns when all have run it. Returns the cycles the sender spent
-/// waiting for completions.
+/// An IPI sent to a CPU whose clock had not reached its delivery time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingIpi {
+    delivered: Cycles,
+    handler: IpiHandler,
+    sender: CpuId,
+    /// Set when the sender waited for this IPI.
+    waiter: Option<Waiter>,
+}
+
+/// What a waiting sender assumed about an IPI still pending on its target.
+#[derive(Clone, Copy, Debug)]
+struct Waiter {
+    /// The sender's clock when its wait ended.
+    done_assumed: Cycles,
+    /// The sender's `ipi_late` at that moment: corrections applied after it
+    /// already moved the sender's clock, and count towards this one.
+    late_seen: Cycles,
+}
+
+/// Sends `handler` to every CPU in `targets` except the current one, as
+/// `smp_call_function_many(mask, func, info, wait)`. `targets` is a cpumask:
+/// strictly increasing CPU ids. With `wait`, returns when all targets have
+/// run it, and returns the cycles the sender spent waiting for them.
 pub fn smp_call_function_many(
     ctx: &mut Ctx,
     targets: &[CpuId],
@@ -34,12 +71,30 @@ pub fn smp_call_function_many(
     wait: bool,
 ) -> Cycles {
     let me = ctx.cur();
+    // Linux warns: waiting with interrupts off can deadlock against a
+    // target that is itself waiting for us.
+    assert!(
+        !ctx.irqs_disabled(),
+        "smp_call_function_many on {me} with interrupts off"
+    );
+    assert!(
+        targets.windows(2).all(|w| w[0] < w[1]),
+        "targets must be a cpumask (increasing): {targets:?}"
+    );
     let costs = &ctx.machine().costs;
     let send = costs.ipi_send_per_target.cycles();
     let delivery = costs.ipi_delivery.cycles();
-    let entry_exit = costs.ipi_handler_entry_exit.cycles();
-    let mut last_done = ctx.now();
+    let handler_cycles = costs.ipi_handler_entry_exit.cycles() + handler.cycles;
+    // First the sends, which only the sender's clock sees, and when each
+    // target will be done as far as is known now; then the effects on the
+    // targets, once the sender's wait (and so its assumption) is known.
+    let mut sent = Vec::with_capacity(targets.len());
+    let mut done = ctx.now();
     for &target in targets {
+        assert!(
+            target.index() < ctx.cpus.len(),
+            "IPI to {target}, out of range"
+        );
         if target == me {
             continue;
         }
@@ -47,24 +102,115 @@ pub fn smp_call_function_many(
         ctx.count(Event::IpiSent, 1);
         let delivered = ctx.now() + delivery;
         let cpu = &ctx.cpus[target.index()];
-        let (start, behind) = if cpu.clock >= delivered {
-            (cpu.irqs_on_at(delivered), false)
+        let behind = cpu.state == RunState::Runnable && cpu.clock < delivered;
+        // A target that is behind is assumed to have interrupts on at
+        // delivery; `flush` corrects the sender if it had not.
+        let start = if behind {
+            delivered
         } else {
-            (delivered, true)
+            cpu.irqs_on_at(delivered)
         };
-        let handler_cycles = entry_exit + handler.cycles;
-        if behind {
-            ctx.cpus[target.index()].pending_irq += handler_cycles;
-        } else {
-            ctx.charge_cpu(target, Symbol::FlushSmpCallFunctionQueue, handler_cycles);
-        }
-        // The completion flag's line travels back to the sender.
-        let ack = transfer_cost(ctx, target, me);
-        last_done = last_done.max(start + handler_cycles + ack);
+        done = done.max(start + handler_cycles + transfer_cost(ctx, target, me));
+        sent.push((target, delivered, behind));
     }
-    if wait {
-        ctx.charge_until(Symbol::SmpCallFunctionMany, last_done)
+    let waited = if wait {
+        ctx.charge_until(Symbol::SmpCallFunctionMany, done)
     } else {
         Cycles::ZERO
+    };
+    let waiter = wait.then(|| Waiter {
+        done_assumed: ctx.now(),
+        late_seen: ctx.cpus[me.index()].ipi_late,
+    });
+    for (target, delivered, behind) in sent {
+        if behind {
+            let pending = &mut ctx.cpus[target.index()].pending_ipis;
+            assert!(
+                pending.len() < PENDING_IPIS_MAX,
+                "{target} has {PENDING_IPIS_MAX} IPIs pending"
+            );
+            pending.push(PendingIpi {
+                delivered,
+                handler,
+                sender: me,
+                waiter,
+            });
+        } else {
+            take_ipi(ctx, target, delivered, handler);
+        }
+        // The target's clock may have passed other IPIs' delivery times.
+        flush(ctx, target);
+    }
+    waited
+}
+
+/// Runs `handler` on `target` for an interrupt delivered at `delivered`:
+/// when interrupts are next on there, or at once if the target is idle then.
+/// Adds the handler's time to the target's clock and returns when it ended.
+fn take_ipi(ctx: &mut Ctx, target: CpuId, delivered: Cycles, handler: IpiHandler) -> Cycles {
+    let entry_exit = ctx.machine().costs.ipi_handler_entry_exit.cycles();
+    let cpu = &mut ctx.cpus[target.index()];
+    let start = cpu.irqs_on_at(delivered);
+    let finished = start + entry_exit + handler.cycles;
+    // Handlers run with interrupts off: a later IPI waits for this one.
+    cpu.record_irq_window(start, finished);
+    // The handler's time pushes back whatever the target did after `start`.
+    let clock = cpu.clock.max(start) + entry_exit + handler.cycles;
+    ctx.stats
+        .add_cycles(Symbol::FlushSmpCallFunctionQueue, entry_exit);
+    ctx.stats.add_cycles(handler.symbol, handler.cycles);
+    if target == ctx.cur() {
+        ctx.idle_until(clock);
+    } else {
+        ctx.push_clock_of(target, clock);
+    }
+    finished
+}
+
+/// Takes the IPIs pending on `cpu` whose delivery time its clock has passed,
+/// or all of them if it no longer runs (an idle CPU takes an interrupt as it
+/// arrives), and corrects the clocks of senders that waited for them.
+/// Must not be called for the current CPU in the middle of its step.
+pub(crate) fn flush(ctx: &mut Ctx, cpu: CpuId) {
+    let runnable = ctx.cpus[cpu.index()].state == RunState::Runnable;
+    loop {
+        let state = &ctx.cpus[cpu.index()];
+        // The earliest due IPI first: each handler moves the clock on, which
+        // can make further IPIs due.
+        let due = state
+            .pending_ipis
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !runnable || p.delivered <= state.clock)
+            .min_by_key(|(_, p)| p.delivered)
+            .map(|(i, _)| i);
+        let Some(i) = due else { return };
+        let pending = ctx.cpus[cpu.index()].pending_ipis.remove(i);
+        let finished = take_ipi(ctx, cpu, pending.delivered, pending.handler);
+        if let Some(waiter) = pending.waiter {
+            let acked = finished + transfer_cost(ctx, cpu, pending.sender);
+            correct_sender(ctx, pending.sender, waiter, acked);
+        }
+    }
+}
+
+/// The sender assumed its wait ended at `waiter.done_assumed`; the IPI was
+/// in fact acknowledged at `acked`. Moves the sender on by the difference,
+/// less what later corrections have already moved it.
+fn correct_sender(ctx: &mut Ctx, sender: CpuId, waiter: Waiter, acked: Cycles) {
+    let state = &ctx.cpus[sender.index()];
+    let moved_since = state.ipi_late - waiter.late_seen;
+    let late = acked.saturating_sub(waiter.done_assumed + moved_since);
+    if late == Cycles::ZERO {
+        return;
+    }
+    ctx.cpus[sender.index()].ipi_late += late;
+    if sender == ctx.cur() {
+        ctx.charge(Symbol::SmpCallFunctionMany, late);
+    } else {
+        let clock = ctx.clock_of(sender) + late;
+        ctx.stats.add_cycles(Symbol::SmpCallFunctionMany, late);
+        ctx.push_clock_of(sender, clock);
+        flush(ctx, sender);
     }
 }

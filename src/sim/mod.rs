@@ -17,8 +17,12 @@ mod spinlock;
 mod stats;
 mod symbol;
 mod time;
+mod timeline;
 
-pub use cacheline::CacheLine;
+#[cfg(test)]
+mod tests;
+
+pub use cacheline::{CacheLine, LineAccess, NO_WRITER, touch_line};
 pub use engine::{Ctx, Engine, RunState, Workload};
 pub use event::Event;
 pub use ipi::{IpiHandler, smp_call_function_many};

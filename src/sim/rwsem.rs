@@ -1,26 +1,70 @@
-//! A reader/writer semaphore (`mmap_lock`, say) in virtual time.
+//! A reader/writer semaphore (`mmap_lock`, say; kernel/locking/rwsem.c) in
+//! virtual time.
 //!
 //! Readers share the lock but all modify its count word, so they bounce its
-//! cache line between them; a writer waits for every reader and the previous
-//! writer to release. Like the spinlock, waiters are served in step order.
-//! A sleeping waiter in Linux gives its CPU away; here a waiting CPU's clock
-//! simply jumps to the release (charged to `symbol`'s slow path is left to
-//! the caller: `down_*` returns the wait).
+//! cache line between them. A writer waits until no reader and no writer
+//! holds the lock. A reader that arrives while a writer holds the lock, or
+//! waits for it, queues behind that writer (Linux's rwsem does not let new
+//! readers pass a waiting writer). Waiters sleep: a waiting CPU's clock jumps
+//! to the moment it gets the lock and nothing is charged for the wait;
+//! `down_*` returns it, for the caller to count.
+//!
+//! As with [`super::SpinLock`], the lock is taken and released within one
+//! step, and holds are kept on timelines so that each CPU finds the lock as
+//! it was at its own clock. A hold that turns out, at release, to overlap a
+//! conflicting hold placed by another step moves to the first gap that fits
+//! it, and the holder's clock moves on by as much (idle, as a sleeper's).
+//! Not modelled: the wake-up latency of a sleeping waiter, optimistic
+//! spinning on the owner, and reader lock stealing.
 
 use super::cacheline::CacheLine;
 use super::engine::Ctx;
 use super::symbol::Symbol;
-use super::time::Cycles;
+use super::time::{CpuId, Cycles};
+use super::timeline::{SPANS_MAX, Sharing, Span, Timeline, earliest};
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Read,
+    Write,
+}
+
+/// A hold in progress on the current CPU.
+#[derive(Clone, Copy, Debug)]
+struct Holder {
+    cpu: CpuId,
+    mode: Mode,
+    /// When the CPU asked for the lock.
+    arrived: Cycles,
+    /// When it got it.
+    since: Cycles,
+}
+
+/// How many holds may be in progress at once: readers of the current step
+/// taking the lock recursively. Linux forbids recursive read locking when a
+/// writer may be waiting; a few levels are allowed here, for tests.
+const HOLDERS_MAX: usize = 8;
+
+#[derive(Clone, Debug)]
 pub struct RwSemaphore {
     count: CacheLine,
-    readers: u32,
-    writer: bool,
-    /// When the last writer released.
-    writer_released_at: Cycles,
-    /// The latest release time of any reader since the last writer.
-    readers_released_at: Cycles,
+    holders: Vec<Holder>,
+    /// Past reader holds (they may overlap one another).
+    readers: Timeline<()>,
+    /// Past writer holds, each with when its writer arrived: from then on,
+    /// new readers queue behind it.
+    writers: Timeline<Cycles>,
+}
+
+impl Default for RwSemaphore {
+    fn default() -> Self {
+        RwSemaphore {
+            count: CacheLine::new(),
+            holders: Vec::new(),
+            readers: Timeline::new(Sharing::Shared),
+            writers: Timeline::new(Sharing::Exclusive),
+        }
+    }
 }
 
 impl RwSemaphore {
@@ -28,40 +72,136 @@ impl RwSemaphore {
         RwSemaphore::default()
     }
 
-    /// `down_read`: returns the cycles the current CPU waited.
+    /// `down_read`: returns the cycles the current CPU waited (idle).
     pub fn down_read(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
-        assert!(!self.writer, "down_read while a writer holds the semaphore");
-        let start = ctx.now();
-        ctx.idle_until(self.writer_released_at);
-        self.count.rmw(ctx, symbol);
-        self.readers += 1;
-        ctx.now() - start
+        self.acquire(ctx, symbol, Mode::Read)
     }
 
-    pub fn up_read(&mut self, ctx: &mut Ctx, symbol: Symbol) {
-        assert!(self.readers > 0, "up_read without a reader");
-        self.count.rmw(ctx, symbol);
-        self.readers -= 1;
-        self.readers_released_at = self.readers_released_at.max(ctx.now());
+    /// `up_read`: returns the cycles the hold had to move later because it
+    /// overlapped a writer placed by another step (idle, like a wait).
+    pub fn up_read(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
+        self.release(ctx, symbol, Mode::Read)
     }
 
-    /// `down_write`: returns the cycles the current CPU waited.
+    /// `down_write`: returns the cycles the current CPU waited (idle).
     pub fn down_write(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
-        assert!(
-            !self.writer && self.readers == 0,
-            "down_write while the semaphore is held"
-        );
-        let start = ctx.now();
-        ctx.idle_until(self.writer_released_at.max(self.readers_released_at));
-        self.count.rmw(ctx, symbol);
-        self.writer = true;
-        ctx.now() - start
+        self.acquire(ctx, symbol, Mode::Write)
     }
 
-    pub fn up_write(&mut self, ctx: &mut Ctx, symbol: Symbol) {
-        assert!(self.writer, "up_write without a writer");
+    /// `up_write`: returns the cycles the hold had to move later because it
+    /// overlapped a hold placed by another step (idle, like a wait).
+    pub fn up_write(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
+        self.release(ctx, symbol, Mode::Write)
+    }
+
+    fn acquire(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
+        let cpu = ctx.cur();
+        if let Some(other) = self.holders.iter().find(|h| h.cpu != cpu) {
+            panic!(
+                "rwsem held across a step by {} (since {})",
+                other.cpu, other.since
+            );
+        }
+        let writing = self.holders.iter().any(|h| h.mode == Mode::Write);
+        assert!(
+            !writing && (mode == Mode::Read || self.holders.is_empty()),
+            "{cpu} takes an rwsem it already holds ({mode:?}): deadlock"
+        );
+        assert!(
+            self.holders.len() < HOLDERS_MAX,
+            "{cpu} holds an rwsem {HOLDERS_MAX} times"
+        );
+        self.forget_before(ctx.horizon());
+        let arrived = ctx.now();
+        let since = self.free_at(arrived, Cycles::ZERO, mode);
+        ctx.idle_until(since);
         self.count.rmw(ctx, symbol);
-        self.writer = false;
-        self.writer_released_at = ctx.now();
+        self.holders.push(Holder {
+            cpu,
+            mode,
+            arrived,
+            since,
+        });
+        since - arrived
+    }
+
+    fn release(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
+        let cpu = ctx.cur();
+        let i = self.holders.iter().rposition(|h| h.mode == mode);
+        let holder = self
+            .holders
+            .remove(i.unwrap_or_else(|| panic!("{cpu}: up_{mode:?} without down")));
+        assert_eq!(
+            holder.cpu, cpu,
+            "{cpu} releases an rwsem held by {}",
+            holder.cpu
+        );
+        self.count.rmw(ctx, symbol);
+        let len = ctx.now() - holder.since;
+        let start = self.free_at(holder.since, len, mode);
+        let late = start - holder.since;
+        ctx.idle_until(ctx.now() + late);
+        let end = start + len;
+        match mode {
+            // Reader holds before the readers' floor were forgotten for
+            // being too many; no writer can be placed there anyway.
+            Mode::Read if len > Cycles::ZERO && end > self.readers.floor() => {
+                let start = start.max(self.readers.floor());
+                self.readers.push(
+                    Span {
+                        start,
+                        end,
+                        data: (),
+                    },
+                    |_| {},
+                );
+            }
+            Mode::Write if len > Cycles::ZERO => {
+                let arrived = holder.arrived;
+                self.writers.push(
+                    Span {
+                        start,
+                        end,
+                        data: arrived,
+                    },
+                    |_| {},
+                );
+            }
+            Mode::Read | Mode::Write => {}
+        }
+        late
+    }
+
+    /// The earliest moment at or after `t` from which a `mode` hold of `len`
+    /// conflicts with no recorded hold (for `len` zero: may begin).
+    fn free_at(&self, t: Cycles, len: Cycles, mode: Mode) -> Cycles {
+        let floor = match mode {
+            // A forgotten reader only ever blocked writers.
+            Mode::Read => self.writers.floor(),
+            Mode::Write => self.writers.floor().max(self.readers.floor()),
+        };
+        let spans_max = 2 * SPANS_MAX;
+        earliest(t.max(floor), spans_max, |s| match mode {
+            // Not inside a writer's hold, nor after its arrival (queued
+            // behind it); not overlapping its hold.
+            Mode::Read => self.writers.latest_end_where(|w| {
+                let queued = Span {
+                    start: w.data,
+                    end: w.end,
+                    data: (),
+                };
+                queued.meets(s, Cycles::ZERO) || w.meets(s, len)
+            }),
+            Mode::Write => {
+                let readers = self.readers.blocked_until(s, len, |_| true);
+                let writers = self.writers.blocked_until(s, len, |_| true);
+                readers.max(writers)
+            }
+        })
+    }
+
+    fn forget_before(&mut self, horizon: Cycles) {
+        self.readers.prune(horizon, |_| {});
+        self.writers.prune(horizon, |_| {});
     }
 }

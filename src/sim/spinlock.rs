@@ -1,22 +1,49 @@
-//! A FIFO spinlock (a queued spinlock) in virtual time.
+//! A FIFO spinlock (a queued spinlock, kernel/locking/qspinlock.c) in
+//! virtual time.
 //!
-//! Acquiring needs the lock word's cache line and the lock to be released.
-//! Holders are served in the order their steps run, which is the order of
-//! their clocks to within one step. The time a CPU spends spinning is
-//! charged to `native_queued_spin_lock_slowpath`, the hand-off itself to the
-//! caller's lock symbol (`_raw_spin_lock` or `_raw_spin_lock_irqsave`).
+//! A lock is taken and released within one step (kernel code runs
+//! synchronously inside a step). Its holds are kept on a [`Timeline`], so a
+//! CPU finds the lock as it was at its own clock: free if no hold covers
+//! that moment, even if a CPU stepped earlier holds it at a later virtual
+//! time. Waiters are served in order of arrival in virtual time, as the MCS
+//! queue serves them, except where two holds were placed by different steps
+//! that overlap in time: the hold placed first (by the step that ran first)
+//! keeps its place.
+//!
+//! A hold is known to fit only at release, once its length is known. If it
+//! would overlap a hold placed earlier by another step, it is moved to the
+//! first gap after that hold that fits it, and the holder's clock moves on by
+//! the same amount, as if it had spun that much longer (charged to the slow
+//! path).
+//!
+//! Costs: the lock word is a [`CacheLine`]; taking the lock modifies it (a
+//! transfer from the previous holder). Spinning is charged to
+//! `native_queued_spin_lock_slowpath`, and so is the acquiring transfer after
+//! a spin (the slow path does it); an uncontended acquisition is charged to
+//! the caller's symbol (`_raw_spin_lock`, `_raw_spin_lock_irqsave`). Release
+//! is a plain store (the store buffer hides it) and costs the holder nothing.
 
 use super::cacheline::CacheLine;
 use super::engine::Ctx;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
+use super::timeline::{Span, Timeline};
+
+#[derive(Clone, Copy, Debug)]
+struct Holder {
+    cpu: CpuId,
+    /// When the hold began (the acquiring transfer is part of it).
+    since: Cycles,
+    /// Whether `lock_irqsave` took it (and must restore interrupts).
+    irqsave: bool,
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct SpinLock {
     line: CacheLine,
-    holder: Option<CpuId>,
-    /// When the previous holder released the lock.
-    released_at: Cycles,
+    holder: Option<Holder>,
+    /// Past holds still in reach of some CPU's clock.
+    holds: Timeline<CpuId>,
 }
 
 impl SpinLock {
@@ -24,32 +51,115 @@ impl SpinLock {
         SpinLock::default()
     }
 
-    /// Takes the lock on the current CPU. Returns the cycles spent waiting
-    /// for other holders.
+    /// `spin_lock`: takes the lock on the current CPU. Returns the cycles
+    /// spent waiting for other holders.
     pub fn lock(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
-        assert!(
-            self.holder.is_none(),
-            "spinlock taken twice (holder {:?})",
-            self.holder
-        );
-        let waited = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, self.released_at);
-        let line_wait = self.line.rmw(ctx, symbol);
-        self.holder = Some(ctx.cur());
-        waited + line_wait
+        self.acquire(ctx, symbol, false)
     }
 
-    /// Releases the lock held by the current CPU (a plain store on x86).
-    pub fn unlock(&mut self, ctx: &mut Ctx) {
-        assert_eq!(
-            self.holder,
-            Some(ctx.cur()),
-            "unlock by a CPU that does not hold the lock"
+    /// `spin_unlock`: releases the lock held by the current CPU. Returns the
+    /// cycles the hold had to move later because it overlapped another hold
+    /// (already charged to the slow path; see the module documentation).
+    pub fn unlock(&mut self, ctx: &mut Ctx) -> Cycles {
+        let holder = self.release(ctx);
+        assert!(
+            !holder.irqsave,
+            "spin_unlock of a lock taken with spin_lock_irqsave"
         );
-        self.holder = None;
-        self.released_at = ctx.now();
+        self.place(ctx, holder)
+    }
+
+    /// `spin_lock_irqsave`: interrupts off on the current CPU, then the lock.
+    /// The interrupts-off section delays IPIs sent to this CPU.
+    pub fn lock_irqsave(&mut self, ctx: &mut Ctx) -> Cycles {
+        let cost = ctx.machine().costs.irq_save_restore.cycles();
+        ctx.charge(Symbol::RawSpinLockIrqsave, cost);
+        ctx.local_irq_save();
+        self.acquire(ctx, Symbol::RawSpinLockIrqsave, true)
+    }
+
+    /// `spin_unlock_irqrestore`: releases the lock, then restores interrupts.
+    pub fn unlock_irqrestore(&mut self, ctx: &mut Ctx) -> Cycles {
+        let holder = self.release(ctx);
+        assert!(
+            holder.irqsave,
+            "spin_unlock_irqrestore of a lock taken with spin_lock"
+        );
+        let late = self.place(ctx, holder);
+        ctx.local_irq_restore();
+        late
     }
 
     pub fn is_locked(&self) -> bool {
         self.holder.is_some()
+    }
+
+    fn acquire(&mut self, ctx: &mut Ctx, symbol: Symbol, irqsave: bool) -> Cycles {
+        let cpu = ctx.cur();
+        if let Some(holder) = self.holder {
+            if holder.cpu == cpu {
+                panic!("{cpu} takes a spinlock it already holds (deadlock)");
+            }
+            panic!(
+                "spinlock held across a step by {} (taken at {})",
+                holder.cpu, holder.since
+            );
+        }
+        self.holds.prune(ctx.horizon(), |_| {});
+        let now = ctx.now();
+        let free = self.free_at(now, Cycles::ZERO);
+        let spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);
+        let transfer_symbol = if spun > Cycles::ZERO {
+            Symbol::QueuedSpinLockSlowpath
+        } else {
+            symbol
+        };
+        let line_wait = self.line.rmw(ctx, transfer_symbol);
+        self.holder = Some(Holder {
+            cpu,
+            since: free,
+            irqsave,
+        });
+        spun + line_wait
+    }
+
+    fn release(&mut self, ctx: &mut Ctx) -> Holder {
+        let cpu = ctx.cur();
+        let holder = self
+            .holder
+            .take()
+            .unwrap_or_else(|| panic!("{cpu} unlocks a free spinlock"));
+        assert_eq!(
+            holder.cpu, cpu,
+            "{cpu} unlocks a spinlock held by {}",
+            holder.cpu
+        );
+        holder
+    }
+
+    /// Records the hold that ends now, moving it later if it overlaps a
+    /// hold placed by another step. Returns how much later.
+    fn place(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
+        let len = ctx.now() - holder.since;
+        let start = self.free_at(holder.since, len);
+        let late = start - holder.since;
+        ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
+        if len > Cycles::ZERO {
+            self.holds.push(
+                Span {
+                    start,
+                    end: start + len,
+                    data: holder.cpu,
+                },
+                |_| {},
+            );
+        }
+        late
+    }
+
+    /// The earliest moment at or after `t` from which the lock is free for
+    /// `len` (for `len` zero: not inside a hold).
+    fn free_at(&self, t: Cycles, len: Cycles) -> Cycles {
+        self.holds.earliest_fit(t, |_| len)
     }
 }

@@ -4,7 +4,7 @@ use super::event::Event;
 use super::symbol::Symbol;
 use super::time::Cycles;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stats {
     cycles: Vec<u64>,
     events: Vec<u64>,

@@ -1,0 +1,1156 @@
+//! Behaviour of the engine and its primitives, each pinned down by a tiny
+//! workload run by [`Engine`].
+//!
+//! Profiles still carry placeholder costs, so no figure here is a literal:
+//! every expectation is derived from the loaded profile's costs and topology.
+
+use super::cacheline::transfer_cost;
+use super::*;
+use crate::machine::{self, Machine};
+
+/// The haswell-ep-2s profile with at least `nr_cpus` CPUs. If the profile has
+/// fewer, it gets more cores per socket; costs are left as they are.
+fn machine_with_cpus(nr_cpus: u32) -> Machine {
+    let mut machine = machine::builtin("haswell-ep-2s").expect("built-in profile");
+    let topology = &mut machine.topology;
+    if topology.nr_cpus() < nr_cpus {
+        let cpus_per_core_index = topology.sockets * topology.threads_per_core;
+        topology.cores_per_socket = nr_cpus.div_ceil(cpus_per_core_index);
+    }
+    machine
+}
+
+/// A context in which CPUs `0..nr_cpus` are runnable and the rest idle.
+fn ctx_with_cpus(nr_cpus: u32, seed: u64) -> Ctx {
+    let mut ctx = Ctx::new(machine_with_cpus(nr_cpus), seed);
+    for cpu in nr_cpus..ctx.nr_cpus() {
+        ctx.set_state(CpuId(cpu), RunState::Idle);
+    }
+    ctx
+}
+
+/// A workload made of one closure, called for every step.
+struct Steps<F: FnMut(&mut Ctx)>(F);
+
+impl<F: FnMut(&mut Ctx)> Workload for Steps<F> {
+    fn step(&mut self, ctx: &mut Ctx) {
+        (self.0)(ctx)
+    }
+}
+
+/// Runs `step` until no CPU is runnable and returns the engine.
+fn run(ctx: Ctx, step: impl FnMut(&mut Ctx)) -> Engine {
+    let mut engine = Engine::new(ctx);
+    assert!(engine.run(&mut Steps(step), None), "run stopped early");
+    engine
+}
+
+fn latest_clock(ctx: &Ctx) -> Cycles {
+    (0..ctx.nr_cpus())
+        .map(|cpu| ctx.clock_of(CpuId(cpu)))
+        .max()
+        .expect("CPUs")
+}
+
+fn cpus(nr_cpus: u32) -> impl Iterator<Item = CpuId> {
+    (0..nr_cpus).map(CpuId)
+}
+
+/// The smallest and largest transfer cost between distinct CPUs of `0..n`.
+fn transfer_range(ctx: &Ctx, nr_cpus: u32) -> (Cycles, Cycles) {
+    let costs = cpus(nr_cpus)
+        .flat_map(|a| cpus(nr_cpus).filter(move |&b| b != a).map(move |b| (a, b)))
+        .map(|(a, b)| transfer_cost(ctx, a, b));
+    let costs: Vec<Cycles> = costs.collect();
+    (
+        *costs.iter().min().expect("two CPUs"),
+        *costs.iter().max().expect("two CPUs"),
+    )
+}
+
+fn local_rmw(ctx: &Ctx) -> Cycles {
+    ctx.machine().costs.atomic_rmw_local.cycles()
+}
+
+// Symbols used by the test workloads for "the work being measured". Any
+// would do; these keep the profile readable.
+const WORK: Symbol = Symbol::UserPageAllocBench;
+const RMW: Symbol = Symbol::FreeOnePage;
+
+// ---------------------------------------------------------------------------
+// Cache lines
+
+/// N CPUs each do K atomic RMWs on one line, one per step.
+fn hammer_one_line(nr_cpus: u32, rmws_per_cpu: u32) -> Engine {
+    let ctx = ctx_with_cpus(nr_cpus, 1);
+    let mut line = CacheLine::new();
+    let mut done = vec![0; nr_cpus as usize];
+    run(ctx, |ctx| {
+        line.rmw(ctx, RMW);
+        let cpu = ctx.cur().index();
+        done[cpu] += 1;
+        if done[cpu] == rmws_per_cpu {
+            ctx.finish();
+        }
+    })
+}
+
+#[test]
+fn contended_line_gives_one_transfer_of_throughput_between_all_cpus() {
+    const RMWS_PER_CPU: u32 = 20;
+    for nr_cpus in [2, 8, 36, 72] {
+        let engine = hammer_one_line(nr_cpus, RMWS_PER_CPU);
+        let ctx = &engine.ctx;
+        let total = latest_clock(ctx);
+        let nr_rmws = u64::from(nr_cpus * RMWS_PER_CPU);
+        // Requests are served first come, first served, and every CPU asks
+        // again as soon as its RMW completes, so the line goes round the CPUs
+        // in id order: the mix of distances is that of the ring 0, 1, ..,
+        // N-1, 0. Every RMW is one transfer along that ring, except the very
+        // first, which is a local atomic on a line no one held.
+        let ring: Vec<Cycles> = cpus(nr_cpus)
+            .map(|cpu| transfer_cost(ctx, cpu, CpuId((cpu.0 + 1) % nr_cpus)))
+            .collect();
+        let ring_sum: u64 = ring.iter().map(|c| c.0).sum();
+        let expected = ring_sum * u64::from(RMWS_PER_CPU);
+        let tolerance = ring.iter().max().expect("ring").0.max(local_rmw(ctx).0);
+        assert!(
+            total.0.abs_diff(expected) <= tolerance,
+            "{nr_cpus} CPUs: {total}, expected {expected} ± {tolerance} (N·K·mean ring transfer)"
+        );
+        // However the distances mix, it is N·K transfers, not K.
+        let (fastest, slowest) = transfer_range(ctx, nr_cpus);
+        assert!(
+            total.0 >= (nr_rmws - 1) * fastest.0,
+            "{nr_cpus} CPUs: {total} is faster than serial"
+        );
+        assert!(
+            total.0 <= nr_rmws * slowest.0,
+            "{nr_cpus} CPUs: {total} is slower than serial"
+        );
+        assert_eq!(ctx.stats.event(Event::LineTransfers), nr_rmws - 1);
+        // Throughput is shared: every CPU ends within one round of the last.
+        for cpu in cpus(nr_cpus) {
+            assert!(
+                ctx.clock_of(cpu).0 + u64::from(nr_cpus) * slowest.0 >= total.0,
+                "{cpu} finished early"
+            );
+        }
+        // All that time is the RMWs themselves (waiting included).
+        assert_eq!(ctx.stats.cycles(RMW), ctx.stats.total_cycles());
+    }
+}
+
+#[test]
+fn line_modified_by_one_cpu_costs_a_local_rmw_each_time() {
+    const RMWS: u64 = 50;
+    let mut ctx = ctx_with_cpus(2, 1);
+    ctx.set_state(CpuId(1), RunState::Idle);
+    let mut line = CacheLine::new();
+    let mut nr_steps = 0;
+    let engine = run(ctx, |ctx| {
+        // Some steps do several RMWs, some one.
+        for _ in 0..(nr_steps % 3 + 1) {
+            if line_rmws(ctx) == RMWS {
+                break;
+            }
+            line.rmw(ctx, RMW);
+        }
+        nr_steps += 1;
+        if line_rmws(ctx) == RMWS {
+            ctx.finish();
+        }
+    });
+    let ctx = &engine.ctx;
+    assert_eq!(ctx.clock_of(CpuId(0)).0, RMWS * local_rmw(ctx).0);
+    assert_eq!(ctx.stats.event(Event::LineTransfers), 0);
+}
+
+/// RMWs done so far in [`line_modified_by_one_cpu_costs_a_local_rmw_each_time`].
+fn line_rmws(ctx: &Ctx) -> u64 {
+    ctx.stats.cycles(RMW).0 / local_rmw(ctx).0
+}
+
+#[test]
+fn line_comes_back_with_one_transfer_then_stays_local() {
+    let mut ctx = ctx_with_cpus(2, 1);
+    let mut line = CacheLine::new();
+    ctx.set_cur(CpuId(1));
+    line.rmw(&mut ctx, RMW);
+    ctx.set_cur(CpuId(0));
+    // cpu0 is behind cpu1, so its first RMW waits for cpu1's to finish.
+    let waited = line.rmw(&mut ctx, RMW);
+    let local = local_rmw(&ctx);
+    let transfer = transfer_cost(&ctx, CpuId(1), CpuId(0));
+    assert_eq!(waited, local);
+    assert_eq!(ctx.now(), local + transfer);
+    line.rmw(&mut ctx, RMW);
+    line.rmw(&mut ctx, RMW);
+    assert_eq!(ctx.now(), local + transfer + local + local);
+    assert_eq!(line.owner(), Some(CpuId(0)));
+    assert_eq!(ctx.stats.event(Event::LineTransfers), 1);
+}
+
+#[test]
+fn readers_each_fetch_a_copy_and_a_write_collects_them() {
+    let mut ctx = ctx_with_cpus(4, 1);
+    let mut line = CacheLine::new();
+    let at = |ctx: &mut Ctx, cpu: u32| ctx.set_cur(CpuId(cpu));
+    at(&mut ctx, 0);
+    line.rmw(&mut ctx, RMW);
+    for reader in 1..4 {
+        at(&mut ctx, reader);
+        // Apart in time, so that no fetch waits for another.
+        ctx.idle_until(Cycles(1_000_000 * u64::from(reader)));
+        let before = ctx.now();
+        line.read(&mut ctx, RMW);
+        assert_eq!(
+            ctx.now() - before,
+            transfer_cost(&ctx, CpuId(0), CpuId(reader)),
+            "cpu{reader}'s read"
+        );
+        let before = ctx.now();
+        line.read(&mut ctx, RMW);
+        assert_eq!(ctx.now(), before, "cpu{reader} reads its own copy for free");
+    }
+    at(&mut ctx, 0);
+    ctx.idle_until(Cycles(10_000_000));
+    let farthest = (1..4)
+        .map(|r| transfer_cost(&ctx, CpuId(r), CpuId(0)))
+        .max()
+        .expect("readers");
+    let before = ctx.now();
+    line.rmw(&mut ctx, RMW);
+    assert_eq!(
+        ctx.now() - before,
+        farthest,
+        "the owner's write invalidates every sharer"
+    );
+    assert_eq!(
+        ctx.stats.event(Event::LineTransfers),
+        3,
+        "an upgrade by the owner is no transfer"
+    );
+}
+
+#[test]
+fn a_read_hit_does_not_wait_for_another_cpus_read_miss() {
+    let mut ctx = ctx_with_cpus(3, 1);
+    let mut line = CacheLine::new();
+    ctx.set_cur(CpuId(0));
+    line.rmw(&mut ctx, RMW);
+    // cpu1 fetches a copy; while cpu2 is fetching one, cpu1 reads its own.
+    ctx.set_cur(CpuId(1));
+    line.read(&mut ctx, RMW);
+    let at = ctx.now();
+    ctx.set_cur(CpuId(2));
+    ctx.idle_until(at);
+    line.read(&mut ctx, RMW);
+    assert!(ctx.now() > at + Cycles(1), "cpu2's fetch takes time");
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(at + Cycles(1));
+    assert_eq!(line.read(&mut ctx, RMW), Cycles::ZERO);
+    assert_eq!(ctx.now(), at + Cycles(1));
+    // A modification in flight does take the copy away: cpu1, reading
+    // during it, waits for it, then fetches the line again.
+    ctx.set_cur(CpuId(2));
+    let modifying = ctx.now();
+    line.rmw(&mut ctx, RMW);
+    let modified = ctx.now();
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(modifying + Cycles(1));
+    let waited = line.read(&mut ctx, RMW);
+    assert_eq!(waited, modified - modifying - Cycles(1));
+    assert_eq!(
+        ctx.now(),
+        modified + transfer_cost(&ctx, CpuId(2), CpuId(1))
+    );
+}
+
+#[test]
+fn a_cpu_uses_the_line_as_of_its_own_clock() {
+    // cpu0 is stepped first and modifies the line far in the future; cpu1,
+    // stepped next at an earlier clock, finds it free then.
+    let ctx = ctx_with_cpus(2, 1);
+    let mut line = CacheLine::new();
+    let mut waited = [None; 2];
+    let far = Cycles(1_000_000);
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            ctx.charge(WORK, far);
+        }
+        waited[ctx.cur().index()] = Some(line.rmw(ctx, RMW));
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    assert_eq!(waited, [Some(Cycles::ZERO), Some(Cycles::ZERO)]);
+    assert_eq!(
+        ctx.clock_of(CpuId(1)),
+        local_rmw(ctx),
+        "cpu1 took the line from memory"
+    );
+    // cpu0's RMW was placed when cpu1 had not used the line yet: it keeps
+    // the local cost it was charged (the sync-step approximation).
+    assert_eq!(ctx.clock_of(CpuId(0)), far + local_rmw(ctx));
+}
+
+// ---------------------------------------------------------------------------
+// Spinlocks
+
+/// Each of CPUs `0..nr_cpus` takes the lock once, after `arrive(cpu)`
+/// cycles of work, and holds it for `hold`. Returns the engine and the
+/// acquisitions in order: (cpu, clock when it had the lock).
+fn contend(
+    nr_cpus: u32,
+    hold: Cycles,
+    arrive: impl Fn(CpuId) -> Cycles,
+) -> (Engine, Vec<(CpuId, Cycles)>) {
+    let ctx = ctx_with_cpus(nr_cpus, 1);
+    let mut lock = SpinLock::new();
+    let mut arrived = vec![false; nr_cpus as usize];
+    let mut order = Vec::new();
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        let delay = arrive(cpu);
+        if !arrived[cpu.index()] && delay > Cycles::ZERO {
+            arrived[cpu.index()] = true;
+            ctx.charge(WORK, delay);
+            return;
+        }
+        lock.lock(ctx, Symbol::RawSpinLock);
+        order.push((cpu, ctx.now()));
+        ctx.charge(WORK, hold);
+        assert_eq!(lock.unlock(ctx), Cycles::ZERO, "holds never overlap here");
+        ctx.finish();
+    });
+    (engine, order)
+}
+
+#[test]
+fn spinlock_contenders_take_n_holds_in_total_in_fifo_order() {
+    for nr_cpus in [2, 8, 36, 72] {
+        let probe = ctx_with_cpus(nr_cpus, 1);
+        let (_, slowest) = transfer_range(&probe, nr_cpus);
+        // A hold long against a hand-off, as in a contended zone->lock.
+        let hold = Cycles(slowest.0 * 10);
+        let (engine, order) = contend(nr_cpus, hold, |_| Cycles::ZERO);
+        let ctx = &engine.ctx;
+        // All arrive at 0: FIFO with ties to the lower id is id order.
+        let ids: Vec<CpuId> = order.iter().map(|&(cpu, _)| cpu).collect();
+        assert_eq!(
+            ids,
+            cpus(nr_cpus).collect::<Vec<_>>(),
+            "{nr_cpus} CPUs: FIFO order"
+        );
+        // Each hand-off is one transfer of the lock word from the previous
+        // holder; the first acquisition is a local atomic.
+        let handoffs: u64 = (1..nr_cpus)
+            .map(|i| transfer_cost(ctx, CpuId(i - 1), CpuId(i)).0)
+            .sum();
+        let n = u64::from(nr_cpus);
+        let total = latest_clock(ctx);
+        assert_eq!(
+            total.0,
+            n * hold.0 + local_rmw(ctx).0 + handoffs,
+            "{nr_cpus} CPUs"
+        );
+        // That is about N holds: within one transfer per hand-off.
+        assert!(
+            total.0 >= n * hold.0 && total.0 <= n * (hold.0 + slowest.0),
+            "{nr_cpus} CPUs: {total}"
+        );
+        // Waiting (and the hand-off after it) is charged to the slow path;
+        // only the first, uncontended acquisition to _raw_spin_lock.
+        let waiting: u64 = cpus(nr_cpus)
+            .map(|cpu| ctx.clock_of(cpu).0 - hold.0)
+            .sum::<u64>()
+            - local_rmw(ctx).0;
+        assert_eq!(
+            ctx.stats.cycles(Symbol::QueuedSpinLockSlowpath).0,
+            waiting,
+            "{nr_cpus} CPUs"
+        );
+        assert_eq!(ctx.stats.cycles(Symbol::RawSpinLock), local_rmw(ctx));
+        // Each holder got the lock after its predecessor's release.
+        for pair in order.windows(2) {
+            assert!(
+                pair[1].1 >= pair[0].1 + hold,
+                "{:?} overlaps {:?}",
+                pair[1],
+                pair[0]
+            );
+        }
+    }
+}
+
+#[test]
+fn spinlock_serves_waiters_in_order_of_arrival_not_of_id() {
+    const NR_CPUS: u32 = 8;
+    let probe = ctx_with_cpus(NR_CPUS, 1);
+    let (_, slowest) = transfer_range(&probe, NR_CPUS);
+    let hold = Cycles(slowest.0 * 10);
+    // Higher ids arrive first, a tenth of a hold apart: all queue.
+    let gap = Cycles(hold.0 / 10);
+    let (_, order) = contend(NR_CPUS, hold, |cpu| {
+        Cycles(gap.0 * u64::from(NR_CPUS - cpu.0))
+    });
+    let ids: Vec<u32> = order.iter().map(|&(cpu, _)| cpu.0).collect();
+    assert_eq!(ids, (0..NR_CPUS).rev().collect::<Vec<_>>());
+}
+
+#[test]
+fn spinlock_is_free_as_of_the_waiters_own_clock() {
+    // cpu0 (stepped first) holds the lock far in the future; cpu1, at an
+    // earlier clock, takes and releases it before then without waiting.
+    let ctx = ctx_with_cpus(2, 1);
+    let mut lock = SpinLock::new();
+    let far = Cycles(1_000_000);
+    let hold = Cycles(1_000);
+    let mut waited = [Cycles(u64::MAX); 2];
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            ctx.charge(WORK, far);
+        }
+        waited[ctx.cur().index()] = lock.lock(ctx, Symbol::RawSpinLock);
+        ctx.charge(WORK, hold);
+        lock.unlock(ctx);
+        ctx.finish();
+    });
+    assert_eq!(waited[1], Cycles::ZERO);
+    assert_eq!(
+        engine.ctx.stats.cycles(Symbol::QueuedSpinLockSlowpath),
+        Cycles::ZERO
+    );
+}
+
+#[test]
+fn spinlock_hold_overlapping_an_earlier_placed_hold_moves_after_it() {
+    // As above, but cpu1's hold is too long for the gap before cpu0's: it
+    // moves behind cpu0's hold, and cpu1 pays the difference as spinning.
+    let ctx = ctx_with_cpus(2, 1);
+    let mut lock = SpinLock::new();
+    let far = Cycles(1_000_000);
+    let hold = Cycles(far.0 * 2);
+    let mut late = [Cycles::ZERO; 2];
+    let mut released = [Cycles::ZERO; 2];
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur().index();
+        if cpu == 0 {
+            ctx.charge(WORK, far);
+        }
+        lock.lock(ctx, Symbol::RawSpinLock);
+        ctx.charge(WORK, if cpu == 0 { Cycles(1_000) } else { hold });
+        late[cpu] = lock.unlock(ctx);
+        released[cpu] = ctx.now();
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    let first_use = local_rmw(ctx);
+    // cpu1's hold, [0, first_use + hold), now begins where cpu0's ended.
+    assert_eq!(late[1], released[0]);
+    assert_eq!(released[1], released[0] + first_use + hold);
+    assert_eq!(ctx.stats.cycles(Symbol::QueuedSpinLockSlowpath), late[1]);
+}
+
+#[test]
+#[should_panic(expected = "held across a step")]
+fn spinlock_held_across_steps_panics() {
+    let ctx = ctx_with_cpus(2, 1);
+    let mut lock = SpinLock::new();
+    run(ctx, |ctx| {
+        lock.lock(ctx, Symbol::RawSpinLock);
+        ctx.finish();
+    });
+}
+
+// ---------------------------------------------------------------------------
+// IPIs
+
+fn ipi_handler(ctx: &Ctx) -> IpiHandler {
+    // A handler a few times as long as the entry and exit around it.
+    let cycles = Cycles(ctx.machine().costs.ipi_handler_entry_exit.cycles().0 * 3);
+    IpiHandler {
+        symbol: Symbol::FreePcppagesBulk,
+        cycles,
+    }
+}
+
+struct IpiCosts {
+    send: Cycles,
+    delivery: Cycles,
+    entry_exit: Cycles,
+    handler: Cycles,
+    /// The completion flag's trip from cpu1 back to cpu0.
+    ack: Cycles,
+}
+
+fn ipi_costs(ctx: &Ctx) -> IpiCosts {
+    let costs = &ctx.machine().costs;
+    IpiCosts {
+        send: costs.ipi_send_per_target.cycles(),
+        delivery: costs.ipi_delivery.cycles(),
+        entry_exit: costs.ipi_handler_entry_exit.cycles(),
+        handler: ipi_handler(ctx).cycles,
+        ack: transfer_cost(ctx, CpuId(1), CpuId(0)),
+    }
+}
+
+/// What cpu1 does in the IPI tests, in its one step.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Target {
+    /// Works with interrupts on for this long.
+    Works(Cycles),
+    /// Works with interrupts off for this long.
+    IrqsOff(Cycles),
+}
+
+/// Which CPU the engine steps first, relative to the delivery time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Order {
+    /// cpu1 runs its step before cpu0 sends: it is ahead of the delivery.
+    TargetFirst,
+    /// cpu0 sends at 0, before cpu1 has run: cpu1 is behind the delivery.
+    SenderFirst,
+}
+
+/// cpu0 sends one IPI to cpu1, which does `target`. Returns the engine and
+/// the cycles cpu0's call returned as its wait.
+fn one_ipi(target: Target, order: Order, wait: bool) -> (Engine, Cycles, Cycles) {
+    let ctx = ctx_with_cpus(2, 1);
+    let handler = ipi_handler(&ctx);
+    let mut sent_at = None;
+    let mut waited = Cycles::ZERO;
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(1) {
+            match target {
+                Target::Works(cycles) => ctx.charge(WORK, cycles),
+                Target::IrqsOff(cycles) => {
+                    ctx.local_irq_disable();
+                    ctx.charge(WORK, cycles);
+                    ctx.local_irq_enable();
+                }
+            }
+            ctx.finish();
+        } else if order == Order::TargetFirst && ctx.now() == Cycles::ZERO {
+            // Let cpu1 run its whole step first.
+            ctx.charge(WORK, Cycles(1));
+        } else {
+            sent_at = Some(ctx.now());
+            waited = smp_call_function_many(ctx, &[CpuId(0), CpuId(1)], handler, wait);
+            ctx.finish();
+        }
+    });
+    (engine, sent_at.expect("sent"), waited)
+}
+
+#[test]
+fn ipi_to_cpu_with_interrupts_on_completes_after_delivery_handler_and_ack() {
+    for order in [Order::TargetFirst, Order::SenderFirst] {
+        let probe = ctx_with_cpus(2, 1);
+        let c = ipi_costs(&probe);
+        let work = Cycles(c.delivery.0 * 10);
+        let (engine, sent_at, waited) = one_ipi(Target::Works(work), order, true);
+        let ctx = &engine.ctx;
+        let handled = c.entry_exit + c.handler;
+        let done = sent_at + c.send + c.delivery + handled + c.ack;
+        assert_eq!(
+            ctx.clock_of(CpuId(0)),
+            done,
+            "{order:?}: the sender waits exactly that long"
+        );
+        assert_eq!(waited, done - sent_at - c.send, "{order:?}");
+        // The handler's time goes on the target's clock and to its symbols.
+        assert_eq!(ctx.clock_of(CpuId(1)), work + handled, "{order:?}");
+        assert_eq!(ctx.stats.cycles(Symbol::FreePcppagesBulk), c.handler);
+        assert_eq!(
+            ctx.stats.cycles(Symbol::FlushSmpCallFunctionQueue),
+            c.entry_exit
+        );
+        assert_eq!(
+            ctx.stats.event(Event::IpiSent),
+            1,
+            "no IPI to the sender itself"
+        );
+    }
+}
+
+#[test]
+fn ipi_to_cpu_with_interrupts_off_completes_after_they_come_back_on() {
+    for order in [Order::TargetFirst, Order::SenderFirst] {
+        let probe = ctx_with_cpus(2, 1);
+        let c = ipi_costs(&probe);
+        // Interrupts off well past the delivery.
+        let off = Cycles(c.delivery.0 * 10);
+        let (engine, sent_at, _) = one_ipi(Target::IrqsOff(off), order, true);
+        let ctx = &engine.ctx;
+        assert!(
+            sent_at + c.send + c.delivery < off,
+            "{order:?}: delivered inside the section"
+        );
+        let handled = c.entry_exit + c.handler;
+        assert_eq!(
+            ctx.clock_of(CpuId(0)),
+            off + handled + c.ack,
+            "{order:?}: acked after the section"
+        );
+        assert_eq!(ctx.clock_of(CpuId(1)), off + handled, "{order:?}");
+        // All the sender did was send and wait.
+        assert_eq!(
+            ctx.stats.cycles(Symbol::SmpCallFunctionMany),
+            off + handled + c.ack - sent_at,
+            "{order:?}"
+        );
+    }
+}
+
+#[test]
+fn ipi_without_wait_costs_the_sender_only_the_send() {
+    for order in [Order::TargetFirst, Order::SenderFirst] {
+        let probe = ctx_with_cpus(2, 1);
+        let c = ipi_costs(&probe);
+        let off = Cycles(c.delivery.0 * 10);
+        let (engine, sent_at, waited) = one_ipi(Target::IrqsOff(off), order, false);
+        let ctx = &engine.ctx;
+        assert_eq!(waited, Cycles::ZERO);
+        assert_eq!(ctx.clock_of(CpuId(0)), sent_at + c.send, "{order:?}");
+        assert_eq!(
+            ctx.clock_of(CpuId(1)),
+            off + c.entry_exit + c.handler,
+            "{order:?}: the target still runs it"
+        );
+    }
+}
+
+#[test]
+fn ipi_to_idle_cpus_is_taken_on_delivery_one_send_after_another() {
+    let mut ctx = ctx_with_cpus(4, 1);
+    for cpu in 1..4 {
+        ctx.set_state(CpuId(cpu), RunState::Idle);
+    }
+    let handler = ipi_handler(&ctx);
+    let c = ipi_costs(&ctx);
+    let engine = run(ctx, |ctx| {
+        smp_call_function_many(ctx, &[CpuId(1), CpuId(2), CpuId(3)], handler, true);
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    let handled = c.entry_exit + c.handler;
+    let mut done = Cycles::ZERO;
+    for (k, cpu) in (1..4).map(CpuId).enumerate() {
+        let delivered = Cycles(c.send.0 * (k as u64 + 1)) + c.delivery;
+        assert_eq!(
+            ctx.clock_of(cpu),
+            delivered + handled,
+            "{cpu} took it on delivery"
+        );
+        done = done.max(delivered + handled + transfer_cost(ctx, cpu, CpuId(0)));
+    }
+    assert_eq!(ctx.clock_of(CpuId(0)), done);
+    assert_eq!(ctx.stats.event(Event::IpiSent), 3);
+}
+
+#[test]
+fn ipi_waits_for_the_outermost_of_nested_irqsave_sections() {
+    let ctx = ctx_with_cpus(2, 1);
+    let c = ipi_costs(&ctx);
+    let handler = ipi_handler(&ctx);
+    let inner = Cycles(c.delivery.0 * 10);
+    let mut lock = SpinLock::new();
+    let mut outer_end = Cycles::ZERO;
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(1) {
+            lock.lock_irqsave(ctx);
+            LocalLock::lock_irqsave(ctx, WORK);
+            ctx.charge(WORK, inner);
+            LocalLock::unlock_irqrestore(ctx);
+            assert!(ctx.irqs_disabled(), "still inside spin_lock_irqsave");
+            ctx.charge(WORK, inner);
+            lock.unlock_irqrestore(ctx);
+            outer_end = ctx.now();
+            ctx.finish();
+        } else {
+            smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+            ctx.finish();
+        }
+    });
+    let handled = c.entry_exit + c.handler;
+    assert_eq!(engine.ctx.clock_of(CpuId(0)), outer_end + handled + c.ack);
+}
+
+#[test]
+fn a_second_ipi_waits_for_the_first_handler() {
+    // cpu0 and cpu2 both call cpu1, which is idle, at the same moment; the
+    // second handler starts when the first ends (handlers run irqs off).
+    let mut ctx = ctx_with_cpus(3, 1);
+    ctx.set_state(CpuId(1), RunState::Idle);
+    let c = ipi_costs(&ctx);
+    let handler = ipi_handler(&ctx);
+    let engine = run(ctx, |ctx| {
+        smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    let handled = c.entry_exit + c.handler;
+    let first = c.send + c.delivery + handled;
+    assert_eq!(ctx.clock_of(CpuId(0)), first + c.ack);
+    assert_eq!(ctx.clock_of(CpuId(1)), first + handled);
+    assert_eq!(
+        ctx.clock_of(CpuId(2)),
+        first + handled + transfer_cost(ctx, CpuId(1), CpuId(2))
+    );
+}
+
+#[test]
+fn ipi_to_a_cpu_that_blocks_before_delivery_is_taken_on_delivery() {
+    let ctx = ctx_with_cpus(2, 1);
+    let c = ipi_costs(&ctx);
+    let handler = ipi_handler(&ctx);
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+            ctx.finish();
+        } else {
+            // Behind the delivery when the IPI is sent; asleep when it lands.
+            ctx.charge(WORK, Cycles(1));
+            ctx.block();
+        }
+    });
+    let ctx = &engine.ctx;
+    let handled_at = c.send + c.delivery + c.entry_exit + c.handler;
+    assert_eq!(ctx.clock_of(CpuId(1)), handled_at);
+    assert_eq!(ctx.clock_of(CpuId(0)), handled_at + c.ack);
+    assert_eq!(ctx.state_of(CpuId(1)), RunState::Blocked);
+}
+
+#[test]
+fn late_acks_of_two_calls_in_one_step_move_the_sender_once() {
+    // cpu0 makes two waited calls to cpu1, which is behind and then keeps
+    // interrupts off past both deliveries. The first ack is late by the
+    // rest of the section; the second call, sent after the first returned,
+    // then finds interrupts on: in all, the sender is late once.
+    let ctx = ctx_with_cpus(2, 1);
+    let c = ipi_costs(&ctx);
+    let handler = ipi_handler(&ctx);
+    let handled = c.entry_exit + c.handler;
+    let one_call = c.send + c.delivery + handled + c.ack;
+    let off = Cycles(one_call.0 * 10);
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+            smp_call_function_many(ctx, &[CpuId(1)], handler, true);
+            ctx.finish();
+        } else {
+            ctx.local_irq_disable();
+            ctx.charge(WORK, off);
+            ctx.local_irq_enable();
+            ctx.finish();
+        }
+    });
+    // First ack: the section's end, the handler, the ack; then one more
+    // whole call.
+    assert_eq!(
+        engine.ctx.clock_of(CpuId(0)),
+        off + handled + c.ack + one_call
+    );
+}
+
+#[test]
+#[should_panic(expected = "with interrupts off")]
+fn ipi_with_wait_from_inside_irqs_off_panics() {
+    let ctx = ctx_with_cpus(2, 1);
+    let handler = ipi_handler(&ctx);
+    run(ctx, |ctx| {
+        ctx.local_irq_disable();
+        smp_call_function_many(ctx, &[CpuId(0), CpuId(1)], handler, true);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Reader/writer semaphores
+
+#[test]
+fn rwsem_readers_overlap_and_bounce_the_count_line() {
+    const NR_CPUS: u32 = 8;
+    let ctx = ctx_with_cpus(NR_CPUS, 1);
+    let (_, slowest) = transfer_range(&ctx, NR_CPUS);
+    let hold = Cycles(slowest.0 * 100);
+    let mut sem = RwSemaphore::new();
+    let mut waited = Vec::new();
+    let engine = run(ctx, |ctx| {
+        waited.push(sem.down_read(ctx, Symbol::AllocPages));
+        ctx.charge(WORK, hold);
+        sem.up_read(ctx, Symbol::AllocPages);
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    assert!(
+        waited.iter().all(|&w| w == Cycles::ZERO),
+        "no reader waits for a reader"
+    );
+    // The holds overlap: the total is one hold plus the count line's
+    // round trips, not N holds.
+    let total = latest_clock(ctx);
+    let n = u64::from(NR_CPUS);
+    assert!(total > hold);
+    assert!(
+        total.0 <= hold.0 + 2 * n * slowest.0,
+        "{total}: readers were serialised"
+    );
+    // Every down_read after the first, and every up_read but the first
+    // reader's, takes the line from another CPU. (The first reader's
+    // up_read was placed before the others' down_reads existed, and stays
+    // local: the sync-step approximation.)
+    assert_eq!(ctx.stats.event(Event::LineTransfers), 2 * (n - 1));
+}
+
+#[test]
+fn rwsem_more_concurrent_readers_than_remembered_holds() {
+    // 72 readers at once, twice each, overflow the readers' timeline; the
+    // forgotten holds still keep the writer out, and no reader hold that is
+    // recorded overlaps the writer's.
+    const NR_READERS: u32 = 72;
+    let ctx = ctx_with_cpus(NR_READERS + 1, 1);
+    let writer = CpuId(NR_READERS);
+    let (_, slowest) = transfer_range(&ctx, NR_READERS + 1);
+    let hold = Cycles(slowest.0 * 1_000);
+    let mut sem = RwSemaphore::new();
+    let mut reads = Vec::new();
+    let mut write = (Cycles::ZERO, Cycles::ZERO);
+    let mut rounds = vec![0; NR_READERS as usize];
+    run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        if cpu == writer {
+            sem.down_write(ctx, Symbol::AllocPages);
+            let acquired = ctx.now();
+            ctx.charge(WORK, hold);
+            sem.up_write(ctx, Symbol::AllocPages);
+            write = (acquired, ctx.now());
+            ctx.finish();
+            return;
+        }
+        sem.down_read(ctx, Symbol::AllocPages);
+        let acquired = ctx.now();
+        ctx.charge(WORK, hold);
+        sem.up_read(ctx, Symbol::AllocPages);
+        reads.push((acquired, ctx.now()));
+        rounds[cpu.index()] += 1;
+        if rounds[cpu.index()] == 2 {
+            ctx.finish();
+        }
+    });
+    assert!(
+        write.0 > Cycles::ZERO,
+        "the writer waited for the first readers"
+    );
+    for &(acquired, released) in &reads {
+        assert!(
+            released <= write.0 || acquired >= write.1,
+            "read {acquired}..{released} overlaps write {write:?}"
+        );
+    }
+}
+
+#[test]
+fn rwsem_writer_waits_for_every_reader() {
+    const NR_READERS: u32 = 6;
+    let ctx = ctx_with_cpus(NR_READERS + 1, 1);
+    let writer = CpuId(NR_READERS);
+    let (_, slowest) = transfer_range(&ctx, NR_READERS + 1);
+    let hold = Cycles(slowest.0 * 100);
+    let mut sem = RwSemaphore::new();
+    let mut read_released = Cycles::ZERO;
+    let mut write_acquired = Cycles::ZERO;
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        if cpu == writer {
+            sem.down_write(ctx, Symbol::AllocPages);
+            write_acquired = ctx.now();
+            ctx.charge(WORK, hold);
+            sem.up_write(ctx, Symbol::AllocPages);
+        } else {
+            // Readers hold for different times; the longest decides.
+            sem.down_read(ctx, Symbol::AllocPages);
+            ctx.charge(WORK, Cycles(hold.0 * u64::from(cpu.0 + 1)));
+            sem.up_read(ctx, Symbol::AllocPages);
+            read_released = read_released.max(ctx.now());
+        }
+        ctx.finish();
+    });
+    assert!(
+        write_acquired > read_released,
+        "writer got the lock at {write_acquired}, readers left at {read_released}"
+    );
+    assert!(engine.ctx.clock_of(writer) >= read_released + hold);
+}
+
+#[test]
+fn rwsem_reader_queues_behind_a_waiting_writer() {
+    // cpu0 reads for a long time; cpu1 arrives to write; cpu2 arrives to
+    // read after cpu1 arrived, and waits for cpu1's write to end, although
+    // the lock is only read-held when it arrives.
+    let ctx = ctx_with_cpus(3, 1);
+    let (_, slowest) = transfer_range(&ctx, 3);
+    let hold = Cycles(slowest.0 * 100);
+    let mut sem = RwSemaphore::new();
+    let mut arrived = [false; 3];
+    let mut write_released = Cycles::ZERO;
+    let mut read2 = (Cycles::ZERO, Cycles::ZERO);
+    run(ctx, |ctx| {
+        let cpu = ctx.cur().index();
+        if !arrived[cpu] && cpu > 0 {
+            arrived[cpu] = true;
+            ctx.charge(WORK, Cycles(hold.0 * cpu as u64 / 4));
+            return;
+        }
+        match cpu {
+            0 => {
+                sem.down_read(ctx, Symbol::AllocPages);
+                ctx.charge(WORK, hold);
+                sem.up_read(ctx, Symbol::AllocPages);
+            }
+            1 => {
+                sem.down_write(ctx, Symbol::AllocPages);
+                ctx.charge(WORK, hold);
+                sem.up_write(ctx, Symbol::AllocPages);
+                write_released = ctx.now();
+            }
+            _ => {
+                let arrived_at = ctx.now();
+                sem.down_read(ctx, Symbol::AllocPages);
+                read2 = (arrived_at, ctx.now());
+                sem.up_read(ctx, Symbol::AllocPages);
+            }
+        }
+        ctx.finish();
+    });
+    assert!(read2.0 < hold, "cpu2 arrived while cpu0 still read");
+    assert!(
+        read2.1 >= write_released,
+        "cpu2 read at {} before the write ended at {write_released}",
+        read2.1
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Determinism
+
+/// A workload of random steps: work, RMWs on a few lines, a spinlock, an
+/// rwsem and IPIs, until each CPU has done `steps_per_cpu` steps.
+fn random_run(seed: u64) -> Ctx {
+    const NR_CPUS: u32 = 8;
+    const STEPS_PER_CPU: u32 = 200;
+    let ctx = ctx_with_cpus(NR_CPUS, seed);
+    let handler = ipi_handler(&ctx);
+    let mut lines = vec![CacheLine::new(); 3];
+    let mut lock = SpinLock::new();
+    let mut sem = RwSemaphore::new();
+    let mut steps = vec![0; NR_CPUS as usize];
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        let work = Cycles(ctx.rng.below(2_000) + 1);
+        match ctx.rng.below(6) {
+            0 => ctx.charge(WORK, work),
+            1 => {
+                let line = ctx.rng.below(3) as usize;
+                lines[line].rmw(ctx, RMW);
+            }
+            2 => {
+                lock.lock(ctx, Symbol::RawSpinLock);
+                ctx.charge(WORK, work);
+                lock.unlock(ctx);
+            }
+            3 => {
+                sem.down_read(ctx, Symbol::AllocPages);
+                ctx.charge(WORK, work);
+                sem.up_read(ctx, Symbol::AllocPages);
+            }
+            4 => {
+                sem.down_write(ctx, Symbol::AllocPages);
+                ctx.charge(WORK, work);
+                sem.up_write(ctx, Symbol::AllocPages);
+            }
+            _ => {
+                let target = CpuId(ctx.rng.below(u64::from(NR_CPUS)) as u32);
+                let wait = ctx.rng.below(2) == 0;
+                smp_call_function_many(ctx, &[target], handler, wait);
+                ctx.charge(WORK, Cycles(1));
+            }
+        }
+        steps[cpu.index()] += 1;
+        if steps[cpu.index()] == STEPS_PER_CPU {
+            ctx.finish();
+        }
+    });
+    engine.ctx
+}
+
+fn clocks(ctx: &Ctx) -> Vec<Cycles> {
+    (0..ctx.nr_cpus())
+        .map(|cpu| ctx.clock_of(CpuId(cpu)))
+        .collect()
+}
+
+#[test]
+fn same_seed_same_clocks_and_stats_different_seed_differs() {
+    let a = random_run(7);
+    let b = random_run(7);
+    assert_eq!(clocks(&a), clocks(&b));
+    assert_eq!(a.stats, b.stats);
+    let c = random_run(8);
+    assert_ne!(clocks(&a), clocks(&c), "seed 8 gave seed 7's clocks");
+    assert_ne!(a.stats, c.stats);
+}
+
+// ---------------------------------------------------------------------------
+// The loop
+
+#[test]
+fn ties_go_to_the_lower_cpu_and_the_earliest_clock_runs_first() {
+    let ctx = ctx_with_cpus(4, 1);
+    let mut trace = Vec::new();
+    run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        trace.push((ctx.now().0, cpu.0));
+        // cpu k's steps take k + 1 cycles; three steps each.
+        ctx.charge(WORK, Cycles(u64::from(cpu.0) + 1));
+        if trace.iter().filter(|&&(_, c)| c == cpu.0).count() == 3 {
+            ctx.finish();
+        }
+    });
+    let mut expected = trace.clone();
+    expected.sort();
+    assert_eq!(trace, expected, "steps ran in (clock, cpu) order");
+    assert_eq!(&trace[..4], &[(0, 0), (0, 1), (0, 2), (0, 3)]);
+}
+
+#[test]
+fn blocked_and_idle_cpus_are_never_stepped_and_wake_resumes_no_earlier_than_asked() {
+    let mut ctx = ctx_with_cpus(4, 1);
+    ctx.set_state(CpuId(3), RunState::Idle);
+    let wake_at = Cycles(5_000);
+    let mut trace = Vec::new();
+    let mut cpu1_blocked = false;
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        trace.push((cpu, ctx.now()));
+        match cpu.0 {
+            // cpu1 blocks at once; cpu2 blocks and is never woken.
+            1 if !cpu1_blocked => {
+                cpu1_blocked = true;
+                ctx.block();
+            }
+            1 => {
+                ctx.charge(WORK, Cycles(1));
+                ctx.finish();
+            }
+            2 => ctx.block(),
+            _ => {
+                // cpu0 works in small steps and wakes cpu1 for later.
+                ctx.charge(WORK, Cycles(100));
+                if ctx.now() == Cycles(1_000) {
+                    ctx.wake(CpuId(1), wake_at);
+                    // Waking a CPU that is not blocked does nothing.
+                    ctx.wake(CpuId(3), Cycles::ZERO);
+                }
+                if ctx.now() >= Cycles(10_000) {
+                    ctx.finish();
+                }
+            }
+        }
+    });
+    let ctx = &engine.ctx;
+    let steps_of = |cpu: u32| {
+        trace
+            .iter()
+            .filter(|(c, _)| c.0 == cpu)
+            .map(|&(_, t)| t)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        steps_of(1),
+        vec![Cycles::ZERO, wake_at],
+        "cpu1 resumed exactly when asked"
+    );
+    assert_eq!(
+        steps_of(2),
+        vec![Cycles::ZERO],
+        "a blocked CPU is not stepped"
+    );
+    assert!(steps_of(3).is_empty(), "an idle CPU is not stepped");
+    assert_eq!(ctx.state_of(CpuId(2)), RunState::Blocked);
+    assert_eq!(ctx.state_of(CpuId(3)), RunState::Idle);
+    assert_eq!(engine.steps(), trace.len() as u64);
+}
+
+#[test]
+fn wake_cannot_resume_a_cpu_before_the_wakers_clock() {
+    let ctx = ctx_with_cpus(2, 1);
+    let mut resumed = None;
+    run(ctx, |ctx| match (ctx.cur().0, ctx.now().0) {
+        (1, 0) => ctx.block(),
+        (1, _) => {
+            resumed = Some(ctx.now());
+            ctx.charge(WORK, Cycles(1));
+            ctx.finish();
+        }
+        (_, 0) => ctx.charge(WORK, Cycles(700)),
+        _ => {
+            ctx.wake(CpuId(1), Cycles(10));
+            ctx.charge(WORK, Cycles(1));
+            ctx.finish();
+        }
+    });
+    assert_eq!(resumed, Some(Cycles(700)));
+}
+
+#[test]
+fn a_cpu_whose_clock_another_moved_is_stepped_once_at_its_new_clock() {
+    // cpu1 is queued at 10 when cpu0's IPI handler moves its clock on; the
+    // old queue entry must not step it at 10.
+    let mut ctx = ctx_with_cpus(2, 1);
+    let handler = ipi_handler(&ctx);
+    let c = ipi_costs(&ctx);
+    ctx.set_cur(CpuId(1));
+    // cpu1 is ahead of the delivery, so it takes the IPI at once.
+    ctx.idle_until(c.send + c.delivery + Cycles(10));
+    ctx.set_cur(CpuId(0));
+    let cpu1_at = ctx.clock_of(CpuId(1));
+    let mut trace = Vec::new();
+    run(ctx, |ctx| {
+        trace.push((ctx.cur().0, ctx.now()));
+        if ctx.cur() == CpuId(0) {
+            smp_call_function_many(ctx, &[CpuId(1)], handler, false);
+        } else {
+            ctx.charge(WORK, Cycles(1));
+        }
+        ctx.finish();
+    });
+    let handled = c.entry_exit + c.handler;
+    assert_eq!(trace, vec![(0, Cycles::ZERO), (1, cpu1_at + handled)]);
+}
+
+#[test]
+fn run_until_stops_before_the_first_step_at_or_after_it() {
+    let ctx = ctx_with_cpus(2, 1);
+    let mut engine = Engine::new(ctx);
+    let mut step = |ctx: &mut Ctx| ctx.charge(WORK, Cycles(10));
+    assert!(!engine.run(&mut Steps(&mut step), Some(Cycles(100))));
+    assert_eq!(engine.ctx.clock_of(CpuId(0)), Cycles(100));
+    assert_eq!(engine.ctx.clock_of(CpuId(1)), Cycles(100));
+    assert_eq!(engine.steps(), 20);
+}
+
+#[test]
+#[should_panic(expected = "made no progress")]
+fn a_step_that_makes_no_progress_panics() {
+    run(ctx_with_cpus(1, 1), |_| {});
+}
+
+#[test]
+#[should_panic(expected = "interrupts off")]
+fn a_step_that_ends_with_interrupts_off_panics() {
+    run(ctx_with_cpus(1, 1), |ctx| {
+        ctx.charge(WORK, Cycles(1));
+        ctx.local_irq_disable();
+    });
+}

@@ -93,7 +93,7 @@ fn machine_details(machine: &Machine) -> String {
         table.row(vec![
             marker.to_string(),
             key.to_string(),
-            cost_value(machine, kind, cost.value),
+            cost_value(machine, kind, cost.value()),
             cost.source.clone(),
         ]);
     }

@@ -17,7 +17,10 @@ pub enum CostKind {
 #[derive(Clone, Debug, Default)]
 pub struct Cost {
     /// Cycles for a latency; bytes per cycle for a bandwidth.
-    pub value: f64,
+    value: f64,
+    /// `value` rounded to whole cycles, computed once: costs are read on
+    /// every charge.
+    whole_cycles: Cycles,
     /// A paper, datasheet, measurement or derivation, or `calibrated: <what>`.
     pub source: String,
 }
@@ -26,7 +29,18 @@ impl Cost {
     /// The cost of a latency parameter, rounded to whole cycles.
     #[inline]
     pub fn cycles(&self) -> Cycles {
-        Cycles(self.value.round() as u64)
+        self.whole_cycles
+    }
+
+    /// Cycles for a latency; bytes per cycle for a bandwidth.
+    pub fn value(&self) -> f64 {
+        self.value
+    }
+
+    pub fn set(&mut self, value: f64, source: String) {
+        self.value = value;
+        self.whole_cycles = Cycles(value.round() as u64);
+        self.source = source;
     }
 
     /// The time to move `bytes` at a bandwidth parameter's rate.

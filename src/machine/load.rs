@@ -297,8 +297,7 @@ fn parse_costs(ctx: &Ctx, t: &toml::Table, topology: &Topology) -> Result<Costs,
             }
         };
         let cost = costs.get_mut(key).expect("declared parameter");
-        cost.value = converted;
-        cost.source = source;
+        cost.set(converted, source);
     }
     Ok(costs)
 }

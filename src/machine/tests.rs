@@ -88,7 +88,7 @@ fn every_builtin_profile_loads() {
         );
         for &(key, _, _) in Costs::PARAMETERS {
             let cost = machine.costs.get(key).expect("declared");
-            assert!(cost.value > 0.0, "{name}: {key}");
+            assert!(cost.value() > 0.0, "{name}: {key}");
             assert!(
                 !cost.source.contains("placeholder"),
                 "{name}: {key} has no real source"
@@ -182,11 +182,11 @@ fn line_transfers_grow_with_distance() {
     for name in builtin_names() {
         let c = builtin(name).unwrap().costs;
         assert!(
-            c.line_transfer_same_core.value < c.line_transfer_same_socket.value,
+            c.line_transfer_same_core.value() < c.line_transfer_same_socket.value(),
             "{name}"
         );
         assert!(
-            c.line_transfer_same_socket.value < c.line_transfer_other_socket.value,
+            c.line_transfer_same_socket.value() < c.line_transfer_other_socket.value(),
             "{name}"
         );
     }
@@ -251,7 +251,7 @@ fn nanoseconds_become_cycles_at_the_profile_frequency() {
     });
     let machine = parse(FILE, &text).unwrap();
     let c = machine.costs.get(first_latency()).unwrap();
-    assert!((c.value - 230.0).abs() < 1e-9, "{}", c.value);
+    assert!((c.value() - 230.0).abs() < 1e-9, "{}", c.value());
     assert_eq!(c.cycles(), Cycles(230));
     assert_eq!(machine.topology.ns_to_cycles(100.0), Cycles(230));
 }
@@ -269,7 +269,7 @@ fn cycles_are_taken_as_given() {
         .get(first_latency())
         .unwrap()
         .clone();
-    assert_eq!(c.value, 37.0);
+    assert_eq!(c.value(), 37.0);
     assert_eq!(c.cycles(), Cycles(37));
 }
 
@@ -301,7 +301,7 @@ fn gigabytes_per_second_become_bytes_per_cycle() {
         .get(first_bandwidth())
         .unwrap()
         .clone();
-    assert!((c.value - 10.0).abs() < 1e-9, "{}", c.value);
+    assert!((c.value() - 10.0).abs() < 1e-9, "{}", c.value());
     assert_eq!(c.cycles_for_bytes(4096), Cycles(410));
     assert_eq!(c.cycles_for_bytes(0), Cycles(0));
 }

@@ -385,12 +385,30 @@ impl Engine {
             while self.queue.peek() == Some(&Reverse((clock, cpu))) {
                 self.queue.pop();
             }
-            self.step_one(workload, cpu);
+            // Keep stepping this CPU while it stays the earliest: the queue
+            // would hand it straight back (ties to the lower id, as above).
+            let mut cpu = Some(cpu);
+            while let Some(current) = cpu {
+                cpu = self.step_one(workload, current);
+                if let Some(c) = cpu {
+                    let clock = self.ctx.cpus[c.index()].clock;
+                    let first = self
+                        .queue
+                        .peek()
+                        .is_none_or(|&Reverse(top)| (clock, c) < top);
+                    if until.is_some_and(|u| clock >= u) || !first {
+                        self.queue.push(Reverse((clock, c)));
+                        cpu = None;
+                    }
+                }
+            }
         }
         true
     }
 
-    fn step_one<W: Workload + ?Sized>(&mut self, workload: &mut W, cpu: CpuId) {
+    /// Runs one step of `cpu`; returns it if it is still runnable, for the
+    /// caller to queue (other CPUs the step changed are queued here).
+    fn step_one<W: Workload + ?Sized>(&mut self, workload: &mut W, cpu: CpuId) -> Option<CpuId> {
         self.ctx.begin_step(cpu);
         let before = self.ctx.now();
         workload.step(&mut self.ctx);
@@ -411,15 +429,14 @@ impl Engine {
         // IPIs delivered during the step are taken now, at the times its
         // interrupts-off sections allow.
         ipi::flush(&mut self.ctx, cpu);
-        let state = &self.ctx.cpus[cpu.index()];
-        if state.state == RunState::Runnable {
-            self.queue.push(Reverse((state.clock, cpu)));
-        }
-        for other in std::mem::take(&mut self.ctx.requeue) {
+        for i in 0..self.ctx.requeue.len() {
+            let other = self.ctx.requeue[i];
             let state = &self.ctx.cpus[other.index()];
-            if state.state == RunState::Runnable {
+            if state.state == RunState::Runnable && other != cpu {
                 self.queue.push(Reverse((state.clock, other)));
             }
         }
+        self.ctx.requeue.clear();
+        (self.ctx.cpus[cpu.index()].state == RunState::Runnable).then_some(cpu)
     }
 }

@@ -158,11 +158,13 @@ fn row_table(rows: &[RowResult]) -> Table {
     table
 }
 
-/// How far ours is from published, or `calibrated` when matching it was
-/// the point of a machine parameter and so proves nothing.
+/// How far ours is from published. A value a machine parameter was fitted
+/// to is marked `cal` (its distance shows how well the fit holds in the
+/// model as it is now, and proves nothing about the model).
 fn error_cell(side: &SideResult) -> String {
     match (side.published.calibrated, side.error_percent) {
-        (true, _) => "calibrated".to_string(),
+        (true, Some(e)) => format!("cal{e:+.2}%"),
+        (true, None) => "calibrated".to_string(),
         (false, Some(e)) => format!("{e:+.2}%"),
         (false, None) => "n/a".to_string(),
     }
@@ -184,7 +186,8 @@ fn error_summary(rows: &[RowResult]) -> String {
     let mean = errors.iter().sum::<f64>() / errors.len() as f64;
     let largest = errors.iter().copied().fold(0.0, f64::max);
     format!(
-        "# predicted values: {}, mean |error| {mean:.2}%, largest {largest:.2}% (calibrated values excluded)\n",
+        "# predicted values: {}, mean |error| {mean:.2}%, largest {largest:.2}% (calibrated values excluded)\n\
+         # cal+x%: a value a machine parameter was fitted to; x is how far the model now is from it\n",
         errors.len()
     )
 }
@@ -318,7 +321,7 @@ mod tests {
                 "Mbit/s",
                 "261.46",
                 "261.46",
-                "calibrated",
+                "cal+0.00%",
                 "266.30",
                 "266.69",
                 "+0.15%",

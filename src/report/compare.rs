@@ -113,6 +113,7 @@ fn value_cell(value: Option<f64>) -> String {
 fn gain_cell(gain: Option<Option<f64>>) -> String {
     match gain {
         None => String::new(),
+        Some(Some(g)) if g.abs() < 0.005 => format!("({:>7.2}%)", 0.0),
         Some(Some(g)) => format!("({g:>7.2}%)"),
         Some(None) => "(    n/a)".to_string(),
     }

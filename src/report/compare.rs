@@ -106,7 +106,7 @@ pub fn format_metric_comparison(before: &[Metric], after: &[Metric], labels: [&s
 }
 
 fn value_cell(value: Option<f64>) -> String {
-    value.map_or("-".to_string(), |v| format!("{v:.2}"))
+    value.map_or("-".to_string(), crate::report::units::format_metric)
 }
 
 /// mmtests' `(   1.85%)`; empty when there is no value to gain on.

@@ -119,7 +119,7 @@ pub fn format_metrics(metrics: &[Metric]) -> String {
     for m in metrics {
         table.row(vec![
             m.name.clone(),
-            format!("{:.2}", m.value),
+            crate::report::units::format_metric(m.value),
             m.unit.to_string(),
         ]);
     }

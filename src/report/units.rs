@@ -49,6 +49,17 @@ pub fn format_bytes(bytes: u64) -> String {
     "0 B".to_string()
 }
 
+/// A metric's value for a table: two decimals, or four for values below 1
+/// (a rate such as 0.0323 zone->lock acquisitions per allocation would
+/// otherwise print as 0.03).
+pub fn format_metric(value: f64) -> String {
+    if value != 0.0 && value.abs() < 1.0 {
+        format!("{value:.4}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,16 +108,5 @@ mod tests {
         assert_eq!(format_bytes(64 << 30), "64 GiB");
         assert_eq!(format_bytes(3 << 29), "1.50 GiB");
         assert_eq!(format_bytes(2 << 40), "2 TiB");
-    }
-}
-
-/// A metric's value for a table: two decimals, or four for values below 1
-/// (a rate such as 0.0323 zone->lock acquisitions per allocation would
-/// otherwise print as 0.03).
-pub fn format_metric(value: f64) -> String {
-    if value != 0.0 && value.abs() < 1.0 {
-        format!("{value:.4}")
-    } else {
-        format!("{value:.2}")
     }
 }

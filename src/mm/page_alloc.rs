@@ -333,11 +333,7 @@ impl PageAllocator {
         ctx.count(Event::Pgfree, order.nr_pages());
         let cost = ctx.machine().costs.free_pages_entry.cycles();
         let mt = zone.map.pageblock_migratetype(idx);
-        let to_pcp = if pcp_high_order {
-            pcp_allowed_order(order)
-        } else {
-            order.0 == 0
-        };
+        let to_pcp = uses_pcp(order, pcp_high_order);
         // free_pages_prepare writes the struct page: a transfer if another
         // CPU (the allocator, say) wrote it last.
         if to_pcp {
@@ -385,6 +381,27 @@ impl PageAllocator {
     pub fn metadata_host_bytes(&self) -> usize {
         self.zones.iter().map(|z| z.map.host_bytes()).sum()
     }
+}
+
+/// Whether blocks of `order` go through the per-CPU lists: order 0 only
+/// before the change, orders 0..=3 and THP after.
+fn uses_pcp(order: Order, pcp_high_order: bool) -> bool {
+    if pcp_high_order {
+        pcp_allowed_order(order)
+    } else {
+        order.0 == 0
+    }
+}
+
+/// Counts a zone->lock acquisition on the allocation path, by order class.
+fn count_alloc_lock(ctx: &mut Ctx, order: Order) {
+    let event = order_event(
+        order,
+        Event::ZoneLockAllocOrder0,
+        Event::ZoneLockAllocOrder1To3,
+        Event::ZoneLockAllocThp,
+    );
+    ctx.count(event, 1);
 }
 
 fn order_event(order: Order, zero: Event, low: Event, thp: Event) -> Event {
@@ -575,24 +592,12 @@ impl Zone {
         mt: MigrateType,
         pcp_high_order: bool,
     ) -> Option<u32> {
-        let via_pcp = if pcp_high_order {
-            pcp_allowed_order(order)
-        } else {
-            order.0 == 0
-        };
+        let via_pcp = uses_pcp(order, pcp_high_order);
         if via_pcp {
             return self.rmqueue_pcplist(ctx, order, mt);
         }
         self.lock_zone(ctx, LockKind::Irqsave);
-        ctx.count(
-            order_event(
-                order,
-                Event::ZoneLockAllocOrder0,
-                Event::ZoneLockAllocOrder1To3,
-                Event::ZoneLockAllocThp,
-            ),
-            1,
-        );
+        count_alloc_lock(ctx, order);
         let page = self.rmqueue_one(ctx, order, mt, Symbol::GetPageFromFreelist);
         if page.is_some() {
             self.nr_free_pages -= order.nr_pages();
@@ -637,15 +642,7 @@ impl Zone {
             } else {
                 batch
             };
-            ctx.count(
-                order_event(
-                    order,
-                    Event::ZoneLockAllocOrder0,
-                    Event::ZoneLockAllocOrder1To3,
-                    Event::ZoneLockAllocThp,
-                ),
-                1,
-            );
+            count_alloc_lock(ctx, order);
             ctx.count(Event::PcpAllocRefill, 1);
             let alloced = self.rmqueue_bulk(ctx, order, count, mt, pindex);
             self.pcp[cpu].count += alloced << order.0;

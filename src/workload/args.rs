@@ -89,3 +89,13 @@ impl<'a> Args<'a> {
         ))
     }
 }
+
+/// The one-line error a workload's parser gives for `args` (for tests).
+#[cfg(test)]
+pub fn usage_error(parse: super::ParseFn, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    match parse(&args) {
+        Ok(_) => panic!("{args:?} parsed without an error"),
+        Err(e) => e.0,
+    }
+}

@@ -415,12 +415,7 @@ mod tests {
 
     #[test]
     fn bad_flags_are_one_line_errors() {
-        let err = |args: &[&str]| {
-            parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .err()
-                .unwrap()
-                .0
-        };
+        let err = |args: &[&str]| super::super::args::usage_error(parse, args);
         assert_eq!(
             err(&["-m", "100Q"]),
             "netperf-udp: -m: invalid size '100Q': unknown suffix (use k, m, g or t)"

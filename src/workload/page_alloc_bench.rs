@@ -451,12 +451,7 @@ mod tests {
 
     #[test]
     fn flags_are_checked() {
-        let err = |args: &[&str]| {
-            parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .err()
-                .unwrap()
-                .0
-        };
+        let err = |args: &[&str]| super::super::args::usage_error(parse, args);
         assert_eq!(
             err(&["-o", "11"]),
             "page-alloc-bench: -o: 11 is outside 0..=10"

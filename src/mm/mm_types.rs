@@ -1,0 +1,122 @@
+//! The types of an address space (`include/linux/mm_types.h`): virtual
+//! addresses, VMAs and their flags, and the error numbers system calls
+//! return.
+
+use std::fmt;
+
+use super::mmzone::PAGE_SIZE;
+
+/// A user virtual address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Vaddr(pub u64);
+
+impl Vaddr {
+    pub fn page_aligned(self) -> bool {
+        self.0.is_multiple_of(PAGE_SIZE)
+    }
+}
+
+impl fmt::Display for Vaddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// x86_64's `TASK_SIZE_MAX` with 4-level page tables: 128 TiB less a page.
+pub const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
+/// `mmap_min_addr`'s usual value.
+pub const MMAP_MIN_ADDR: u64 = 65536;
+/// The size of a PMD mapping: 2 MiB.
+pub const HPAGE_PMD_SIZE: u64 = 2 << 20;
+
+/// The error numbers the simulated system calls return, as Linux does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Errno {
+    /// Bad argument: zero length, misaligned address, unknown advice.
+    EINVAL,
+    /// No room for the mapping, or the range is not (wholly) mapped.
+    ENOMEM,
+    /// The access is not allowed by the VMA's protection.
+    EACCES,
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            Errno::EINVAL => "EINVAL (invalid argument)",
+            Errno::ENOMEM => "ENOMEM (cannot allocate memory)",
+            Errno::EACCES => "EACCES (permission denied)",
+        };
+        f.write_str(text)
+    }
+}
+
+impl std::error::Error for Errno {}
+
+/// `vm_flags`: the bits mmsim uses, with Linux's values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct VmFlags(pub u64);
+
+impl VmFlags {
+    pub const READ: VmFlags = VmFlags(0x1);
+    pub const WRITE: VmFlags = VmFlags(0x2);
+    pub const EXEC: VmFlags = VmFlags(0x4);
+    /// `MADV_HUGEPAGE` was given.
+    pub const HUGEPAGE: VmFlags = VmFlags(0x2000_0000);
+    /// `MADV_NOHUGEPAGE` was given.
+    pub const NOHUGEPAGE: VmFlags = VmFlags(0x4000_0000);
+
+    /// The protection bits (`PROT_*` map onto `VM_READ|VM_WRITE|VM_EXEC`).
+    pub const PROT_MASK: VmFlags = VmFlags(0x7);
+
+    pub fn contains(self, other: VmFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn union(self, other: VmFlags) -> VmFlags {
+        VmFlags(self.0 | other.0)
+    }
+
+    pub fn without(self, other: VmFlags) -> VmFlags {
+        VmFlags(self.0 & !other.0)
+    }
+}
+
+/// `PROT_*` bits as mmap and mprotect take them.
+pub const PROT_READ: u32 = 0x1;
+pub const PROT_WRITE: u32 = 0x2;
+pub const PROT_EXEC: u32 = 0x4;
+
+/// The `madvise` advice mmsim models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    /// `MADV_DONTNEED`: drop the range's pages; the next touch faults in zeros.
+    DontNeed,
+    /// `MADV_HUGEPAGE`.
+    HugePage,
+    /// `MADV_NOHUGEPAGE`.
+    NoHugePage,
+}
+
+/// One virtual memory area: a private anonymous mapping (or a private
+/// mapping of `/dev/zero`, which Linux treats the same) of `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub flags: VmFlags,
+}
+
+impl Vma {
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+}

@@ -113,4 +113,18 @@ costs! {
     udp_send_path: Latency, "per datagram on the sending CPU: udp_sendmsg, IP output, loopback xmit and the softirq receive up to the socket queue, excluding allocation and copies";
     udp_recv_path: Latency, "per datagram on the receiving CPU: udp_recvmsg and the skb release, excluding the copy and frees";
     copy_user_bandwidth: Bandwidth, "copy_user_enhanced_fast_string (rep movsb) between user and kernel buffers, cache-warm";
+    // Address spaces and page faults.
+    page_fault_entry_exit: Latency, "a user page fault's exception entry, do_page_fault's checks and the return to user space, excluding handle_mm_fault";
+    find_vma_node: Latency, "visiting one node of the VMA red-black tree in find_vma";
+    pgtable_level: Latency, "reading or writing one page-table entry during a walk (one level)";
+    anon_fault_path: Latency, "handle_mm_fault's bookkeeping for an anonymous fault outside allocation, clearing and locks: anon_vma, rmap, LRU and counters";
+    huge_pmd_install: Latency, "installing a huge PMD (set_pmd_at, the deposit, counters), excluding allocation and clearing";
+    clear_page_bandwidth: Bandwidth, "clear_page_erms: zeroing a 4 KiB page (rep stosb)";
+    clear_huge_page_bandwidth: Bandwidth, "clear_huge_page: zeroing a 2 MiB THP subpage by subpage, inside a fault";
+    copy_page_bandwidth: Bandwidth, "copy_page / copy_user_huge_page: copying a page for copy-on-write";
+    user_access: Latency, "a user load or store to a mapped page that misses the caches";
+    tlb_flush_local: Latency, "flushing this CPU's TLB for a range or an mm (flush_tlb_func: INVLPG or a CR3 write)";
+    zap_pte: Latency, "zap_pte_range's work per present PTE (or huge PMD), excluding freeing the page";
+    copy_pte: Latency, "copy_pte_range's work per present PTE (or huge PMD) at fork";
+    fork_process: Latency, "fork of a small process outside its page tables: copy_process, dup_mm of a few VMAs, wake_up_new_task";
 }

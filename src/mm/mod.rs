@@ -1,11 +1,13 @@
 //! The kernel model. File names follow `linux/mm`: a kernel developer looking
 //! for `free_pcppages_bulk` finds it in `page_alloc.rs`.
 
+pub mod contents;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
 pub mod page_alloc;
 pub mod pagemap;
+pub mod pgtable;
 pub mod slab;
 
 pub use mmzone::{

@@ -1,0 +1,180 @@
+//! Four-level page tables (`arch/x86/include/asm/pgtable*.h`,
+//! `mm/pgtable-generic.c`), each table one page from the page allocator.
+//!
+//! An entry is an enum of its states rather than bits: a pointer to the next
+//! level, a 4 KiB page, the shared 4 KiB zero page, the huge zero page, or a
+//! THP; a huge PMD carries the page-table page deposited with it
+//! (`pgtable_trans_huge_deposit`), so that splitting it never needs memory.
+//! The tables themselves live in an arena here; the physical page backing
+//! each table is allocated and freed by the caller, which charges for it.
+
+use super::mmzone::Pfn;
+
+pub const PTRS_PER_TABLE: usize = 512;
+pub const PAGE_SHIFT: u32 = 12;
+pub const PMD_SHIFT: u32 = 21;
+pub const PUD_SHIFT: u32 = 30;
+pub const PGDIR_SHIFT: u32 = 39;
+
+/// Which level a table is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Pgd,
+    Pud,
+    Pmd,
+    Pte,
+}
+
+impl Level {
+    /// The address bits that index a table of this level.
+    pub fn shift(self) -> u32 {
+        match self {
+            Level::Pgd => PGDIR_SHIFT,
+            Level::Pud => PUD_SHIFT,
+            Level::Pmd => PMD_SHIFT,
+            Level::Pte => PAGE_SHIFT,
+        }
+    }
+
+    pub fn index(self, addr: u64) -> usize {
+        ((addr >> self.shift()) & (PTRS_PER_TABLE as u64 - 1)) as usize
+    }
+
+    pub fn next(self) -> Option<Level> {
+        match self {
+            Level::Pgd => Some(Level::Pud),
+            Level::Pud => Some(Level::Pmd),
+            Level::Pmd => Some(Level::Pte),
+            Level::Pte => None,
+        }
+    }
+}
+
+/// A table in the arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TableId(pub u32);
+
+/// One entry of a table at any level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `pte_none` / `pmd_none`: nothing mapped.
+    None,
+    /// Points at the next level's table.
+    Table(TableId),
+    /// A PTE mapping an anonymous 4 KiB page.
+    Page { pfn: Pfn, write: bool },
+    /// A PTE mapping the shared 4 KiB zero page (special, read-only).
+    ZeroPage,
+    /// A PMD mapping the huge zero page (read-only), with its deposit.
+    HugeZero { deposit: Pfn },
+    /// A PMD mapping a THP, with its deposit.
+    Huge { pfn: Pfn, write: bool, deposit: Pfn },
+}
+
+impl Entry {
+    pub fn is_none(self) -> bool {
+        self == Entry::None
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub level: Level,
+    /// The page backing this table.
+    pub pfn: Pfn,
+    pub entries: Box<[Entry; PTRS_PER_TABLE]>,
+    /// Entries that are not None.
+    pub used: u16,
+}
+
+/// Every page table of every process.
+#[derive(Debug, Default)]
+pub struct PageTables {
+    tables: Vec<Option<Table>>,
+    free_ids: Vec<TableId>,
+    live: usize,
+}
+
+impl PageTables {
+    pub fn new() -> PageTables {
+        PageTables::default()
+    }
+
+    /// Tables in use, for accounting checks.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Records a new empty table backed by `pfn`.
+    pub fn create(&mut self, level: Level, pfn: Pfn) -> TableId {
+        let table = Table { level, pfn, entries: Box::new([Entry::None; PTRS_PER_TABLE]), used: 0 };
+        self.live += 1;
+        match self.free_ids.pop() {
+            Some(id) => {
+                self.tables[id.0 as usize] = Some(table);
+                id
+            }
+            None => {
+                self.tables.push(Some(table));
+                TableId(self.tables.len() as u32 - 1)
+            }
+        }
+    }
+
+    /// Forgets an empty table; returns the page that backed it, for the
+    /// caller to free.
+    pub fn destroy(&mut self, id: TableId) -> Pfn {
+        let table = self.tables[id.0 as usize].take().expect("live table");
+        assert_eq!(table.used, 0, "freeing a {:?} table with {} entries in use", table.level, table.used);
+        self.free_ids.push(id);
+        self.live -= 1;
+        table.pfn
+    }
+
+    pub fn table(&self, id: TableId) -> &Table {
+        self.tables[id.0 as usize].as_ref().expect("live table")
+    }
+
+    pub fn get(&self, id: TableId, index: usize) -> Entry {
+        self.table(id).entries[index]
+    }
+
+    /// Sets an entry, keeping the count of used entries.
+    pub fn set(&mut self, id: TableId, index: usize, entry: Entry) {
+        let table = self.tables[id.0 as usize].as_mut().expect("live table");
+        let old = std::mem::replace(&mut table.entries[index], entry);
+        match (old.is_none(), entry.is_none()) {
+            (true, false) => table.used += 1,
+            (false, true) => table.used -= 1,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_of_an_address() {
+        let addr = (3u64 << PGDIR_SHIFT) | (5 << PUD_SHIFT) | (7 << PMD_SHIFT) | (9 << PAGE_SHIFT) | 0x123;
+        assert_eq!(Level::Pgd.index(addr), 3);
+        assert_eq!(Level::Pud.index(addr), 5);
+        assert_eq!(Level::Pmd.index(addr), 7);
+        assert_eq!(Level::Pte.index(addr), 9);
+    }
+
+    #[test]
+    fn used_entries_are_counted_and_ids_reused() {
+        let mut pt = PageTables::new();
+        let a = pt.create(Level::Pte, Pfn(10));
+        pt.set(a, 0, Entry::ZeroPage);
+        pt.set(a, 0, Entry::Page { pfn: Pfn(11), write: true });
+        assert_eq!(pt.table(a).used, 1);
+        pt.set(a, 0, Entry::None);
+        assert_eq!(pt.destroy(a), Pfn(10));
+        let b = pt.create(Level::Pmd, Pfn(12));
+        assert_eq!(a, b);
+        assert_eq!(pt.live(), 1);
+    }
+}

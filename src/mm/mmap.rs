@@ -658,3 +658,625 @@ fn check_vma(vma: &Vma) {
         "VMA {vma} is both hugepage and nohugepage"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::mm_types::HPAGE_PMD_SIZE;
+
+    const P: u64 = PAGE_SIZE;
+    /// Page aligned and deliberately not 2 MiB aligned.
+    const BASE: u64 = 0x7f12_3456_7000;
+    const RW: u32 = PROT_READ | PROT_WRITE;
+    const RO: u32 = PROT_READ;
+
+    fn vma(start: u64, end: u64, prot: u32) -> Vma {
+        Vma {
+            start,
+            end,
+            flags: calc_vm_prot_bits(prot),
+        }
+    }
+
+    fn with(vma: Vma, extra: VmFlags) -> Vma {
+        Vma {
+            flags: vma.flags.union(extra),
+            ..vma
+        }
+    }
+
+    /// The VMAs, after checking the tree's invariants.
+    fn layout(tree: &VmaTree) -> Vec<Vma> {
+        tree.check();
+        tree.iter().copied().collect()
+    }
+
+    /// `nr_vmas` adjacent two-page VMAs below `BASE`, read-write at the top,
+    /// then alternating with read-only so that none merge: built by `mmap`.
+    fn alternating(nr_vmas: u64) -> VmaTree {
+        let mut tree = VmaTree::new(BASE);
+        for i in 0..nr_vmas {
+            let prot = if i % 2 == 0 { RW } else { RO };
+            assert_eq!(tree.mmap(2 * P, prot), Ok(BASE - 2 * P * (i + 1)));
+        }
+        tree
+    }
+
+    #[test]
+    fn mmap_places_top_down_each_mapping_directly_below_the_last() {
+        let mut tree = VmaTree::new(BASE);
+        let a = tree.mmap(3 * P + 1, RW).unwrap();
+        assert_eq!(a, BASE - 4 * P, "the length rounds up to 4 pages");
+        let b = tree.mmap(HPAGE_PMD_SIZE, RO).unwrap();
+        assert_eq!(b, a - HPAGE_PMD_SIZE);
+        assert_ne!(b % HPAGE_PMD_SIZE, 0, "anonymous mmap is not THP aligned");
+        let c = tree.mmap(P, PROT_READ | PROT_EXEC).unwrap();
+        assert_eq!(c, b - P);
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(c, b, PROT_READ | PROT_EXEC),
+                vma(b, a, RO),
+                vma(a, BASE, RW)
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 0, "insertions do not invalidate");
+    }
+
+    #[test]
+    fn mmap_merges_with_a_neighbour_of_equal_flags() {
+        let mut tree = VmaTree::new(BASE);
+        assert_eq!(tree.mmap(P, RW), Ok(BASE - P));
+        assert_eq!(tree.mmap(2 * P, RW), Ok(BASE - 3 * P));
+        assert_eq!(layout(&tree), [vma(BASE - 3 * P, BASE, RW)]);
+        assert_eq!(tree.vmacache_seqnum(), 0, "growing a VMA unlinks nothing");
+    }
+
+    #[test]
+    fn mmap_filling_the_gap_between_two_equal_vmas_merges_all_three() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(P, RW).unwrap();
+        tree.mmap(P, RO).unwrap();
+        tree.mmap(P, RW).unwrap();
+        assert_eq!(
+            tree.munmap(BASE - 2 * P, P),
+            Ok(vec![vma(BASE - 2 * P, BASE - P, RO)])
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1);
+        assert_eq!(
+            tree.mmap(P, RW),
+            Ok(BASE - 2 * P),
+            "the highest gap that fits"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 3 * P, BASE, RW)]);
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            2,
+            "the VMA above was unlinked into the one below"
+        );
+    }
+
+    #[test]
+    fn mmap_takes_the_highest_gap_that_fits() {
+        let mut tree = alternating(3);
+        // Unmapping the middle VMA leaves a two-page gap below BASE - 2P.
+        tree.munmap(BASE - 4 * P, 2 * P).unwrap();
+        assert_eq!(
+            tree.mmap(3 * P, RO),
+            Ok(BASE - 9 * P),
+            "too big for the gap: below all"
+        );
+        assert_eq!(tree.mmap(P, RO), Ok(BASE - 3 * P), "the top of the gap");
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 9 * P, BASE - 6 * P, RO),
+                vma(BASE - 6 * P, BASE - 4 * P, RW),
+                vma(BASE - 3 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE, RW),
+            ]
+        );
+    }
+
+    #[test]
+    fn mmap_fixed_replaces_what_was_there() {
+        let mut tree = alternating(2);
+        let unmapped = tree.mmap_fixed(BASE - 3 * P, 2 * P, PROT_EXEC).unwrap();
+        assert_eq!(
+            unmapped,
+            [
+                vma(BASE - 3 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE - P, RW)
+            ]
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 4 * P, BASE - 3 * P, RO),
+                vma(BASE - 3 * P, BASE - P, PROT_EXEC),
+                vma(BASE - P, BASE, RW),
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1);
+        // Mapping over free space unmaps nothing and invalidates nothing.
+        assert_eq!(tree.mmap_fixed(BASE - 6 * P, P, RW), Ok(vec![]));
+        assert_eq!(tree.vmacache_seqnum(), 1);
+    }
+
+    #[test]
+    fn munmap_splits_one_vma_into_two() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(8 * P, RW).unwrap();
+        let unmapped = tree.munmap(BASE - 6 * P, 2 * P + 1).unwrap();
+        assert_eq!(
+            unmapped,
+            [vma(BASE - 6 * P, BASE - 3 * P, RW)],
+            "len rounds up"
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 6 * P, RW),
+                vma(BASE - 3 * P, BASE, RW)
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1);
+    }
+
+    #[test]
+    fn munmap_across_vmas_trims_both_ends_and_invalidates_once() {
+        let mut tree = alternating(3);
+        let unmapped = tree.munmap(BASE - 5 * P, 4 * P).unwrap();
+        assert_eq!(
+            unmapped,
+            [
+                vma(BASE - 5 * P, BASE - 4 * P, RW),
+                vma(BASE - 4 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE - P, RW),
+            ]
+        );
+        assert_eq!(
+            layout(&tree),
+            [vma(BASE - 6 * P, BASE - 5 * P, RW), vma(BASE - P, BASE, RW)]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1, "one detach for the whole call");
+    }
+
+    #[test]
+    fn munmap_of_a_hole_succeeds_and_changes_nothing() {
+        let mut tree = alternating(1);
+        assert_eq!(tree.munmap(BASE - 10 * P, 4 * P), Ok(vec![]));
+        assert_eq!(
+            tree.munmap(MMAP_MIN_ADDR - P, P),
+            Ok(vec![]),
+            "munmap ignores mmap_min_addr"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(tree.vmacache_seqnum(), 0);
+    }
+
+    #[test]
+    fn mprotect_of_the_middle_makes_three_vmas_and_back_makes_one() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(6 * P, RW).unwrap();
+        assert_eq!(tree.mprotect(BASE - 4 * P, 2 * P, RO), Ok(()));
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 6 * P, BASE - 4 * P, RW),
+                vma(BASE - 4 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE, RW),
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 0, "splits unlink nothing");
+        assert_eq!(tree.mprotect(BASE - 4 * P, 2 * P - 5, RW), Ok(()));
+        assert_eq!(layout(&tree), [vma(BASE - 6 * P, BASE, RW)]);
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            2,
+            "the middle and the top VMA were unlinked"
+        );
+    }
+
+    #[test]
+    fn mprotect_moves_the_boundary_between_two_vmas_without_unlinking() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(4 * P, RW).unwrap();
+        tree.mmap(4 * P, RO).unwrap();
+        // The top of the read-only VMA joins the read-write one (case 4).
+        tree.mprotect(BASE - 6 * P, 2 * P, RW).unwrap();
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 6 * P, RO),
+                vma(BASE - 6 * P, BASE, RW)
+            ]
+        );
+        // The bottom of the read-write VMA joins the read-only one (case 5).
+        tree.mprotect(BASE - 6 * P, 3 * P, RO).unwrap();
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 3 * P, RO),
+                vma(BASE - 3 * P, BASE, RW)
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 0);
+        // All of the read-only VMA joins the read-write one (case 8).
+        tree.mprotect(BASE - 8 * P, 5 * P, RW).unwrap();
+        assert_eq!(layout(&tree), [vma(BASE - 8 * P, BASE, RW)]);
+        assert_eq!(tree.vmacache_seqnum(), 1);
+    }
+
+    #[test]
+    fn mprotect_changes_the_vmas_before_a_hole_then_fails() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(5 * P, RW).unwrap();
+        tree.munmap(BASE - 3 * P, P).unwrap();
+        assert_eq!(tree.mprotect(BASE - 5 * P, 5 * P, RO), Err(Errno::ENOMEM));
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 5 * P, BASE - 3 * P, RO),
+                vma(BASE - 2 * P, BASE, RW)
+            ],
+            "the VMA below the hole changed, the one above did not"
+        );
+        // A range that starts in a hole changes nothing.
+        assert_eq!(tree.mprotect(BASE - 3 * P, 3 * P, RO), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.mprotect(BASE, P, RO),
+            Err(Errno::ENOMEM),
+            "above every VMA"
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 5 * P, BASE - 3 * P, RO),
+                vma(BASE - 2 * P, BASE, RW)
+            ]
+        );
+    }
+
+    #[test]
+    fn madvise_hugepage_on_part_of_a_vma_splits_it() {
+        let mut tree = VmaTree::new(BASE);
+        let a = tree.mmap(2 * HPAGE_PMD_SIZE, RW).unwrap();
+        let (lo, hi) = (a + HPAGE_PMD_SIZE / 2, a + 3 * HPAGE_PMD_SIZE / 2);
+        let outcome = tree.madvise(lo, HPAGE_PMD_SIZE, Advice::HugePage);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![],
+                result: Ok(())
+            }
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(a, lo, RW),
+                with(vma(lo, hi, RW), VmFlags::HUGEPAGE),
+                vma(hi, BASE, RW),
+            ]
+        );
+        // NOHUGEPAGE over the whole mapping clears HUGEPAGE and merges all.
+        let outcome = tree.madvise(a, 2 * HPAGE_PMD_SIZE, Advice::NoHugePage);
+        assert_eq!(outcome.result, Ok(()));
+        assert_eq!(layout(&tree), [with(vma(a, BASE, RW), VmFlags::NOHUGEPAGE)]);
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            2,
+            "the middle and top VMAs merged away"
+        );
+    }
+
+    #[test]
+    fn madvise_advises_the_mapped_parts_around_a_hole_then_fails() {
+        let mut tree = alternating(2);
+        tree.munmap(BASE - 3 * P, 2 * P).unwrap();
+        let outcome = tree.madvise(BASE - 4 * P, 4 * P, Advice::HugePage);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![],
+                result: Err(Errno::ENOMEM)
+            }
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                with(vma(BASE - 4 * P, BASE - 3 * P, RO), VmFlags::HUGEPAGE),
+                with(vma(BASE - P, BASE, RW), VmFlags::HUGEPAGE),
+            ]
+        );
+    }
+
+    #[test]
+    fn madvise_dontneed_returns_the_mapped_parts_and_changes_no_vma() {
+        let mut tree = alternating(2);
+        tree.munmap(BASE - 3 * P, P).unwrap();
+        let before = layout(&tree);
+        let seqnum = tree.vmacache_seqnum();
+        let outcome = tree.madvise(BASE - 4 * P, 3 * P, Advice::DontNeed);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![
+                    vma(BASE - 4 * P, BASE - 3 * P, RO),
+                    vma(BASE - 2 * P, BASE - P, RW)
+                ],
+                result: Err(Errno::ENOMEM),
+            },
+            "the hole makes it fail, but the mapped parts are still zapped"
+        );
+        let outcome = tree.madvise(BASE - 2 * P, 2 * P, Advice::DontNeed);
+        assert_eq!(outcome.zap, [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(outcome.result, Ok(()));
+        let outcome = tree.madvise(BASE, 8 * P, Advice::DontNeed);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![],
+                result: Err(Errno::ENOMEM)
+            }
+        );
+        assert_eq!(layout(&tree), before);
+        assert_eq!(tree.vmacache_seqnum(), seqnum);
+    }
+
+    #[test]
+    fn mmap_errors() {
+        let mut tree = VmaTree::new(BASE);
+        assert_eq!(tree.mmap(0, RW), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mmap(u64::MAX, RW),
+            Err(Errno::ENOMEM),
+            "rounds past 2^64"
+        );
+        assert_eq!(tree.mmap(TASK_SIZE + 1, RW), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.mmap(BASE, RW),
+            Err(Errno::ENOMEM),
+            "no gap that big below mmap_base"
+        );
+        let mut small = VmaTree::new(MMAP_MIN_ADDR + 4 * P);
+        assert_eq!(small.mmap(4 * P, RW), Ok(MMAP_MIN_ADDR));
+        assert_eq!(small.mmap(P, RO), Err(Errno::ENOMEM), "full");
+        assert_eq!(
+            tree.mmap(P, 0xff),
+            Ok(BASE - P),
+            "unknown prot bits are ignored"
+        );
+        assert_eq!(
+            layout(&tree),
+            [vma(BASE - P, BASE, PROT_READ | PROT_WRITE | PROT_EXEC)]
+        );
+    }
+
+    #[test]
+    fn mmap_fixed_errors() {
+        let mut tree = VmaTree::new(BASE);
+        assert_eq!(tree.mmap_fixed(BASE, 0, RW), Err(Errno::EINVAL));
+        assert_eq!(tree.mmap_fixed(BASE + 1, P, RW), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mmap_fixed(MMAP_MIN_ADDR - P, P, RW),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            tree.mmap_fixed(TASK_SIZE - P, 2 * P, RW),
+            Err(Errno::ENOMEM)
+        );
+        assert_eq!(tree.mmap_fixed(TASK_SIZE, P, RW), Err(Errno::ENOMEM));
+        assert_eq!(tree.mmap_fixed(0, TASK_SIZE + 1, RW), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.mmap_fixed(TASK_SIZE - P, P, RW),
+            Ok(vec![]),
+            "the top page"
+        );
+        assert_eq!(
+            tree.mmap_fixed(MMAP_MIN_ADDR, P, RW),
+            Ok(vec![]),
+            "the bottom page"
+        );
+    }
+
+    #[test]
+    fn munmap_errors() {
+        let mut tree = alternating(1);
+        assert_eq!(tree.munmap(BASE - 2 * P + 1, P), Err(Errno::EINVAL));
+        assert_eq!(tree.munmap(BASE - 2 * P, 0), Err(Errno::EINVAL));
+        assert_eq!(tree.munmap(TASK_SIZE, P), Err(Errno::EINVAL));
+        assert_eq!(tree.munmap(TASK_SIZE + P, P), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.munmap(TASK_SIZE - P, P + 1),
+            Err(Errno::EINVAL),
+            "checked before rounding"
+        );
+        assert_eq!(tree.munmap(BASE - 2 * P, u64::MAX), Err(Errno::EINVAL));
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(
+            tree.munmap(0, TASK_SIZE),
+            Ok(vec![vma(BASE - 2 * P, BASE, RW)])
+        );
+    }
+
+    #[test]
+    fn mprotect_errors() {
+        let mut tree = alternating(1);
+        assert_eq!(tree.mprotect(BASE - P + 1, P, RO), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mprotect(BASE - P, 0, 0xff),
+            Ok(()),
+            "len 0 before the prot check"
+        );
+        assert_eq!(
+            tree.mprotect(BASE - P, u64::MAX, 0xff),
+            Err(Errno::ENOMEM),
+            "wraps"
+        );
+        assert_eq!(
+            tree.mprotect(u64::MAX - P + 1, P, RO),
+            Err(Errno::ENOMEM),
+            "wraps"
+        );
+        assert_eq!(tree.mprotect(BASE - P, P, 0x10), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mprotect(BASE - P, P, 0x0100_0000),
+            Err(Errno::EINVAL),
+            "PROT_GROWSDOWN"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(tree.mprotect(BASE - 2 * P, 2 * P, RO | PROT_SEM), Ok(()));
+        assert_eq!(
+            layout(&tree),
+            [vma(BASE - 2 * P, BASE, RO)],
+            "PROT_SEM is ignored"
+        );
+    }
+
+    #[test]
+    fn madvise_errors() {
+        let mut tree = alternating(1);
+        let einval = Madvised {
+            zap: vec![],
+            result: Err(Errno::EINVAL),
+        };
+        assert_eq!(tree.madvise(BASE - P + 1, P, Advice::DontNeed), einval);
+        assert_eq!(
+            tree.madvise(BASE - P, u64::MAX, Advice::DontNeed),
+            einval,
+            "rounds to 0"
+        );
+        assert_eq!(
+            tree.madvise(u64::MAX - P + 1, P, Advice::HugePage),
+            einval,
+            "wraps"
+        );
+        let nothing = Madvised {
+            zap: vec![],
+            result: Ok(()),
+        };
+        assert_eq!(
+            tree.madvise(BASE + P, 0, Advice::HugePage),
+            nothing,
+            "len 0, even unmapped"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+    }
+
+    #[test]
+    fn find_vma_reports_the_vma_and_the_search_depth() {
+        assert_eq!(
+            VmaTree::new(BASE).find_vma(BASE - P),
+            (None, 0),
+            "empty tree"
+        );
+        // Seven one-page VMAs with one-page gaps: vmas[i] = [low + 2iP, low + (2i + 1)P).
+        let mut tree = VmaTree::new(BASE);
+        let low = MMAP_MIN_ADDR;
+        for i in 0..7 {
+            tree.mmap_fixed(low + 2 * i * P, P, RW).unwrap();
+        }
+        let at = |i: u64| vma(low + 2 * i * P, low + (2 * i + 1) * P, RW);
+        assert_eq!(tree.find_vma(0), (Some(at(0)), 3), "below all");
+        assert_eq!(tree.find_vma(low + 6 * P + 5), (Some(at(3)), 1), "the root");
+        assert_eq!(
+            tree.find_vma(low + 10 * P),
+            (Some(at(5)), 2),
+            "inside, one level down"
+        );
+        assert_eq!(tree.find_vma(low), (Some(at(0)), 3), "inside a leaf");
+        assert_eq!(
+            tree.find_vma(low + 7 * P),
+            (Some(at(4)), 3),
+            "in a gap: the VMA above"
+        );
+        assert_eq!(tree.find_vma(low + 13 * P), (None, 3), "above all");
+    }
+
+    #[test]
+    fn vmacache_seqnum_counts_unlinks_not_insertions_or_splits() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(8 * P, RW).unwrap();
+        tree.mmap_fixed(MMAP_MIN_ADDR, P, RO).unwrap();
+        tree.mprotect(BASE - 6 * P, 2 * P, RO).unwrap();
+        tree.madvise(BASE - 8 * P, 2 * P, Advice::HugePage)
+            .result
+            .unwrap();
+        tree.madvise(BASE - 8 * P, 8 * P, Advice::DontNeed)
+            .result
+            .unwrap();
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            0,
+            "insertions, splits, in-place changes"
+        );
+        tree.munmap(BASE - P, P).unwrap();
+        assert_eq!(tree.vmacache_seqnum(), 1, "a VMA shrunk by munmap");
+        tree.munmap(MMAP_MIN_ADDR, BASE).unwrap();
+        assert_eq!(tree.vmacache_seqnum(), 2, "one munmap of every VMA");
+        assert!(tree.is_empty());
+    }
+
+    #[test]
+    fn max_map_count_bounds_the_vmas() {
+        let mut tree = VmaTree::new(BASE);
+        tree.set_max_map_count(3);
+        for i in 1..=4 {
+            // do_mmap checks map_count > max_map_count: the limit plus one fits.
+            assert_eq!(
+                tree.mmap(4 * P, if i % 2 == 0 { RW } else { RO }),
+                Ok(BASE - 4 * i * P)
+            );
+        }
+        assert_eq!(tree.len(), 4);
+        assert_eq!(tree.mmap(P, RW), Err(Errno::ENOMEM));
+        assert_eq!(tree.mmap_fixed(MMAP_MIN_ADDR, P, RW), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.munmap(BASE - 3 * P, P),
+            Err(Errno::ENOMEM),
+            "would punch a hole"
+        );
+        assert_eq!(
+            tree.mprotect(BASE - 3 * P, P, RW),
+            Err(Errno::ENOMEM),
+            "would split"
+        );
+        let outcome = tree.madvise(BASE - 3 * P, P, Advice::HugePage);
+        assert_eq!(outcome.result, Err(Errno::ENOMEM), "would split");
+        assert_eq!(tree.len(), 4);
+        // Trimming and whole-VMA changes add no VMA and go through.
+        assert_eq!(tree.munmap(BASE - P, P), Ok(vec![vma(BASE - P, BASE, RO)]));
+        assert_eq!(tree.mprotect(BASE - 8 * P, 4 * P, PROT_EXEC), Ok(()));
+        // With two VMAs, one split fits under the limit of three, two do not.
+        tree.munmap(BASE - 16 * P, 8 * P).unwrap();
+        assert_eq!(tree.len(), 2);
+        assert_eq!(
+            tree.mprotect(BASE - 3 * P, P, RW),
+            Err(Errno::ENOMEM),
+            "two splits"
+        );
+        assert_eq!(tree.mprotect(BASE - 2 * P, P, RW), Ok(()), "one split");
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 4 * P, PROT_EXEC),
+                vma(BASE - 4 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE - P, RW),
+            ]
+        );
+    }
+
+    #[test]
+    fn dup_mmap_copies_the_layout_and_starts_a_new_seqnum() {
+        let mut parent = alternating(3);
+        parent.munmap(BASE - 2 * P, P).unwrap();
+        let mut child = parent.dup_mmap();
+        assert_eq!(layout(&child), layout(&parent));
+        assert_eq!(child.mmap_base(), BASE);
+        assert_eq!(child.vmacache_seqnum(), 0);
+        child.munmap(BASE - 6 * P, 6 * P).unwrap();
+        assert!(child.is_empty());
+        assert_eq!(parent.len(), 3, "the parent keeps its VMAs");
+    }
+}

@@ -120,3 +120,33 @@ impl Vma {
         self.start <= addr && addr < self.end
     }
 }
+
+/// As a line of `/proc/PID/maps` shows it, with the THP advice after it:
+/// `0x7f0000000000-0x7f0000200000 rw- hugepage`.
+impl fmt::Display for Vma {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bit = |flag: VmFlags, letter: char| {
+            if self.flags.contains(flag) {
+                letter
+            } else {
+                '-'
+            }
+        };
+        write!(
+            f,
+            "{:#x}-{:#x} {}{}{}",
+            self.start,
+            self.end,
+            bit(VmFlags::READ, 'r'),
+            bit(VmFlags::WRITE, 'w'),
+            bit(VmFlags::EXEC, 'x')
+        )?;
+        if self.flags.contains(VmFlags::HUGEPAGE) {
+            f.write_str(" hugepage")?;
+        }
+        if self.flags.contains(VmFlags::NOHUGEPAGE) {
+            f.write_str(" nohugepage")?;
+        }
+        Ok(())
+    }
+}

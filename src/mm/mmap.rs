@@ -1,2 +1,1282 @@
 //! Address-space layout (`mm/mmap.c`, `mm/mprotect.c`, `mm/madvise.c`):
 //! the ordered set of VMAs and the system calls that change it.
+//!
+//! [`VmaTree`] is what `mm->mmap` and `mm->mm_rb` are in Linux 4.x-5.x: one
+//! process's VMAs in address order. It is a pure data structure: it touches
+//! no page tables and charges no time. The calls that take memory away return
+//! the ranges whose pages the caller must zap, and [`VmaTree::find_vma`]
+//! returns how deep its search went, for the caller to charge.
+//!
+//! Every mutating call expects the caller to hold `mmap_lock` for writing
+//! (`MADV_DONTNEED` and `find_vma` need it only for reading: they change no
+//! VMA).
+//!
+//! The system calls follow 4.x-5.x, including their odd corners:
+//! - `mmap` places top-down below `mmap_base` in the highest gap that fits
+//!   (`arch_get_unmapped_area_topdown`), with no 2 MiB alignment (anonymous
+//!   mappings were aligned only from 6.7).
+//! - Unmapping a hole is not an error. `munmap` refuses only the split that
+//!   would take the VMA count above `max_map_count`.
+//! - `mprotect` changes the VMAs up to the first hole in the range and then
+//!   returns ENOMEM; `madvise` advises every mapped part of the range and then
+//!   returns ENOMEM if there was a hole. Both are what Linux does.
+//! - `mprotect` checks the protection bits only after a zero length has
+//!   already returned 0, and accepts `PROT_SEM` (and ignores it); `mmap`
+//!   ignores unknown protection bits altogether.
+//!
+//! Where mmsim departs from Linux, and why:
+//! - Merging: Linux merges two adjacent anonymous VMAs with equal flags only
+//!   if their `anon_vma`s allow it (one of them has none yet, or they share
+//!   it). mmsim has no `anon_vma` yet, so it merges whenever two VMAs touch
+//!   and their flags are equal; the tree never holds two such neighbours.
+//! - A private mapping of `/dev/zero` is treated exactly as an anonymous one.
+//!   In Linux it keeps `vm_file` and the file offset as `vm_pgoff`, so it
+//!   merges only with mappings of the same open file at a continuing offset;
+//!   [`Vma`] records no file.
+//! - When no gap below `mmap_base` fits, x86 retries bottom-up from
+//!   `mmap_legacy_base` (a third of `TASK_SIZE`), which finds room between
+//!   `mmap_base` and the stack. mmsim has no stack VMA to bound that region
+//!   and returns ENOMEM instead.
+//! - The lowest address top-down placement uses is `mmap_min_addr` (as the
+//!   generic `arch_get_unmapped_area_topdown` does); x86 searches down to
+//!   `PAGE_SIZE` and would fail with EPERM below `mmap_min_addr`.
+//! - `mmap` at a fixed address below `mmap_min_addr` fails with EINVAL; Linux
+//!   returns EPERM (`cap_mmap_addr`), which [`Errno`] does not have.
+//! - A split refused at `max_map_count` in `mprotect` or `madvise` is refused
+//!   before the first of the (up to two) splits, where Linux may keep the
+//!   first; and `madvise` returns ENOMEM there, where Linux says EAGAIN.
+//! - `PROT_GROWSDOWN` and `PROT_GROWSUP` are unknown bits (EINVAL): no VMA
+//!   here grows, and Linux too returns EINVAL for them on such a VMA (ENOMEM
+//!   when no VMA lies at or above the start).
+
+use super::mm_types::{
+    Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFlags, Vma,
+};
+use super::mmzone::PAGE_SIZE;
+
+/// `DEFAULT_MAX_MAP_COUNT` (`USHRT_MAX - 5`), the default of
+/// `vm.max_map_count`. It is also what bounds the tree against bad input:
+/// no sequence of calls makes more than this many VMAs (plus one, see
+/// [`VmaTree::mmap`]).
+pub const DEFAULT_MAX_MAP_COUNT: usize = 65530;
+
+/// `PROT_SEM`: `mprotect` accepts it (`arch_validate_prot`) and ignores it.
+const PROT_SEM: u32 = 0x8;
+
+/// `PAGE_ALIGN`, or `None` where Linux's would wrap around to 0.
+fn page_align(len: u64) -> Option<u64> {
+    len.checked_add(PAGE_SIZE - 1)
+        .map(|len| len & !(PAGE_SIZE - 1))
+}
+
+/// `calc_vm_prot_bits`: read, write and exec; other bits are dropped.
+fn calc_vm_prot_bits(prot: u32) -> VmFlags {
+    let mut flags = VmFlags::default();
+    for (bit, flag) in [
+        (PROT_READ, VmFlags::READ),
+        (PROT_WRITE, VmFlags::WRITE),
+        (PROT_EXEC, VmFlags::EXEC),
+    ] {
+        if prot & bit != 0 {
+            flags = flags.union(flag);
+        }
+    }
+    flags
+}
+
+/// `[start, end)` of `vma` that lies inside `[start, end)`.
+fn clip(vma: &Vma, start: u64, end: u64) -> Vma {
+    Vma {
+        start: vma.start.max(start),
+        end: vma.end.min(end),
+        flags: vma.flags,
+    }
+}
+
+/// What `madvise` did. Linux advises every mapped part of the range before
+/// it reports a hole in it, so a call can both fail and leave the caller
+/// pages to zap.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Madvised {
+    /// For `MADV_DONTNEED`, the mapped parts of the range in address order:
+    /// the caller zaps their pages. Empty for the other advice.
+    pub zap: Vec<Vma>,
+    /// What the system call returns.
+    pub result: Result<(), Errno>,
+}
+
+/// One process's VMAs (`mm->mmap`, `mm->mm_rb`).
+///
+/// Linux keeps them in a red-black tree; mmsim keeps a sorted `Vec` and
+/// binary-searches it, which makes the depth charged for a lookup the depth
+/// of a perfectly balanced tree (see [`VmaTree::find_vma`]). Inserting or
+/// removing shifts the tail of the `Vec`, which at up to
+/// [`DEFAULT_MAX_MAP_COUNT`] entries costs the host little.
+#[derive(Debug)]
+pub struct VmaTree {
+    /// Sorted by address, disjoint, page aligned, non-empty, inside
+    /// `[MMAP_MIN_ADDR, TASK_SIZE)`, and no two neighbours that touch with
+    /// equal flags ([`VmaTree::check`]).
+    vmas: Vec<Vma>,
+    /// `mm->mmap_base`: top-down placement starts below it.
+    mmap_base: u64,
+    /// `sysctl_max_map_count`.
+    max_map_count: usize,
+    /// `mm->vmacache_seqnum`: bumped where Linux calls `vmacache_invalidate`.
+    vmacache_seqnum: u64,
+}
+
+impl VmaTree {
+    /// An empty address space whose mappings go below `mmap_base`.
+    pub fn new(mmap_base: u64) -> VmaTree {
+        assert!(
+            mmap_base.is_multiple_of(PAGE_SIZE),
+            "mmap_base {mmap_base:#x} is not page aligned"
+        );
+        assert!(
+            mmap_base >= MMAP_MIN_ADDR,
+            "mmap_base {mmap_base:#x} is below mmap_min_addr"
+        );
+        assert!(
+            mmap_base <= TASK_SIZE,
+            "mmap_base {mmap_base:#x} is above TASK_SIZE"
+        );
+        VmaTree {
+            vmas: Vec::new(),
+            mmap_base,
+            max_map_count: DEFAULT_MAX_MAP_COUNT,
+            vmacache_seqnum: 0,
+        }
+    }
+
+    /// Sets `vm.max_map_count` (tests use small values).
+    pub fn set_max_map_count(&mut self, max_map_count: usize) {
+        assert!(max_map_count > 0, "max_map_count must be positive");
+        self.max_map_count = max_map_count;
+    }
+
+    pub fn mmap_base(&self) -> u64 {
+        self.mmap_base
+    }
+
+    /// `mm->map_count`.
+    pub fn len(&self) -> usize {
+        self.vmas.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vmas.is_empty()
+    }
+
+    /// The VMAs in address order.
+    pub fn iter(&self) -> impl Iterator<Item = &Vma> {
+        self.vmas.iter()
+    }
+
+    /// `mm->vmacache_seqnum`: how many times the per-thread VMA caches would
+    /// have been invalidated. Linux invalidates when a VMA leaves the tree:
+    /// once per `munmap` (or `MAP_FIXED` replacement) that removes anything,
+    /// however many VMAs it removes (`detach_vmas_to_be_unmapped`), and once
+    /// per VMA that a merge swallows whole (`__vma_unlink_common`). Splits,
+    /// insertions, boundary moves between two VMAs (mprotect's merge cases 4
+    /// and 5) and flag changes in place do not count: Linux's cache holds
+    /// pointers and re-checks the range on a hit. A cache over this tree must
+    /// likewise remember where a VMA starts and re-read it, not keep a copy.
+    pub fn vmacache_seqnum(&self) -> u64 {
+        self.vmacache_seqnum
+    }
+
+    /// `find_vma`: the first VMA that ends above `addr` (it contains `addr`
+    /// or lies above it), and how many VMAs the search visited.
+    ///
+    /// Linux walks its red-black tree from the root and stops at a VMA that
+    /// contains `addr`; how deep that goes depends on the order the VMAs came
+    /// in (at most 2 log2(n + 1)). mmsim counts the same walk on the perfectly
+    /// balanced tree of the same VMAs: the probes of this binary search,
+    /// stopping early on a VMA that contains `addr`. That is at most
+    /// floor(log2 n) + 1, and 0 for an empty tree.
+    pub fn find_vma(&self, addr: u64) -> (Option<Vma>, u32) {
+        let (index, depth) = self.find_vma_index(addr);
+        (self.vmas.get(index).copied(), depth)
+    }
+
+    /// `find_vma` by index: `len()` when no VMA ends above `addr`.
+    fn find_vma_index(&self, addr: u64) -> (usize, u32) {
+        let (mut lo, mut hi) = (0, self.vmas.len());
+        let mut found = self.vmas.len();
+        let mut depth = 0;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            depth += 1;
+            let vma = &self.vmas[mid];
+            if vma.end > addr {
+                found = mid;
+                if vma.start <= addr {
+                    break;
+                }
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        (found, depth)
+    }
+
+    /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)` (or a
+    /// private mapping of `/dev/zero`): the address of the new mapping.
+    ///
+    /// EINVAL for a zero length; ENOMEM for a length that rounds past the end
+    /// of the address space or exceeds `TASK_SIZE`, for a full address space
+    /// (Linux checks `map_count > max_map_count`, so the count can reach the
+    /// limit plus one), and when no gap below `mmap_base` fits.
+    pub fn mmap(&mut self, len: u64, prot: u32) -> Result<u64, Errno> {
+        let len = self.mmap_checks(len)?;
+        let addr = self.unmapped_area_topdown(len).ok_or(Errno::ENOMEM)?;
+        self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot));
+        Ok(addr)
+    }
+
+    /// The same with `MAP_FIXED` at `addr`: whatever was mapped in the range
+    /// is unmapped first. Returns what was unmapped, in address order, for
+    /// the caller to zap.
+    ///
+    /// Besides `mmap`'s errors: ENOMEM if the range ends above `TASK_SIZE`,
+    /// EINVAL if `addr` is not page aligned or lies below `mmap_min_addr`
+    /// (Linux: EPERM), ENOMEM if the unmap would split a VMA at
+    /// `max_map_count`. Nothing has changed when it fails.
+    pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<Vec<Vma>, Errno> {
+        let len = self.mmap_checks(len)?;
+        // get_unmapped_area's checks of a MAP_FIXED address, in its order.
+        if addr > TASK_SIZE - len {
+            return Err(Errno::ENOMEM);
+        }
+        if !addr.is_multiple_of(PAGE_SIZE) || addr < MMAP_MIN_ADDR {
+            return Err(Errno::EINVAL);
+        }
+        let unmapped = self.do_munmap(addr, addr + len)?;
+        self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot));
+        Ok(unmapped)
+    }
+
+    /// `do_mmap`'s checks of the length and the VMA count, then
+    /// `get_unmapped_area`'s: the page-rounded length.
+    fn mmap_checks(&self, len: u64) -> Result<u64, Errno> {
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).ok_or(Errno::ENOMEM)?;
+        if self.vmas.len() > self.max_map_count || len > TASK_SIZE {
+            return Err(Errno::ENOMEM);
+        }
+        Ok(len)
+    }
+
+    /// `vm_unmapped_area` with `VM_UNMAPPED_AREA_TOPDOWN`, as x86's
+    /// `arch_get_unmapped_area_topdown` asks for an anonymous mapping: the
+    /// highest `len` bytes of free space between `mmap_min_addr` and
+    /// `mmap_base`, no alignment beyond the page. Walks the gaps from the top,
+    /// so it visits every VMA above the one it settles under (Linux's tree
+    /// keeps the largest gap of each subtree and skips to it; only the host
+    /// pays for the difference).
+    fn unmapped_area_topdown(&self, len: u64) -> Option<u64> {
+        let low_limit = MMAP_MIN_ADDR.max(PAGE_SIZE);
+        let high_limit = self.mmap_base;
+        if high_limit < low_limit.checked_add(len)? {
+            return None;
+        }
+        let below_base = self.vmas.partition_point(|vma| vma.start < high_limit);
+        let mut gap_end = high_limit;
+        for vma in self.vmas[..below_base].iter().rev() {
+            let gap_start = vma.end.max(low_limit);
+            if gap_end >= gap_start && gap_end - gap_start >= len {
+                return Some(gap_end - len);
+            }
+            gap_end = vma.start;
+            if gap_end < low_limit + len {
+                return None;
+            }
+        }
+        Some(gap_end - len)
+    }
+
+    /// What is left of `mmap_region` once `[start, end)` is free: grow a
+    /// neighbour with the same flags over it (`vma_merge`), or link a new VMA.
+    fn mmap_region(&mut self, start: u64, end: u64, flags: VmFlags) {
+        if self.vma_merge(start, end, flags) {
+            return;
+        }
+        let index = self.vmas.partition_point(|vma| vma.start < start);
+        if let Some(next) = self.vmas.get(index) {
+            assert!(
+                next.start >= end,
+                "new VMA {start:#x}-{end:#x} overlaps {next}"
+            );
+        }
+        self.vmas.insert(index, Vma { start, end, flags });
+    }
+}
+
+impl VmaTree {
+    /// `munmap(start, len)`: the removed parts of VMAs, in address order, for
+    /// the caller to zap. VMAs that straddle an end of the range are split.
+    ///
+    /// EINVAL if `start` is not page aligned, if the range leaves
+    /// `[0, TASK_SIZE)`, or for a zero length; ENOMEM if unmapping the middle
+    /// of a VMA would take the count above `max_map_count`. A range with
+    /// nothing mapped in it succeeds and returns nothing.
+    pub fn munmap(&mut self, start: u64, len: u64) -> Result<Vec<Vma>, Errno> {
+        // __do_munmap checks the length against TASK_SIZE before rounding it.
+        if !start.is_multiple_of(PAGE_SIZE) || start > TASK_SIZE || len > TASK_SIZE - start {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).expect("a length within TASK_SIZE cannot wrap");
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.do_munmap(start, start + len)
+    }
+
+    /// `__do_munmap` once its arguments are checked.
+    fn do_munmap(&mut self, start: u64, end: u64) -> Result<Vec<Vma>, Errno> {
+        let first = self.vmas.partition_point(|vma| vma.end <= start);
+        let last = self.vmas.partition_point(|vma| vma.start < end);
+        if first >= last {
+            return Ok(Vec::new());
+        }
+        let head = self.vmas[first];
+        let tail = self.vmas[last - 1];
+        // Only a hole punched in one VMA adds a VMA; Linux lets every other
+        // unmap through at the limit, since it frees memory.
+        let punches_hole = first + 1 == last && head.start < start && tail.end > end;
+        if punches_hole && self.vmas.len() >= self.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let unmapped = self.vmas[first..last]
+            .iter()
+            .map(|vma| clip(vma, start, end))
+            .collect();
+        let mut kept = Vec::with_capacity(2);
+        if head.start < start {
+            kept.push(Vma { end: start, ..head });
+        }
+        if tail.end > end {
+            kept.push(Vma { start: end, ..tail });
+        }
+        self.vmas.splice(first..last, kept);
+        // detach_vmas_to_be_unmapped invalidates once, however many VMAs go.
+        self.vmacache_seqnum += 1;
+        Ok(unmapped)
+    }
+
+    /// `mprotect(start, len, prot)`: sets the protection of every VMA in the
+    /// range, splitting VMAs at the ends of the range and merging neighbours
+    /// that end up with equal flags.
+    ///
+    /// EINVAL if `start` is not page aligned; then a zero length succeeds
+    /// (whatever `prot` is); ENOMEM if the range wraps around; EINVAL if
+    /// `prot` has bits other than `PROT_READ | PROT_WRITE | PROT_EXEC |
+    /// PROT_SEM`. ENOMEM if the range is not wholly mapped: as in Linux, the
+    /// VMAs before the first hole have been changed by then (none if the
+    /// range starts in a hole). ENOMEM also if a split would go above
+    /// `max_map_count`, with the VMAs before that one changed.
+    pub fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        if !start.is_multiple_of(PAGE_SIZE) {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let end = page_align(len)
+            .and_then(|len| start.checked_add(len))
+            .ok_or(Errno::ENOMEM)?;
+        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let prot_flags = calc_vm_prot_bits(prot);
+        let mut addr = start;
+        // Each pass moves past one VMA, so this ends within len() passes.
+        loop {
+            let (index, _) = self.find_vma_index(addr);
+            let vma = match self.vmas.get(index) {
+                Some(vma) if vma.start <= addr => *vma,
+                _ => return Err(Errno::ENOMEM),
+            };
+            let range_end = vma.end.min(end);
+            let flags = vma.flags.without(VmFlags::PROT_MASK).union(prot_flags);
+            self.vma_modify_flags(index, addr, range_end, flags)?;
+            if range_end == end {
+                return Ok(());
+            }
+            addr = range_end;
+        }
+    }
+
+    /// `madvise(start, len, advice)`. `MADV_HUGEPAGE` and `MADV_NOHUGEPAGE`
+    /// set one of `VM_HUGEPAGE` / `VM_NOHUGEPAGE` and clear the other, with
+    /// splits and merges as `mprotect`; `MADV_DONTNEED` changes no VMA and
+    /// returns the mapped parts of the range to zap.
+    ///
+    /// EINVAL if `start` is not page aligned or the range wraps around; a
+    /// zero length succeeds. Holes in the range are skipped: every mapped
+    /// part is advised and then the result is ENOMEM. A split refused at
+    /// `max_map_count` stops the walk with ENOMEM (Linux: EAGAIN).
+    pub fn madvise(&mut self, start: u64, len: u64, advice: Advice) -> Madvised {
+        let mut outcome = Madvised {
+            zap: Vec::new(),
+            result: Ok(()),
+        };
+        let end = match madvise_end(start, len) {
+            Ok(end) => end,
+            Err(errno) => {
+                outcome.result = Err(errno);
+                return outcome;
+            }
+        };
+        let mut addr = start;
+        let mut hole = false;
+        // Each pass moves past one VMA, so this ends within len() passes.
+        while addr < end {
+            let (index, _) = self.find_vma_index(addr);
+            let Some(vma) = self.vmas.get(index).copied() else {
+                hole = true;
+                break;
+            };
+            if vma.start > addr {
+                hole = true;
+                addr = vma.start.min(end);
+                continue;
+            }
+            let range_end = vma.end.min(end);
+            if let Err(errno) = self.madvise_vma(index, addr, range_end, advice, &mut outcome.zap) {
+                outcome.result = Err(errno);
+                return outcome;
+            }
+            addr = range_end;
+        }
+        if hole {
+            outcome.result = Err(Errno::ENOMEM);
+        }
+        outcome
+    }
+
+    /// `madvise_vma` for `[start, end)`, which lies inside the VMA at `index`.
+    fn madvise_vma(
+        &mut self,
+        index: usize,
+        start: u64,
+        end: u64,
+        advice: Advice,
+        zap: &mut Vec<Vma>,
+    ) -> Result<(), Errno> {
+        let flags = self.vmas[index].flags;
+        let new_flags = match advice {
+            Advice::DontNeed => {
+                zap.push(Vma { start, end, flags });
+                return Ok(());
+            }
+            Advice::HugePage => flags.without(VmFlags::NOHUGEPAGE).union(VmFlags::HUGEPAGE),
+            Advice::NoHugePage => flags.without(VmFlags::HUGEPAGE).union(VmFlags::NOHUGEPAGE),
+        };
+        self.vma_modify_flags(index, start, end, new_flags)
+    }
+}
+
+/// `madvise`'s checks of its arguments: the end of the range.
+fn madvise_end(start: u64, len: u64) -> Result<u64, Errno> {
+    if !start.is_multiple_of(PAGE_SIZE) {
+        return Err(Errno::EINVAL);
+    }
+    if len == 0 {
+        return Ok(start);
+    }
+    // Unlike mprotect, a length that rounds up to 0 or an end that wraps
+    // around is EINVAL here.
+    page_align(len)
+        .and_then(|len| start.checked_add(len))
+        .ok_or(Errno::EINVAL)
+}
+
+impl VmaTree {
+    /// What `mprotect_fixup` and `madvise_behavior` do to the VMAs: give
+    /// `[start, end)`, which lies inside the VMA at `index`, the flags
+    /// `flags`. Grow a neighbour with those flags over it if there is one
+    /// (`vma_merge`), else split off the parts of the VMA outside the range.
+    fn vma_modify_flags(
+        &mut self,
+        index: usize,
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+    ) -> Result<(), Errno> {
+        let vma = self.vmas[index];
+        assert!(
+            vma.start <= start && end <= vma.end,
+            "range {start:#x}-{end:#x} is not inside {vma}"
+        );
+        assert!(start < end, "empty range at {start:#x} in {vma}");
+        if vma.flags == flags {
+            return Ok(());
+        }
+        if self.vma_merge(start, end, flags) {
+            return Ok(());
+        }
+        // split_vma refuses at max_map_count, one split at a time; refusing
+        // before either keeps the tree merged (see the module documentation).
+        let nr_new = usize::from(vma.start < start) + usize::from(end < vma.end);
+        if nr_new > 0 && self.vmas.len() + nr_new > self.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let pieces = [
+            Vma { end: start, ..vma },
+            Vma { start, end, flags },
+            Vma { start: end, ..vma },
+        ];
+        self.vmas.splice(
+            index..=index,
+            pieces.into_iter().filter(|piece| !piece.is_empty()),
+        );
+        Ok(())
+    }
+
+    /// `vma_merge`: `[start, end)` is about to get `flags`, and is either
+    /// free or inside one VMA. If the VMA that ends at `start` or the one that
+    /// starts at `end` has these flags, grow it over the range (and over the
+    /// other one too if both have them) and return true.
+    ///
+    /// A VMA the merge covers whole is unlinked, which bumps
+    /// `vmacache_seqnum` (`__vma_unlink_common`); the VMA the range was cut
+    /// from, if the merge covers only part of it, keeps the rest (mprotect's
+    /// cases 4 and 5 move the boundary between two VMAs and unlink nothing).
+    fn vma_merge(&mut self, start: u64, end: u64, flags: VmFlags) -> bool {
+        let before = self.vmas.partition_point(|vma| vma.end < start);
+        let after = self.vmas.partition_point(|vma| vma.start < end);
+        let prev = Some(before).filter(|&i| {
+            self.vmas
+                .get(i)
+                .is_some_and(|vma| vma.end == start && vma.flags == flags)
+        });
+        let next = Some(after).filter(|&i| {
+            self.vmas
+                .get(i)
+                .is_some_and(|vma| vma.start == end && vma.flags == flags)
+        });
+        let Some(survivor) = prev.or(next) else {
+            return false;
+        };
+        let merged = Vma {
+            start: prev.map_or(start, |i| self.vmas[i].start),
+            end: next.map_or(end, |i| self.vmas[i].end),
+            flags,
+        };
+        let first = self.vmas.partition_point(|vma| vma.end <= merged.start);
+        let last = self.vmas.partition_point(|vma| vma.start < merged.end);
+        let mut pieces = Vec::with_capacity(3);
+        let mut nr_unlinked = 0;
+        for (index, vma) in (first..last).zip(&self.vmas[first..last]) {
+            if index == survivor {
+                pieces.push(merged);
+            } else if merged.start <= vma.start && vma.end <= merged.end {
+                nr_unlinked += 1;
+            } else if vma.start < merged.start {
+                pieces.push(Vma {
+                    end: merged.start,
+                    ..*vma
+                });
+            } else {
+                pieces.push(Vma {
+                    start: merged.end,
+                    ..*vma
+                });
+            }
+        }
+        self.vmas.splice(first..last, pieces);
+        self.vmacache_seqnum += nr_unlinked;
+        true
+    }
+
+    /// `dup_mmap` (fork): the child's address space, with a copy of every
+    /// VMA (mmsim has no `VM_DONTCOPY` or `VM_WIPEONFORK`), the same
+    /// `mmap_base` and `max_map_count`, and `vmacache_seqnum` at 0 as
+    /// `mm_init` sets it.
+    pub fn dup_mmap(&self) -> VmaTree {
+        VmaTree {
+            vmas: self.vmas.clone(),
+            mmap_base: self.mmap_base,
+            max_map_count: self.max_map_count,
+            vmacache_seqnum: 0,
+        }
+    }
+
+    /// Checks every invariant of the tree (`validate_mm`, and more), panicking
+    /// with the VMA that breaks one. Costs O(n): callers decide when.
+    pub fn check(&self) {
+        for vma in &self.vmas {
+            check_vma(vma);
+        }
+        for pair in self.vmas.windows(2) {
+            let (vma, next) = (&pair[0], &pair[1]);
+            assert!(
+                vma.end <= next.start,
+                "VMA {vma} overlaps or follows {next}"
+            );
+            assert!(
+                vma.end < next.start || vma.flags != next.flags,
+                "VMA {vma} and {next} touch with equal flags but were not merged"
+            );
+        }
+    }
+}
+
+/// The invariants of one VMA.
+fn check_vma(vma: &Vma) {
+    assert!(vma.start < vma.end, "empty VMA {vma}");
+    assert!(
+        vma.start.is_multiple_of(PAGE_SIZE),
+        "VMA {vma} starts off a page boundary"
+    );
+    assert!(
+        vma.end.is_multiple_of(PAGE_SIZE),
+        "VMA {vma} ends off a page boundary"
+    );
+    assert!(
+        vma.start >= MMAP_MIN_ADDR,
+        "VMA {vma} starts below mmap_min_addr"
+    );
+    assert!(vma.end <= TASK_SIZE, "VMA {vma} ends above TASK_SIZE");
+    let known = VmFlags::PROT_MASK
+        .union(VmFlags::HUGEPAGE)
+        .union(VmFlags::NOHUGEPAGE);
+    assert!(
+        known.contains(vma.flags),
+        "VMA {vma} has unknown flags {:#x}",
+        vma.flags.0
+    );
+    assert!(
+        !vma.flags
+            .contains(VmFlags::HUGEPAGE.union(VmFlags::NOHUGEPAGE)),
+        "VMA {vma} is both hugepage and nohugepage"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::mm_types::HPAGE_PMD_SIZE;
+
+    const P: u64 = PAGE_SIZE;
+    /// Page aligned and deliberately not 2 MiB aligned.
+    const BASE: u64 = 0x7f12_3456_7000;
+    const RW: u32 = PROT_READ | PROT_WRITE;
+    const RO: u32 = PROT_READ;
+
+    fn vma(start: u64, end: u64, prot: u32) -> Vma {
+        Vma {
+            start,
+            end,
+            flags: calc_vm_prot_bits(prot),
+        }
+    }
+
+    fn with(vma: Vma, extra: VmFlags) -> Vma {
+        Vma {
+            flags: vma.flags.union(extra),
+            ..vma
+        }
+    }
+
+    /// The VMAs, after checking the tree's invariants.
+    fn layout(tree: &VmaTree) -> Vec<Vma> {
+        tree.check();
+        tree.iter().copied().collect()
+    }
+
+    /// `nr_vmas` adjacent two-page VMAs below `BASE`, read-write at the top,
+    /// then alternating with read-only so that none merge: built by `mmap`.
+    fn alternating(nr_vmas: u64) -> VmaTree {
+        let mut tree = VmaTree::new(BASE);
+        for i in 0..nr_vmas {
+            let prot = if i % 2 == 0 { RW } else { RO };
+            assert_eq!(tree.mmap(2 * P, prot), Ok(BASE - 2 * P * (i + 1)));
+        }
+        tree
+    }
+
+    #[test]
+    fn mmap_places_top_down_each_mapping_directly_below_the_last() {
+        let mut tree = VmaTree::new(BASE);
+        let a = tree.mmap(3 * P + 1, RW).unwrap();
+        assert_eq!(a, BASE - 4 * P, "the length rounds up to 4 pages");
+        let b = tree.mmap(HPAGE_PMD_SIZE, RO).unwrap();
+        assert_eq!(b, a - HPAGE_PMD_SIZE);
+        assert_ne!(b % HPAGE_PMD_SIZE, 0, "anonymous mmap is not THP aligned");
+        let c = tree.mmap(P, PROT_READ | PROT_EXEC).unwrap();
+        assert_eq!(c, b - P);
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(c, b, PROT_READ | PROT_EXEC),
+                vma(b, a, RO),
+                vma(a, BASE, RW)
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 0, "insertions do not invalidate");
+    }
+
+    #[test]
+    fn mmap_merges_with_a_neighbour_of_equal_flags() {
+        let mut tree = VmaTree::new(BASE);
+        assert_eq!(tree.mmap(P, RW), Ok(BASE - P));
+        assert_eq!(tree.mmap(2 * P, RW), Ok(BASE - 3 * P));
+        assert_eq!(layout(&tree), [vma(BASE - 3 * P, BASE, RW)]);
+        assert_eq!(tree.vmacache_seqnum(), 0, "growing a VMA unlinks nothing");
+    }
+
+    #[test]
+    fn mmap_filling_the_gap_between_two_equal_vmas_merges_all_three() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(P, RW).unwrap();
+        tree.mmap(P, RO).unwrap();
+        tree.mmap(P, RW).unwrap();
+        assert_eq!(
+            tree.munmap(BASE - 2 * P, P),
+            Ok(vec![vma(BASE - 2 * P, BASE - P, RO)])
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1);
+        assert_eq!(
+            tree.mmap(P, RW),
+            Ok(BASE - 2 * P),
+            "the highest gap that fits"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 3 * P, BASE, RW)]);
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            2,
+            "the VMA above was unlinked into the one below"
+        );
+    }
+
+    #[test]
+    fn mmap_takes_the_highest_gap_that_fits() {
+        let mut tree = alternating(3);
+        // Unmapping the middle VMA leaves a two-page gap below BASE - 2P.
+        tree.munmap(BASE - 4 * P, 2 * P).unwrap();
+        assert_eq!(
+            tree.mmap(3 * P, RO),
+            Ok(BASE - 9 * P),
+            "too big for the gap: below all"
+        );
+        assert_eq!(tree.mmap(P, RO), Ok(BASE - 3 * P), "the top of the gap");
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 9 * P, BASE - 6 * P, RO),
+                vma(BASE - 6 * P, BASE - 4 * P, RW),
+                vma(BASE - 3 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE, RW),
+            ]
+        );
+    }
+
+    #[test]
+    fn mmap_fixed_replaces_what_was_there() {
+        let mut tree = alternating(2);
+        let unmapped = tree.mmap_fixed(BASE - 3 * P, 2 * P, PROT_EXEC).unwrap();
+        assert_eq!(
+            unmapped,
+            [
+                vma(BASE - 3 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE - P, RW)
+            ]
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 4 * P, BASE - 3 * P, RO),
+                vma(BASE - 3 * P, BASE - P, PROT_EXEC),
+                vma(BASE - P, BASE, RW),
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1);
+        // Mapping over free space unmaps nothing and invalidates nothing.
+        assert_eq!(tree.mmap_fixed(BASE - 6 * P, P, RW), Ok(vec![]));
+        assert_eq!(tree.vmacache_seqnum(), 1);
+    }
+
+    #[test]
+    fn munmap_splits_one_vma_into_two() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(8 * P, RW).unwrap();
+        let unmapped = tree.munmap(BASE - 6 * P, 2 * P + 1).unwrap();
+        assert_eq!(
+            unmapped,
+            [vma(BASE - 6 * P, BASE - 3 * P, RW)],
+            "len rounds up"
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 6 * P, RW),
+                vma(BASE - 3 * P, BASE, RW)
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1);
+    }
+
+    #[test]
+    fn munmap_across_vmas_trims_both_ends_and_invalidates_once() {
+        let mut tree = alternating(3);
+        let unmapped = tree.munmap(BASE - 5 * P, 4 * P).unwrap();
+        assert_eq!(
+            unmapped,
+            [
+                vma(BASE - 5 * P, BASE - 4 * P, RW),
+                vma(BASE - 4 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE - P, RW),
+            ]
+        );
+        assert_eq!(
+            layout(&tree),
+            [vma(BASE - 6 * P, BASE - 5 * P, RW), vma(BASE - P, BASE, RW)]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 1, "one detach for the whole call");
+    }
+
+    #[test]
+    fn munmap_of_a_hole_succeeds_and_changes_nothing() {
+        let mut tree = alternating(1);
+        assert_eq!(tree.munmap(BASE - 10 * P, 4 * P), Ok(vec![]));
+        assert_eq!(
+            tree.munmap(MMAP_MIN_ADDR - P, P),
+            Ok(vec![]),
+            "munmap ignores mmap_min_addr"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(tree.vmacache_seqnum(), 0);
+    }
+
+    #[test]
+    fn mprotect_of_the_middle_makes_three_vmas_and_back_makes_one() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(6 * P, RW).unwrap();
+        assert_eq!(tree.mprotect(BASE - 4 * P, 2 * P, RO), Ok(()));
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 6 * P, BASE - 4 * P, RW),
+                vma(BASE - 4 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE, RW),
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 0, "splits unlink nothing");
+        assert_eq!(tree.mprotect(BASE - 4 * P, 2 * P - 5, RW), Ok(()));
+        assert_eq!(layout(&tree), [vma(BASE - 6 * P, BASE, RW)]);
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            2,
+            "the middle and the top VMA were unlinked"
+        );
+    }
+
+    #[test]
+    fn mprotect_moves_the_boundary_between_two_vmas_without_unlinking() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(4 * P, RW).unwrap();
+        tree.mmap(4 * P, RO).unwrap();
+        // The top of the read-only VMA joins the read-write one (case 4).
+        tree.mprotect(BASE - 6 * P, 2 * P, RW).unwrap();
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 6 * P, RO),
+                vma(BASE - 6 * P, BASE, RW)
+            ]
+        );
+        // The bottom of the read-write VMA joins the read-only one (case 5).
+        tree.mprotect(BASE - 6 * P, 3 * P, RO).unwrap();
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 3 * P, RO),
+                vma(BASE - 3 * P, BASE, RW)
+            ]
+        );
+        assert_eq!(tree.vmacache_seqnum(), 0);
+        // All of the read-only VMA joins the read-write one (case 8).
+        tree.mprotect(BASE - 8 * P, 5 * P, RW).unwrap();
+        assert_eq!(layout(&tree), [vma(BASE - 8 * P, BASE, RW)]);
+        assert_eq!(tree.vmacache_seqnum(), 1);
+    }
+
+    #[test]
+    fn mprotect_changes_the_vmas_before_a_hole_then_fails() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(5 * P, RW).unwrap();
+        tree.munmap(BASE - 3 * P, P).unwrap();
+        assert_eq!(tree.mprotect(BASE - 5 * P, 5 * P, RO), Err(Errno::ENOMEM));
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 5 * P, BASE - 3 * P, RO),
+                vma(BASE - 2 * P, BASE, RW)
+            ],
+            "the VMA below the hole changed, the one above did not"
+        );
+        // A range that starts in a hole changes nothing.
+        assert_eq!(tree.mprotect(BASE - 3 * P, 3 * P, RO), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.mprotect(BASE, P, RO),
+            Err(Errno::ENOMEM),
+            "above every VMA"
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 5 * P, BASE - 3 * P, RO),
+                vma(BASE - 2 * P, BASE, RW)
+            ]
+        );
+    }
+
+    #[test]
+    fn madvise_hugepage_on_part_of_a_vma_splits_it() {
+        let mut tree = VmaTree::new(BASE);
+        let a = tree.mmap(2 * HPAGE_PMD_SIZE, RW).unwrap();
+        let (lo, hi) = (a + HPAGE_PMD_SIZE / 2, a + 3 * HPAGE_PMD_SIZE / 2);
+        let outcome = tree.madvise(lo, HPAGE_PMD_SIZE, Advice::HugePage);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![],
+                result: Ok(())
+            }
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(a, lo, RW),
+                with(vma(lo, hi, RW), VmFlags::HUGEPAGE),
+                vma(hi, BASE, RW),
+            ]
+        );
+        // NOHUGEPAGE over the whole mapping clears HUGEPAGE and merges all.
+        let outcome = tree.madvise(a, 2 * HPAGE_PMD_SIZE, Advice::NoHugePage);
+        assert_eq!(outcome.result, Ok(()));
+        assert_eq!(layout(&tree), [with(vma(a, BASE, RW), VmFlags::NOHUGEPAGE)]);
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            2,
+            "the middle and top VMAs merged away"
+        );
+    }
+
+    #[test]
+    fn madvise_advises_the_mapped_parts_around_a_hole_then_fails() {
+        let mut tree = alternating(2);
+        tree.munmap(BASE - 3 * P, 2 * P).unwrap();
+        let outcome = tree.madvise(BASE - 4 * P, 4 * P, Advice::HugePage);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![],
+                result: Err(Errno::ENOMEM)
+            }
+        );
+        assert_eq!(
+            layout(&tree),
+            [
+                with(vma(BASE - 4 * P, BASE - 3 * P, RO), VmFlags::HUGEPAGE),
+                with(vma(BASE - P, BASE, RW), VmFlags::HUGEPAGE),
+            ]
+        );
+    }
+
+    #[test]
+    fn madvise_dontneed_returns_the_mapped_parts_and_changes_no_vma() {
+        let mut tree = alternating(2);
+        tree.munmap(BASE - 3 * P, P).unwrap();
+        let before = layout(&tree);
+        let seqnum = tree.vmacache_seqnum();
+        let outcome = tree.madvise(BASE - 4 * P, 3 * P, Advice::DontNeed);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![
+                    vma(BASE - 4 * P, BASE - 3 * P, RO),
+                    vma(BASE - 2 * P, BASE - P, RW)
+                ],
+                result: Err(Errno::ENOMEM),
+            },
+            "the hole makes it fail, but the mapped parts are still zapped"
+        );
+        let outcome = tree.madvise(BASE - 2 * P, 2 * P, Advice::DontNeed);
+        assert_eq!(outcome.zap, [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(outcome.result, Ok(()));
+        let outcome = tree.madvise(BASE, 8 * P, Advice::DontNeed);
+        assert_eq!(
+            outcome,
+            Madvised {
+                zap: vec![],
+                result: Err(Errno::ENOMEM)
+            }
+        );
+        assert_eq!(layout(&tree), before);
+        assert_eq!(tree.vmacache_seqnum(), seqnum);
+    }
+
+    #[test]
+    fn mmap_errors() {
+        let mut tree = VmaTree::new(BASE);
+        assert_eq!(tree.mmap(0, RW), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mmap(u64::MAX, RW),
+            Err(Errno::ENOMEM),
+            "rounds past 2^64"
+        );
+        assert_eq!(tree.mmap(TASK_SIZE + 1, RW), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.mmap(BASE, RW),
+            Err(Errno::ENOMEM),
+            "no gap that big below mmap_base"
+        );
+        let mut small = VmaTree::new(MMAP_MIN_ADDR + 4 * P);
+        assert_eq!(small.mmap(4 * P, RW), Ok(MMAP_MIN_ADDR));
+        assert_eq!(small.mmap(P, RO), Err(Errno::ENOMEM), "full");
+        assert_eq!(
+            tree.mmap(P, 0xff),
+            Ok(BASE - P),
+            "unknown prot bits are ignored"
+        );
+        assert_eq!(
+            layout(&tree),
+            [vma(BASE - P, BASE, PROT_READ | PROT_WRITE | PROT_EXEC)]
+        );
+    }
+
+    #[test]
+    fn mmap_fixed_errors() {
+        let mut tree = VmaTree::new(BASE);
+        assert_eq!(tree.mmap_fixed(BASE, 0, RW), Err(Errno::EINVAL));
+        assert_eq!(tree.mmap_fixed(BASE + 1, P, RW), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mmap_fixed(MMAP_MIN_ADDR - P, P, RW),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            tree.mmap_fixed(TASK_SIZE - P, 2 * P, RW),
+            Err(Errno::ENOMEM)
+        );
+        assert_eq!(tree.mmap_fixed(TASK_SIZE, P, RW), Err(Errno::ENOMEM));
+        assert_eq!(tree.mmap_fixed(0, TASK_SIZE + 1, RW), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.mmap_fixed(TASK_SIZE - P, P, RW),
+            Ok(vec![]),
+            "the top page"
+        );
+        assert_eq!(
+            tree.mmap_fixed(MMAP_MIN_ADDR, P, RW),
+            Ok(vec![]),
+            "the bottom page"
+        );
+    }
+
+    #[test]
+    fn munmap_errors() {
+        let mut tree = alternating(1);
+        assert_eq!(tree.munmap(BASE - 2 * P + 1, P), Err(Errno::EINVAL));
+        assert_eq!(tree.munmap(BASE - 2 * P, 0), Err(Errno::EINVAL));
+        assert_eq!(tree.munmap(TASK_SIZE, P), Err(Errno::EINVAL));
+        assert_eq!(tree.munmap(TASK_SIZE + P, P), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.munmap(TASK_SIZE - P, P + 1),
+            Err(Errno::EINVAL),
+            "checked before rounding"
+        );
+        assert_eq!(tree.munmap(BASE - 2 * P, u64::MAX), Err(Errno::EINVAL));
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(
+            tree.munmap(0, TASK_SIZE),
+            Ok(vec![vma(BASE - 2 * P, BASE, RW)])
+        );
+    }
+
+    #[test]
+    fn mprotect_errors() {
+        let mut tree = alternating(1);
+        assert_eq!(tree.mprotect(BASE - P + 1, P, RO), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mprotect(BASE - P, 0, 0xff),
+            Ok(()),
+            "len 0 before the prot check"
+        );
+        assert_eq!(
+            tree.mprotect(BASE - P, u64::MAX, 0xff),
+            Err(Errno::ENOMEM),
+            "wraps"
+        );
+        assert_eq!(
+            tree.mprotect(u64::MAX - P + 1, P, RO),
+            Err(Errno::ENOMEM),
+            "wraps"
+        );
+        assert_eq!(tree.mprotect(BASE - P, P, 0x10), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mprotect(BASE - P, P, 0x0100_0000),
+            Err(Errno::EINVAL),
+            "PROT_GROWSDOWN"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+        assert_eq!(tree.mprotect(BASE - 2 * P, 2 * P, RO | PROT_SEM), Ok(()));
+        assert_eq!(
+            layout(&tree),
+            [vma(BASE - 2 * P, BASE, RO)],
+            "PROT_SEM is ignored"
+        );
+    }
+
+    #[test]
+    fn madvise_errors() {
+        let mut tree = alternating(1);
+        let einval = Madvised {
+            zap: vec![],
+            result: Err(Errno::EINVAL),
+        };
+        assert_eq!(tree.madvise(BASE - P + 1, P, Advice::DontNeed), einval);
+        assert_eq!(
+            tree.madvise(BASE - P, u64::MAX, Advice::DontNeed),
+            einval,
+            "rounds to 0"
+        );
+        assert_eq!(
+            tree.madvise(u64::MAX - P + 1, P, Advice::HugePage),
+            einval,
+            "wraps"
+        );
+        let nothing = Madvised {
+            zap: vec![],
+            result: Ok(()),
+        };
+        assert_eq!(
+            tree.madvise(BASE + P, 0, Advice::HugePage),
+            nothing,
+            "len 0, even unmapped"
+        );
+        assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
+    }
+
+    #[test]
+    fn find_vma_reports_the_vma_and_the_search_depth() {
+        assert_eq!(
+            VmaTree::new(BASE).find_vma(BASE - P),
+            (None, 0),
+            "empty tree"
+        );
+        // Seven one-page VMAs with one-page gaps: vmas[i] = [low + 2iP, low + (2i + 1)P).
+        let mut tree = VmaTree::new(BASE);
+        let low = MMAP_MIN_ADDR;
+        for i in 0..7 {
+            tree.mmap_fixed(low + 2 * i * P, P, RW).unwrap();
+        }
+        let at = |i: u64| vma(low + 2 * i * P, low + (2 * i + 1) * P, RW);
+        assert_eq!(tree.find_vma(0), (Some(at(0)), 3), "below all");
+        assert_eq!(tree.find_vma(low + 6 * P + 5), (Some(at(3)), 1), "the root");
+        assert_eq!(
+            tree.find_vma(low + 10 * P),
+            (Some(at(5)), 2),
+            "inside, one level down"
+        );
+        assert_eq!(tree.find_vma(low), (Some(at(0)), 3), "inside a leaf");
+        assert_eq!(
+            tree.find_vma(low + 7 * P),
+            (Some(at(4)), 3),
+            "in a gap: the VMA above"
+        );
+        assert_eq!(tree.find_vma(low + 13 * P), (None, 3), "above all");
+    }
+
+    #[test]
+    fn vmacache_seqnum_counts_unlinks_not_insertions_or_splits() {
+        let mut tree = VmaTree::new(BASE);
+        tree.mmap(8 * P, RW).unwrap();
+        tree.mmap_fixed(MMAP_MIN_ADDR, P, RO).unwrap();
+        tree.mprotect(BASE - 6 * P, 2 * P, RO).unwrap();
+        tree.madvise(BASE - 8 * P, 2 * P, Advice::HugePage)
+            .result
+            .unwrap();
+        tree.madvise(BASE - 8 * P, 8 * P, Advice::DontNeed)
+            .result
+            .unwrap();
+        assert_eq!(
+            tree.vmacache_seqnum(),
+            0,
+            "insertions, splits, in-place changes"
+        );
+        tree.munmap(BASE - P, P).unwrap();
+        assert_eq!(tree.vmacache_seqnum(), 1, "a VMA shrunk by munmap");
+        tree.munmap(MMAP_MIN_ADDR, BASE).unwrap();
+        assert_eq!(tree.vmacache_seqnum(), 2, "one munmap of every VMA");
+        assert!(tree.is_empty());
+    }
+
+    #[test]
+    fn max_map_count_bounds_the_vmas() {
+        let mut tree = VmaTree::new(BASE);
+        tree.set_max_map_count(3);
+        for i in 1..=4 {
+            // do_mmap checks map_count > max_map_count: the limit plus one fits.
+            assert_eq!(
+                tree.mmap(4 * P, if i % 2 == 0 { RW } else { RO }),
+                Ok(BASE - 4 * i * P)
+            );
+        }
+        assert_eq!(tree.len(), 4);
+        assert_eq!(tree.mmap(P, RW), Err(Errno::ENOMEM));
+        assert_eq!(tree.mmap_fixed(MMAP_MIN_ADDR, P, RW), Err(Errno::ENOMEM));
+        assert_eq!(
+            tree.munmap(BASE - 3 * P, P),
+            Err(Errno::ENOMEM),
+            "would punch a hole"
+        );
+        assert_eq!(
+            tree.mprotect(BASE - 3 * P, P, RW),
+            Err(Errno::ENOMEM),
+            "would split"
+        );
+        let outcome = tree.madvise(BASE - 3 * P, P, Advice::HugePage);
+        assert_eq!(outcome.result, Err(Errno::ENOMEM), "would split");
+        assert_eq!(tree.len(), 4);
+        // Trimming and whole-VMA changes add no VMA and go through.
+        assert_eq!(tree.munmap(BASE - P, P), Ok(vec![vma(BASE - P, BASE, RO)]));
+        assert_eq!(tree.mprotect(BASE - 8 * P, 4 * P, PROT_EXEC), Ok(()));
+        // With two VMAs, one split fits under the limit of three, two do not.
+        tree.munmap(BASE - 16 * P, 8 * P).unwrap();
+        assert_eq!(tree.len(), 2);
+        assert_eq!(
+            tree.mprotect(BASE - 3 * P, P, RW),
+            Err(Errno::ENOMEM),
+            "two splits"
+        );
+        assert_eq!(tree.mprotect(BASE - 2 * P, P, RW), Ok(()), "one split");
+        assert_eq!(
+            layout(&tree),
+            [
+                vma(BASE - 8 * P, BASE - 4 * P, PROT_EXEC),
+                vma(BASE - 4 * P, BASE - 2 * P, RO),
+                vma(BASE - 2 * P, BASE - P, RW),
+            ]
+        );
+    }
+
+    #[test]
+    fn dup_mmap_copies_the_layout_and_starts_a_new_seqnum() {
+        let mut parent = alternating(3);
+        parent.munmap(BASE - 2 * P, P).unwrap();
+        let mut child = parent.dup_mmap();
+        assert_eq!(layout(&child), layout(&parent));
+        assert_eq!(child.mmap_base(), BASE);
+        assert_eq!(child.vmacache_seqnum(), 0);
+        child.munmap(BASE - 6 * P, 6 * P).unwrap();
+        assert!(child.is_empty());
+        assert_eq!(parent.len(), 3, "the parent keeps its VMAs");
+    }
+}

@@ -30,9 +30,8 @@
 //!   it). mmsim has no `anon_vma` yet, so it merges whenever two VMAs touch
 //!   and their flags are equal; the tree never holds two such neighbours.
 //! - A private mapping of `/dev/zero` is treated exactly as an anonymous one.
-//!   In Linux it keeps `vm_file` and the file offset as `vm_pgoff`, so it
-//!   merges only with mappings of the same open file at a continuing offset;
-//!   [`Vma`] records no file.
+//!   In Linux it keeps `vm_file`, which `vma_merge` compares, so it never
+//!   merges with an anonymous neighbour; [`Vma`] records no file.
 //! - When no gap below `mmap_base` fits, x86 retries bottom-up from
 //!   `mmap_legacy_base` (a third of `TASK_SIZE`), which finds room between
 //!   `mmap_base` and the stack. mmsim has no stack VMA to bound that region
@@ -243,8 +242,9 @@ impl VmaTree {
     ///
     /// Besides `mmap`'s errors: ENOMEM if the range ends above `TASK_SIZE`,
     /// EINVAL if `addr` is not page aligned or lies below `mmap_min_addr`
-    /// (Linux: EPERM), ENOMEM if the unmap would split a VMA at
-    /// `max_map_count`. Nothing has changed when it fails.
+    /// (Linux: EPERM), ENOMEM if the range lies inside one VMA and cutting
+    /// it out would take the count above `max_map_count`. Nothing has
+    /// changed when it fails.
     pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<Vec<Vma>, Errno> {
         let len = self.mmap_checks(len)?;
         // get_unmapped_area's checks of a MAP_FIXED address, in its order.
@@ -307,6 +307,12 @@ impl VmaTree {
             return;
         }
         let index = self.vmas.partition_point(|vma| vma.start < start);
+        if let Some(prev) = index.checked_sub(1).map(|i| &self.vmas[i]) {
+            assert!(
+                prev.end <= start,
+                "new VMA {start:#x}-{end:#x} overlaps {prev}"
+            );
+        }
         if let Some(next) = self.vmas.get(index) {
             assert!(
                 next.start >= end,
@@ -395,7 +401,8 @@ impl VmaTree {
         }
         let prot_flags = calc_vm_prot_bits(prot);
         let mut addr = start;
-        // Each pass moves past one VMA, so this ends within len() passes.
+        // Each pass moves addr up to the next VMA boundary (or to end), so
+        // there are at most two passes per VMA in the range.
         loop {
             let (index, _) = self.find_vma_index(addr);
             let vma = match self.vmas.get(index) {
@@ -435,7 +442,8 @@ impl VmaTree {
         };
         let mut addr = start;
         let mut hole = false;
-        // Each pass moves past one VMA, so this ends within len() passes.
+        // Each pass moves addr up to the next VMA boundary (or to end), so
+        // there are at most two passes per VMA in the range.
         while addr < end {
             let (index, _) = self.find_vma_index(addr);
             let Some(vma) = self.vmas.get(index).copied() else {

@@ -30,9 +30,8 @@
 //!   it). mmsim has no `anon_vma` yet, so it merges whenever two VMAs touch
 //!   and their flags are equal; the tree never holds two such neighbours.
 //! - A private mapping of `/dev/zero` is treated exactly as an anonymous one.
-//!   In Linux it keeps `vm_file` and the file offset as `vm_pgoff`, so it
-//!   merges only with mappings of the same open file at a continuing offset;
-//!   [`Vma`] records no file.
+//!   In Linux it keeps `vm_file`, which `vma_merge` compares, so it never
+//!   merges with an anonymous neighbour; [`Vma`] records no file.
 //! - When no gap below `mmap_base` fits, x86 retries bottom-up from
 //!   `mmap_legacy_base` (a third of `TASK_SIZE`), which finds room between
 //!   `mmap_base` and the stack. mmsim has no stack VMA to bound that region
@@ -243,8 +242,9 @@ impl VmaTree {
     ///
     /// Besides `mmap`'s errors: ENOMEM if the range ends above `TASK_SIZE`,
     /// EINVAL if `addr` is not page aligned or lies below `mmap_min_addr`
-    /// (Linux: EPERM), ENOMEM if the unmap would split a VMA at
-    /// `max_map_count`. Nothing has changed when it fails.
+    /// (Linux: EPERM), ENOMEM if the range lies inside one VMA and cutting
+    /// it out would take the count above `max_map_count`. Nothing has
+    /// changed when it fails.
     pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<Vec<Vma>, Errno> {
         let len = self.mmap_checks(len)?;
         // get_unmapped_area's checks of a MAP_FIXED address, in its order.
@@ -307,6 +307,12 @@ impl VmaTree {
             return;
         }
         let index = self.vmas.partition_point(|vma| vma.start < start);
+        if let Some(prev) = index.checked_sub(1).map(|i| &self.vmas[i]) {
+            assert!(
+                prev.end <= start,
+                "new VMA {start:#x}-{end:#x} overlaps {prev}"
+            );
+        }
         if let Some(next) = self.vmas.get(index) {
             assert!(
                 next.start >= end,
@@ -395,7 +401,8 @@ impl VmaTree {
         }
         let prot_flags = calc_vm_prot_bits(prot);
         let mut addr = start;
-        // Each pass moves past one VMA, so this ends within len() passes.
+        // Each pass moves addr up to the next VMA boundary (or to end), so
+        // there are at most two passes per VMA in the range.
         loop {
             let (index, _) = self.find_vma_index(addr);
             let vma = match self.vmas.get(index) {
@@ -435,7 +442,8 @@ impl VmaTree {
         };
         let mut addr = start;
         let mut hole = false;
-        // Each pass moves past one VMA, so this ends within len() passes.
+        // Each pass moves addr up to the next VMA boundary (or to end), so
+        // there are at most two passes per VMA in the range.
         while addr < end {
             let (index, _) = self.find_vma_index(addr);
             let Some(vma) = self.vmas.get(index).copied() else {
@@ -663,6 +671,7 @@ fn check_vma(vma: &Vma) {
 mod tests {
     use super::*;
     use crate::mm::mm_types::HPAGE_PMD_SIZE;
+    use crate::sim::Rng;
 
     const P: u64 = PAGE_SIZE;
     /// Page aligned and deliberately not 2 MiB aligned.
@@ -1278,5 +1287,259 @@ mod tests {
         child.munmap(BASE - 6 * P, 6 * P).unwrap();
         assert!(child.is_empty());
         assert_eq!(parent.len(), 3, "the parent keeps its VMAs");
+    }
+
+    /// How many pages the randomized test's window holds.
+    const WINDOW_PAGES: usize = 48;
+
+    fn page_index(addr: u64) -> usize {
+        usize::try_from((addr - MMAP_MIN_ADDR) / P).unwrap()
+    }
+
+    fn page_addr(index: usize) -> u64 {
+        MMAP_MIN_ADDR + index as u64 * P
+    }
+
+    /// The randomized test's model: the flags of each page of a window that
+    /// starts at mmap_min_addr. The tree's mmap_base is the window's top, so
+    /// every mapping lands inside it.
+    struct Shadow {
+        pages: Vec<Option<VmFlags>>,
+    }
+
+    impl Shadow {
+        /// The mapped pages of `[start, end)`, as one-page VMAs.
+        fn mapped(&self, start: u64, end: u64) -> Vec<Vma> {
+            (page_index(start)..page_index(end))
+                .filter_map(|i| {
+                    self.pages[i].map(|flags| Vma {
+                        start: page_addr(i),
+                        end: page_addr(i + 1),
+                        flags,
+                    })
+                })
+                .collect()
+        }
+
+        fn set(&mut self, start: u64, end: u64, flags: Option<VmFlags>) {
+            self.pages[page_index(start)..page_index(end)].fill(flags);
+        }
+
+        /// Top-down placement, page by page: the highest free run.
+        fn mmap(&mut self, nr_pages: usize, flags: VmFlags) -> Result<u64, Errno> {
+            let fits = |&first: &usize| {
+                self.pages[first..first + nr_pages]
+                    .iter()
+                    .all(Option::is_none)
+            };
+            let first = (0..=WINDOW_PAGES - nr_pages)
+                .rev()
+                .find(fits)
+                .ok_or(Errno::ENOMEM)?;
+            let start = page_addr(first);
+            self.set(start, page_addr(first + nr_pages), Some(flags));
+            Ok(start)
+        }
+
+        /// Changes every page up to the first hole, as Linux does.
+        fn mprotect(&mut self, start: u64, end: u64, prot: VmFlags) -> Result<(), Errno> {
+            for page in &mut self.pages[page_index(start)..page_index(end)] {
+                let flags = page.ok_or(Errno::ENOMEM)?;
+                *page = Some(flags.without(VmFlags::PROT_MASK).union(prot));
+            }
+            Ok(())
+        }
+
+        /// Advises every mapped page; ENOMEM if any page was not mapped.
+        fn madvise(&mut self, start: u64, end: u64, advice: Advice) -> Madvised {
+            let zap = match advice {
+                Advice::DontNeed => self.mapped(start, end),
+                Advice::HugePage | Advice::NoHugePage => Vec::new(),
+            };
+            let (set, clear) = match advice {
+                Advice::HugePage => (VmFlags::HUGEPAGE, VmFlags::NOHUGEPAGE),
+                _ => (VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE),
+            };
+            let mut result = Ok(());
+            for page in &mut self.pages[page_index(start)..page_index(end)] {
+                match page {
+                    None => result = Err(Errno::ENOMEM),
+                    Some(flags) if advice != Advice::DontNeed => {
+                        *flags = flags.without(clear).union(set)
+                    }
+                    Some(_) => {}
+                }
+            }
+            Madvised { zap, result }
+        }
+    }
+
+    /// `vmas` cut into one-page VMAs, after checking they are in address
+    /// order and disjoint.
+    fn pages_of(vmas: &[Vma]) -> Vec<Vma> {
+        for pair in vmas.windows(2) {
+            assert!(pair[0].end <= pair[1].start, "{} then {}", pair[0], pair[1]);
+        }
+        let page = |vma: &Vma, addr: u64| Vma {
+            start: addr,
+            end: addr + P,
+            flags: vma.flags,
+        };
+        vmas.iter()
+            .inspect(|vma| assert!(!vma.is_empty(), "empty piece {vma}"))
+            .flat_map(|vma| {
+                (vma.start..vma.end)
+                    .step_by(P as usize)
+                    .map(move |addr| page(vma, addr))
+            })
+            .collect()
+    }
+
+    /// A range inside the window; now and then unaligned or empty, and its
+    /// length usually not a whole number of pages.
+    fn random_range(rng: &mut Rng) -> (u64, u64) {
+        let first = rng.below(WINDOW_PAGES as u64);
+        let nr_pages = 1 + rng.below(WINDOW_PAGES as u64 - first);
+        let start = page_addr(first as usize) + u64::from(rng.below(32) == 0);
+        let len = if rng.below(32) == 0 {
+            0
+        } else {
+            nr_pages * P - rng.below(P)
+        };
+        (start, len)
+    }
+
+    /// The page-rounded range, or the error every call gives for an
+    /// unaligned start, or `None` for a zero length.
+    fn checked_range(start: u64, len: u64) -> Result<Option<(u64, u64)>, Errno> {
+        if !start.is_multiple_of(P) {
+            return Err(Errno::EINVAL);
+        }
+        Ok((len > 0).then(|| (start, start + page_align(len).unwrap())))
+    }
+
+    /// One random system call made on the tree and on the shadow, which must
+    /// give the same answer.
+    fn random_step(rng: &mut Rng, tree: &mut VmaTree, shadow: &mut Shadow) {
+        let (start, len) = random_range(rng);
+        let range = checked_range(start, len);
+        let prot = rng.below(8) as u32;
+        let flags = calc_vm_prot_bits(prot);
+        let call = format!("({start:#x}, {len:#x}, prot {prot})");
+        match rng.below(6) {
+            0 => {
+                let got = tree.mmap_fixed(start, len, prot).map(|v| pages_of(&v));
+                let want =
+                    range
+                        .and_then(|range| range.ok_or(Errno::EINVAL))
+                        .map(|(start, end)| {
+                            let old = shadow.mapped(start, end);
+                            shadow.set(start, end, Some(flags));
+                            old
+                        });
+                assert_eq!(got, want, "mmap_fixed{call}");
+            }
+            1 => {
+                let len = 1 + rng.below(8 * P);
+                let want = shadow.mmap(page_align(len).unwrap().div_ceil(P) as usize, flags);
+                assert_eq!(tree.mmap(len, prot), want, "mmap({len:#x}, {prot})");
+            }
+            2 => {
+                let got = tree.munmap(start, len).map(|v| pages_of(&v));
+                let want =
+                    range
+                        .and_then(|range| range.ok_or(Errno::EINVAL))
+                        .map(|(start, end)| {
+                            let old = shadow.mapped(start, end);
+                            shadow.set(start, end, None);
+                            old
+                        });
+                assert_eq!(got, want, "munmap{call}");
+            }
+            3 => {
+                let want = range.and_then(|range| match range {
+                    Some((start, end)) => shadow.mprotect(start, end, flags),
+                    None => Ok(()),
+                });
+                assert_eq!(tree.mprotect(start, len, prot), want, "mprotect{call}");
+            }
+            4 => {
+                let advice =
+                    [Advice::DontNeed, Advice::HugePage, Advice::NoHugePage][rng.below(3) as usize];
+                let got = tree.madvise(start, len, advice);
+                let want = match range {
+                    Err(errno) => Madvised {
+                        zap: vec![],
+                        result: Err(errno),
+                    },
+                    Ok(None) => Madvised {
+                        zap: vec![],
+                        result: Ok(()),
+                    },
+                    Ok(Some((start, end))) => shadow.madvise(start, end, advice),
+                };
+                assert_eq!(
+                    pages_of(&got.zap),
+                    want.zap,
+                    "madvise{call} {advice:?}: zap"
+                );
+                assert_eq!(got.result, want.result, "madvise{call} {advice:?}");
+            }
+            _ => *tree = tree.dup_mmap(),
+        }
+    }
+
+    /// The tree against the shadow, and find_vma against a linear search.
+    fn check_against(tree: &VmaTree, shadow: &Shadow, rng: &mut Rng) {
+        let vmas = layout(tree);
+        let window_end = page_addr(WINDOW_PAGES);
+        for vma in &vmas {
+            assert!(vma.end <= window_end, "VMA {vma} outside the window");
+        }
+        assert_eq!(pages_of(&vmas), shadow.mapped(MMAP_MIN_ADDR, window_end));
+        let addr = MMAP_MIN_ADDR - P + rng.below(window_end - MMAP_MIN_ADDR + 2 * P);
+        let (found, depth) = tree.find_vma(addr);
+        assert_eq!(
+            found,
+            vmas.iter().find(|vma| vma.end > addr).copied(),
+            "find_vma({addr:#x})"
+        );
+        let depth_max = usize::BITS - vmas.len().leading_zeros();
+        assert!(
+            depth <= depth_max,
+            "find_vma({addr:#x}) took {depth} steps among {} VMAs",
+            vmas.len()
+        );
+    }
+
+    /// Prints the seed of a failing randomized run while the test unwinds.
+    struct SeedGuard(u64);
+
+    impl Drop for SeedGuard {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                eprintln!("failed with seed {0}: replay with random_ops({0})", self.0);
+            }
+        }
+    }
+
+    fn random_ops(seed: u64) {
+        let _guard = SeedGuard(seed);
+        let mut rng = Rng::new(seed);
+        let mut tree = VmaTree::new(page_addr(WINDOW_PAGES));
+        let mut shadow = Shadow {
+            pages: vec![None; WINDOW_PAGES],
+        };
+        for _ in 0..300 {
+            random_step(&mut rng, &mut tree, &mut shadow);
+            check_against(&tree, &shadow, &mut rng);
+        }
+    }
+
+    #[test]
+    fn random_calls_agree_with_a_page_by_page_model() {
+        for seed in 0..64 {
+            random_ops(seed);
+        }
     }
 }

@@ -8,14 +8,18 @@ pub enum Feature {
     /// mm/page_alloc: allow high-order pages to be stored on the per-cpu
     /// lists (commit 44042b4498, v5.14).
     PcpHighOrder,
+    /// thp: reduce usage of huge zero page's atomic counter: a per-mm flag
+    /// (commit 6fcb52a56ff6, v4.9).
+    HugeZeroMmFlag,
 }
 
 impl Feature {
-    pub const ALL: &'static [Feature] = &[Feature::PcpHighOrder];
+    pub const ALL: &'static [Feature] = &[Feature::PcpHighOrder, Feature::HugeZeroMmFlag];
 
     pub fn name(self) -> &'static str {
         match self {
             Feature::PcpHighOrder => "pcp-high-order",
+            Feature::HugeZeroMmFlag => "huge-zero-mm-flag",
         }
     }
 
@@ -23,6 +27,9 @@ impl Feature {
         match self {
             Feature::PcpHighOrder => {
                 "per-CPU lists cache orders 0-3 and the THP order (Linux 5.14, commit 44042b4498); off: order 0 only (5.13)"
+            }
+            Feature::HugeZeroMmFlag => {
+                "one huge zero page reference per mm, MMF_HUGE_ZERO_PAGE (Linux 4.9, commit 6fcb52a56ff6); off: a global refcount RMW per PMD (4.8)"
             }
         }
     }

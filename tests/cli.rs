@@ -275,7 +275,15 @@ fn one_machine_shows_its_costs_with_sources() {
 
 #[test]
 fn listings() {
-    assert!(succeeds(&["features"]).contains("pcp-high-order  on"));
+    let features = succeeds(&["features"]);
+    for f in mmsim::features::Feature::ALL {
+        assert!(
+            features
+                .lines()
+                .any(|l| l.starts_with(f.name()) && l.contains(" on ")),
+            "{features}"
+        );
+    }
     let workloads = succeeds(&["workloads"]);
     for w in WORKLOADS {
         assert!(

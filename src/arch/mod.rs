@@ -3,6 +3,8 @@
 //! book3s64 path that IPIs every CPU in `mm_cpumask` on a huge-PMD clear
 //! (`serialize_against_pte_lookup`) will live in `arch/powerpc.rs`.
 
+pub mod x86;
+
 /// The architecture of a simulated machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {

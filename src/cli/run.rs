@@ -403,7 +403,7 @@ mod tests {
             "--machine=haswell-ep-2s",
         ])
         .unwrap();
-        assert!(text.contains("# kernel:   pcp-high-order=off\n"));
+        assert!(text.contains("# kernel:   pcp-high-order=off huge-zero-mm-flag=on\n"));
         assert!(text.contains("# machine:  haswell-ep-2s: "));
         let text = run(&[
             "fake",
@@ -413,7 +413,7 @@ mod tests {
             "pcp-high-order",
         ])
         .unwrap();
-        assert!(text.contains("# kernel:   pcp-high-order=on\n"));
+        assert!(text.contains("# kernel:   pcp-high-order=on huge-zero-mm-flag=on\n"));
     }
 
     #[test]

@@ -41,16 +41,19 @@ impl Contents {
         let word = word_index(offset);
         match self.pages.get(&pfn.0) {
             None => 0,
-            Some(PageData::Sparse(words)) => {
-                words.binary_search_by_key(&(word as u16), |&(i, _)| i).map_or(0, |at| words[at].1)
-            }
+            Some(PageData::Sparse(words)) => words
+                .binary_search_by_key(&(word as u16), |&(i, _)| i)
+                .map_or(0, |at| words[at].1),
             Some(PageData::Full(words)) => words[word],
         }
     }
 
     pub fn write_u64(&mut self, pfn: Pfn, offset: u64, value: u64) {
         let word = word_index(offset);
-        let data = self.pages.entry(pfn.0).or_insert_with(|| PageData::Sparse(Vec::new()));
+        let data = self
+            .pages
+            .entry(pfn.0)
+            .or_insert_with(|| PageData::Sparse(Vec::new()));
         match data {
             PageData::Full(words) => words[word] = value,
             PageData::Sparse(words) => {
@@ -104,7 +107,10 @@ impl Contents {
 }
 
 fn word_index(offset: u64) -> usize {
-    assert!(offset < PAGE_SIZE && offset.is_multiple_of(8), "offset {offset:#x} is not an aligned word of a page");
+    assert!(
+        offset < PAGE_SIZE && offset.is_multiple_of(8),
+        "offset {offset:#x} is not an aligned word of a page"
+    );
     (offset / 8) as usize
 }
 
@@ -128,7 +134,11 @@ mod tests {
             assert_eq!(c.read_u64(Pfn(1), i * 8), i + 1);
         }
         for i in 0..200u64 {
-            assert_eq!(c.read_u64(Pfn(1), i * 8), i + 1, "word {i} after going full");
+            assert_eq!(
+                c.read_u64(Pfn(1), i * 8),
+                i + 1,
+                "word {i} after going full"
+            );
         }
         c.copy(Pfn(1), Pfn(2));
         assert_eq!(c.read_u64(Pfn(2), 8 * 99), 100);

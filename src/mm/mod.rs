@@ -1,7 +1,12 @@
 //! The kernel model. File names follow `linux/mm`: a kernel developer looking
 //! for `free_pcppages_bulk` finds it in `page_alloc.rs`.
 
+pub mod check;
 pub mod contents;
+pub mod fork;
+pub mod huge_memory;
+pub mod kernel;
+pub mod memory;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;

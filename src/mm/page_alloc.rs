@@ -28,7 +28,7 @@ use super::pagemap::{FreeList, NIL, PageMap, PageMeta, PageState};
 use crate::features::{Feature, Features};
 use crate::machine::Machine;
 use crate::sim::{
-    CacheLine, CpuId, Ctx, Event, LineAccess, LocalLock, SpinLock, Symbol, touch_line,
+    CpuId, Ctx, Event, LineAccess, LocalLock, NO_WRITER, SpinLock, Symbol, touch_line,
 };
 
 /// Lists per CPU when high orders are cached: 3 migratetypes x (orders 0..3
@@ -178,10 +178,11 @@ pub struct Zone {
     pub start_pfn: u64,
     pub managed_pages: u64,
     free_area: [[FreeList; MIGRATE_PCPTYPES]; MAX_ORDER],
-    /// The cache line of each `free_area[order]` (its list heads and
-    /// `nr_free`), which every CPU taking or giving blocks of that order
-    /// modifies under zone->lock.
-    area_lines: [CacheLine; MAX_ORDER],
+    /// The CPU that last wrote each `free_area[order]` line (its list heads
+    /// and `nr_free`). Only zone->lock holders touch it, so it never sees two
+    /// CPUs at once: the lock does the queueing, the line costs a transfer
+    /// when it changes hands.
+    area_lines: [u16; MAX_ORDER],
     /// `free_area[order].nr_free`: free blocks of each order, all types.
     nr_free: [u64; MAX_ORDER],
     /// NR_FREE_PAGES: base pages on the buddy lists (not the per-CPU lists).
@@ -312,6 +313,10 @@ impl PageAllocator {
                 meta.state = PageState::Allocated;
                 meta.order = order.0;
                 meta.migratetype = gfp.migratetype;
+                // prep_new_page: set_page_refcounted; nothing maps it yet.
+                meta.refcount = 1;
+                meta.mapcount = 0;
+                meta.compound_mapcount = 0;
                 return Some(Pfn(zone.start_pfn + idx as u64));
             }
         }
@@ -345,6 +350,18 @@ impl PageAllocator {
             zone.touch_page(ctx, idx, Symbol::FreePagesOk);
             zone.free_pages_ok(ctx, idx, order, mt);
         }
+    }
+
+    /// The `struct page` of `pfn`.
+    pub fn page(&self, pfn: Pfn) -> PageMeta {
+        let (z, idx) = self.zone_of(pfn);
+        self.zones[z].map.get(idx)
+    }
+
+    /// The `struct page` of `pfn`, to change the mm layer's counts.
+    pub fn page_mut(&mut self, pfn: Pfn) -> &mut PageMeta {
+        let (z, idx) = self.zone_of(pfn);
+        self.zones[z].map.get_mut(idx)
     }
 
     /// Runs the allocator's consistency checks (see [`Zone::check`]).
@@ -447,7 +464,7 @@ impl Zone {
             start_pfn,
             managed_pages: nr_pages,
             free_area: [[FreeList::default(); MIGRATE_PCPTYPES]; MAX_ORDER],
-            area_lines: Default::default(),
+            area_lines: [NO_WRITER; MAX_ORDER],
             nr_free: [0; MAX_ORDER],
             nr_free_pages: 0,
             nr_allocated_pages: 0,
@@ -554,7 +571,12 @@ impl Zone {
     fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, pages: [u32; 2], symbol: Symbol) {
         let cost = ctx.machine().costs.buddy_list_op.cycles();
         ctx.charge(symbol, cost);
-        self.area_lines[order as usize].rmw(ctx, symbol);
+        touch_line(
+            ctx,
+            &mut self.area_lines[order as usize],
+            symbol,
+            LineAccess::Write,
+        );
         for page in pages {
             if page != NIL {
                 self.touch_page(ctx, page, symbol);

@@ -46,6 +46,13 @@ pub struct PageMeta {
     /// The CPU that last wrote this `struct page` ([`NO_WRITER`] if none):
     /// another CPU touching it pays a cache-line transfer.
     pub last_cpu: u16,
+    /// `_refcount` of an allocated block's head: the allocator sets 1, the
+    /// mm layer counts its references (each mapping holds one).
+    pub refcount: u32,
+    /// `_mapcount + 1`: page-table entries mapping this 4 KiB page.
+    pub mapcount: u32,
+    /// `compound_mapcount + 1` of a THP's head: PMDs mapping it whole.
+    pub compound_mapcount: u32,
 }
 
 impl PageMeta {
@@ -56,6 +63,9 @@ impl PageMeta {
         order: 0,
         migratetype: MigrateType::Movable,
         last_cpu: NO_WRITER,
+        refcount: 0,
+        mapcount: 0,
+        compound_mapcount: 0,
     };
 }
 

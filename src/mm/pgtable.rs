@@ -107,7 +107,12 @@ impl PageTables {
 
     /// Records a new empty table backed by `pfn`.
     pub fn create(&mut self, level: Level, pfn: Pfn) -> TableId {
-        let table = Table { level, pfn, entries: Box::new([Entry::None; PTRS_PER_TABLE]), used: 0 };
+        let table = Table {
+            level,
+            pfn,
+            entries: Box::new([Entry::None; PTRS_PER_TABLE]),
+            used: 0,
+        };
         self.live += 1;
         match self.free_ids.pop() {
             Some(id) => {
@@ -125,7 +130,11 @@ impl PageTables {
     /// caller to free.
     pub fn destroy(&mut self, id: TableId) -> Pfn {
         let table = self.tables[id.0 as usize].take().expect("live table");
-        assert_eq!(table.used, 0, "freeing a {:?} table with {} entries in use", table.level, table.used);
+        assert_eq!(
+            table.used, 0,
+            "freeing a {:?} table with {} entries in use",
+            table.level, table.used
+        );
         self.free_ids.push(id);
         self.live -= 1;
         table.pfn
@@ -157,7 +166,8 @@ mod tests {
 
     #[test]
     fn indices_of_an_address() {
-        let addr = (3u64 << PGDIR_SHIFT) | (5 << PUD_SHIFT) | (7 << PMD_SHIFT) | (9 << PAGE_SHIFT) | 0x123;
+        let addr =
+            (3u64 << PGDIR_SHIFT) | (5 << PUD_SHIFT) | (7 << PMD_SHIFT) | (9 << PAGE_SHIFT) | 0x123;
         assert_eq!(Level::Pgd.index(addr), 3);
         assert_eq!(Level::Pud.index(addr), 5);
         assert_eq!(Level::Pmd.index(addr), 7);
@@ -169,7 +179,14 @@ mod tests {
         let mut pt = PageTables::new();
         let a = pt.create(Level::Pte, Pfn(10));
         pt.set(a, 0, Entry::ZeroPage);
-        pt.set(a, 0, Entry::Page { pfn: Pfn(11), write: true });
+        pt.set(
+            a,
+            0,
+            Entry::Page {
+                pfn: Pfn(11),
+                write: true,
+            },
+        );
         assert_eq!(pt.table(a).used, 1);
         pt.set(a, 0, Entry::None);
         assert_eq!(pt.destroy(a), Pfn(10));

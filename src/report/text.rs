@@ -162,7 +162,7 @@ mod tests {
         let header = format_header(&test_run());
         assert!(header.contains("# workload: test-bench -n 4\n"));
         assert!(header.contains("# machine:  x86-2s-server: "));
-        assert!(header.contains("# kernel:   pcp-high-order=on\n"));
+        assert!(header.contains("# kernel:   pcp-high-order=on huge-zero-mm-flag=on\n"));
         assert!(header.contains("# seed:     7\n"));
         assert!(
             header.contains("# elapsed:  2.000 us of virtual time (5000 cycles)\n"),

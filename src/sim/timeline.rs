@@ -18,7 +18,7 @@ use super::time::Cycles;
 
 /// How many busy spans one object remembers. Beyond this, gaps before the
 /// oldest remembered span are given up (see [`Timeline::push`]).
-pub(crate) const SPANS_MAX: usize = 64;
+pub(crate) const SPANS_MAX: usize = 4096;
 
 /// One use of an object, busy over `[start, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

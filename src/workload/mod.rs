@@ -4,6 +4,7 @@
 pub mod args;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
+pub mod usemem;
 
 use std::fmt;
 
@@ -97,6 +98,12 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: page_alloc_bench::SUMMARY,
         usage: page_alloc_bench::USAGE,
         parse: page_alloc_bench::parse,
+    },
+    WorkloadInfo {
+        name: usemem::NAME,
+        summary: usemem::SUMMARY,
+        usage: usemem::USAGE,
+        parse: usemem::parse,
     },
     WorkloadInfo {
         name: netperf_udp::NAME,

@@ -1,0 +1,31 @@
+//! x86_64 TLB shootdown (`arch/x86/mm/tlb.c` of the 4.x era).
+//!
+//! `flush_tlb_mm_range` flushes the local TLB if the current CPU runs the
+//! mm, and sends `flush_tlb_func` by IPI to every other CPU in
+//! `mm_cpumask`, waiting for all of them. In that era the mask was not
+//! trimmed when a CPU switched away lazily, so it holds every CPU that has
+//! run a thread of the mm.
+
+use crate::sim::{CpuId, Ctx, Event, IpiHandler, Symbol, smp_call_function_many};
+
+/// Flushes the mm's TLB entries on `cpumask` (ascending CPU ids).
+pub fn flush_tlb_mm_range(ctx: &mut Ctx, cpumask: &[CpuId]) {
+    let me = ctx.cur();
+    let flush = ctx.machine().costs.tlb_flush_local.cycles();
+    if cpumask.contains(&me) {
+        ctx.charge(Symbol::FlushTlbFunc, flush);
+        ctx.count(Event::NrTlbLocalFlushAll, 1);
+    }
+    let others = cpumask.iter().filter(|&&c| c != me).count() as u64;
+    if others == 0 {
+        return;
+    }
+    ctx.count(Event::NrTlbRemoteFlush, 1);
+    ctx.count(Event::NrTlbRemoteFlushReceived, others);
+    let handler = IpiHandler {
+        symbol: Symbol::FlushTlbFunc,
+        cycles: flush,
+    };
+    let targets: Vec<CpuId> = cpumask.iter().copied().filter(|&c| c != me).collect();
+    smp_call_function_many(ctx, &targets, handler, true);
+}

@@ -1,0 +1,204 @@
+//! The invariant checker, in the spirit of CONFIG_DEBUG_VM: page tables
+//! against the pages, counters and VMAs they account for. Tests run it
+//! after every operation; it panics naming the first thing wrong.
+
+use std::collections::BTreeMap;
+
+use super::kernel::{Kernel, MMF_HUGE_ZERO_PAGE, MmId};
+use super::memory::HPAGE_PMD_NR;
+use super::mm_types::VmFlags;
+use super::mmzone::Pfn;
+use super::pagemap::PageState;
+use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
+use crate::features::Feature;
+
+/// What the walk of every page table found.
+#[derive(Default)]
+struct Census {
+    /// PTEs mapping each 4 KiB page.
+    pte_maps: BTreeMap<u64, u32>,
+    /// PMDs mapping each THP head.
+    pmd_maps: BTreeMap<u64, u32>,
+    huge_zero_pmds: u64,
+    /// Pages the page tables own: tables and deposits.
+    table_pages: u64,
+}
+
+/// Checks every live mm's mappings; see the module documentation.
+pub fn check_mappings(k: &Kernel) {
+    let mut census = Census::default();
+    for mm in k.live_mms() {
+        check_mm(k, mm, &mut census);
+    }
+    check_pages(k, &census);
+    check_huge_zero(k, &census);
+}
+
+/// Per mm: mappings inside VMAs with their permissions, RSS and page-table
+/// counts.
+fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
+    let m = k.mm(mm);
+    let (mut rss, mut tables) = (0u64, 0u64);
+    walk(k, m.pgd, Level::Pgd, 0, &mut |addr, level, entry| {
+        let vma = m.vmas.find_vma(addr).0.filter(|v| v.start <= addr);
+        let in_vma = |write: bool| {
+            let v = vma
+                .unwrap_or_else(|| panic!("mm {}: {entry:?} at {addr:#x} outside every VMA", mm.0));
+            assert!(
+                !write || v.flags.contains(VmFlags::WRITE),
+                "mm {}: writable {entry:?} at {addr:#x} in {v:?}",
+                mm.0
+            );
+        };
+        match entry {
+            Entry::Table(_) => tables += 1,
+            Entry::Page { pfn, write } => {
+                assert_eq!(level, Level::Pte, "mm {}: page entry at {level:?}", mm.0);
+                in_vma(write);
+                rss += 1;
+                *census.pte_maps.entry(pfn.0).or_default() += 1;
+            }
+            Entry::ZeroPage => in_vma(false),
+            Entry::HugeZero { .. } => {
+                in_vma(false);
+                tables += 1;
+                census.huge_zero_pmds += 1;
+            }
+            Entry::Huge { pfn, write, .. } => {
+                in_vma(write);
+                tables += 1;
+                rss += HPAGE_PMD_NR;
+                *census.pmd_maps.entry(pfn.0).or_default() += 1;
+            }
+            Entry::None => {}
+        }
+    });
+    assert_eq!(
+        rss, m.rss_anon,
+        "mm {}: MM_ANONPAGES disagrees with the page tables",
+        mm.0
+    );
+    assert_eq!(
+        tables + 1,
+        m.nr_pgtables,
+        "mm {}: page-table count disagrees (PGD included)",
+        mm.0
+    );
+    census.table_pages += tables + 1;
+}
+
+/// Calls `f(addr, level, entry)` for every non-empty entry below `table`.
+fn walk(k: &Kernel, table: TableId, level: Level, base: u64, f: &mut dyn FnMut(u64, Level, Entry)) {
+    let span = 1u64 << level.shift();
+    for index in 0..PTRS_PER_TABLE {
+        let entry = k.tables.get(table, index);
+        let addr = base + index as u64 * span;
+        if entry.is_none() {
+            continue;
+        }
+        f(addr, level, entry);
+        if let Entry::Table(child) = entry {
+            walk(
+                k,
+                child,
+                level.next().expect("tables above the PTE level"),
+                addr,
+                f,
+            );
+        }
+    }
+}
+
+/// Every mapped page is allocated, and its mapcounts and refcount match
+/// the mappings found.
+fn check_pages(k: &Kernel, census: &Census) {
+    let mut head_refs: BTreeMap<u64, u32> = BTreeMap::new();
+    for (&pfn, &maps) in &census.pte_maps {
+        let page = k.pa.page(Pfn(pfn));
+        assert!(
+            matches!(page.state, PageState::Allocated | PageState::Tail),
+            "{}: mapped but {:?}",
+            Pfn(pfn),
+            page.state
+        );
+        assert_eq!(page.mapcount, maps, "{}: mapcount vs PTEs", Pfn(pfn));
+        *head_refs.entry(k.compound_head(Pfn(pfn)).0).or_default() += maps;
+    }
+    for (&head, &maps) in &census.pmd_maps {
+        let page = k.pa.page(Pfn(head));
+        assert!(
+            page.state == PageState::Allocated && page.order == 9,
+            "{}: PMD-mapped but {page:?}",
+            Pfn(head)
+        );
+        assert_eq!(
+            page.compound_mapcount,
+            maps,
+            "{}: compound mapcount vs PMDs",
+            Pfn(head)
+        );
+        *head_refs.entry(head).or_default() += maps;
+    }
+    for (&head, &refs) in &head_refs {
+        assert_eq!(
+            k.pa.page(Pfn(head)).refcount,
+            refs,
+            "{}: refcount vs mappings",
+            Pfn(head)
+        );
+    }
+}
+
+/// The huge zero page's count: the shrinker's reference plus one per PMD
+/// (4.8) or one per mm that used it (with `huge-zero-mm-flag`).
+fn check_huge_zero(k: &Kernel, census: &Census) {
+    let Some(page) = k.huge_zero.page else {
+        assert_eq!(
+            census.huge_zero_pmds, 0,
+            "huge zero PMDs without a huge zero page"
+        );
+        assert_eq!(k.huge_zero.refcount, 0);
+        return;
+    };
+    let holders = if k.features.has(Feature::HugeZeroMmFlag) {
+        k.live_mms()
+            .filter(|&mm| k.mm(mm).test_flag(MMF_HUGE_ZERO_PAGE))
+            .count() as u64
+    } else {
+        census.huge_zero_pmds
+    };
+    assert_eq!(
+        k.huge_zero.refcount,
+        1 + holders,
+        "huge zero page {page}: refcount"
+    );
+}
+
+/// With nothing but processes allocating, every allocated page is a mapped
+/// page, a page table, a deposit or the huge zero page: nothing leaked.
+pub fn check_no_leaks(k: &Kernel) {
+    let mut census = Census::default();
+    for mm in k.live_mms() {
+        check_mm(k, mm, &mut census);
+    }
+    let mut user = 0u64;
+    let heads: std::collections::BTreeSet<u64> = census
+        .pte_maps
+        .keys()
+        .map(|&p| k.compound_head(Pfn(p)).0)
+        .chain(census.pmd_maps.keys().copied())
+        .collect();
+    for head in heads {
+        user += 1u64 << k.pa.page(Pfn(head)).order;
+    }
+    let zero = if k.huge_zero.page.is_some() {
+        HPAGE_PMD_NR
+    } else {
+        0
+    };
+    assert_eq!(
+        k.pa.nr_allocated_pages(),
+        user + census.table_pages + zero,
+        "allocated pages vs user pages + page tables + huge zero page"
+    );
+}

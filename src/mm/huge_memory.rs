@@ -1,0 +1,435 @@
+//! Transparent huge pages and the huge zero page (`mm/huge_memory.c`).
+//!
+//! The huge zero page is one 2 MiB zeroed page that every read fault in a
+//! THP-eligible window maps read-only. Two ways of keeping it alive are
+//! modelled, selected by the feature `huge-zero-mm-flag`:
+//! - off (Linux 4.8): a global refcount on one cache line;
+//!   `get_huge_zero_page` (an `atomic_inc_not_zero` loop) on every PMD
+//!   install, `put_huge_zero_page` (an atomic decrement) on every zap or
+//!   split of one; allocated on first use, freed by its shrinker once only
+//!   the shrinker's own reference is left;
+//! - on (4.9, commit 6fcb52a56ff6): one global reference per mm, taken on
+//!   the mm's first use (`mm_get_huge_zero_page`, `MMF_HUGE_ZERO_PAGE`) and
+//!   dropped in `__mmput` (`mm_put_huge_zero_page`).
+
+use super::kernel::{Fault, Kernel, MMF_HUGE_ZERO_PAGE, MmId};
+use super::memory::HPAGE_PMD_NR;
+use super::mm_types::{VmFlags, Vma};
+use super::mmzone::{MigrateType, Order, Pfn};
+use super::page_alloc::Gfp;
+use super::pgtable::{Entry, Level, TableId};
+use crate::features::Feature;
+use crate::sim::{CacheLine, Ctx, Event, Symbol};
+
+/// THP allocations (`GFP_TRANSHUGE`): movable, no reclaim modelled.
+const GFP_TRANSHUGE: Gfp = Gfp {
+    migratetype: MigrateType::Movable,
+    node: None,
+};
+
+/// The global huge zero page and its refcount (`huge_zero_page`,
+/// `huge_zero_refcount`).
+#[derive(Clone, Debug, Default)]
+pub struct HugeZeroPage {
+    pub page: Option<Pfn>,
+    pub refcount: u64,
+    /// The cache line holding `huge_zero_refcount`.
+    line: CacheLine,
+}
+
+impl Kernel {
+    /// `get_huge_zero_page`: `atomic_inc_not_zero` on the global count; on
+    /// zero, allocate the page and set the count to 2 (one for the shrinker).
+    pub fn get_huge_zero_page(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Option<Pfn> {
+        self.huge_zero.line.cmpxchg_loop(ctx, symbol);
+        ctx.count(Event::HugeZeroRefcountRmw, 1);
+        if self.huge_zero.refcount > 0 {
+            self.huge_zero.refcount += 1;
+            return self.huge_zero.page;
+        }
+        let Some(pfn) = self.pa.alloc_pages(ctx, GFP_TRANSHUGE, Order::THP) else {
+            ctx.count(Event::ThpZeroPageAllocFailed, 1);
+            return None;
+        };
+        ctx.count(Event::ThpZeroPageAlloc, 1);
+        let cost = ctx
+            .machine()
+            .costs
+            .clear_huge_page_bandwidth
+            .cycles_for_bytes(Order::THP.bytes());
+        ctx.charge(Symbol::ClearHugePage, cost);
+        self.huge_zero.page = Some(pfn);
+        self.huge_zero.line.rmw(ctx, symbol);
+        ctx.count(Event::HugeZeroRefcountRmw, 1);
+        self.huge_zero.refcount = 2;
+        Some(pfn)
+    }
+
+    /// `put_huge_zero_page`: an atomic decrement. The shrinker's reference
+    /// keeps the count above zero here.
+    pub fn put_huge_zero_page(&mut self, ctx: &mut Ctx, symbol: Symbol) {
+        self.huge_zero.line.rmw(ctx, symbol);
+        ctx.count(Event::HugeZeroRefcountRmw, 1);
+        assert!(
+            self.huge_zero.refcount > 1,
+            "huge zero page refcount underflow"
+        );
+        self.huge_zero.refcount -= 1;
+    }
+
+    /// `mm_get_huge_zero_page`: one global reference per mm.
+    fn mm_get_huge_zero_page(&mut self, ctx: &mut Ctx, mm: MmId) -> Option<Pfn> {
+        if self.mm(mm).test_flag(MMF_HUGE_ZERO_PAGE) {
+            return self.huge_zero.page;
+        }
+        let page = self.get_huge_zero_page(ctx, Symbol::MmGetHugeZeroPage)?;
+        // test_and_set_bit: a thread of this mm that raced us and won keeps
+        // its reference; ours goes back. (Threads of one mm are serialised
+        // by the step loop, so here the bit is always ours.)
+        let flags = &mut self.mm_mut(mm).flags;
+        if *flags & (1 << MMF_HUGE_ZERO_PAGE) != 0 {
+            self.put_huge_zero_page(ctx, Symbol::MmGetHugeZeroPage);
+        } else {
+            *flags |= 1 << MMF_HUGE_ZERO_PAGE;
+        }
+        Some(page)
+    }
+
+    /// `mm_put_huge_zero_page`, from `__mmput`.
+    pub(super) fn mm_put_huge_zero_page(&mut self, ctx: &mut Ctx, mm: MmId) {
+        if self.mm(mm).test_flag(MMF_HUGE_ZERO_PAGE) {
+            self.put_huge_zero_page(ctx, Symbol::ExitMmap);
+        }
+    }
+
+    fn per_mm_flag(&self) -> bool {
+        self.features.has(Feature::HugeZeroMmFlag)
+    }
+
+    /// A reference on the huge zero page for a new PMD of `mm`.
+    fn huge_zero_for_pmd(&mut self, ctx: &mut Ctx, mm: MmId, symbol: Symbol) -> Option<Pfn> {
+        if self.per_mm_flag() {
+            self.mm_get_huge_zero_page(ctx, mm)
+        } else {
+            self.get_huge_zero_page(ctx, symbol)
+        }
+    }
+
+    /// A huge zero PMD of `mm` goes away (zap or split).
+    fn huge_zero_pmd_gone(&mut self, ctx: &mut Ctx, symbol: Symbol) {
+        if !self.per_mm_flag() {
+            self.put_huge_zero_page(ctx, symbol);
+        }
+    }
+
+    /// `do_huge_pmd_anonymous_page`. Returns Ok(false) to fall back to 4 KiB
+    /// pages (`VM_FAULT_FALLBACK`).
+    pub(super) fn do_huge_pmd_anonymous_page(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        vma: &Vma,
+        pmd: TableId,
+        index: usize,
+        write: bool,
+    ) -> Result<bool, Fault> {
+        if !write && self.thp.use_zero_page {
+            return self.install_huge_zero_pmd(ctx, mm, pmd, index);
+        }
+        let Some(pfn) = self.pa.alloc_pages(ctx, GFP_TRANSHUGE, Order::THP) else {
+            ctx.count(Event::ThpFaultFallback, 1);
+            return Ok(false);
+        };
+        let cost = ctx
+            .machine()
+            .costs
+            .clear_huge_page_bandwidth
+            .cycles_for_bytes(Order::THP.bytes());
+        ctx.charge(Symbol::ClearHugePage, cost);
+        let deposit = match self.alloc_pgtable_page(ctx, Symbol::DoHugePmdAnonymousPage) {
+            Ok(d) => d,
+            Err(e) => {
+                self.pa.free_pages(ctx, pfn, Order::THP);
+                return Err(e);
+            }
+        };
+        self.pa.page_mut(pfn).compound_mapcount = 1;
+        self.set_huge_pmd(
+            ctx,
+            pmd,
+            index,
+            Entry::Huge {
+                pfn,
+                write: vma.flags.contains(VmFlags::WRITE),
+                deposit,
+            },
+        );
+        self.mm_mut(mm).rss_anon += HPAGE_PMD_NR;
+        self.mm_mut(mm).nr_pgtables += 1;
+        ctx.count(Event::ThpFaultAlloc, 1);
+        Ok(true)
+    }
+
+    /// The read-fault half: deposit a page table, take a reference on the
+    /// huge zero page and map it.
+    fn install_huge_zero_pmd(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        pmd: TableId,
+        index: usize,
+    ) -> Result<bool, Fault> {
+        let deposit = self.alloc_pgtable_page(ctx, Symbol::DoHugePmdAnonymousPage)?;
+        if self
+            .huge_zero_for_pmd(ctx, mm, Symbol::GetHugeZeroPage)
+            .is_none()
+        {
+            self.pa.free_pages(ctx, deposit, Order::ZERO);
+            ctx.count(Event::ThpFaultFallback, 1);
+            return Ok(false);
+        }
+        self.set_huge_pmd(ctx, pmd, index, Entry::HugeZero { deposit });
+        self.mm_mut(mm).nr_pgtables += 1;
+        ctx.count(Event::HugeZeroPmdInstalls, 1);
+        Ok(true)
+    }
+
+    /// `set_pmd_at` under the PMD lock.
+    fn set_huge_pmd(&mut self, ctx: &mut Ctx, pmd: TableId, index: usize, entry: Entry) {
+        self.ptlock(pmd).lock(ctx, Symbol::RawSpinLock);
+        let cost = ctx.machine().costs.huge_pmd_install.cycles();
+        ctx.charge(Symbol::DoHugePmdAnonymousPage, cost);
+        self.tables.set(pmd, index, entry);
+        self.ptlock(pmd).unlock(ctx);
+    }
+
+    /// `do_huge_pmd_wp_page`: a write to the huge zero page or to a
+    /// write-protected THP. Returns Ok(false) after splitting the PMD, to
+    /// fall back to 4 KiB handling.
+    pub(super) fn do_huge_pmd_wp_page(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        vma: &Vma,
+        pmd: TableId,
+        index: usize,
+    ) -> Result<bool, Fault> {
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoHugePmdWpPage, cost);
+        let entry = self.tables.get(pmd, index);
+        let (old, deposit) = match entry {
+            Entry::HugeZero { deposit } => (None, deposit),
+            Entry::Huge { pfn, deposit, .. } => (Some(pfn), deposit),
+            other => panic!("do_huge_pmd_wp_page on {other:?}"),
+        };
+        if let Some(pfn) = old
+            && self.thp_mapped_once(pfn)
+        {
+            self.tables.set(
+                pmd,
+                index,
+                Entry::Huge {
+                    pfn,
+                    write: true,
+                    deposit,
+                },
+            );
+            return Ok(true);
+        }
+        let new = if self.thp_allowed(vma) {
+            self.pa.alloc_pages(ctx, GFP_TRANSHUGE, Order::THP)
+        } else {
+            None
+        };
+        let Some(new) = new else {
+            self.split_huge_pmd(ctx, mm, pmd, index);
+            ctx.count(Event::ThpFaultFallback, 1);
+            return Ok(false);
+        };
+        ctx.count(Event::ThpFaultAlloc, 1);
+        let bytes = Order::THP.bytes();
+        match old {
+            None => {
+                let cost = ctx
+                    .machine()
+                    .costs
+                    .clear_huge_page_bandwidth
+                    .cycles_for_bytes(bytes);
+                ctx.charge(Symbol::ClearHugePage, cost);
+            }
+            Some(old) => {
+                let cost = ctx
+                    .machine()
+                    .costs
+                    .copy_page_bandwidth
+                    .cycles_for_bytes(bytes);
+                ctx.charge(Symbol::CopyPage, cost);
+                for sub in 0..HPAGE_PMD_NR {
+                    self.contents.copy(Pfn(old.0 + sub), Pfn(new.0 + sub));
+                }
+                ctx.count(Event::CowCopies, 1);
+            }
+        }
+        self.pa.page_mut(new).compound_mapcount = 1;
+        self.set_huge_pmd(
+            ctx,
+            pmd,
+            index,
+            Entry::Huge {
+                pfn: new,
+                write: true,
+                deposit,
+            },
+        );
+        self.flush_tlb_mm(ctx, mm);
+        match old {
+            None => {
+                self.mm_mut(mm).rss_anon += HPAGE_PMD_NR;
+                self.huge_zero_pmd_gone(ctx, Symbol::DoHugePmdWpPage);
+            }
+            Some(old) => {
+                self.pa.page_mut(old).compound_mapcount -= 1;
+                self.put_page(ctx, old);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Is this THP mapped by exactly one PMD and no PTE?
+    fn thp_mapped_once(&self, head: Pfn) -> bool {
+        let page = self.pa.page(head);
+        page.compound_mapcount == 1
+            && (0..HPAGE_PMD_NR).all(|i| self.pa.page(Pfn(head.0 + i)).mapcount == 0)
+    }
+
+    /// `zap_huge_pmd`: drops a huge PMD and frees its deposit.
+    pub(super) fn zap_huge_pmd(&mut self, ctx: &mut Ctx, mm: MmId, pmd: TableId, index: usize) {
+        let cost = ctx.machine().costs.zap_pte.cycles();
+        ctx.charge(Symbol::ZapHugePmd, cost);
+        let entry = self.tables.get(pmd, index);
+        self.tables.set(pmd, index, Entry::None);
+        let deposit = match entry {
+            Entry::HugeZero { deposit } => {
+                self.huge_zero_pmd_gone(ctx, Symbol::ZapHugePmd);
+                deposit
+            }
+            Entry::Huge { pfn, deposit, .. } => {
+                self.pa.page_mut(pfn).compound_mapcount -= 1;
+                self.put_page(ctx, pfn);
+                self.mm_mut(mm).rss_anon -= HPAGE_PMD_NR;
+                deposit
+            }
+            other => panic!("zap_huge_pmd on {other:?}"),
+        };
+        self.pa.free_pages(ctx, deposit, Order::ZERO);
+        self.mm_mut(mm).nr_pgtables -= 1;
+    }
+
+    /// `__split_huge_pmd`: the PMD becomes its deposited page table, with
+    /// 512 PTEs mapping the zero page (for the huge zero page) or the THP's
+    /// subpages (the THP stays one compound page, now PTE-mapped: each PTE
+    /// holds a reference, and it is freed when the last one goes; Linux's
+    /// deferred split would free unmapped parts earlier under pressure).
+    /// Returns the new PTE table.
+    pub(super) fn split_huge_pmd(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        pmd: TableId,
+        index: usize,
+    ) -> TableId {
+        let cost = ctx.machine().costs.huge_pmd_install.cycles();
+        ctx.charge(Symbol::SplitHugePmd, cost);
+        ctx.count(Event::ThpSplitPmd, 1);
+        let entry = self.tables.get(pmd, index);
+        let (deposit, fill): (Pfn, Box<dyn Fn(u64) -> Entry>) = match entry {
+            Entry::HugeZero { deposit } => (deposit, Box::new(|_| Entry::ZeroPage)),
+            Entry::Huge {
+                pfn,
+                write,
+                deposit,
+            } => (
+                deposit,
+                Box::new(move |i| Entry::Page {
+                    pfn: Pfn(pfn.0 + i),
+                    write,
+                }),
+            ),
+            other => panic!("split_huge_pmd on {other:?}"),
+        };
+        let pte = self.tables.create(Level::Pte, deposit);
+        self.ensure_ptlock(pte);
+        for i in 0..HPAGE_PMD_NR {
+            self.tables.set(pte, i as usize, fill(i));
+        }
+        self.tables.set(pmd, index, Entry::Table(pte));
+        match entry {
+            Entry::HugeZero { .. } => self.huge_zero_pmd_gone(ctx, Symbol::SplitHugePmd),
+            Entry::Huge { pfn, .. } => {
+                let head = self.pa.page_mut(pfn);
+                head.compound_mapcount -= 1;
+                head.refcount += HPAGE_PMD_NR as u32 - 1;
+                for i in 0..HPAGE_PMD_NR {
+                    self.pa.page_mut(Pfn(pfn.0 + i)).mapcount += 1;
+                }
+            }
+            _ => unreachable!(),
+        }
+        self.flush_tlb_mm(ctx, mm);
+        pte
+    }
+
+    /// `copy_huge_pmd` at fork: the child shares the huge zero page or the
+    /// THP (write-protected in both), with a deposit of its own.
+    pub(super) fn copy_huge_pmd(
+        &mut self,
+        ctx: &mut Ctx,
+        child: MmId,
+        entry: Entry,
+    ) -> Result<Entry, Fault> {
+        let cost = ctx.machine().costs.copy_pte.cycles();
+        ctx.charge(Symbol::CopyHugePmd, cost);
+        let deposit = self.alloc_pgtable_page(ctx, Symbol::CopyHugePmd)?;
+        self.mm_mut(child).nr_pgtables += 1;
+        Ok(match entry {
+            Entry::HugeZero { .. } => {
+                let got = self.huge_zero_for_pmd(ctx, child, Symbol::CopyHugePmd);
+                assert!(got.is_some(), "the parent's huge zero page is alive");
+                ctx.count(Event::HugeZeroPmdInstalls, 1);
+                Entry::HugeZero { deposit }
+            }
+            Entry::Huge { pfn, .. } => {
+                let head = self.pa.page_mut(pfn);
+                head.refcount += 1;
+                head.compound_mapcount += 1;
+                self.mm_mut(child).rss_anon += HPAGE_PMD_NR;
+                Entry::Huge {
+                    pfn,
+                    write: false,
+                    deposit,
+                }
+            }
+            other => panic!("copy_huge_pmd on {other:?}"),
+        })
+    }
+
+    /// `shrink_huge_zero_page_scan`: frees the huge zero page if only the
+    /// shrinker's reference is left. Returns the pages freed.
+    pub fn shrink_huge_zero_page(&mut self, ctx: &mut Ctx) -> u64 {
+        if self.huge_zero.refcount != 1 {
+            return 0;
+        }
+        self.huge_zero
+            .line
+            .cmpxchg_loop(ctx, Symbol::GetHugeZeroPage);
+        ctx.count(Event::HugeZeroRefcountRmw, 1);
+        self.huge_zero.refcount = 0;
+        let pfn = self
+            .huge_zero
+            .page
+            .take()
+            .expect("a counted huge zero page exists");
+        self.pa.free_pages(ctx, pfn, Order::THP);
+        HPAGE_PMD_NR
+    }
+}

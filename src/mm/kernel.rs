@@ -1,0 +1,434 @@
+//! The memory-management state of one simulated machine, and the system
+//! calls and user accesses that processes make on it.
+//!
+//! `Kernel` ties together the page allocator, every process's `MmStruct`
+//! (VMAs, page tables, counters, locks), page contents and the huge zero
+//! page. Fault handling lives in `memory.rs` and `huge_memory.rs`, fork and
+//! exit in `fork.rs`; all are methods of `Kernel`.
+//!
+//! Locking, as in Linux: `mmap_lock` (a reader/writer semaphore per mm) is
+//! taken for reading by faults and for writing by mmap, munmap, mprotect and
+//! fork; each page-table page has its own spinlock (split PTE/PMD locks).
+
+use super::contents::Contents;
+use super::huge_memory::HugeZeroPage;
+use super::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, VmFlags, Vma};
+use super::mmap::VmaTree;
+use super::mmzone::{Order, PAGE_SIZE, Pfn};
+use super::page_alloc::{Gfp, PageAllocator};
+use super::pgtable::{Entry, Level, PageTables, TableId};
+use crate::features::Features;
+use crate::machine::Machine;
+use crate::sim::{CpuId, Ctx, RwSemaphore, SpinLock, Symbol};
+
+/// `mm->flags` bit set once the mm holds a reference on the huge zero page
+/// (`MMF_HUGE_ZERO_PAGE`, feature `huge-zero-mm-flag`).
+pub const MMF_HUGE_ZERO_PAGE: u32 = 23;
+
+/// `/sys/kernel/mm/transparent_hugepage/enabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpEnabled {
+    Always,
+    Madvise,
+    Never,
+}
+
+/// The THP knobs of `/sys/kernel/mm/transparent_hugepage/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThpConfig {
+    pub enabled: ThpEnabled,
+    /// `use_zero_page`: read faults map the huge zero page.
+    pub use_zero_page: bool,
+}
+
+impl Default for ThpConfig {
+    /// The distribution default of the seeds' era: always, with the zero page.
+    fn default() -> Self {
+        ThpConfig {
+            enabled: ThpEnabled::Always,
+            use_zero_page: true,
+        }
+    }
+}
+
+/// A process's address space, by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MmId(pub u32);
+
+/// What a user access that could not complete ran into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// No VMA, or the VMA does not allow the access: SIGSEGV.
+    Segv,
+    /// No memory for a page or a page table: the OOM path.
+    Oom,
+}
+
+/// `struct mm_struct`: one address space.
+pub struct MmStruct {
+    pub vmas: VmaTree,
+    pub pgd: TableId,
+    /// `mm_users`: threads (and other users) of the address space.
+    pub users: u32,
+    /// `mm_cpumask`: every CPU that has run a thread of this mm, ascending.
+    pub cpumask: Vec<CpuId>,
+    /// `mm->flags`.
+    pub flags: u64,
+    /// `MM_ANONPAGES`, in base pages.
+    pub rss_anon: u64,
+    /// Page-table pages this mm holds, deposits included (`pgtables_bytes` / 4 KiB).
+    pub nr_pgtables: u64,
+    pub mmap_lock: RwSemaphore,
+}
+
+impl MmStruct {
+    pub fn test_flag(&self, bit: u32) -> bool {
+        self.flags & (1 << bit) != 0
+    }
+}
+
+/// The mm state of the whole machine.
+pub struct Kernel {
+    pub pa: PageAllocator,
+    pub tables: PageTables,
+    pub contents: Contents,
+    pub huge_zero: HugeZeroPage,
+    pub thp: ThpConfig,
+    pub features: Features,
+    mms: Vec<Option<MmStruct>>,
+    /// Per page-table page: its split lock (`ptlock_ptr`), by table id.
+    ptlocks: Vec<SpinLock>,
+}
+
+/// Where new mappings go, top-down: below the stack gap as on x86_64 with
+/// ASLR off (`mmap_base` = TASK_SIZE - 128 MiB stack gap rounded).
+pub const MMAP_BASE: u64 = 0x7fff_f7ff_f000;
+
+impl Kernel {
+    pub fn new(machine: &Machine, features: Features, thp: ThpConfig) -> Kernel {
+        Kernel {
+            pa: PageAllocator::new(machine, features),
+            tables: PageTables::new(),
+            contents: Contents::new(),
+            huge_zero: HugeZeroPage::default(),
+            thp,
+            features,
+            mms: Vec::new(),
+            ptlocks: Vec::new(),
+        }
+    }
+
+    pub fn mm(&self, id: MmId) -> &MmStruct {
+        self.mms[id.0 as usize].as_ref().expect("live mm")
+    }
+
+    pub fn mm_mut(&mut self, id: MmId) -> &mut MmStruct {
+        self.mms[id.0 as usize].as_mut().expect("live mm")
+    }
+
+    /// Address spaces still alive.
+    pub fn live_mms(&self) -> impl Iterator<Item = MmId> + '_ {
+        self.mms
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.is_some())
+            .map(|(i, _)| MmId(i as u32))
+    }
+
+    /// `mm_alloc` + `pgd_alloc`: an empty address space with one user.
+    pub fn mm_alloc(&mut self, ctx: &mut Ctx) -> Result<MmId, Fault> {
+        let pgd = self.alloc_table(ctx, Level::Pgd, Symbol::DoFork)?;
+        let mm = MmStruct {
+            vmas: VmaTree::new(MMAP_BASE),
+            pgd,
+            users: 1,
+            cpumask: Vec::new(),
+            flags: 0,
+            rss_anon: 0,
+            nr_pgtables: 1,
+            mmap_lock: RwSemaphore::new(),
+        };
+        Ok(self.insert_mm(mm))
+    }
+
+    pub(super) fn insert_mm(&mut self, mm: MmStruct) -> MmId {
+        match self.mms.iter().position(Option::is_none) {
+            Some(i) => {
+                self.mms[i] = Some(mm);
+                MmId(i as u32)
+            }
+            None => {
+                self.mms.push(Some(mm));
+                MmId(self.mms.len() as u32 - 1)
+            }
+        }
+    }
+
+    pub(super) fn remove_mm(&mut self, id: MmId) -> MmStruct {
+        self.mms[id.0 as usize].take().expect("live mm")
+    }
+
+    /// A thread of `mm` runs on the current CPU (`switch_mm` sets the bit).
+    pub fn mm_runs_here(&mut self, ctx: &Ctx, id: MmId) {
+        let cpu = ctx.cur();
+        let mask = &mut self.mm_mut(id).cpumask;
+        if let Err(at) = mask.binary_search(&cpu) {
+            mask.insert(at, cpu);
+        }
+    }
+
+    /// Allocates and clears a page-table page and records the table.
+    pub(super) fn alloc_table(
+        &mut self,
+        ctx: &mut Ctx,
+        level: Level,
+        symbol: Symbol,
+    ) -> Result<TableId, Fault> {
+        let pfn = self.alloc_pgtable_page(ctx, symbol)?;
+        let id = self.tables.create(level, pfn);
+        self.ensure_ptlock(id);
+        Ok(id)
+    }
+
+    /// Gives a (possibly reused) table id its own fresh lock.
+    pub(super) fn ensure_ptlock(&mut self, id: TableId) {
+        if self.ptlocks.len() <= id.0 as usize {
+            self.ptlocks.resize_with(id.0 as usize + 1, SpinLock::new);
+        }
+        self.ptlocks[id.0 as usize] = SpinLock::new();
+    }
+
+    /// `pte_alloc_one`: a zeroed page for a page table (or a deposit).
+    pub(super) fn alloc_pgtable_page(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+    ) -> Result<Pfn, Fault> {
+        let pfn = self
+            .pa
+            .alloc_pages(ctx, Gfp::KERNEL, Order::ZERO)
+            .ok_or(Fault::Oom)?;
+        let cost = ctx
+            .machine()
+            .costs
+            .clear_page_bandwidth
+            .cycles_for_bytes(PAGE_SIZE);
+        ctx.charge(Symbol::ClearPageErms, cost);
+        let _ = symbol;
+        Ok(pfn)
+    }
+
+    /// Frees an empty page table and its page.
+    pub(super) fn free_table(&mut self, ctx: &mut Ctx, id: TableId) {
+        let pfn = self.tables.destroy(id);
+        self.pa.free_pages(ctx, pfn, Order::ZERO);
+    }
+
+    pub(super) fn ptlock(&mut self, id: TableId) -> &mut SpinLock {
+        &mut self.ptlocks[id.0 as usize]
+    }
+
+    /// `find_vma`, charged by the depth of the tree it walks.
+    pub(super) fn find_vma(&self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+        let (vma, depth) = self.mm(mm).vmas.find_vma(addr);
+        let per_node = ctx.machine().costs.find_vma_node.cycles();
+        ctx.charge(
+            Symbol::FindVma,
+            crate::sim::Cycles(per_node.0 * depth.max(1) as u64),
+        );
+        vma
+    }
+
+    /// Is a THP allowed for this VMA (`transparent_hugepage_enabled`)?
+    pub(super) fn thp_allowed(&self, vma: &Vma) -> bool {
+        if vma.flags.contains(VmFlags::NOHUGEPAGE) {
+            return false;
+        }
+        match self.thp.enabled {
+            ThpEnabled::Always => true,
+            ThpEnabled::Madvise => vma.flags.contains(VmFlags::HUGEPAGE),
+            ThpEnabled::Never => false,
+        }
+    }
+
+    /// Does the aligned 2 MiB window around `addr` lie inside the VMA
+    /// (`transhuge_vma_suitable`)?
+    pub(super) fn huge_window_fits(vma: &Vma, addr: u64) -> bool {
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        haddr >= vma.start && haddr + HPAGE_PMD_SIZE <= vma.end
+    }
+
+    /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)`.
+    pub fn mmap(&mut self, ctx: &mut Ctx, mm: MmId, len: u64, prot: u32) -> Result<u64, Errno> {
+        self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoMmap, cost);
+        let result = self.mm_mut(mm).vmas.mmap(len, prot);
+        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        result
+    }
+
+    /// `munmap`: removes the mappings, then zaps their pages and page
+    /// tables and flushes the TLBs of every CPU that ran the mm.
+    pub fn munmap(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, len: u64) -> Result<(), Errno> {
+        self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        let result = self.mm_mut(mm).vmas.munmap(start, len);
+        if let Ok(removed) = &result {
+            for vma in removed {
+                self.zap_range(ctx, mm, vma.start, vma.end, Symbol::DoMunmap);
+            }
+            if !removed.is_empty() {
+                self.free_empty_tables(ctx, mm);
+                self.flush_tlb_mm(ctx, mm);
+            }
+        }
+        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        result.map(|_| ())
+    }
+
+    /// `mprotect`: changes the VMAs' protection; mappings that lose write
+    /// permission are write-protected in the page tables.
+    pub fn mprotect(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        len: u64,
+        prot: u32,
+    ) -> Result<(), Errno> {
+        self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::MprotectFixup, cost);
+        let result = self.mm_mut(mm).vmas.mprotect(start, len, prot);
+        // Whatever was applied, the page tables follow the VMAs.
+        let end = start.saturating_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
+        self.sync_protection(ctx, mm, start, end);
+        self.flush_tlb_mm(ctx, mm);
+        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        result
+    }
+
+    /// `madvise`: THP hints change the VMAs; `MADV_DONTNEED` zaps the pages
+    /// of the mapped parts of the range.
+    pub fn madvise(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        len: u64,
+        advice: Advice,
+    ) -> Result<(), Errno> {
+        self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::Madvise, cost);
+        let done = self.mm_mut(mm).vmas.madvise(start, len, advice);
+        for vma in &done.zap {
+            self.zap_range(ctx, mm, vma.start, vma.end, Symbol::Madvise);
+        }
+        if !done.zap.is_empty() {
+            self.flush_tlb_mm(ctx, mm);
+        }
+        if advice != Advice::DontNeed {
+            // Hints that split VMAs may leave a huge PMD straddling two.
+            let end = start.saturating_add(len);
+            self.sync_protection(ctx, mm, start, end);
+        }
+        self.mm_mut(mm).mmap_lock.up_read(ctx, Symbol::UpRead);
+        done.result
+    }
+
+    /// Flushes the TLBs of every CPU in the mm's cpumask.
+    pub(super) fn flush_tlb_mm(&mut self, ctx: &mut Ctx, mm: MmId) {
+        let mask = self.mm(mm).cpumask.clone();
+        crate::arch::x86::flush_tlb_mm_range(ctx, &mask);
+    }
+
+    /// A user load of the 8-byte word at `addr` (8-aligned), faulting as
+    /// needed.
+    pub fn read_u64(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Result<u64, Fault> {
+        let target = self.user_access(ctx, mm, addr, false)?;
+        Ok(match target {
+            Target::Zero => 0,
+            Target::Page(pfn) => self.contents.read_u64(pfn, addr % PAGE_SIZE),
+        })
+    }
+
+    /// A user store of `value` to the 8-byte word at `addr` (8-aligned).
+    pub fn write_u64(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        value: u64,
+    ) -> Result<(), Fault> {
+        match self.user_access(ctx, mm, addr, true)? {
+            Target::Page(pfn) => {
+                self.contents.write_u64(pfn, addr % PAGE_SIZE, value);
+                Ok(())
+            }
+            Target::Zero => unreachable!("a write access resolved to a zero page"),
+        }
+    }
+
+    /// Resolves a user access: the page it lands on, after any faults.
+    fn user_access(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        write: bool,
+    ) -> Result<Target, Fault> {
+        assert!(addr.is_multiple_of(8), "unaligned user access at {addr:#x}");
+        let cost = ctx.machine().costs.user_access.cycles();
+        ctx.charge(Symbol::UserAccess, cost);
+        // A fault is retried once it is handled; a second miss on the same
+        // access would mean the handler did not map the page.
+        for _ in 0..3 {
+            if let Some(target) = self.translate(mm, addr, write) {
+                return Ok(target);
+            }
+            self.page_fault(ctx, mm, addr, write)?;
+        }
+        panic!("fault at {addr:#x} (write {write}) handled but still not mapped");
+    }
+
+    /// The hardware walk: where `addr` lands if the access needs no fault.
+    pub fn translate(&self, mm: MmId, addr: u64, write: bool) -> Option<Target> {
+        let mut table = self.mm(mm).pgd;
+        for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
+            let entry = self.tables.get(table, level.index(addr));
+            match entry {
+                Entry::None => return None,
+                Entry::Table(next) => table = next,
+                Entry::Page { pfn, write: w } => return (!write || w).then_some(Target::Page(pfn)),
+                Entry::ZeroPage | Entry::HugeZero { .. } => {
+                    return (!write).then_some(Target::Zero);
+                }
+                Entry::Huge { pfn, write: w, .. } => {
+                    let sub = (addr & (HPAGE_PMD_SIZE - 1)) / PAGE_SIZE;
+                    return (!write || w).then_some(Target::Page(Pfn(pfn.0 + sub)));
+                }
+            }
+        }
+        None
+    }
+
+    /// Runs the consistency checks: the allocator's, each mm's VMAs, and
+    /// the page tables against the pages and counters they account for.
+    pub fn check(&self) {
+        self.pa.check();
+        for id in self.live_mms() {
+            self.mm(id).vmas.check();
+        }
+        super::check::check_mappings(self);
+    }
+}
+
+/// Where a user access lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The zero page or the huge zero page: reads as zeros.
+    Zero,
+    /// A 4 KiB page (of a THP, the subpage).
+    Page(Pfn),
+}

@@ -1,0 +1,468 @@
+//! Page faults on 4 KiB pages, and tearing mappings down (`mm/memory.c`).
+
+use super::kernel::{Fault, Kernel, MmId};
+use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};
+use super::mmzone::{Order, PAGE_SIZE, Pfn};
+use super::page_alloc::Gfp;
+use super::pagemap::PageState;
+use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
+use crate::sim::{Ctx, Cycles, Event, Symbol};
+
+/// Pages in a THP.
+pub const HPAGE_PMD_NR: u64 = HPAGE_PMD_SIZE / PAGE_SIZE;
+
+impl Kernel {
+    /// `__do_page_fault`: find the VMA, check the access, handle the fault,
+    /// all under `mmap_lock` for reading.
+    pub(super) fn page_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        write: bool,
+    ) -> Result<(), Fault> {
+        ctx.count(Event::Pgfault, 1);
+        let cost = ctx.machine().costs.page_fault_entry_exit.cycles();
+        ctx.charge(Symbol::PageFault, cost);
+        self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
+        let result = match self.find_vma(ctx, mm, addr) {
+            Some(vma) if vma.start <= addr && access_allowed(&vma, write) => {
+                self.handle_mm_fault(ctx, mm, &vma, addr, write)
+            }
+            _ => Err(Fault::Segv),
+        };
+        self.mm_mut(mm).mmap_lock.up_read(ctx, Symbol::UpRead);
+        result
+    }
+
+    /// `__handle_mm_fault`: walks (and fills in) the upper levels, then
+    /// hands the PMD to the THP code or the PTE to `handle_pte_fault`.
+    fn handle_mm_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        vma: &Vma,
+        addr: u64,
+        write: bool,
+    ) -> Result<(), Fault> {
+        let pgd = self.mm(mm).pgd;
+        let pud = self.ensure_table(ctx, mm, pgd, Level::Pgd, addr)?;
+        let pmd = self.ensure_table(ctx, mm, pud, Level::Pud, addr)?;
+        let index = Level::Pmd.index(addr);
+        self.charge_walk(ctx, 1);
+        let handled = match self.tables.get(pmd, index) {
+            Entry::None if self.thp_allowed(vma) && Kernel::huge_window_fits(vma, addr) => {
+                self.do_huge_pmd_anonymous_page(ctx, mm, vma, pmd, index, write)?
+            }
+            Entry::HugeZero { .. } | Entry::Huge { write: false, .. } if write => {
+                self.do_huge_pmd_wp_page(ctx, mm, vma, pmd, index)?
+            }
+            // Already mapped well enough (another thread got here first).
+            Entry::HugeZero { .. } | Entry::Huge { .. } => true,
+            _ => false,
+        };
+        if handled {
+            return Ok(());
+        }
+        let pte = self.ensure_table(ctx, mm, pmd, Level::Pmd, addr)?;
+        self.handle_pte_fault(ctx, mm, vma, pte, Level::Pte.index(addr), write)
+    }
+
+    fn charge_walk(&self, ctx: &mut Ctx, levels: u64) {
+        let cost = ctx.machine().costs.pgtable_level.cycles();
+        ctx.charge(Symbol::HandleMmFault, Cycles(cost.0 * levels));
+    }
+
+    /// The next-level table under `parent`'s entry for `addr`, allocated
+    /// (`__pud_alloc`, `__pmd_alloc`, `__pte_alloc`) if absent.
+    fn ensure_table(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        parent: TableId,
+        level: Level,
+        addr: u64,
+    ) -> Result<TableId, Fault> {
+        self.charge_walk(ctx, 1);
+        let index = level.index(addr);
+        match self.tables.get(parent, index) {
+            Entry::Table(next) => Ok(next),
+            Entry::None => {
+                let next_level = level.next().expect("a leaf level has no next table");
+                let table = self.alloc_table(ctx, next_level, Symbol::HandleMmFault)?;
+                self.tables.set(parent, index, Entry::Table(table));
+                self.mm_mut(mm).nr_pgtables += 1;
+                Ok(table)
+            }
+            other => panic!("{level:?} entry for {addr:#x} is {other:?}, not a table"),
+        }
+    }
+
+    /// `handle_pte_fault` under the PTE lock.
+    fn handle_pte_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        vma: &Vma,
+        pte: TableId,
+        index: usize,
+        write: bool,
+    ) -> Result<(), Fault> {
+        self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
+        let result = match self.tables.get(pte, index) {
+            Entry::None => self.do_anonymous_page(ctx, mm, vma, pte, index, write),
+            Entry::ZeroPage if write => self.wp_page_copy(ctx, mm, pte, index, None),
+            Entry::Page { pfn, write: false } if write => self.do_wp_page(ctx, mm, pte, index, pfn),
+            _ => Ok(()),
+        };
+        self.ptlock(pte).unlock(ctx);
+        result
+    }
+
+    /// `do_anonymous_page`: a read maps the zero page; a write maps a new
+    /// zeroed page.
+    fn do_anonymous_page(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        vma: &Vma,
+        pte: TableId,
+        index: usize,
+        write: bool,
+    ) -> Result<(), Fault> {
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoAnonymousPage, cost);
+        if !write {
+            self.tables.set(pte, index, Entry::ZeroPage);
+            ctx.count(Event::ZeroPageInstalls, 1);
+            return Ok(());
+        }
+        let pfn = self.alloc_user_page(ctx)?;
+        self.map_new_page(mm, pte, index, pfn, vma.flags.contains(VmFlags::WRITE));
+        Ok(())
+    }
+
+    /// `alloc_zeroed_user_highpage_movable`.
+    fn alloc_user_page(&mut self, ctx: &mut Ctx) -> Result<Pfn, Fault> {
+        let pfn = self
+            .pa
+            .alloc_pages(ctx, Gfp::HIGHUSER_MOVABLE, Order::ZERO)
+            .ok_or(Fault::Oom)?;
+        let cost = ctx
+            .machine()
+            .costs
+            .clear_page_bandwidth
+            .cycles_for_bytes(PAGE_SIZE);
+        ctx.charge(Symbol::ClearPageErms, cost);
+        Ok(pfn)
+    }
+
+    /// Installs a fresh order-0 page (refcount 1 from the allocator).
+    fn map_new_page(&mut self, mm: MmId, pte: TableId, index: usize, pfn: Pfn, write: bool) {
+        self.pa.page_mut(pfn).mapcount = 1;
+        self.tables.set(pte, index, Entry::Page { pfn, write });
+        self.mm_mut(mm).rss_anon += 1;
+    }
+
+    /// `do_wp_page` on an anonymous page: reuse it if this is its only
+    /// mapping, else copy it.
+    fn do_wp_page(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        pte: TableId,
+        index: usize,
+        pfn: Pfn,
+    ) -> Result<(), Fault> {
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoWpPage, cost);
+        let page = self.pa.page(pfn);
+        let thp_part = page.state == PageState::Tail || page.order > 0;
+        if !thp_part && page.mapcount == 1 {
+            self.tables
+                .set(pte, index, Entry::Page { pfn, write: true });
+            return Ok(());
+        }
+        self.wp_page_copy(ctx, mm, pte, index, Some(pfn))
+    }
+
+    /// `wp_page_copy`: a private copy of `old` (None: the zero page).
+    fn wp_page_copy(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        pte: TableId,
+        index: usize,
+        old: Option<Pfn>,
+    ) -> Result<(), Fault> {
+        let new = match old {
+            None => self.alloc_user_page(ctx)?,
+            Some(old) => {
+                let new = self
+                    .pa
+                    .alloc_pages(ctx, Gfp::HIGHUSER_MOVABLE, Order::ZERO)
+                    .ok_or(Fault::Oom)?;
+                let cost = ctx
+                    .machine()
+                    .costs
+                    .copy_page_bandwidth
+                    .cycles_for_bytes(PAGE_SIZE);
+                ctx.charge(Symbol::CopyPage, cost);
+                self.contents.copy(old, new);
+                ctx.count(Event::CowCopies, 1);
+                new
+            }
+        };
+        if let Some(old) = old {
+            self.page_remove_rmap(old);
+            self.put_page(ctx, old);
+            self.mm_mut(mm).rss_anon -= 1;
+        }
+        self.map_new_page(mm, pte, index, new, true);
+        self.flush_tlb_mm(ctx, mm);
+        Ok(())
+    }
+
+    /// One fewer PTE maps this 4 KiB page.
+    pub(super) fn page_remove_rmap(&mut self, pfn: Pfn) {
+        let page = self.pa.page_mut(pfn);
+        assert!(
+            page.mapcount > 0,
+            "{pfn}: unmapping a page that is not mapped"
+        );
+        page.mapcount -= 1;
+    }
+
+    /// `put_page` of a 4 KiB page or a THP's subpage: drops a reference on
+    /// the (compound) page and frees it with its contents at zero.
+    pub(super) fn put_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        let head = self.compound_head(pfn);
+        let page = self.pa.page_mut(head);
+        assert!(page.refcount > 0, "{head}: put_page on a free page");
+        page.refcount -= 1;
+        if page.refcount > 0 {
+            return;
+        }
+        let order = Order(page.order);
+        for sub in 0..order.nr_pages() {
+            let sub = Pfn(head.0 + sub);
+            debug_assert_eq!(self.pa.page(sub).mapcount, 0, "{sub} freed while mapped");
+            self.contents.clear(sub);
+        }
+        self.pa.free_pages(ctx, head, order);
+    }
+
+    /// The head of the block `pfn` belongs to: itself, or its THP's head.
+    pub(super) fn compound_head(&self, pfn: Pfn) -> Pfn {
+        if self.pa.page(pfn).state == PageState::Tail {
+            Pfn(pfn.0 & !(HPAGE_PMD_NR - 1))
+        } else {
+            pfn
+        }
+    }
+
+    /// `unmap_page_range`/`zap_page_range` over `[start, end)`: drops every
+    /// mapping, splitting huge PMDs that straddle the range's ends.
+    pub(super) fn zap_range(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        symbol: Symbol,
+    ) {
+        let pgd = self.mm(mm).pgd;
+        self.zap_level(ctx, mm, pgd, Level::Pgd, start, end, symbol);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn zap_level(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        table: TableId,
+        level: Level,
+        start: u64,
+        end: u64,
+        symbol: Symbol,
+    ) {
+        let span = 1u64 << level.shift();
+        let mut addr = start;
+        while addr < end {
+            let next = ((addr / span) + 1) * span;
+            let index = level.index(addr);
+            let entry = self.tables.get(table, index);
+            let covers = addr.is_multiple_of(span) && next <= end;
+            match entry {
+                Entry::None => {}
+                Entry::Table(child) => {
+                    let child_level = level.next().expect("tables only above the PTE level");
+                    self.zap_level(ctx, mm, child, child_level, addr, next.min(end), symbol);
+                }
+                Entry::HugeZero { .. } | Entry::Huge { .. } if covers => {
+                    self.zap_huge_pmd(ctx, mm, table, index)
+                }
+                Entry::HugeZero { .. } | Entry::Huge { .. } => {
+                    let pte = self.split_huge_pmd(ctx, mm, table, index);
+                    self.zap_level(ctx, mm, pte, Level::Pte, addr, next.min(end), symbol);
+                }
+                Entry::Page { pfn, .. } => {
+                    self.zap_pte(ctx, symbol);
+                    self.tables.set(table, index, Entry::None);
+                    self.page_remove_rmap(pfn);
+                    self.put_page(ctx, pfn);
+                    self.mm_mut(mm).rss_anon -= 1;
+                }
+                Entry::ZeroPage => {
+                    self.zap_pte(ctx, symbol);
+                    self.tables.set(table, index, Entry::None);
+                }
+            }
+            addr = next;
+        }
+    }
+
+    fn zap_pte(&self, ctx: &mut Ctx, symbol: Symbol) {
+        let cost = ctx.machine().costs.zap_pte.cycles();
+        ctx.charge(symbol, cost);
+    }
+
+    /// `free_pgtables`: frees page tables that map nothing and cover no part
+    /// of any VMA.
+    pub(super) fn free_empty_tables(&mut self, ctx: &mut Ctx, mm: MmId) {
+        let pgd = self.mm(mm).pgd;
+        self.free_empty_below(ctx, mm, pgd, Level::Pgd, 0);
+    }
+
+    /// Frees the empty tables under `table` (which maps from `base`).
+    fn free_empty_below(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        table: TableId,
+        level: Level,
+        base: u64,
+    ) {
+        let Some(child_level) = level.next() else {
+            return;
+        };
+        let span = 1u64 << level.shift();
+        for index in 0..PTRS_PER_TABLE {
+            let Entry::Table(child) = self.tables.get(table, index) else {
+                continue;
+            };
+            let start = base + index as u64 * span;
+            self.free_empty_below(ctx, mm, child, child_level, start);
+            let empty = self.tables.table(child).used == 0;
+            if empty
+                && !self
+                    .mm(mm)
+                    .vmas
+                    .iter()
+                    .any(|v| v.start < start + span && start < v.end)
+            {
+                self.tables.set(table, index, Entry::None);
+                self.free_table(ctx, child);
+                self.mm_mut(mm).nr_pgtables -= 1;
+                let cost = ctx.machine().costs.zap_pte.cycles();
+                ctx.charge(Symbol::FreePgtables, cost);
+            }
+        }
+    }
+
+    /// After the VMAs of `[start, end)` changed: huge PMDs straddling a VMA
+    /// boundary are split, and mappings in VMAs without write permission
+    /// lose it (`change_protection`).
+    pub(super) fn sync_protection(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, end: u64) {
+        for addr in [start, end] {
+            self.split_huge_pmd_address(ctx, mm, addr);
+        }
+        let read_only: Vec<(u64, u64)> = self
+            .mm(mm)
+            .vmas
+            .iter()
+            .filter(|v| v.start < end && start < v.end && !v.flags.contains(VmFlags::WRITE))
+            .map(|v| (v.start.max(start), v.end.min(end)))
+            .collect();
+        for (s, e) in read_only {
+            let pgd = self.mm(mm).pgd;
+            self.wrprotect_level(pgd, Level::Pgd, s, e);
+        }
+    }
+
+    fn wrprotect_level(&mut self, table: TableId, level: Level, start: u64, end: u64) {
+        let span = 1u64 << level.shift();
+        let mut addr = start;
+        while addr < end {
+            let next = ((addr / span) + 1) * span;
+            let index = level.index(addr);
+            match self.tables.get(table, index) {
+                Entry::Table(child) => self.wrprotect_level(
+                    child,
+                    level.next().expect("table above PTE"),
+                    addr,
+                    next.min(end),
+                ),
+                Entry::Page { pfn, write: true } => {
+                    self.tables
+                        .set(table, index, Entry::Page { pfn, write: false })
+                }
+                Entry::Huge {
+                    pfn,
+                    write: true,
+                    deposit,
+                } => self.tables.set(
+                    table,
+                    index,
+                    Entry::Huge {
+                        pfn,
+                        write: false,
+                        deposit,
+                    },
+                ),
+                _ => {}
+            }
+            addr = next;
+        }
+    }
+
+    /// Splits the huge PMD mapping `addr`, if any, when its 2 MiB window is
+    /// no longer inside a single VMA (`vma_adjust_trans_huge`).
+    pub(super) fn split_huge_pmd_address(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) {
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        let Some((pmd, index)) = self.find_pmd(mm, haddr) else {
+            return;
+        };
+        if !matches!(
+            self.tables.get(pmd, index),
+            Entry::HugeZero { .. } | Entry::Huge { .. }
+        ) {
+            return;
+        }
+        let (vma, _) = self.mm(mm).vmas.find_vma(haddr);
+        let inside = vma.is_some_and(|v| v.start <= haddr && haddr + HPAGE_PMD_SIZE <= v.end);
+        if !inside {
+            self.split_huge_pmd(ctx, mm, pmd, index);
+        }
+    }
+
+    /// The PMD table and index covering `addr`, if the upper levels exist.
+    pub(super) fn find_pmd(&self, mm: MmId, addr: u64) -> Option<(TableId, usize)> {
+        let mut table = self.mm(mm).pgd;
+        for level in [Level::Pgd, Level::Pud] {
+            match self.tables.get(table, level.index(addr)) {
+                Entry::Table(next) => table = next,
+                _ => return None,
+            }
+        }
+        Some((table, Level::Pmd.index(addr)))
+    }
+}
+
+fn access_allowed(vma: &Vma, write: bool) -> bool {
+    if write {
+        vma.flags.contains(VmFlags::WRITE)
+    } else {
+        vma.flags.contains(VmFlags::READ)
+    }
+}

@@ -1,0 +1,403 @@
+//! usemem from vm-scalability, as the LKP harness of 2015-2016 ran it.
+//!
+//! The parent takes the start time, then forks `-n` children one after the
+//! other (no start barrier in that version) and waits. Each child maps
+//! `size` bytes privately from `/dev/zero` (an anonymous VMA, THP-eligible,
+//! placed top-down and not 2 MiB aligned), touches one 8-byte word every
+//! `--step` bytes (`--readonly`: reads `p[i]`; else writes `p[i] = i`,
+//! checking on repeats that the last write is still there), prints
+//!
+//! ```text
+//! N bytes / N usecs = N KB/s
+//! ```
+//!
+//! with `bytes = size / 8 + 8 x accesses`, `usecs` measured from the
+//! parent's start time, `KB/s = ((bytes x 1000000) >> 10) / usecs`, and
+//! exits without unmapping. The harness then reports the sum of the KB/s
+//! ("throughput") and the slowest child's usecs ("runtime").
+//!
+//! Tasks run pinned: child i (and its threads) on the CPUs after the
+//! parent's; when there are more tasks than CPUs, tasks sharing a CPU run
+//! one after the other (no time slicing is modelled).
+
+use std::collections::VecDeque;
+
+use super::args::Args;
+use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
+use crate::features::Features;
+use crate::machine::Machine;
+use crate::mm::kernel::{Kernel, MmId, ThpConfig};
+use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
+use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Workload};
+
+pub const NAME: &str = "usemem";
+pub const SUMMARY: &str =
+    "vm-scalability's usemem: N processes each mapping and touching memory (seed 000)";
+pub const USAGE: &str = "\
+  SIZE                 bytes per process (per thread with -t), k/m/g/t suffixes or 0x hex
+  -n, --nproc N        processes (default 1)
+  -t, --thread M       threads per process, each with its own mapping (default: none)
+  -o, --readonly       map PROT_READ and read instead of writing
+  -j, --step SIZE      bytes between accesses (default 8)
+  -r, --repeat N       passes over the memory (default 1)
+  -R, --random         random access pattern";
+
+/// Parsed flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Usemem {
+    pub nr_task: u32,
+    pub nr_thread: u32,
+    pub readonly: bool,
+    pub step: u64,
+    pub repeat: u32,
+    pub random: bool,
+    pub bytes: u64,
+}
+
+pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
+    let mut a = Args::new(NAME, args);
+    let mut u = Usemem {
+        nr_task: 1,
+        nr_thread: 0,
+        readonly: false,
+        step: 8,
+        repeat: 1,
+        random: false,
+        bytes: 0,
+    };
+    let mut size = None;
+    while let Some(arg) = a.next() {
+        match arg {
+            "-n" | "--nproc" => u.nr_task = a.number(arg, 1, 4096)? as u32,
+            "-t" | "--thread" => u.nr_thread = a.number(arg, 1, 4096)? as u32,
+            "-o" | "--readonly" => u.readonly = true,
+            "-j" | "--step" => u.step = a.size(arg, 1, 1 << 40)?.max(8),
+            "-r" | "--repeat" => u.repeat = a.number(arg, 1, 1 << 20)? as u32,
+            "-R" | "--random" => u.random = true,
+            flag if flag.starts_with('-') => return Err(a.unknown(flag)),
+            value if size.is_none() => size = Some(a.parse_size_in("SIZE", value, 1, 1 << 47)?),
+            extra => return Err(a.error(format!("one SIZE only, but also got '{extra}'"))),
+        }
+    }
+    u.bytes = size.ok_or_else(|| a.error("missing SIZE"))?;
+    Ok(Box::new(u))
+}
+
+impl Usemem {
+    fn accesses(&self) -> u64 {
+        (self.bytes / 8).div_ceil(self.step / 8)
+    }
+}
+
+/// What a task does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The parent forking child `n`.
+    Fork(u32),
+    Mmap,
+    /// Access `i` of pass `rep`.
+    Access {
+        rep: u32,
+        i: u64,
+    },
+    Report,
+    Exit,
+    Done,
+}
+
+struct Task {
+    mm: Option<MmId>,
+    phase: Phase,
+    base: u64,
+}
+
+struct Run<'a> {
+    u: &'a Usemem,
+    k: Kernel,
+    tasks: Vec<Task>,
+    runqueues: Vec<VecDeque<usize>>,
+    start: Cycles,
+    /// (time reported, task, bytes, usecs, KB/s)
+    reports: Vec<(Cycles, usize, u64, u64, u64)>,
+    done_accesses: u64,
+    total_accesses: u64,
+    failure: Option<String>,
+    progress: Progress<'a>,
+    reported_percent: u64,
+}
+
+impl Run<'_> {
+    fn fail(&mut self, ctx: &mut Ctx, why: String) {
+        self.failure.get_or_insert(why);
+        ctx.finish();
+    }
+
+    fn step_task(&mut self, ctx: &mut Ctx, t: usize) {
+        match self.tasks[t].phase {
+            Phase::Fork(n) => self.fork_child(ctx, t, n),
+            Phase::Mmap => self.mmap(ctx, t),
+            Phase::Access { rep, i } => self.access(ctx, t, rep, i),
+            Phase::Report => self.report(ctx, t),
+            Phase::Exit => {
+                let mm = self.tasks[t]
+                    .mm
+                    .take()
+                    .expect("a task has an mm until it exits");
+                self.k.mmput(ctx, mm);
+                self.tasks[t].phase = Phase::Done;
+            }
+            Phase::Done => unreachable!("a finished task is not stepped"),
+        }
+    }
+
+    /// The parent forks child `n`; its threads (or it) get queued.
+    fn fork_child(&mut self, ctx: &mut Ctx, t: usize, n: u32) {
+        let parent_mm = self.tasks[t].mm.expect("parent mm");
+        let child_mm = match self.k.fork(ctx, parent_mm) {
+            Ok(mm) => mm,
+            Err(e) => return self.fail(ctx, format!("{NAME}: fork failed: {e:?}")),
+        };
+        let workers = self.u.nr_thread.max(1);
+        for w in 0..workers {
+            let task = self.tasks.len();
+            let cpu = CpuId((1 + n * workers + w) % ctx.nr_cpus());
+            // Threads share the child's mm: one mm_users each.
+            if w > 0 {
+                self.k.mm_mut(child_mm).users += 1;
+            }
+            self.tasks.push(Task {
+                mm: Some(child_mm),
+                phase: Phase::Mmap,
+                base: 0,
+            });
+            self.runqueues[cpu.index()].push_back(task);
+            ctx.wake(cpu, ctx.now());
+        }
+        self.tasks[t].phase = if n + 1 < self.u.nr_task {
+            Phase::Fork(n + 1)
+        } else {
+            Phase::Exit
+        };
+    }
+
+    fn mmap(&mut self, ctx: &mut Ctx, t: usize) {
+        let mm = self.tasks[t].mm.expect("mm");
+        self.k.mm_runs_here(ctx, mm);
+        let prot = if self.u.readonly {
+            PROT_READ
+        } else {
+            PROT_READ | PROT_WRITE
+        };
+        match self.k.mmap(ctx, mm, self.u.bytes, prot) {
+            Ok(base) => {
+                self.tasks[t].base = base;
+                self.tasks[t].phase = Phase::Access { rep: 0, i: 0 };
+            }
+            Err(e) => self.fail(ctx, format!("{NAME}: mmap failed: {e}")),
+        }
+    }
+
+    /// One iteration of `do_rw_once`.
+    fn access(&mut self, ctx: &mut Ctx, t: usize, rep: u32, i: u64) {
+        let words = self.u.bytes / 8;
+        let idx = if self.u.random {
+            ctx.rng.below(words.saturating_sub(1).max(1))
+        } else {
+            i
+        };
+        let (mm, addr) = (self.tasks[t].mm.expect("mm"), self.tasks[t].base + idx * 8);
+        let result = if self.u.readonly {
+            self.k
+                .read_u64(ctx, mm, addr)
+                .map(|_| ())
+                .map_err(|e| format!("{NAME}: read fault {e:?} at {addr:#x}"))
+        } else {
+            self.write_checked(ctx, mm, addr, idx, rep)
+        };
+        if let Err(why) = result {
+            return self.fail(ctx, why);
+        }
+        self.count_progress();
+        let next = i + self.u.step / 8;
+        self.tasks[t].phase = match (next < words, rep + 1 < self.u.repeat) {
+            (true, _) => Phase::Access { rep, i: next },
+            (false, true) => Phase::Access { rep: rep + 1, i: 0 },
+            (false, false) => Phase::Report,
+        };
+    }
+
+    /// `vp[idx] = idx`, after checking on repeats that the last write stuck.
+    fn write_checked(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        idx: u64,
+        rep: u32,
+    ) -> Result<(), String> {
+        if rep > 0 && !self.u.random {
+            let got = self
+                .k
+                .read_u64(ctx, mm, addr)
+                .map_err(|e| format!("{NAME}: read fault {e:?}"))?;
+            if got != idx {
+                return Err(format!(
+                    "Data wrong at offset {:#x}. Expected {idx:#010x}, got {got:#010x}",
+                    idx * 8
+                ));
+            }
+        }
+        self.k
+            .write_u64(ctx, mm, addr, idx)
+            .map_err(|e| format!("{NAME}: write fault {e:?} at {addr:#x}"))
+    }
+
+    fn count_progress(&mut self) {
+        self.done_accesses += 1;
+        let percent = self.done_accesses * 100 / self.total_accesses.max(1);
+        if percent > self.reported_percent {
+            self.reported_percent = percent;
+            (self.progress)(percent as f64 / 100.0);
+        }
+    }
+
+    /// `output_statistics`.
+    fn report(&mut self, ctx: &mut Ctx, t: usize) {
+        let bytes = self.u.bytes / 8 + 8 * self.u.accesses() * self.u.repeat as u64;
+        let delta_us =
+            (ctx.machine().topology.cycles_to_ns(ctx.now() - self.start) / 1000.0) as u64;
+        let kbs = ((bytes as u128 * 1_000_000) >> 10) as u64 / delta_us.max(1);
+        self.reports.push((ctx.now(), t, bytes, delta_us, kbs));
+        self.tasks[t].phase = Phase::Exit;
+    }
+}
+
+impl Workload for Run<'_> {
+    fn step(&mut self, ctx: &mut Ctx) {
+        let cpu = ctx.cur().index();
+        let Some(&t) = self.runqueues[cpu].front() else {
+            ctx.block();
+            return;
+        };
+        let before = ctx.now();
+        self.step_task(ctx, t);
+        if self.failure.is_some() {
+            return;
+        }
+        if self.tasks[t].phase == Phase::Done {
+            self.runqueues[cpu].pop_front();
+        }
+        if ctx.now() == before {
+            ctx.idle_until(Cycles(before.0 + 1));
+        }
+    }
+}
+
+impl Benchmark for Usemem {
+    fn run(
+        &self,
+        machine: &Machine,
+        features: Features,
+        seed: u64,
+        progress: Progress,
+    ) -> Result<RunOutput, RunError> {
+        let mut ctx = Ctx::new(machine.clone(), seed);
+        let mut k = Kernel::new(machine, features, ThpConfig::default());
+        let parent_mm = k
+            .mm_alloc(&mut ctx)
+            .map_err(|e| RunError(format!("{NAME}: no memory for the parent: {e:?}")))?;
+        let nr_cpus = ctx.nr_cpus() as usize;
+        let mut runqueues = vec![VecDeque::new(); nr_cpus];
+        runqueues[0].push_back(0);
+        for cpu in 0..ctx.nr_cpus() {
+            ctx.set_state(
+                CpuId(cpu),
+                if cpu == 0 {
+                    RunState::Runnable
+                } else {
+                    RunState::Blocked
+                },
+            );
+        }
+        let parent = Task {
+            mm: Some(parent_mm),
+            phase: Phase::Fork(0),
+            base: 0,
+        };
+        let workers = self.nr_task as u64 * self.nr_thread.max(1) as u64;
+        let mut run = Run {
+            u: self,
+            k,
+            tasks: vec![parent],
+            runqueues,
+            start: ctx.now(),
+            reports: Vec::new(),
+            done_accesses: 0,
+            total_accesses: workers * self.accesses() * self.repeat as u64,
+            failure: None,
+            progress,
+            reported_percent: 0,
+        };
+        run.k.mm_runs_here(&ctx, parent_mm);
+        let mut engine = Engine::new(ctx);
+        engine.run(&mut run, None);
+        if let Some(why) = run.failure {
+            return Err(RunError(why));
+        }
+        let ctx = engine.ctx;
+        Ok(self.output(machine, features, seed, &ctx, &run))
+    }
+}
+
+impl Usemem {
+    fn output(
+        &self,
+        machine: &Machine,
+        features: Features,
+        seed: u64,
+        ctx: &Ctx,
+        run: &Run,
+    ) -> RunOutput {
+        let mut reports = run.reports.clone();
+        reports.sort_by_key(|&(at, task, ..)| (at, task));
+        let mut lines: Vec<String> = reports
+            .iter()
+            .map(|&(_, _, bytes, us, kbs)| format!("{bytes} bytes / {us} usecs = {kbs} KB/s"))
+            .collect();
+        let throughput: u64 = reports.iter().map(|r| r.4).sum();
+        let runtime = reports.iter().map(|r| r.3).max().unwrap_or(0);
+        lines.push(format!(
+            "throughput: {throughput} KB/s (sum over {} tasks, as LKP reports it)",
+            reports.len()
+        ));
+        lines.push(format!("runtime: {runtime} us (the slowest task)"));
+        let elapsed = (0..ctx.nr_cpus())
+            .map(|c| ctx.clock_of(CpuId(c)))
+            .max()
+            .unwrap_or_default();
+        RunOutput {
+            workload: NAME.to_string(),
+            args: Vec::new(),
+            machine: machine.clone(),
+            features,
+            seed,
+            lines,
+            metrics: vec![
+                Metric {
+                    name: "throughput".into(),
+                    value: throughput as f64,
+                    unit: "KB/s",
+                    higher_is_better: true,
+                },
+                Metric {
+                    name: "runtime".into(),
+                    value: runtime as f64,
+                    unit: "us",
+                    higher_is_better: false,
+                },
+            ],
+            stats: ctx.stats.clone(),
+            elapsed,
+        }
+    }
+}

@@ -11,6 +11,7 @@
 //!
 //! Experiments never override costs; a machine is a machine.
 
+mod huge_zero_page;
 mod pcp_high_order;
 
 use std::fmt;
@@ -112,7 +113,7 @@ pub struct Experiment {
 }
 
 /// Every registered experiment, in the order `reproduce all` runs them.
-pub const EXPERIMENTS: &[Experiment] = &[pcp_high_order::EXPERIMENT];
+pub const EXPERIMENTS: &[Experiment] = &[huge_zero_page::EXPERIMENT, pcp_high_order::EXPERIMENT];
 
 pub fn find(id: &str) -> Option<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.id == id)

@@ -401,3 +401,80 @@ impl Usemem {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Feature;
+    use crate::machine::builtin;
+    use crate::sim::Event;
+
+    fn run(args: &[&str], per_mm_flag: bool) -> RunOutput {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let features = Features::all().with(Feature::HugeZeroMmFlag, per_mm_flag);
+        parse(&args)
+            .unwrap()
+            .run(&builtin("haswell-ep-2s").unwrap(), features, 1, &mut |_| {})
+            .unwrap()
+    }
+
+    #[test]
+    fn huge_zero_refcount_traffic_before_and_after() {
+        // 4 processes x 64 MiB, one read per 2 MiB: 32 accesses each. The
+        // mapping ends at mmap_base, which is not 2 MiB aligned, so the first
+        // access's window sticks out of the VMA and gets the 4 KiB zero page;
+        // the other 31 get the huge zero page.
+        let args = ["-n", "4", "--readonly", "-j", "0x200000", "64M"];
+        let before = run(&args, false);
+        let s = &before.stats;
+        assert_eq!(s.event(Event::Pgfault), 4 * 32);
+        assert_eq!(s.event(Event::HugeZeroPmdInstalls), 4 * 31);
+        assert_eq!(s.event(Event::ZeroPageInstalls), 4);
+        assert_eq!(s.event(Event::ThpZeroPageAlloc), 1);
+        // A get per install, a put per zap at exit, and the first get's
+        // setting of the count to 2.
+        assert_eq!(s.event(Event::HugeZeroRefcountRmw), 4 * 31 * 2 + 1);
+        let after = run(&args, true);
+        let s = &after.stats;
+        assert_eq!(s.event(Event::HugeZeroPmdInstalls), 4 * 31);
+        // One get per mm on first use, one put per mm at exit.
+        assert_eq!(s.event(Event::HugeZeroRefcountRmw), 4 * 2 + 1);
+        let metric = |out: &RunOutput, name: &str| {
+            out.metrics.iter().find(|m| m.name == name).unwrap().value
+        };
+        assert!(metric(&after, "runtime") < metric(&before, "runtime"));
+        assert!(metric(&after, "throughput") > metric(&before, "throughput"));
+    }
+
+    #[test]
+    fn writes_read_back_on_repeat_and_lines_follow_usemem() {
+        let out = run(&["-n", "2", "-j", "4096", "-r", "2", "1M"], true);
+        let lines: Vec<&String> = out
+            .lines
+            .iter()
+            .filter(|l| l.contains(" bytes / "))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        // bytes = size / 8 + 8 x accesses x repeats = 131072 + 8 x 256 x 2.
+        assert!(lines[0].starts_with("135168 bytes / "), "{}", lines[0]);
+        assert!(lines[0].ends_with(" KB/s"));
+    }
+
+    #[test]
+    fn bad_sizes_are_one_line_errors() {
+        let err = |args: &[&str]| super::super::args::usage_error(parse, args);
+        assert_eq!(
+            err(&["12Q"]),
+            "usemem: SIZE: invalid size '12Q': unknown suffix (use k, m, g or t)"
+        );
+        assert_eq!(
+            err(&["0"]),
+            "usemem: SIZE: 0 bytes is outside 1..=140737488355328"
+        );
+        assert_eq!(err(&["-n", "2"]), "usemem: missing SIZE");
+        assert_eq!(
+            err(&["1G", "2G"]),
+            "usemem: one SIZE only, but also got '2G'"
+        );
+    }
+}

@@ -45,13 +45,66 @@ impl fmt::Display for Feature {
     }
 }
 
-/// The set of features a run's kernel has.
+/// `/sys/kernel/mm/transparent_hugepage/enabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ThpEnabled {
+    Always,
+    Madvise,
+    Never,
+}
+
+impl ThpEnabled {
+    pub fn name(self) -> &'static str {
+        match self {
+            ThpEnabled::Always => "always",
+            ThpEnabled::Madvise => "madvise",
+            ThpEnabled::Never => "never",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ThpEnabled> {
+        [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never]
+            .into_iter()
+            .find(|e| e.name() == name)
+    }
+}
+
+/// The THP knobs of `/sys/kernel/mm/transparent_hugepage/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ThpConfig {
+    pub enabled: ThpEnabled,
+    /// `use_zero_page`: read faults map the huge zero page.
+    pub use_zero_page: bool,
+}
+
+impl ThpConfig {
+    /// The distribution default of the seeds' era: always, with the zero page.
+    pub const DEFAULT: ThpConfig = ThpConfig {
+        enabled: ThpEnabled::Always,
+        use_zero_page: true,
+    };
+}
+
+impl Default for ThpConfig {
+    fn default() -> Self {
+        ThpConfig::DEFAULT
+    }
+}
+
+/// A run's kernel configuration: which upstream changes it has, and its THP
+/// settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Features(u64);
+pub struct Features {
+    bits: u64,
+    pub thp: ThpConfig,
+}
 
 impl Features {
     /// Every feature off: the oldest kernel of each change.
-    pub const NONE: Features = Features(0);
+    pub const NONE: Features = Features {
+        bits: 0,
+        thp: ThpConfig::DEFAULT,
+    };
 
     /// The defaults: every feature on (current behaviour).
     pub fn all() -> Features {
@@ -63,14 +116,14 @@ impl Features {
     }
 
     pub fn has(self, feature: Feature) -> bool {
-        self.0 & (1 << feature as u32) != 0
+        self.bits & (1 << feature as u32) != 0
     }
 
     pub fn set(&mut self, feature: Feature, on: bool) {
         if on {
-            self.0 |= 1 << feature as u32;
+            self.bits |= 1 << feature as u32;
         } else {
-            self.0 &= !(1 << feature as u32);
+            self.bits &= !(1 << feature as u32);
         }
     }
 

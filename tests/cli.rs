@@ -386,3 +386,53 @@ fn the_same_seed_gives_byte_identical_json() {
         assert_eq!(value["machine"], "x86-2s-server");
     }
 }
+
+#[test]
+fn thp_knobs_are_kernel_configuration() {
+    fails_with(
+        &["run", "usemem", "1M", "--thp-enabled", "sometimes"],
+        "invalid --thp-enabled 'sometimes'",
+    );
+    fails_with(
+        &["run", "usemem", "1M", "--thp-zero-page", "2"],
+        "invalid --thp-zero-page '2'",
+    );
+    let json = |extra: &[&str]| {
+        let args = [
+            &[
+                "run",
+                "usemem",
+                "-n",
+                "2",
+                "--readonly",
+                "-j",
+                "2M",
+                "16M",
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        serde_json::from_str::<serde_json::Value>(&succeeds(&args)).expect("valid JSON")
+    };
+    let installs = |v: &serde_json::Value| {
+        v["counters"]["mmsim_huge_zero_pmd_installs"]
+            .as_u64()
+            .unwrap()
+    };
+    let default = json(&[]);
+    assert_eq!(default["thp_enabled"], "always");
+    assert_eq!(
+        installs(&default),
+        2 * 7,
+        "7 whole 2 MiB windows in each unaligned 16 MiB mapping"
+    );
+    let no_zero = json(&["--thp-zero-page", "0"]);
+    assert_eq!(no_zero["thp_use_zero_page"], false);
+    assert_eq!(installs(&no_zero), 0);
+    assert_eq!(
+        installs(&json(&["--thp-enabled", "madvise"])),
+        0,
+        "usemem does not madvise"
+    );
+}

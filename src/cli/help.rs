@@ -31,6 +31,10 @@ options:
                   (default: x86-2s-server; see 'mmsim machines')
   --with F        turn feature F on (default: every feature on)
   --without F     turn feature F off; with --with, the last one given wins
+  --thp-enabled always|madvise|never
+                  /sys/kernel/mm/transparent_hugepage/enabled (default: always)
+  --thp-zero-page 0|1
+                  .../transparent_hugepage/use_zero_page (default: 1)
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
   --json          print everything as one JSON document instead
@@ -74,6 +78,8 @@ options:
   --machine M     a built-in machine or a profile file (default: x86-2s-server)
   --with F        turn another feature on
   --without F     turn another feature off
+  --thp-enabled E, --thp-zero-page 0|1
+                  the THP knobs, as for run
   --seed S        the seed (default: 1)
   --top N         profile lines to show (default: 20)
   --json          print both runs and the comparison as one JSON document

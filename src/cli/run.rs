@@ -5,7 +5,7 @@ use super::args::{Opt, Parsed, extract, parse_feature, parse_seed, parse_top};
 use super::progress::ProgressBar;
 use super::{CliError, DEFAULT_MACHINE, DEFAULT_SEED, help};
 use crate::experiments::run_before_after;
-use crate::features::{Feature, Features};
+use crate::features::{Feature, Features, ThpEnabled};
 use crate::machine::Machine;
 use crate::report::compare::{
     format_counter_comparison, format_metric_comparison, format_profile_comparison,
@@ -23,6 +23,8 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("machine"),
     Opt::value("with"),
     Opt::value("without"),
+    Opt::value("thp-enabled"),
+    Opt::value("thp-zero-page"),
     Opt::value("seed"),
     Opt::value("top"),
     Opt::switch("json"),
@@ -192,6 +194,24 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
             _ => continue,
         };
         features.set(parse_feature(value.unwrap_or_default())?, on);
+    }
+    if let Some(value) = parsed.last("thp-enabled") {
+        features.thp.enabled = ThpEnabled::from_name(value).ok_or_else(|| {
+            CliError::new(format!(
+                "invalid --thp-enabled '{value}' (always, madvise or never)"
+            ))
+        })?;
+    }
+    if let Some(value) = parsed.last("thp-zero-page") {
+        features.thp.use_zero_page = match value {
+            "1" => true,
+            "0" => false,
+            other => {
+                return Err(CliError::new(format!(
+                    "invalid --thp-zero-page '{other}' (0 or 1)"
+                )));
+            }
+        };
     }
     Ok(features)
 }
@@ -403,7 +423,9 @@ mod tests {
             "--machine=haswell-ep-2s",
         ])
         .unwrap();
-        assert!(text.contains("# kernel:   pcp-high-order=off huge-zero-mm-flag=on\n"));
+        assert!(text.contains(
+            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on thp=always use_zero_page=1\n"
+        ));
         assert!(text.contains("# machine:  haswell-ep-2s: "));
         let text = run(&[
             "fake",
@@ -413,7 +435,9 @@ mod tests {
             "pcp-high-order",
         ])
         .unwrap();
-        assert!(text.contains("# kernel:   pcp-high-order=on huge-zero-mm-flag=on\n"));
+        assert!(text.contains(
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on thp=always use_zero_page=1\n"
+        ));
     }
 
     #[test]

@@ -17,39 +17,13 @@ use super::mmap::VmaTree;
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::{Gfp, PageAllocator};
 use super::pgtable::{Entry, Level, PageTables, TableId};
-use crate::features::Features;
+pub use crate::features::{Features, ThpConfig, ThpEnabled};
 use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, RwSemaphore, SpinLock, Symbol};
 
 /// `mm->flags` bit set once the mm holds a reference on the huge zero page
 /// (`MMF_HUGE_ZERO_PAGE`, feature `huge-zero-mm-flag`).
 pub const MMF_HUGE_ZERO_PAGE: u32 = 23;
-
-/// `/sys/kernel/mm/transparent_hugepage/enabled`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThpEnabled {
-    Always,
-    Madvise,
-    Never,
-}
-
-/// The THP knobs of `/sys/kernel/mm/transparent_hugepage/`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ThpConfig {
-    pub enabled: ThpEnabled,
-    /// `use_zero_page`: read faults map the huge zero page.
-    pub use_zero_page: bool,
-}
-
-impl Default for ThpConfig {
-    /// The distribution default of the seeds' era: always, with the zero page.
-    fn default() -> Self {
-        ThpConfig {
-            enabled: ThpEnabled::Always,
-            use_zero_page: true,
-        }
-    }
-}
 
 /// A process's address space, by index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,13 +79,13 @@ pub struct Kernel {
 pub const MMAP_BASE: u64 = 0x7fff_f7ff_f000;
 
 impl Kernel {
-    pub fn new(machine: &Machine, features: Features, thp: ThpConfig) -> Kernel {
+    pub fn new(machine: &Machine, features: Features) -> Kernel {
         Kernel {
             pa: PageAllocator::new(machine, features),
             tables: PageTables::new(),
             contents: Contents::new(),
             huge_zero: HugeZeroPage::default(),
-            thp,
+            thp: features.thp,
             features,
             mms: Vec::new(),
             ptlocks: Vec::new(),

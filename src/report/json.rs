@@ -25,6 +25,9 @@ pub struct RunJson<'a> {
     pub machine: &'a str,
     /// Every feature by name, on or off.
     pub features: BTreeMap<&'static str, bool>,
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` and `use_zero_page`.
+    pub thp_enabled: &'static str,
+    pub thp_use_zero_page: bool,
     pub seed: u64,
     pub elapsed_cycles: u64,
     pub elapsed_ns: u64,
@@ -81,6 +84,8 @@ impl<'a> RunJson<'a> {
                 .iter()
                 .map(|&f| (f.name(), run.features.has(f)))
                 .collect(),
+            thp_enabled: run.features.thp.enabled.name(),
+            thp_use_zero_page: run.features.thp.use_zero_page,
             seed: run.seed,
             elapsed_cycles: run.elapsed.0,
             elapsed_ns: cycles_to_ns_rounded(&run.machine.topology, run.elapsed),

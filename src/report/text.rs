@@ -13,15 +13,28 @@ use crate::workload::{Metric, RunOutput};
 
 /// Every feature as `name=on` or `name=off`, space separated.
 pub fn format_features(features: Features) -> String {
-    feature_states(features, |_| true)
+    format!(
+        "{} {}",
+        feature_states(features, |_| true),
+        format_thp(features)
+    )
+}
+
+/// The THP knobs as sysfs names them: `thp=always use_zero_page=1`.
+pub fn format_thp(features: Features) -> String {
+    format!(
+        "thp={} use_zero_page={}",
+        features.thp.enabled.name(),
+        features.thp.use_zero_page as u8
+    )
 }
 
 /// Like [`format_features`] without `except` (the one a comparison is
 /// about); `(none)` when there is no other.
 pub fn format_other_features(features: Features, except: Feature) -> String {
     match feature_states(features, |f| f != except) {
-        states if states.is_empty() => "(none)".to_string(),
-        states => states,
+        states if states.is_empty() => format_thp(features),
+        states => format!("{states} {}", format_thp(features)),
     }
 }
 
@@ -162,7 +175,9 @@ mod tests {
         let header = format_header(&test_run());
         assert!(header.contains("# workload: test-bench -n 4\n"));
         assert!(header.contains("# machine:  x86-2s-server: "));
-        assert!(header.contains("# kernel:   pcp-high-order=on huge-zero-mm-flag=on\n"));
+        assert!(header.contains(
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on thp=always use_zero_page=1\n"
+        ));
         assert!(header.contains("# seed:     7\n"));
         assert!(
             header.contains("# elapsed:  2.000 us of virtual time (5000 cycles)\n"),

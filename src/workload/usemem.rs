@@ -26,7 +26,7 @@ use super::args::Args;
 use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
-use crate::mm::kernel::{Kernel, MmId, ThpConfig};
+use crate::mm::kernel::{Kernel, MmId};
 use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
 use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Workload};
 
@@ -302,7 +302,7 @@ impl Benchmark for Usemem {
         progress: Progress,
     ) -> Result<RunOutput, RunError> {
         let mut ctx = Ctx::new(machine.clone(), seed);
-        let mut k = Kernel::new(machine, features, ThpConfig::default());
+        let mut k = Kernel::new(machine, features);
         let parent_mm = k
             .mm_alloc(&mut ctx)
             .map_err(|e| RunError(format!("{NAME}: no memory for the parent: {e:?}")))?;

@@ -151,21 +151,25 @@ impl CacheLine {
 
     /// The CPU that modified the line last in virtual time, if any.
     pub fn owner(&self) -> Option<CpuId> {
-        self.owner_at(Cycles(u64::MAX))
+        self.owner_at(self.transfers.count_begun_by(Cycles(u64::MAX)))
     }
 
     /// An atomic read-modify-write (or a plain store) by the current CPU.
     /// Returns the cycles spent waiting behind other CPUs' transfers.
     pub fn rmw(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let cpu = ctx.cur();
-        self.access(ctx, symbol, |line, ctx, s| line.rmw_need(ctx, cpu, s))
+        self.access(ctx, symbol, |line, ctx, begun| {
+            line.rmw_need(ctx, cpu, begun)
+        })
     }
 
     /// A read by the current CPU. A line held elsewhere and not here is
     /// fetched from the nearest holder; a line already readable here is free.
     pub fn read(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let cpu = ctx.cur();
-        self.access(ctx, symbol, |line, ctx, s| line.read_need(ctx, cpu, s))
+        self.access(ctx, symbol, |line, ctx, begun| {
+            line.read_need(ctx, cpu, begun)
+        })
     }
 
     /// An `atomic_*_unless`/`cmpxchg` loop: read the value, then try to
@@ -185,24 +189,24 @@ impl CacheLine {
         &mut self,
         ctx: &mut Ctx,
         symbol: Symbol,
-        need: impl Fn(&CacheLine, &Ctx, Cycles) -> Need,
+        need: impl Fn(&CacheLine, &Ctx, usize) -> Need,
     ) -> Cycles {
         let now = ctx.now();
         self.forget_before(ctx.horizon());
         // A read of a copy held here does not wait for a transfer in flight,
         // unless that transfer takes the copy away (a modification).
-        if let Need::Free = need(self, ctx, now) {
+        if let Need::Free = need(self, ctx, self.transfers.count_begun_by(now)) {
             return Cycles::ZERO;
         }
         // Not inside a transfer, and, if this access occupies the line, not
         // overlapping the next one either.
         let start = self
             .transfers
-            .earliest_fit(now, |s| match need(self, ctx, s) {
+            .earliest_fit(now, |_, begun| match need(self, ctx, begun) {
                 Need::Free => Cycles::ZERO,
                 Need::Occupy { cost, .. } => cost,
             });
-        let cost = match need(self, ctx, start) {
+        let cost = match need(self, ctx, self.transfers.count_begun_by(start)) {
             Need::Free => Cycles::ZERO,
             Need::Occupy {
                 cost,
@@ -229,11 +233,11 @@ impl CacheLine {
         waited
     }
 
-    fn rmw_need(&self, ctx: &Ctx, cpu: CpuId, s: Cycles) -> Need {
+    fn rmw_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         let mut farthest: Option<Cycles> = None;
         let mut held = false;
-        self.for_each_holder_at(s, |holder| {
+        self.for_each_holder_at(begun, |holder| {
             held = true;
             if holder != cpu {
                 let cost = transfer_cost(ctx, holder, cpu);
@@ -243,7 +247,7 @@ impl CacheLine {
         let access = Access::Modify(cpu);
         match farthest {
             Some(cost) => {
-                let counted = self.owner_at(s) != Some(cpu);
+                let counted = self.owner_at(begun) != Some(cpu);
                 Need::Occupy {
                     cost,
                     access,
@@ -254,7 +258,7 @@ impl CacheLine {
             // a local atomic; memory latency is not modelled).
             None => {
                 debug_assert!(
-                    !held || self.owner_at(s) == Some(cpu),
+                    !held || self.owner_at(begun) == Some(cpu),
                     "{cpu} holds a copy but no owner"
                 );
                 Need::Occupy {
@@ -266,10 +270,10 @@ impl CacheLine {
         }
     }
 
-    fn read_need(&self, ctx: &Ctx, cpu: CpuId, s: Cycles) -> Need {
+    fn read_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let mut nearest: Option<Cycles> = None;
         let mut here = false;
-        self.for_each_holder_at(s, |holder| {
+        self.for_each_holder_at(begun, |holder| {
             if holder == cpu {
                 here = true;
             } else {
@@ -288,10 +292,11 @@ impl CacheLine {
         }
     }
 
-    /// Calls `f` for each CPU holding a copy at `s` (owner and sharers;
-    /// sharers may repeat). A transfer that has begun by `s` counts as done.
-    fn for_each_holder_at(&self, s: Cycles, mut f: impl FnMut(CpuId)) {
-        for span in self.transfers.begun_by(s).rev() {
+    /// Calls `f` for each CPU holding a copy once the first `begun`
+    /// transfers have happened (owner and sharers; sharers may repeat). A
+    /// transfer that has begun counts as done.
+    fn for_each_holder_at(&self, begun: usize, mut f: impl FnMut(CpuId)) {
+        for span in self.transfers.first_spans(begun).rev() {
             match span.data {
                 Access::Read(cpu) => f(cpu),
                 Access::Modify(cpu) => return f(cpu),
@@ -301,15 +306,15 @@ impl CacheLine {
         self.sharers_base.iter().for_each(f);
     }
 
-    fn owner_at(&self, s: Cycles) -> Option<CpuId> {
-        let last_modify = self
-            .transfers
-            .begun_by(s)
-            .rev()
-            .find_map(|span| match span.data {
-                Access::Modify(cpu) => Some(cpu),
-                Access::Read(_) => None,
-            });
+    fn owner_at(&self, begun: usize) -> Option<CpuId> {
+        let last_modify =
+            self.transfers
+                .first_spans(begun)
+                .rev()
+                .find_map(|span| match span.data {
+                    Access::Modify(cpu) => Some(cpu),
+                    Access::Read(_) => None,
+                });
         last_modify.or(self.owner_base)
     }
 

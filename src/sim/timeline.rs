@@ -76,10 +76,14 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.floor
     }
 
-    /// The spans that have begun by `s` (start at or before it), latest last.
-    pub(crate) fn begun_by(&self, s: Cycles) -> impl DoubleEndedIterator<Item = &Span<T>> {
-        self.spans
-            .range(..self.spans.partition_point(|span| span.start <= s))
+    /// How many spans have begun by `s`.
+    pub(crate) fn count_begun_by(&self, s: Cycles) -> usize {
+        self.spans.partition_point(|span| span.start <= s)
+    }
+
+    /// The first `count` spans, latest last.
+    pub(crate) fn first_spans(&self, count: usize) -> impl DoubleEndedIterator<Item = &Span<T>> {
+        self.spans.range(..count)
     }
 
     /// Forgets the spans that end at or before `horizon`, oldest first,
@@ -140,13 +144,14 @@ impl<T: Copy + PartialEq> Timeline<T> {
     }
 
     /// For an exclusive timeline: the earliest `s` at or after `t` (and the
-    /// floor) such that `[s, s + len_at(s))` meets no span, where `len_at(s)`
-    /// is how long a use beginning at `s` would be (zero: not inside a span).
-    /// Walks forward once through the spans from `t`.
+    /// floor) such that `[s, s + len_at(s, n))` meets no span, where
+    /// `len_at(s, n)` is how long a use beginning at `s` would be (zero: not
+    /// inside a span) and `n` how many spans have begun by `s` (so the caller
+    /// need not search for them). Walks forward once through the spans.
     pub(crate) fn earliest_fit(
         &self,
         t: Cycles,
-        mut len_at: impl FnMut(Cycles) -> Cycles,
+        mut len_at: impl FnMut(Cycles, usize) -> Cycles,
     ) -> Cycles {
         assert_eq!(
             self.sharing,
@@ -165,7 +170,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 i += 1;
             }
             match self.spans.get(i) {
-                Some(next) if next.start < s + len_at(s) => {
+                Some(next) if next.start < s + len_at(s, i) => {
                     s = next.end;
                     i += 1;
                 }
@@ -239,7 +244,7 @@ mod tests {
     /// Both searches, which must agree on an exclusive timeline.
     fn fit<T: Copy + PartialEq>(t: &Timeline<T>, at: u64, len: u64) -> u64 {
         let len = Cycles(len);
-        let walked = t.earliest_fit(Cycles(at), |_| len);
+        let walked = t.earliest_fit(Cycles(at), |_, _| len);
         let searched = earliest(Cycles(at).max(t.floor()), SPANS_MAX, |s| {
             t.blocked_until(s, len, |_| true)
         });

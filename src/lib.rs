@@ -1,7 +1,7 @@
 //! mmsim: the Linux memory-management subsystem in user space, on simulated
 //! hardware. See README.md for what it is and docs/design.md for how it is
 //! built. Layers, from the bottom: `machine`, `sim`, `arch`, `mm`,
-//! `workload`, `report`, `experiments`, `cli`; a dependency only points down.
+//! `trace`, `workload`, `report`, `experiments`, `cli`; a dependency only points down.
 
 pub mod arch;
 pub mod cli;
@@ -11,5 +11,6 @@ pub mod machine;
 pub mod mm;
 pub mod report;
 pub mod sim;
+pub mod trace;
 pub mod util;
 pub mod workload;

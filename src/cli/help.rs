@@ -13,6 +13,7 @@ commands:
   features                    list the kernel features (each one upstream change)
   workloads                   list the workloads and their flags
   experiments                 list the experiments 'reproduce' can run
+  trace import --strace F ... convert strace (and perf) output of a real run into a trace
   help [command]              show this help, or a command's
 
 options:
@@ -144,6 +145,27 @@ pub fn of(command: &str) -> Option<&'static str> {
         "workloads" => WORKLOADS,
         "experiments" => EXPERIMENTS,
         "help" => HELP,
+        "trace" => TRACE,
         _ => return None,
     })
 }
+
+pub const TRACE: &str = "\
+usage: mmsim trace import --strace FILE [--perf FILE] -o OUT
+
+Converts the output of one recorded run into an mmsim trace
+(docs/trace-format.md), which 'mmsim run trace OUT' replays. Record with
+
+  perf record -e page-faults -c 1 -d -k CLOCK_REALTIME -o perf.data -- \\
+      strace -f -ttt -e trace=memory,process -o strace.txt CMD...
+  perf script -i perf.data -F comm,pid,tid,time,event,addr --ns \\
+      --show-mmap-events > perf.txt
+
+System calls and faults must come from the same run: addresses change from
+run to run. Without --perf the trace has the system calls only.
+
+flags:
+  --strace FILE   strace -f -ttt (or -tt) output, plain or gzipped
+  --perf FILE     perf script output of the same run, plain or gzipped
+  -o OUT          the trace to write; gzipped if OUT ends in .gz
+";

@@ -12,6 +12,7 @@ mod list;
 mod progress;
 mod reproduce;
 mod run;
+mod trace;
 
 use std::fmt;
 use std::io::Write;
@@ -91,8 +92,9 @@ pub fn execute(args: &[String]) -> Result<String, CliError> {
         "machines" => list::machines_command(rest),
         "features" => list::features_command(rest),
         "workloads" => list::workloads_command(rest),
+        "trace" => trace::trace_command(rest),
         other => Err(CliError::new(format!(
-            "unknown command '{other}' (commands: run, compare, reproduce, machines, features, workloads, experiments, help)"
+            "unknown command '{other}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, help)"
         ))),
     }
 }

@@ -1,0 +1,97 @@
+//! `mmsim trace import`: converts strace (and perf) output of one run into
+//! an mmsim trace (`docs/trace-format.md`).
+
+use std::io::Write;
+use std::path::Path;
+
+use super::{CliError, help};
+use crate::trace::{self, import, perf, strace};
+
+pub fn trace_command(args: &[String]) -> Result<String, CliError> {
+    match args.split_first() {
+        None => Err(CliError::new(
+            "'mmsim trace' needs a subcommand: import (see 'mmsim help trace')",
+        )),
+        Some((first, _)) if first == "-h" || first == "--help" => Ok(help::TRACE.to_string()),
+        Some((first, rest)) if first == "import" => import_command(rest),
+        Some((other, _)) => Err(CliError::new(format!(
+            "unknown 'mmsim trace' subcommand '{other}' (subcommands: import)"
+        ))),
+    }
+}
+
+/// The flags of `mmsim trace import`.
+#[derive(Debug, Default)]
+struct ImportArgs {
+    strace: Option<String>,
+    perf: Option<String>,
+    out: Option<String>,
+}
+
+fn parse_import_args(args: &[String]) -> Result<Option<ImportArgs>, CliError> {
+    let mut parsed = ImportArgs::default();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let mut value = |flag: &str| {
+            iter.next()
+                .cloned()
+                .ok_or_else(|| CliError::new(format!("trace import: {flag} needs a file")))
+        };
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--strace" => parsed.strace = Some(value(arg)?),
+            "--perf" => parsed.perf = Some(value(arg)?),
+            "-o" | "--output" => parsed.out = Some(value(arg)?),
+            other => {
+                return Err(CliError::new(format!(
+                    "trace import: unknown argument '{other}' (see 'mmsim help trace')"
+                )));
+            }
+        }
+    }
+    Ok(Some(parsed))
+}
+
+fn import_command(args: &[String]) -> Result<String, CliError> {
+    let Some(args) = parse_import_args(args)? else {
+        return Ok(help::TRACE.to_string());
+    };
+    let strace_file = args
+        .strace
+        .ok_or_else(|| CliError::new("trace import: --strace FILE is required"))?;
+    let out = args
+        .out
+        .ok_or_else(|| CliError::new("trace import: -o OUT is required"))?;
+    let read = |file: &str| {
+        trace::read_text(Path::new(file)).map_err(|e| CliError::new(format!("trace import: {e}")))
+    };
+    let strace = strace::parse(&strace_file, &read(&strace_file)?)
+        .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+    let perf = match &args.perf {
+        Some(file) => Some(
+            perf::parse(file, &read(file)?)
+                .map_err(|e| CliError::new(format!("trace import: {e}")))?,
+        ),
+        None => None,
+    };
+    let (events, summary) = import::import(&strace, perf.as_ref())
+        .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+    let text = trace::serialize(&events);
+    write_output(&out, &text)?;
+    Ok(format!("{out}: {summary}\n"))
+}
+
+/// Writes the trace, gzipped if `out` ends in `.gz`.
+fn write_output(out: &str, text: &str) -> Result<(), CliError> {
+    let error = |e: std::io::Error| CliError::new(format!("trace import: {out}: {e}"));
+    let file = std::fs::File::create(out).map_err(error)?;
+    if out.ends_with(".gz") {
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
+        gz.write_all(text.as_bytes()).map_err(error)?;
+        gz.finish().map_err(error)?;
+    } else {
+        let mut file = file;
+        file.write_all(text.as_bytes()).map_err(error)?;
+    }
+    Ok(())
+}

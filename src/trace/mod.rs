@@ -1,0 +1,659 @@
+//! Traces of real programs: the line-oriented format (`docs/trace-format.md`),
+//! its parser, and the importers from `strace` and `perf script` output.
+//!
+//! This is a layer of its own between `workload` and `mm`: the format and
+//! the importers describe what a process asked of a real kernel and know
+//! nothing of the simulation; the replay (`workload::trace`) is the one
+//! place that maps them onto `mm::Kernel`. Keeping them apart lets
+//! `mmsim trace import` run without a machine, and keeps the parser's
+//! bounds and errors testable on their own.
+
+pub mod import;
+pub mod perf;
+pub mod strace;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+
+/// 4 KiB: addresses and lengths of system calls are in whole pages.
+pub const PAGE_SIZE: u64 = 4096;
+/// The end of the user address space with 4-level page tables (2^47).
+pub const USER_ADDR_END: u64 = 1 << 47;
+/// `PID_MAX_LIMIT` on 64-bit Linux: no pid or tid is larger.
+pub const PID_MAX: u32 = 4 << 20;
+/// Timestamps are bounded to about 11.5 days from the trace's start.
+pub const TIME_NS_MAX: u64 = 1_000_000_000_000_000;
+/// Tasks alive at once; a trace with more is rejected rather than
+/// replayed with unbounded host memory.
+pub const TASKS_LIVE_MAX: usize = 4096;
+/// Events in one trace.
+pub const EVENTS_MAX: usize = 16 << 20;
+/// The longest line the parser accepts.
+pub const LINE_BYTES_MAX: usize = 256;
+
+/// `PROT_*` bits: read 1, write 2, exec 4. Written `rwx`, `-` for absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Prot(pub u32);
+
+impl Prot {
+    pub const READ: u32 = 1;
+    pub const WRITE: u32 = 2;
+    pub const EXEC: u32 = 4;
+
+    fn parse(text: &str) -> Option<Prot> {
+        let b = text.as_bytes();
+        if b.len() != 3 {
+            return None;
+        }
+        let bit = |c: u8, letter: u8, value: u32| match c {
+            _ if c == letter => Some(value),
+            b'-' => Some(0),
+            _ => None,
+        };
+        Some(Prot(
+            bit(b[0], b'r', Prot::READ)?
+                | bit(b[1], b'w', Prot::WRITE)?
+                | bit(b[2], b'x', Prot::EXEC)?,
+        ))
+    }
+}
+
+impl fmt::Display for Prot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let letter = |bit: u32, c: char| if self.0 & bit != 0 { c } else { '-' };
+        write!(
+            f,
+            "{}{}{}",
+            letter(Prot::READ, 'r'),
+            letter(Prot::WRITE, 'w'),
+            letter(Prot::EXEC, 'x')
+        )
+    }
+}
+
+/// What a user access or fault did. `perf`'s `page-faults` event does not
+/// say, so an imported fault may be `Unknown` (written `?`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    Unknown,
+}
+
+impl Access {
+    fn parse(text: &str) -> Option<Access> {
+        match text {
+            "r" => Some(Access::Read),
+            "w" => Some(Access::Write),
+            "?" => Some(Access::Unknown),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::Read => "r",
+            Access::Write => "w",
+            Access::Unknown => "?",
+        })
+    }
+}
+
+/// `madvise` advice, by Linux's name without `MADV_`, lower case.
+pub const ADVICE_NAMES: &[&str] = &[
+    "normal",
+    "random",
+    "sequential",
+    "willneed",
+    "dontneed",
+    "free",
+    "remove",
+    "dontfork",
+    "dofork",
+    "mergeable",
+    "unmergeable",
+    "hugepage",
+    "nohugepage",
+    "dontdump",
+    "dodump",
+    "wipeonfork",
+    "keeponfork",
+    "cold",
+    "pageout",
+    "populate_read",
+    "populate_write",
+    "collapse",
+    "guard_install",
+    "guard_remove",
+];
+
+/// An advice from [`ADVICE_NAMES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Advice(pub &'static str);
+
+impl Advice {
+    pub fn parse(text: &str) -> Option<Advice> {
+        ADVICE_NAMES
+            .iter()
+            .find(|&&n| n == text)
+            .map(|&n| Advice(n))
+    }
+}
+
+/// One operation of a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// A mapping the real kernel placed at `addr`; replayed with MAP_FIXED.
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    },
+    Munmap {
+        addr: u64,
+        len: u64,
+    },
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    },
+    /// The program break is now `addr` (what `brk` returned).
+    Brk {
+        addr: u64,
+    },
+    Madvise {
+        addr: u64,
+        len: u64,
+        advice: Advice,
+    },
+    /// A new process with a copy of the address space.
+    Fork {
+        child: u32,
+    },
+    /// A new thread sharing the address space.
+    Clone {
+        child: u32,
+    },
+    /// A successful `execve`: a fresh address space.
+    Exec,
+    /// The thread exits.
+    Exit,
+    /// A page fault the real kernel took at `addr`.
+    Fault {
+        addr: u64,
+        access: Access,
+    },
+    /// A user access that may or may not fault.
+    Access {
+        addr: u64,
+        access: Access,
+    },
+}
+
+/// One line of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Nanoseconds since the trace's first event.
+    pub time_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub op: Op,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Op::Mmap { addr, len, prot } => write!(f, "mmap {addr:#x} {len:#x} {prot}"),
+            Op::Munmap { addr, len } => write!(f, "munmap {addr:#x} {len:#x}"),
+            Op::Mprotect { addr, len, prot } => write!(f, "mprotect {addr:#x} {len:#x} {prot}"),
+            Op::Brk { addr } => write!(f, "brk {addr:#x}"),
+            Op::Madvise { addr, len, advice } => {
+                write!(f, "madvise {addr:#x} {len:#x} {}", advice.0)
+            }
+            Op::Fork { child } => write!(f, "fork {child}"),
+            Op::Clone { child } => write!(f, "clone {child}"),
+            Op::Exec => f.write_str("exec"),
+            Op::Exit => f.write_str("exit"),
+            Op::Fault { addr, access } => write!(f, "fault {addr:#x} {access}"),
+            Op::Access { addr, access } => write!(f, "access {addr:#x} {access}"),
+        }
+    }
+}
+
+/// `TIME_NS PID TID OP ARGS...`
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {} {}", self.time_ns, self.pid, self.tid, self.op)
+    }
+}
+
+/// The first line of a trace mmsim writes.
+pub const HEADER: &str = "# mmsim trace v1: TIME_NS PID TID OP ARGS (docs/trace-format.md)";
+
+/// A whole trace as text, header first.
+pub fn serialize(events: &[Event]) -> String {
+    let mut out = String::with_capacity(events.len() * 40 + HEADER.len() + 1);
+    out.push_str(HEADER);
+    out.push('\n');
+    for event in events {
+        use std::fmt::Write;
+        writeln!(out, "{event}").expect("writing to a String");
+    }
+    out
+}
+
+/// What was wrong with a line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    LineTooLong,
+    TooManyEvents,
+    MissingField(&'static str),
+    BadNumber {
+        field: &'static str,
+        text: String,
+    },
+    OutOfRange {
+        field: &'static str,
+        value: u64,
+        max: u64,
+    },
+    UnknownOp(String),
+    ArgCount {
+        op: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    Unaligned {
+        field: &'static str,
+        value: u64,
+    },
+    ZeroLength,
+    BeyondUserSpace {
+        addr: u64,
+        len: u64,
+    },
+    BadProt(String),
+    BadAccess(String),
+    BadAdvice(String),
+    TimeGoesBack {
+        previous_ns: u64,
+    },
+    UnknownTask {
+        pid: u32,
+        tid: u32,
+    },
+    TaskExists(u32),
+    FirstTaskNotLeader {
+        pid: u32,
+        tid: u32,
+    },
+    TooManyTasks,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::LineTooLong => write!(f, "line longer than {LINE_BYTES_MAX} bytes"),
+            Problem::TooManyEvents => write!(f, "more than {EVENTS_MAX} events"),
+            Problem::MissingField(field) => write!(f, "missing {field}"),
+            Problem::BadNumber { field, text } => write!(f, "{field}: '{text}' is not a number"),
+            Problem::OutOfRange { field, value, max } => {
+                write!(f, "{field}: {value} is larger than {max}")
+            }
+            Problem::UnknownOp(op) => write!(
+                f,
+                "unknown op '{op}' (ops: mmap munmap mprotect brk madvise fork clone exec exit fault access)"
+            ),
+            Problem::ArgCount { op, expected, got } => {
+                write!(f, "{op} takes {expected} arguments, got {got}")
+            }
+            Problem::Unaligned { field, value } => {
+                write!(f, "{field} {value:#x} is not a multiple of the page size")
+            }
+            Problem::ZeroLength => f.write_str("zero length"),
+            Problem::BeyondUserSpace { addr, len } => write!(
+                f,
+                "range {addr:#x}+{len:#x} ends beyond the user address space ({USER_ADDR_END:#x})"
+            ),
+            Problem::BadProt(t) => write!(f, "protection '{t}' is not of the form rwx, r--, ---"),
+            Problem::BadAccess(t) => write!(f, "access '{t}' is not r, w or ?"),
+            Problem::BadAdvice(t) => write!(f, "unknown madvise advice '{t}'"),
+            Problem::TimeGoesBack { previous_ns } => {
+                write!(
+                    f,
+                    "time goes back (the previous event is at {previous_ns} ns)"
+                )
+            }
+            Problem::UnknownTask { pid, tid } => {
+                write!(
+                    f,
+                    "unknown pid {pid} tid {tid} (not created by fork or clone, or exited)"
+                )
+            }
+            Problem::TaskExists(tid) => write!(f, "task {tid} already exists"),
+            Problem::FirstTaskNotLeader { pid, tid } => write!(
+                f,
+                "the first event's task must be a process leader (pid {pid} == tid), got tid {tid}"
+            ),
+            Problem::TooManyTasks => write!(f, "more than {TASKS_LIVE_MAX} tasks alive at once"),
+        }
+    }
+}
+
+/// A malformed trace: file, line and problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    pub file: String,
+    /// From 1.
+    pub line: usize,
+    pub problem: Problem,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.problem)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// A trace file that could not be read or parsed.
+#[derive(Debug)]
+pub enum LoadError {
+    Io { file: String, error: std::io::Error },
+    Parse(ParseError),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Io { file, error } => write!(f, "{file}: {error}"),
+            LoadError::Parse(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Reads a file as text, gunzipping it if it starts with gzip's magic.
+pub fn read_text(path: &Path) -> Result<String, LoadError> {
+    let file = path.display().to_string();
+    let io = |error| LoadError::Io {
+        file: file.clone(),
+        error,
+    };
+    let bytes = std::fs::read(path).map_err(io)?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .map_err(io)?;
+        Ok(text)
+    } else {
+        String::from_utf8(bytes)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    }
+}
+
+/// Reads and parses a trace file (plain or gzipped).
+pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
+    let text = read_text(path)?;
+    parse(&path.display().to_string(), &text).map_err(LoadError::Parse)
+}
+
+/// Parses a whole trace; `file` names it in errors. Besides each line's
+/// syntax, checks that time never goes back and that every event's task
+/// exists: the first event's task is the root process, every other task
+/// is created by `fork` or `clone` and ends with `exit` (or its process's
+/// `exec` by another thread).
+pub fn parse(file: &str, text: &str) -> Result<Vec<Event>, ParseError> {
+    let mut events = Vec::new();
+    let mut tasks = Tasks::default();
+    let mut previous_ns = 0;
+    for (index, line) in text.lines().enumerate() {
+        let error = |problem| ParseError {
+            file: file.to_string(),
+            line: index + 1,
+            problem,
+        };
+        let content = line.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        if line.len() > LINE_BYTES_MAX {
+            return Err(error(Problem::LineTooLong));
+        }
+        if events.len() == EVENTS_MAX {
+            return Err(error(Problem::TooManyEvents));
+        }
+        let event = parse_line(content).map_err(error)?;
+        if event.time_ns < previous_ns {
+            return Err(error(Problem::TimeGoesBack { previous_ns }));
+        }
+        previous_ns = event.time_ns;
+        tasks.apply(&event).map_err(error)?;
+        events.push(event);
+    }
+    Ok(events)
+}
+
+/// The live tasks while parsing: tid -> pid.
+#[derive(Default)]
+struct Tasks {
+    live: BTreeMap<u32, u32>,
+    started: bool,
+}
+
+impl Tasks {
+    fn apply(&mut self, event: &Event) -> Result<(), Problem> {
+        let (pid, tid) = (event.pid, event.tid);
+        if !self.started {
+            if pid != tid {
+                return Err(Problem::FirstTaskNotLeader { pid, tid });
+            }
+            self.started = true;
+            self.live.insert(tid, pid);
+        }
+        if self.live.get(&tid) != Some(&pid) {
+            return Err(Problem::UnknownTask { pid, tid });
+        }
+        match event.op {
+            Op::Fork { child } => self.create(child, child)?,
+            Op::Clone { child } => self.create(child, pid)?,
+            Op::Exit => {
+                self.live.remove(&tid);
+            }
+            // execve kills the process's other threads (`de_thread`).
+            Op::Exec => self.live.retain(|&t, &mut p| p != pid || t == tid),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn create(&mut self, tid: u32, pid: u32) -> Result<(), Problem> {
+        if self.live.contains_key(&tid) {
+            return Err(Problem::TaskExists(tid));
+        }
+        if self.live.len() >= TASKS_LIVE_MAX {
+            return Err(Problem::TooManyTasks);
+        }
+        self.live.insert(tid, pid);
+        Ok(())
+    }
+}
+
+/// A decimal or `0x` hexadecimal number.
+fn number(field: &'static str, text: Option<&str>) -> Result<u64, Problem> {
+    let text = text.ok_or(Problem::MissingField(field))?;
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| Problem::BadNumber {
+        field,
+        text: text.to_string(),
+    })
+}
+
+fn bounded(field: &'static str, text: Option<&str>, max: u64) -> Result<u64, Problem> {
+    let value = number(field, text)?;
+    if value > max {
+        return Err(Problem::OutOfRange { field, value, max });
+    }
+    Ok(value)
+}
+
+fn id(field: &'static str, text: Option<&str>) -> Result<u32, Problem> {
+    let value = bounded(field, text, PID_MAX as u64)?;
+    if value == 0 {
+        return Err(Problem::OutOfRange {
+            field,
+            value,
+            max: PID_MAX as u64,
+        });
+    }
+    Ok(value as u32)
+}
+
+/// A page-aligned address, below the end of user space.
+fn address(text: &str) -> Result<u64, Problem> {
+    let addr = bounded("ADDR", Some(text), USER_ADDR_END - 1)?;
+    if addr % PAGE_SIZE != 0 {
+        return Err(Problem::Unaligned {
+            field: "ADDR",
+            value: addr,
+        });
+    }
+    Ok(addr)
+}
+
+/// A page-aligned, non-zero length whose range stays in user space.
+fn length(addr: u64, text: &str) -> Result<u64, Problem> {
+    let len = number("LEN", Some(text))?;
+    if len == 0 {
+        return Err(Problem::ZeroLength);
+    }
+    if len % PAGE_SIZE != 0 {
+        return Err(Problem::Unaligned {
+            field: "LEN",
+            value: len,
+        });
+    }
+    if len > USER_ADDR_END - addr {
+        return Err(Problem::BeyondUserSpace { addr, len });
+    }
+    Ok(len)
+}
+
+fn prot(text: &str) -> Result<Prot, Problem> {
+    Prot::parse(text).ok_or_else(|| Problem::BadProt(text.to_string()))
+}
+
+fn access(text: &str) -> Result<Access, Problem> {
+    Access::parse(text).ok_or_else(|| Problem::BadAccess(text.to_string()))
+}
+
+/// A byte address of an access: any address in user space.
+fn byte_address(text: &str) -> Result<u64, Problem> {
+    bounded("ADDR", Some(text), USER_ADDR_END - 1)
+}
+
+fn parse_line(content: &str) -> Result<Event, Problem> {
+    let mut fields = content.split_whitespace();
+    let time_ns = bounded("TIME_NS", fields.next(), TIME_NS_MAX)?;
+    let pid = id("PID", fields.next())?;
+    let tid = id("TID", fields.next())?;
+    let op_name = fields.next().ok_or(Problem::MissingField("OP"))?;
+    let args: Vec<&str> = fields.collect();
+    let op = parse_op(op_name, &args)?;
+    Ok(Event {
+        time_ns,
+        pid,
+        tid,
+        op,
+    })
+}
+
+fn parse_op(name: &str, args: &[&str]) -> Result<Op, Problem> {
+    let (op, expected): (&'static str, usize) = match name {
+        "mmap" => ("mmap", 3),
+        "munmap" => ("munmap", 2),
+        "mprotect" => ("mprotect", 3),
+        "brk" => ("brk", 1),
+        "madvise" => ("madvise", 3),
+        "fork" => ("fork", 1),
+        "clone" => ("clone", 1),
+        "exec" => ("exec", 0),
+        "exit" => ("exit", 0),
+        "fault" => ("fault", 2),
+        "access" => ("access", 2),
+        other => return Err(Problem::UnknownOp(other.to_string())),
+    };
+    if args.len() != expected {
+        return Err(Problem::ArgCount {
+            op,
+            expected,
+            got: args.len(),
+        });
+    }
+    let range = || -> Result<(u64, u64), Problem> {
+        let addr = address(args[0])?;
+        Ok((addr, length(addr, args[1])?))
+    };
+    Ok(match op {
+        "mmap" => {
+            let (addr, len) = range()?;
+            Op::Mmap {
+                addr,
+                len,
+                prot: prot(args[2])?,
+            }
+        }
+        "munmap" => {
+            let (addr, len) = range()?;
+            Op::Munmap { addr, len }
+        }
+        "mprotect" => {
+            let (addr, len) = range()?;
+            Op::Mprotect {
+                addr,
+                len,
+                prot: prot(args[2])?,
+            }
+        }
+        "brk" => Op::Brk {
+            addr: byte_address(args[0])?,
+        },
+        "madvise" => {
+            let (addr, len) = range()?;
+            let advice =
+                Advice::parse(args[2]).ok_or_else(|| Problem::BadAdvice(args[2].to_string()))?;
+            Op::Madvise { addr, len, advice }
+        }
+        "fork" => Op::Fork {
+            child: id("CHILD_PID", Some(args[0]))?,
+        },
+        "clone" => Op::Clone {
+            child: id("CHILD_TID", Some(args[0]))?,
+        },
+        "exec" => Op::Exec,
+        "exit" => Op::Exit,
+        "fault" => Op::Fault {
+            addr: byte_address(args[0])?,
+            access: access(args[1])?,
+        },
+        "access" => Op::Access {
+            addr: byte_address(args[0])?,
+            access: access(args[1])?,
+        },
+        _ => unreachable!("every op name was matched above"),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -406,3 +406,41 @@ pub enum Target {
     /// A 4 KiB page (of a THP, the subpage).
     Page(Pfn),
 }
+
+impl Kernel {
+    /// `mmap(addr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+    /// 0)`: maps `[addr, addr + len)`, replacing whatever was there; the
+    /// replaced parts are zapped and the TLBs flushed, as munmap does.
+    pub fn mmap_fixed(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        len: u64,
+        prot: u32,
+    ) -> Result<(), Errno> {
+        self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoMmap, cost);
+        let result = self.mm_mut(mm).vmas.mmap_fixed(addr, len, prot);
+        if let Ok(replaced) = &result {
+            for vma in replaced {
+                self.zap_range(ctx, mm, vma.start, vma.end, Symbol::DoMunmap);
+            }
+            if !replaced.is_empty() {
+                self.free_empty_tables(ctx, mm);
+                self.flush_tlb_mm(ctx, mm);
+            }
+        }
+        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        result.map(|_| ())
+    }
+
+    /// `clone(CLONE_VM | CLONE_THREAD ...)`'s share of the mm: one more
+    /// user (`mmget`); the thread's exit is an `mmput`.
+    pub fn clone_thread(&mut self, mm: MmId) {
+        let users = &mut self.mm_mut(mm).users;
+        assert!(*users > 0, "clone_thread of a dead mm");
+        *users += 1;
+    }
+}

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
+pub mod trace;
 pub mod usemem;
 
 use std::fmt;
@@ -110,6 +111,12 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: netperf_udp::SUMMARY,
         usage: netperf_udp::USAGE,
         parse: netperf_udp::parse,
+    },
+    WorkloadInfo {
+        name: trace::NAME,
+        summary: trace::SUMMARY,
+        usage: trace::USAGE,
+        parse: trace::parse,
     },
 ];
 

@@ -43,6 +43,13 @@ pub struct Summary {
     pub perf_skipped: u64,
 }
 
+impl Summary {
+    /// Calls that returned an error in the recorded run.
+    pub fn failed_calls(&self) -> u64 {
+        self.strace_skipped.failed
+    }
+}
+
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -1,0 +1,147 @@
+//! Traces recorded on a real machine (tests/data, see its README.md):
+//! import round-trips, replay runs to the end with the kernel's checks
+//! passing, and the command line reports bad traces in one line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mmsim::features::Features;
+use mmsim::machine::builtin;
+use mmsim::trace::{self, import, perf, strace};
+use mmsim::workload::trace::{EndCheck, replay};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+const RECORDED: &[&str] = &["pipeline.trace.gz", "make.trace.gz", "python.trace.gz"];
+
+#[test]
+fn import_of_a_recorded_run_round_trips() {
+    let strace_text = trace::read_text(&data("pipeline.strace.gz")).unwrap();
+    let perf_text = trace::read_text(&data("pipeline.perf.gz")).unwrap();
+    let s = strace::parse("pipeline.strace", &strace_text).unwrap();
+    let p = perf::parse("pipeline.perf", &perf_text).unwrap();
+    let (events, summary) = import::import(&s, Some(&p)).unwrap();
+    assert!(summary.faults > 500, "{summary}");
+    assert!(summary.exec_mappings > 10, "{summary}");
+    let text = trace::serialize(&events);
+    assert_eq!(trace::parse("serialized", &text).unwrap(), events);
+    // The kept conversion is this one.
+    assert_eq!(trace::load(&data("pipeline.trace.gz")).unwrap(), events);
+}
+
+#[test]
+fn recorded_traces_replay_to_the_end_with_checks() {
+    let machine = builtin("x86-2s-server").unwrap();
+    for name in RECORDED {
+        let events = trace::load(&data(name)).unwrap();
+        assert!(events.len() > 500, "{name}: {} events", events.len());
+        let done = replay(
+            &events,
+            &machine,
+            Features::all(),
+            1,
+            EndCheck::Check,
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let c = &done.counts;
+        assert_eq!(c.events, events.len() as u64, "{name}");
+        assert!(c.processes >= 3, "{name}: {c:?}");
+        // perf's mappings give the replay the program, loader and stack:
+        // no recorded fault lands outside a VMA.
+        assert_eq!(c.segv, 0, "{name}: {c:?}");
+        assert_eq!(c.oom, 0, "{name}: {c:?}");
+        assert!(c.failed.is_empty(), "{name}: {c:?}");
+        assert_eq!(done.kernel.live_mms().count(), 0);
+    }
+}
+
+#[test]
+fn replay_counts_segv_and_failed_calls() {
+    let text = "\
+0 1 1 mmap 0x7f0000000000 0x1000 r--
+1 1 1 fault 0x7f0000000008 w
+2 1 1 access 0x100000 r
+3 1 1 munmap 0x7f0000000000 0x1000
+4 1 1 fault 0x7f0000000000 r
+5 1 1 madvise 0x7f0000000000 0x1000 willneed
+6 1 1 clone 2
+7 1 2 brk 0x555555556000
+8 1 2 brk 0x555555600000
+9 1 1 access 0x5555555f0000 w
+10 1 1 fork 3
+11 3 3 brk 0x555555557000
+12 3 3 access 0x5555555f0000 r
+";
+    let events = trace::parse("t", text).unwrap();
+    let machine = builtin("x86-2s-server").unwrap();
+    let done = replay(
+        &events,
+        &machine,
+        Features::all(),
+        1,
+        EndCheck::Check,
+        &mut |_| {},
+    )
+    .unwrap();
+    let c = &done.counts;
+    assert_eq!(c.events, 13);
+    // A write to a read-only page, a read of nothing, a read after munmap,
+    // and the child's read above its shrunk heap.
+    assert_eq!(c.segv, 4, "{c:?}");
+    assert_eq!(c.advice_not_modelled, 1);
+    assert_eq!((c.tasks, c.processes), (3, 2));
+}
+
+#[test]
+fn cli_import_then_run() {
+    let dir = std::env::temp_dir().join(format!("mmsim-trace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("pipeline.trace");
+    let mmsim = env!("CARGO_BIN_EXE_mmsim");
+    let import = Command::new(mmsim)
+        .args(["trace", "import", "--strace"])
+        .arg(data("pipeline.strace.gz"))
+        .arg("--perf")
+        .arg(data("pipeline.perf.gz"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{import:?}");
+    assert!(String::from_utf8_lossy(&import.stdout).contains(" faults, "));
+    let run = Command::new(mmsim)
+        .args(["run", "trace"])
+        .arg(&out)
+        .args(["--top", "3"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{run:?}");
+    assert!(stdout.contains("events replayed"), "{stdout}");
+    assert!(stdout.contains("SIGSEGV: 0"), "{stdout}");
+
+    let bad = dir.join("bad.trace");
+    std::fs::write(
+        &bad,
+        "0 1 1 mmap 0x7f0000000000 0x1000 rw-\n1 1 1 mumnap 0x1000 0x1000\n",
+    )
+    .unwrap();
+    let run = Command::new(mmsim)
+        .args(["run", "trace"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("bad.trace:2: unknown op 'mumnap'"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

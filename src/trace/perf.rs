@@ -152,11 +152,9 @@ fn mmap_range(range: &str, rest: &[&str]) -> Result<Option<Sample>, String> {
     if p.len() < 3 {
         return Err(format!("bad mmap protection '{perms}'"));
     }
-    let prot = Prot(
-        u32::from(p[0] == b'r') * Prot::READ
-            | u32::from(p[1] == b'w') * Prot::WRITE
-            | u32::from(p[2] == b'x') * Prot::EXEC,
-    );
+    let bit = |at: usize, letter: u8, value: u32| if p[at] == letter { value } else { 0 };
+    let prot =
+        Prot(bit(0, b'r', Prot::READ) | bit(1, b'w', Prot::WRITE) | bit(2, b'x', Prot::EXEC));
     Ok(Some(Sample::Mmap {
         addr: start,
         len,

@@ -393,7 +393,18 @@ impl Kernel {
     }
 
     /// The hardware walk: where `addr` lands if the access needs no fault.
+    ///
+    /// In a `PROT_NONE` VMA, Linux's entries are `_PAGE_PROTNONE`, which the
+    /// MMU treats as not present: `change_protection` sets and clears that
+    /// bit when mprotect takes all access away or gives it back, and no fault
+    /// in such a VMA gets as far as installing an entry. mmsim's entries have
+    /// no such bit; the walk reads it off the VMA, which gives the same
+    /// answer (NUMA hinting faults, its other user, are not modelled).
     pub fn translate(&self, mm: MmId, addr: u64, write: bool) -> Option<Target> {
+        let (vma, _) = self.mm(mm).vmas.find_vma(addr);
+        if !vma.is_some_and(|v| v.start <= addr && super::memory::vma_is_accessible(&v)) {
+            return None;
+        }
         let mut table = self.mm(mm).pgd;
         for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
             let entry = self.tables.get(table, level.index(addr));

@@ -467,6 +467,11 @@ fn access_allowed(vma: &Vma, write: bool) -> bool {
     if write {
         vma.flags.contains(VmFlags::WRITE)
     } else {
-        vma.flags.0 & VmFlags::PROT_MASK.0 != 0
+        vma_is_accessible(vma)
     }
+}
+
+/// `vma_is_accessible`: not `PROT_NONE`.
+pub(super) fn vma_is_accessible(vma: &Vma) -> bool {
+    vma.flags.0 & VmFlags::PROT_MASK.0 != 0
 }

@@ -12,7 +12,7 @@
 
 use super::contents::Contents;
 use super::huge_memory::HugeZeroPage;
-use super::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, VmFlags, Vma};
+use super::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, TASK_SIZE, VmFlags, Vma};
 use super::mmap::VmaTree;
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::{Gfp, PageAllocator};
@@ -275,7 +275,7 @@ impl Kernel {
         ctx.charge(Symbol::MprotectFixup, cost);
         let result = self.mm_mut(mm).vmas.mprotect(start, len, prot);
         // Whatever was applied, the page tables follow the VMAs.
-        let end = start.saturating_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
+        let (start, end) = user_range(start, len);
         self.sync_protection(ctx, mm, start, end);
         self.flush_tlb_mm(ctx, mm);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
@@ -304,7 +304,7 @@ impl Kernel {
         }
         if advice != Advice::DontNeed {
             // Hints that split VMAs may leave a huge PMD straddling two.
-            let end = start.saturating_add(len);
+            let (start, end) = user_range(start, len);
             self.sync_protection(ctx, mm, start, end);
         }
         self.mm_mut(mm).mmap_lock.up_read(ctx, Symbol::UpRead);
@@ -367,7 +367,18 @@ impl Kernel {
     }
 
     /// The hardware walk: where `addr` lands if the access needs no fault.
+    ///
+    /// In a `PROT_NONE` VMA, Linux's entries are `_PAGE_PROTNONE`, which the
+    /// MMU treats as not present: `change_protection` sets and clears that
+    /// bit when mprotect takes all access away or gives it back, and no fault
+    /// in such a VMA gets as far as installing an entry. mmsim's entries have
+    /// no such bit; the walk reads it off the VMA, which gives the same
+    /// answer (NUMA hinting faults, its other user, are not modelled).
     pub fn translate(&self, mm: MmId, addr: u64, write: bool) -> Option<Target> {
+        let (vma, _) = self.mm(mm).vmas.find_vma(addr);
+        if !vma.is_some_and(|v| v.start <= addr && super::memory::vma_is_accessible(&v)) {
+            return None;
+        }
         let mut table = self.mm(mm).pgd;
         for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
             let entry = self.tables.get(table, level.index(addr));
@@ -396,6 +407,17 @@ impl Kernel {
         }
         super::check::check_mappings(self);
     }
+}
+
+/// The pages of `[start, start + len)` that a range system call may have
+/// changed: rounded out to pages and clipped to the user address space,
+/// whatever the call made of its arguments. No VMA lies above `TASK_SIZE`,
+/// and an address beyond 2^48 would index the page tables as if it were
+/// that address less 2^48.
+fn user_range(start: u64, len: u64) -> (u64, u64) {
+    let len = len.checked_next_multiple_of(PAGE_SIZE).unwrap_or(u64::MAX);
+    let end = start.saturating_add(len).min(TASK_SIZE);
+    (start.min(end), end)
 }
 
 /// Where a user access lands.

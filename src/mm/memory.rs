@@ -459,10 +459,19 @@ impl Kernel {
     }
 }
 
+/// x86's `access_error`, inverted: a write needs `VM_WRITE`; a read needs
+/// any of `VM_READ`, `VM_WRITE` or `VM_EXEC`, since x86 page tables cannot
+/// express write-only or execute-only (`protection_map` maps both to a
+/// readable PTE).
 fn access_allowed(vma: &Vma, write: bool) -> bool {
     if write {
         vma.flags.contains(VmFlags::WRITE)
     } else {
-        vma.flags.contains(VmFlags::READ)
+        vma_is_accessible(vma)
     }
+}
+
+/// `vma_is_accessible`: not `PROT_NONE`.
+pub(super) fn vma_is_accessible(vma: &Vma) -> bool {
+    vma.flags.0 & VmFlags::PROT_MASK.0 != 0
 }

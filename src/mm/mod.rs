@@ -19,3 +19,6 @@ pub use mmzone::{
     MAX_ORDER, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE, Pfn, pageblock_order,
 };
 pub use page_alloc::{Gfp, PageAllocator};
+
+#[cfg(test)]
+mod tests;

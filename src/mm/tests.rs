@@ -1,0 +1,1100 @@
+//! Tests of the kernel model as processes see it: system calls, user loads
+//! and stores, fork and exit, checked against a shadow model of what every
+//! address space must hold, with the invariant checker run after every step.
+//!
+//! The randomized test prints its seed when it fails. Replay one seed with
+//!
+//! ```text
+//! MMSIM_PROP_SEED=<seed> cargo test --lib mm::tests::<test name>
+//! ```
+//!
+//! and soak with more seeds (`MMSIM_PROP_SEEDS=<count>`, seeds 0..count) or
+//! longer runs (`MMSIM_PROP_OPS=<operations per seed>`).
+//! `MMSIM_PROP_TRACE=1` prints every operation as it is made.
+
+use std::collections::BTreeMap;
+
+use super::check::check_no_leaks;
+use super::kernel::{Fault, Kernel, MMAP_BASE, MmId, ThpConfig, ThpEnabled};
+use super::memory::HPAGE_PMD_NR;
+use super::mm_types::{
+    Advice, Errno, HPAGE_PMD_SIZE, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFlags,
+};
+use super::mmzone::{PAGE_SIZE, Pfn};
+use super::pgtable::{Entry, Level};
+use crate::features::{Feature, Features};
+use crate::machine::Machine;
+use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
+
+const P: u64 = PAGE_SIZE;
+const RW: u32 = PROT_READ | PROT_WRITE;
+const PROT_ALL: u32 = PROT_READ | PROT_WRITE | PROT_EXEC;
+/// `PROT_SEM`: mprotect accepts and ignores it.
+const PROT_SEM: u32 = 0x8;
+
+/// The test machine: one socket of four cores, one node of 128 MiB, so that
+/// the whole-machine checks after every step stay cheap.
+const NR_CPUS: u32 = 4;
+const MEMORY_BYTES: u64 = 128 << 20;
+
+/// Live processes at most.
+const MAX_PROCS: usize = 4;
+/// Every mapping stays in the 16 MiB below `mmap_base` (an mmap that would
+/// land lower is not made), so that calls collide and THPs stay bounded:
+/// at most one per 2 MiB window per process.
+const WINDOW_BYTES: u64 = 16 << 20;
+const WINDOW_START: u64 = MMAP_BASE - WINDOW_BYTES;
+/// Pages one process may have mapped at most.
+const MAPPED_PAGES_MAX: usize = 2048;
+
+const SEEDS_DEFAULT: u64 = 5;
+const OPS_DEFAULT: usize = 250;
+
+fn small_machine() -> Machine {
+    let mut machine = crate::machine::builtin("x86-2s-server").expect("a built-in machine");
+    let t = &mut machine.topology;
+    t.sockets = 1;
+    t.cores_per_socket = NR_CPUS;
+    t.threads_per_core = 1;
+    t.numa_nodes = 1;
+    t.memory_per_node_bytes = MEMORY_BYTES;
+    machine
+}
+
+/// One kernel configuration the tests run.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    thp: ThpConfig,
+    huge_zero_mm_flag: bool,
+}
+
+impl Setup {
+    const fn new(enabled: ThpEnabled, use_zero_page: bool, huge_zero_mm_flag: bool) -> Setup {
+        Setup {
+            thp: ThpConfig {
+                enabled,
+                use_zero_page,
+            },
+            huge_zero_mm_flag,
+        }
+    }
+
+    fn boot(self, seed: u64) -> (Kernel, Ctx) {
+        let machine = small_machine();
+        let features = Features::all().with(Feature::HugeZeroMmFlag, self.huge_zero_mm_flag);
+        let k = Kernel::new(&machine, features, self.thp);
+        (k, Ctx::new(machine, seed))
+    }
+}
+
+fn page_align(len: u64) -> Option<u64> {
+    len.checked_add(P - 1).map(|len| len & !(P - 1))
+}
+
+fn huge_align_up(addr: u64) -> u64 {
+    addr.next_multiple_of(HPAGE_PMD_SIZE)
+}
+
+// ---------------------------------------------------------------------------
+// The shadow model.
+
+/// What one page of a process must hold.
+#[derive(Clone, Debug, Default)]
+struct ShadowPage {
+    /// `PROT_READ | PROT_WRITE | PROT_EXEC` of the page's VMA.
+    prot: u32,
+    /// Non-zero words by offset in the page; absent words read as zero.
+    words: BTreeMap<u64, u64>,
+}
+
+/// One address space as the process must see it: its pages, by address.
+/// Anonymous private memory reads back zeros until written and after
+/// `MADV_DONTNEED`.
+#[derive(Clone, Debug, Default)]
+struct Shadow {
+    pages: BTreeMap<u64, ShadowPage>,
+}
+
+impl Shadow {
+    /// Where top-down placement puts `len` bytes (page aligned): the top of
+    /// the highest gap below `mmap_base` that fits.
+    fn mmap_address(&self, len: u64) -> Option<u64> {
+        let mut gap_end = MMAP_BASE;
+        for &page in self.pages.range(..MMAP_BASE).rev().map(|(a, _)| a) {
+            if gap_end - (page + P) >= len {
+                break;
+            }
+            gap_end = page;
+        }
+        gap_end.checked_sub(len)
+    }
+
+    fn mmap(&mut self, len: u64, prot: u32) -> Result<u64, Errno> {
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).ok_or(Errno::ENOMEM)?;
+        let addr = self.mmap_address(len).ok_or(Errno::ENOMEM)?;
+        for page in (addr..addr + len).step_by(P as usize) {
+            let fresh = ShadowPage {
+                prot: prot & PROT_ALL,
+                words: BTreeMap::new(),
+            };
+            assert!(self.pages.insert(page, fresh).is_none());
+        }
+        Ok(addr)
+    }
+
+    fn munmap(&mut self, start: u64, len: u64) -> Result<(), Errno> {
+        if !start.is_multiple_of(P) || start > TASK_SIZE || len > TASK_SIZE - start {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).expect("within TASK_SIZE");
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let doomed: Vec<u64> = self
+            .pages
+            .range(start..start + len)
+            .map(|(&a, _)| a)
+            .collect();
+        for page in doomed {
+            self.pages.remove(&page);
+        }
+        Ok(())
+    }
+
+    /// Changes every page up to the first hole; ENOMEM at the hole.
+    fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        if !start.is_multiple_of(P) {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let end = page_align(len)
+            .and_then(|len| start.checked_add(len))
+            .ok_or(Errno::ENOMEM)?;
+        if prot & !(PROT_ALL | PROT_SEM) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut expected = start;
+        for (&page, sp) in self.pages.range_mut(start..end) {
+            if page != expected {
+                return Err(Errno::ENOMEM);
+            }
+            sp.prot = prot & PROT_ALL;
+            expected = page + P;
+        }
+        if expected < end {
+            return Err(Errno::ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// Advises every mapped page; ENOMEM if there was a hole.
+    fn madvise(&mut self, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+        if !start.is_multiple_of(P) {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let end = page_align(len)
+            .and_then(|len| start.checked_add(len))
+            .ok_or(Errno::EINVAL)?;
+        let mut expected = start;
+        let mut hole = false;
+        for (&page, sp) in self.pages.range_mut(start..end) {
+            hole |= page != expected;
+            if advice == Advice::DontNeed {
+                sp.words.clear();
+            }
+            expected = page + P;
+        }
+        if hole || expected < end {
+            return Err(Errno::ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// A load: x86's `access_error` lets any of read, write or exec
+    /// permission read (the page tables cannot say write-only).
+    fn read(&self, addr: u64) -> Result<u64, Fault> {
+        let page = self.pages.get(&(addr & !(P - 1))).ok_or(Fault::Segv)?;
+        if page.prot & PROT_ALL == 0 {
+            return Err(Fault::Segv);
+        }
+        Ok(page.words.get(&(addr % P)).copied().unwrap_or(0))
+    }
+
+    fn write(&mut self, addr: u64, value: u64) -> Result<(), Fault> {
+        let page = self.pages.get_mut(&(addr & !(P - 1))).ok_or(Fault::Segv)?;
+        if page.prot & PROT_WRITE == 0 {
+            return Err(Fault::Segv);
+        }
+        if value == 0 {
+            page.words.remove(&(addr % P));
+        } else {
+            page.words.insert(addr % P, value);
+        }
+        Ok(())
+    }
+
+    /// A random mapped page, if any: the first at or above a random address
+    /// between the lowest and the highest (pages after a hole are likelier).
+    fn random_page(&self, rng: &mut Rng) -> Option<u64> {
+        let (&first, _) = self.pages.first_key_value()?;
+        let (&last, _) = self.pages.last_key_value()?;
+        let addr = first + rng.below((last - first) / P + 1) * P;
+        self.pages.range(addr..).next().map(|(&page, _)| page)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Looking at the kernel's state without changing it.
+
+/// What the page tables of `mm` map at `addr`, whatever the permissions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peek {
+    Unmapped,
+    Zero,
+    Page(Pfn),
+}
+
+fn peek(k: &Kernel, mm: MmId, addr: u64) -> Peek {
+    let mut table = k.mm(mm).pgd;
+    for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
+        match k.tables.get(table, level.index(addr)) {
+            Entry::None => return Peek::Unmapped,
+            Entry::Table(next) => table = next,
+            Entry::Page { pfn, .. } => return Peek::Page(pfn),
+            Entry::ZeroPage | Entry::HugeZero { .. } => return Peek::Zero,
+            Entry::Huge { pfn, .. } => {
+                let sub = (addr % HPAGE_PMD_SIZE) / P;
+                return Peek::Page(Pfn(pfn.0 + sub));
+            }
+        }
+    }
+    unreachable!("a PTE table holds no tables")
+}
+
+/// The VMAs of `mm` against its shadow: the same pages, the same protection.
+fn check_layout(k: &Kernel, mm: MmId, shadow: &Shadow) {
+    let mut vmas = k.mm(mm).vmas.iter().peekable();
+    let mut nr_vma_pages = 0;
+    for (&page, sp) in &shadow.pages {
+        while vmas.next_if(|vma| vma.end <= page).is_some() {}
+        let vma = vmas
+            .peek()
+            .filter(|vma| vma.start <= page)
+            .unwrap_or_else(|| panic!("mm {}: no VMA maps {page:#x}, the shadow does", mm.0));
+        let prot = (vma.flags.0 & VmFlags::PROT_MASK.0) as u32;
+        assert_eq!(
+            sp.prot, prot,
+            "mm {}: protection of {page:#x} in {vma}",
+            mm.0
+        );
+    }
+    for vma in k.mm(mm).vmas.iter() {
+        nr_vma_pages += vma.len() / P;
+    }
+    assert_eq!(
+        nr_vma_pages,
+        shadow.pages.len() as u64,
+        "mm {}: VMAs map pages the shadow does not",
+        mm.0
+    );
+}
+
+/// Every written word is where the page tables say, and a sample of other
+/// pages and words reads as the shadow says.
+fn check_contents(k: &Kernel, mm: MmId, shadow: &Shadow, rng: &mut Rng) {
+    let check_word = |page: u64, sp: &ShadowPage, offset: u64| {
+        let want = sp.words.get(&offset).copied().unwrap_or(0);
+        let got = match peek(k, mm, page) {
+            Peek::Unmapped | Peek::Zero => 0,
+            Peek::Page(pfn) => k.contents.read_u64(pfn, offset),
+        };
+        assert_eq!(
+            got,
+            want,
+            "mm {}: word at {:#x} ({:?})",
+            mm.0,
+            page + offset,
+            peek(k, mm, page)
+        );
+    };
+    for (&page, sp) in &shadow.pages {
+        for &offset in sp.words.keys() {
+            check_word(page, sp, offset);
+        }
+    }
+    for _ in 0..8 {
+        if let Some(page) = shadow.random_page(rng) {
+            let sp = &shadow.pages[&page];
+            check_word(page, sp, rng.below(P / 8) * 8);
+            if let Peek::Page(pfn) = peek(k, mm, page)
+                && sp.words.is_empty()
+            {
+                assert!(
+                    k.contents.is_zero(pfn),
+                    "mm {}: {page:#x} ({pfn}) should read all zeros",
+                    mm.0
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The randomized test.
+
+struct Proc {
+    mm: MmId,
+    shadow: Shadow,
+}
+
+struct World {
+    k: Kernel,
+    ctx: Ctx,
+    /// The test's choices; the kernel's own stream is `ctx.rng`.
+    rng: Rng,
+    procs: Vec<Proc>,
+    trace: bool,
+}
+
+impl World {
+    fn new(setup: Setup, seed: u64) -> World {
+        let (mut k, mut ctx) = setup.boot(seed);
+        let mm = k.mm_alloc(&mut ctx).expect("memory for the first mm");
+        World {
+            k,
+            ctx,
+            rng: Rng::new(seed ^ 0x7e57_5eed),
+            procs: vec![Proc {
+                mm,
+                shadow: Shadow::default(),
+            }],
+            trace: env_flag("MMSIM_PROP_TRACE"),
+        }
+    }
+
+    fn note(&self, what: impl FnOnce() -> String) {
+        if self.trace {
+            eprintln!("  {}", what());
+        }
+    }
+
+    /// Process `p` runs next, on a random CPU, a little later than anything
+    /// so far.
+    fn schedule(&mut self, p: usize) {
+        let cpu = CpuId(self.rng.below(u64::from(NR_CPUS)) as u32);
+        let latest = (0..NR_CPUS)
+            .map(|c| self.ctx.clock_of(CpuId(c)))
+            .max()
+            .expect("CPUs");
+        self.ctx.set_cur(cpu);
+        self.ctx.idle_until(Cycles(latest.0 + self.rng.below(5000)));
+        self.k.mm_runs_here(&self.ctx, self.procs[p].mm);
+    }
+
+    fn step(&mut self) {
+        let p = self.rng.below(self.procs.len() as u64) as usize;
+        self.schedule(p);
+        match self.rng.below(100) {
+            0..=9 => self.mmap_small(p),
+            10..=15 => self.mmap_huge_aligned(p),
+            16..=24 => {
+                let (start, len) = self.random_range(p);
+                self.munmap(p, start, len);
+            }
+            25..=32 => self.mprotect(p),
+            33..=42 => self.madvise(p),
+            43..=66 => self.accesses(p, true),
+            67..=92 => self.accesses(p, false),
+            93..=96 => self.fork(p),
+            97..=98 => self.exit(p),
+            _ => {
+                let freed = self.k.shrink_huge_zero_page(&mut self.ctx);
+                self.note(|| format!("shrink_huge_zero_page = {freed}"));
+            }
+        }
+    }
+
+    /// Checks everything: the kernel's own invariants, and each process's
+    /// layout and contents against its shadow.
+    fn verify(&mut self) {
+        self.k.check();
+        for proc in &self.procs {
+            check_layout(&self.k, proc.mm, &proc.shadow);
+            check_contents(&self.k, proc.mm, &proc.shadow, &mut self.rng);
+        }
+    }
+
+    fn random_prot(&mut self) -> u32 {
+        match self.rng.below(10) {
+            0..=5 => RW,
+            6..=7 => PROT_READ,
+            _ => self.rng.below(8) as u32,
+        }
+    }
+
+    /// A range that collides with what is mapped: around a mapped page or a
+    /// 2 MiB boundary near one, or anywhere in the window; now and then
+    /// unaligned or empty, its length often not whole pages.
+    fn random_range(&mut self, p: usize) -> (u64, u64) {
+        let rng = &mut self.rng;
+        let anchor = self.procs[p].shadow.random_page(rng);
+        let mut start = match (anchor, rng.below(4)) {
+            (Some(page), 0) => (page & !(HPAGE_PMD_SIZE - 1)) + rng.below(2) * HPAGE_PMD_SIZE,
+            (Some(page), 1 | 2) => page.saturating_sub(rng.below(8) * P),
+            _ => WINDOW_START - HPAGE_PMD_SIZE + rng.below(WINDOW_BYTES / P + 512) * P,
+        };
+        if rng.below(32) == 0 {
+            start += 1 + rng.below(P - 1);
+        }
+        let nr_pages = match rng.below(8) {
+            0 => 1 + rng.below(1024),
+            1 => HPAGE_PMD_NR,
+            _ => 1 + rng.below(16),
+        };
+        let len = match rng.below(64) {
+            0 | 1 => 0,
+            2 => u64::MAX - rng.below(2 * P),
+            3 if rng.below(2) == 0 => (1 << 48) + nr_pages * P,
+            3 => (TASK_SIZE - start.min(TASK_SIZE)) + rng.below(2) * P,
+            4..=19 => nr_pages * P - rng.below(P),
+            _ => nr_pages * P,
+        };
+        (start, len)
+    }
+
+    /// Room for `len` more bytes in process `p`, inside the window?
+    fn mmap_fits(&self, p: usize, len: u64) -> bool {
+        let shadow = &self.procs[p].shadow;
+        let pages = page_align(len).unwrap_or(u64::MAX) / P;
+        shadow.pages.len() as u64 + pages <= MAPPED_PAGES_MAX as u64
+            && shadow
+                .mmap_address(page_align(len).unwrap_or(u64::MAX))
+                .is_some_and(|addr| addr >= WINDOW_START)
+    }
+
+    fn mmap(&mut self, p: usize, len: u64, prot: u32) -> Result<u64, Errno> {
+        let mm = self.procs[p].mm;
+        let got = self.k.mmap(&mut self.ctx, mm, len, prot);
+        self.note(|| format!("mm {}: mmap({len:#x}, {prot}) = {got:x?}", mm.0));
+        let want = self.procs[p].shadow.mmap(len, prot);
+        assert_eq!(got, want, "mm {}: mmap({len:#x}, {prot})", mm.0);
+        got
+    }
+
+    fn mmap_small(&mut self, p: usize) {
+        let len = match self.rng.below(16) {
+            0 => 0,
+            1..=4 => 1 + self.rng.below(16 * P),
+            _ => (1 + self.rng.below(32)) * P,
+        };
+        if len == 0 || self.mmap_fits(p, len) {
+            // mmap ignores protection bits it does not know.
+            let prot = self.random_prot() | if self.rng.below(32) == 0 { 0x10 } else { 0 };
+            let _ = self.mmap(p, len, prot);
+        }
+    }
+
+    /// A 2 MiB-aligned 2 MiB mapping, as programs wanting THPs make one:
+    /// map 4 MiB, unmap the unaligned ends.
+    fn mmap_huge_aligned(&mut self, p: usize) {
+        let len = 2 * HPAGE_PMD_SIZE;
+        if !self.mmap_fits(p, len) {
+            return;
+        }
+        let prot = if self.rng.below(4) == 0 {
+            self.random_prot()
+        } else {
+            RW
+        };
+        let addr = self.mmap(p, len, prot).expect("room was checked");
+        let aligned = huge_align_up(addr);
+        if aligned > addr {
+            self.munmap(p, addr, aligned - addr);
+        }
+        let tail = aligned + HPAGE_PMD_SIZE;
+        if tail < addr + len {
+            self.munmap(p, tail, addr + len - tail);
+        }
+        if self.rng.below(4) != 0 {
+            self.madvise_range(p, aligned, HPAGE_PMD_SIZE, Advice::HugePage);
+        }
+        let addr = aligned + self.rng.below(HPAGE_PMD_SIZE / 8) * 8;
+        match self.rng.below(4) {
+            0 => self.read(p, addr),
+            1 => {
+                let value = self.rng.next_u64() | 1;
+                self.write(p, addr, value);
+            }
+            _ => {}
+        }
+    }
+
+    fn munmap(&mut self, p: usize, start: u64, len: u64) {
+        let mm = self.procs[p].mm;
+        let got = self.k.munmap(&mut self.ctx, mm, start, len);
+        self.note(|| format!("mm {}: munmap({start:#x}, {len:#x}) = {got:?}", mm.0));
+        let want = self.procs[p].shadow.munmap(start, len);
+        assert_eq!(got, want, "mm {}: munmap({start:#x}, {len:#x})", mm.0);
+    }
+
+    fn mprotect(&mut self, p: usize) {
+        let (start, len) = self.random_range(p);
+        let mut prot = self.random_prot();
+        match self.rng.below(32) {
+            0 => prot |= PROT_SEM,
+            1 => prot |= 0x10,
+            _ => {}
+        }
+        let mm = self.procs[p].mm;
+        let got = self.k.mprotect(&mut self.ctx, mm, start, len, prot);
+        self.note(|| {
+            format!(
+                "mm {}: mprotect({start:#x}, {len:#x}, {prot:#x}) = {got:?}",
+                mm.0
+            )
+        });
+        let want = self.procs[p].shadow.mprotect(start, len, prot);
+        assert_eq!(
+            got, want,
+            "mm {}: mprotect({start:#x}, {len:#x}, {prot:#x})",
+            mm.0
+        );
+    }
+
+    fn madvise(&mut self, p: usize) {
+        let (start, len) = self.random_range(p);
+        let advice = match self.rng.below(3) {
+            0 => Advice::DontNeed,
+            1 => Advice::HugePage,
+            _ => Advice::NoHugePage,
+        };
+        self.madvise_range(p, start, len, advice);
+    }
+
+    fn madvise_range(&mut self, p: usize, start: u64, len: u64, advice: Advice) {
+        let mm = self.procs[p].mm;
+        let got = self.k.madvise(&mut self.ctx, mm, start, len, advice);
+        self.note(|| {
+            format!(
+                "mm {}: madvise({start:#x}, {len:#x}, {advice:?}) = {got:?}",
+                mm.0
+            )
+        });
+        let want = self.procs[p].shadow.madvise(start, len, advice);
+        assert_eq!(
+            got, want,
+            "mm {}: madvise({start:#x}, {len:#x}, {advice:?})",
+            mm.0
+        );
+    }
+
+    /// A burst of loads or stores near one place: mostly in mapped pages,
+    /// at a handful of offsets so that later loads find earlier stores.
+    fn accesses(&mut self, p: usize, write: bool) {
+        let rng = &mut self.rng;
+        let base = match self.procs[p].shadow.random_page(rng) {
+            Some(page) if rng.below(8) != 0 => page,
+            _ => WINDOW_START + rng.below(WINDOW_BYTES / P) * P,
+        };
+        for _ in 0..1 + self.rng.below(8) {
+            let page = base + self.rng.below(4) * P;
+            let offset = match self.rng.below(4) {
+                0 => self.rng.below(P / 8) * 8,
+                _ => self.rng.below(4) * 8,
+            };
+            let addr = page + offset;
+            if write {
+                let value = match self.rng.below(16) {
+                    0 => 0,
+                    _ => self.rng.next_u64() | 1,
+                };
+                self.write(p, addr, value);
+            } else {
+                self.read(p, addr);
+            }
+        }
+    }
+
+    fn read(&mut self, p: usize, addr: u64) {
+        let mm = self.procs[p].mm;
+        let got = self.k.read_u64(&mut self.ctx, mm, addr);
+        self.note(|| format!("mm {}: read {addr:#x} = {got:x?}", mm.0));
+        let want = self.procs[p].shadow.read(addr);
+        assert_eq!(got, want, "mm {}: read at {addr:#x}", mm.0);
+    }
+
+    fn write(&mut self, p: usize, addr: u64, value: u64) {
+        let mm = self.procs[p].mm;
+        let got = self.k.write_u64(&mut self.ctx, mm, addr, value);
+        self.note(|| format!("mm {}: write {addr:#x} <- {value:#x} = {got:?}", mm.0));
+        let want = self.procs[p].shadow.write(addr, value);
+        assert_eq!(got, want, "mm {}: write at {addr:#x}", mm.0);
+    }
+
+    fn fork(&mut self, p: usize) {
+        if self.procs.len() >= MAX_PROCS {
+            return;
+        }
+        let parent = self.procs[p].mm;
+        let child = self.k.fork(&mut self.ctx, parent).expect("memory to fork");
+        self.note(|| format!("mm {}: fork = mm {}", parent.0, child.0));
+        let shadow = self.procs[p].shadow.clone();
+        self.procs.push(Proc { mm: child, shadow });
+    }
+
+    /// Process `p` exits; if it was the last, a new one starts.
+    fn exit(&mut self, p: usize) {
+        let proc = self.procs.swap_remove(p);
+        self.note(|| format!("mm {}: exit", proc.mm.0));
+        self.k.mmput(&mut self.ctx, proc.mm);
+        if self.procs.is_empty() {
+            let mm = self.k.mm_alloc(&mut self.ctx).expect("memory for an mm");
+            self.note(|| format!("mm_alloc = mm {}", mm.0));
+            self.procs.push(Proc {
+                mm,
+                shadow: Shadow::default(),
+            });
+        }
+    }
+
+    /// Every process exits; then nothing may be left but the huge zero page,
+    /// and the shrinker frees that.
+    fn exit_all(&mut self) {
+        while let Some(proc) = self.procs.pop() {
+            self.note(|| format!("mm {}: exit", proc.mm.0));
+            self.k.mmput(&mut self.ctx, proc.mm);
+            self.k.check();
+        }
+        check_no_leaks(&self.k);
+        let zero = if self.k.huge_zero.page.is_some() {
+            assert_eq!(
+                self.k.huge_zero.refcount, 1,
+                "only the shrinker holds the huge zero page"
+            );
+            HPAGE_PMD_NR
+        } else {
+            0
+        };
+        assert_eq!(self.k.pa.nr_allocated_pages(), zero);
+        assert_eq!(self.k.tables.live(), 0, "page tables left");
+        assert_eq!(self.k.shrink_huge_zero_page(&mut self.ctx), zero);
+        assert_eq!(self.k.pa.nr_allocated_pages(), 0);
+        assert_eq!(self.k.contents.stored_pages(), 0, "contents of freed pages");
+        self.k.check();
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.parse()
+            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
+    )
+}
+
+/// Prints how to replay a failing seed while the test unwinds.
+struct SeedGuard {
+    test: &'static str,
+    setup: Setup,
+    seed: u64,
+}
+
+impl Drop for SeedGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "{} failed with seed {} ({:?}): replay with\n  \
+                 MMSIM_PROP_SEED={} MMSIM_PROP_TRACE=1 cargo test --lib mm::tests::{} -- --exact",
+                self.test, self.seed, self.setup, self.seed, self.test
+            );
+        }
+    }
+}
+
+/// Events whose counts show that a run exercised what it is meant to.
+const COVERAGE: [Event; 6] = [
+    Event::ZeroPageInstalls,
+    Event::HugeZeroPmdInstalls,
+    Event::ThpFaultAlloc,
+    Event::ThpSplitPmd,
+    Event::CowCopies,
+    Event::Pgfault,
+];
+
+/// One seed's run; returns the counts of the `COVERAGE` events.
+fn run_seed(test: &'static str, setup: Setup, seed: u64, nr_ops: usize) -> [u64; 6] {
+    let _guard = SeedGuard { test, setup, seed };
+    let mut world = World::new(setup, seed);
+    for i in 0..nr_ops {
+        if world.trace {
+            eprintln!("step {i}:");
+        }
+        world.step();
+        world.verify();
+    }
+    world.exit_all();
+    let counts = COVERAGE.map(|e| world.ctx.stats.event(e));
+    world.note(|| format!("seed {seed}: {COVERAGE:?} = {counts:?}"));
+    counts
+}
+
+/// Runs `MMSIM_PROP_SEED` alone if set, else seeds 0..`MMSIM_PROP_SEEDS`,
+/// and then checks that the seeds together made every kind of mapping.
+fn run_random(test: &'static str, setup: Setup) {
+    let nr_ops = env_number("MMSIM_PROP_OPS").map_or(OPS_DEFAULT, |n| n as usize);
+    if let Some(seed) = env_number("MMSIM_PROP_SEED") {
+        run_seed(test, setup, seed, nr_ops);
+        return;
+    }
+    let mut total = [0u64; 6];
+    for seed in 0..env_number("MMSIM_PROP_SEEDS").unwrap_or(SEEDS_DEFAULT) {
+        let counts = run_seed(test, setup, seed, nr_ops);
+        for (t, c) in total.iter_mut().zip(counts) {
+            *t += c;
+        }
+    }
+    for (event, count) in COVERAGE.into_iter().zip(total) {
+        let expected = event != Event::HugeZeroPmdInstalls || setup.thp.use_zero_page;
+        assert_eq!(
+            count > 0,
+            expected,
+            "{test}: {event:?} happened {count} times over all seeds"
+        );
+    }
+}
+
+macro_rules! random_test {
+    ($name:ident, $enabled:expr, $use_zero_page:expr, $mm_flag:expr) => {
+        #[test]
+        fn $name() {
+            run_random(
+                concat!(stringify!($name)),
+                Setup::new($enabled, $use_zero_page, $mm_flag),
+            );
+        }
+    };
+}
+
+random_test!(random_ops_thp_always_4_8, ThpEnabled::Always, true, false);
+random_test!(
+    random_ops_thp_always_mm_flag,
+    ThpEnabled::Always,
+    true,
+    true
+);
+random_test!(random_ops_thp_madvise_4_8, ThpEnabled::Madvise, true, false);
+random_test!(
+    random_ops_thp_madvise_mm_flag,
+    ThpEnabled::Madvise,
+    true,
+    true
+);
+random_test!(
+    random_ops_no_zero_page_4_8,
+    ThpEnabled::Always,
+    false,
+    false
+);
+random_test!(
+    random_ops_no_zero_page_mm_flag,
+    ThpEnabled::Always,
+    false,
+    true
+);
+
+// ---------------------------------------------------------------------------
+// Hand-made cases with exact counts.
+
+/// Both settings of `huge-zero-mm-flag`, THP always with the huge zero page.
+const BOTH_HUGE_ZERO_SCHEMES: [Setup; 2] = [
+    Setup::new(ThpEnabled::Always, true, false),
+    Setup::new(ThpEnabled::Always, true, true),
+];
+
+fn event(ctx: &Ctx, event: Event) -> u64 {
+    ctx.stats.event(event)
+}
+
+/// A read-write 2 MiB mapping on a 2 MiB boundary: 4 MiB mapped, the
+/// unaligned ends unmapped.
+fn huge_region(k: &mut Kernel, ctx: &mut Ctx, mm: MmId) -> u64 {
+    let len = 2 * HPAGE_PMD_SIZE;
+    let addr = k.mmap(ctx, mm, len, RW).expect("room for 4 MiB");
+    let aligned = huge_align_up(addr);
+    if aligned > addr {
+        k.munmap(ctx, mm, addr, aligned - addr)
+            .expect("unmap the head");
+    }
+    let tail = aligned + HPAGE_PMD_SIZE;
+    if tail < addr + len {
+        k.munmap(ctx, mm, tail, addr + len - tail)
+            .expect("unmap the tail");
+    }
+    aligned
+}
+
+/// After the last exit: only the huge zero page is left, and the shrinker
+/// frees it.
+fn assert_all_freed(k: &mut Kernel, ctx: &mut Ctx) {
+    check_no_leaks(k);
+    assert_eq!(k.tables.live(), 0, "page tables left");
+    let zero = if k.huge_zero.page.is_some() {
+        HPAGE_PMD_NR
+    } else {
+        0
+    };
+    assert_eq!(k.pa.nr_allocated_pages(), zero);
+    assert_eq!(k.shrink_huge_zero_page(ctx), zero);
+    assert_eq!(k.pa.nr_allocated_pages(), 0);
+}
+
+#[test]
+fn read_fault_in_a_huge_window_maps_the_huge_zero_page() {
+    for setup in BOTH_HUGE_ZERO_SCHEMES {
+        let per_mm = setup.huge_zero_mm_flag;
+        let (mut k, mut ctx) = setup.boot(1);
+        let mm = k.mm_alloc(&mut ctx).unwrap();
+        k.mm_runs_here(&ctx, mm);
+        let a = huge_region(&mut k, &mut ctx, mm);
+        let b = huge_region(&mut k, &mut ctx, mm);
+        assert_eq!(k.read_u64(&mut ctx, mm, a + 0x1238), Ok(0));
+        assert_eq!(event(&ctx, Event::HugeZeroPmdInstalls), 1);
+        assert_eq!(event(&ctx, Event::ThpZeroPageAlloc), 1);
+        assert_eq!(
+            k.huge_zero.refcount, 2,
+            "{setup:?}: the shrinker's and one more"
+        );
+        assert_eq!(k.mm(mm).rss_anon, 0, "the huge zero page is not RSS");
+        k.check();
+
+        assert_eq!(k.read_u64(&mut ctx, mm, b + HPAGE_PMD_SIZE - 8), Ok(0));
+        assert_eq!(event(&ctx, Event::HugeZeroPmdInstalls), 2);
+        assert_eq!(event(&ctx, Event::ThpZeroPageAlloc), 1, "one page, shared");
+        assert_eq!(
+            k.huge_zero.refcount,
+            if per_mm { 2 } else { 3 },
+            "{setup:?}"
+        );
+        k.check();
+
+        k.munmap(&mut ctx, mm, b, HPAGE_PMD_SIZE).unwrap();
+        assert_eq!(k.huge_zero.refcount, 2, "{setup:?}: after the zap");
+        k.check();
+
+        k.mmput(&mut ctx, mm);
+        assert_eq!(k.huge_zero.refcount, 1, "{setup:?}: after exit");
+        assert_eq!(event(&ctx, Event::ThpSplitPmd), 0);
+        assert_all_freed(&mut k, &mut ctx);
+    }
+}
+
+#[test]
+fn write_to_the_huge_zero_page_gives_a_thp() {
+    for setup in BOTH_HUGE_ZERO_SCHEMES {
+        let per_mm = setup.huge_zero_mm_flag;
+        let (mut k, mut ctx) = setup.boot(2);
+        let mm = k.mm_alloc(&mut ctx).unwrap();
+        k.mm_runs_here(&ctx, mm);
+        let a = huge_region(&mut k, &mut ctx, mm);
+        assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(0));
+        assert_eq!(event(&ctx, Event::ThpFaultAlloc), 0);
+        k.write_u64(&mut ctx, mm, a + 0x10_0008, 77).unwrap();
+        assert_eq!(event(&ctx, Event::ThpFaultAlloc), 1);
+        assert_eq!(event(&ctx, Event::ThpSplitPmd), 0);
+        assert_eq!(k.mm(mm).rss_anon, HPAGE_PMD_NR);
+        assert_eq!(
+            k.huge_zero.refcount,
+            if per_mm { 2 } else { 1 },
+            "{setup:?}: the PMD's reference goes with it, the mm's stays"
+        );
+        assert_eq!(k.read_u64(&mut ctx, mm, a + 0x10_0008), Ok(77));
+        assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(0));
+        assert_eq!(
+            event(&ctx, Event::ThpFaultAlloc),
+            1,
+            "reads after it do not fault"
+        );
+        k.check();
+        k.mmput(&mut ctx, mm);
+        assert_eq!(k.huge_zero.refcount, 1, "{setup:?}");
+        assert_all_freed(&mut k, &mut ctx);
+    }
+}
+
+#[test]
+fn fork_shares_the_huge_zero_page_and_thps_until_a_write_copies() {
+    for setup in BOTH_HUGE_ZERO_SCHEMES {
+        let per_mm = setup.huge_zero_mm_flag;
+        let (mut k, mut ctx) = setup.boot(3);
+        let parent = k.mm_alloc(&mut ctx).unwrap();
+        k.mm_runs_here(&ctx, parent);
+        let zero = huge_region(&mut k, &mut ctx, parent);
+        let thp = huge_region(&mut k, &mut ctx, parent);
+        assert_eq!(k.read_u64(&mut ctx, parent, zero), Ok(0));
+        k.write_u64(&mut ctx, parent, thp + 0x40, 1).unwrap();
+        let small = k.mmap(&mut ctx, parent, P, RW).unwrap();
+        k.write_u64(&mut ctx, parent, small + 8, 2).unwrap();
+        assert_eq!(k.huge_zero.refcount, 2);
+
+        let child = k.fork(&mut ctx, parent).unwrap();
+        k.mm_runs_here(&ctx, child);
+        assert_eq!(event(&ctx, Event::HugeZeroPmdInstalls), 2, "one each");
+        assert_eq!(
+            k.huge_zero.refcount, 3,
+            "{setup:?}: the child's PMD (or the child) holds one more"
+        );
+        assert_eq!(k.mm(child).rss_anon, HPAGE_PMD_NR + 1);
+        k.check();
+
+        k.write_u64(&mut ctx, child, thp + 0x40, 10).unwrap();
+        assert_eq!(event(&ctx, Event::CowCopies), 1, "the THP, whole");
+        assert_eq!(event(&ctx, Event::ThpFaultAlloc), 2);
+        k.write_u64(&mut ctx, child, small + 8, 20).unwrap();
+        assert_eq!(event(&ctx, Event::CowCopies), 2, "the 4 KiB page");
+        assert_eq!(k.read_u64(&mut ctx, parent, thp + 0x40), Ok(1));
+        assert_eq!(k.read_u64(&mut ctx, parent, small + 8), Ok(2));
+        assert_eq!(k.read_u64(&mut ctx, child, thp + 0x40), Ok(10));
+        assert_eq!(k.read_u64(&mut ctx, child, small + 8), Ok(20));
+        k.check();
+
+        // The parent's pages are its alone now: writes reuse them.
+        k.write_u64(&mut ctx, parent, thp + 0x48, 3).unwrap();
+        k.write_u64(&mut ctx, parent, small, 4).unwrap();
+        assert_eq!(event(&ctx, Event::CowCopies), 2, "nothing left to copy");
+        assert_eq!(k.read_u64(&mut ctx, child, thp + 0x48), Ok(0));
+
+        // A write to the shared huge zero page in the child: a new THP.
+        k.write_u64(&mut ctx, child, zero, 5).unwrap();
+        assert_eq!(event(&ctx, Event::ThpFaultAlloc), 3);
+        assert_eq!(k.read_u64(&mut ctx, parent, zero), Ok(0));
+        assert_eq!(
+            k.huge_zero.refcount,
+            if per_mm { 3 } else { 2 },
+            "{setup:?}: per mm, the child keeps its reference until exit"
+        );
+        k.check();
+
+        k.mmput(&mut ctx, child);
+        assert_eq!(k.huge_zero.refcount, 2, "{setup:?}");
+        assert_eq!(k.read_u64(&mut ctx, parent, thp + 0x40), Ok(1));
+        k.check();
+        k.mmput(&mut ctx, parent);
+        assert_eq!(k.huge_zero.refcount, 1, "{setup:?}");
+        assert_all_freed(&mut k, &mut ctx);
+    }
+}
+
+#[test]
+fn munmap_of_half_a_thp_splits_the_pmd_and_keeps_the_other_half() {
+    let (mut k, mut ctx) = Setup::new(ThpEnabled::Always, true, false).boot(4);
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    let a = huge_region(&mut k, &mut ctx, mm);
+    let half = HPAGE_PMD_SIZE / 2;
+    for i in 0..HPAGE_PMD_NR {
+        k.write_u64(&mut ctx, mm, a + i * P + 8, i + 100).unwrap();
+    }
+    assert_eq!(event(&ctx, Event::ThpFaultAlloc), 1);
+    assert_eq!(k.mm(mm).rss_anon, HPAGE_PMD_NR);
+    let tables = k.mm(mm).nr_pgtables;
+
+    k.munmap(&mut ctx, mm, a + half, half).unwrap();
+    assert_eq!(event(&ctx, Event::ThpSplitPmd), 1);
+    assert_eq!(k.mm(mm).rss_anon, HPAGE_PMD_NR / 2);
+    assert_eq!(
+        k.mm(mm).nr_pgtables,
+        tables,
+        "the deposit became the PTE table"
+    );
+    k.check();
+    let faults = event(&ctx, Event::Pgfault);
+    for i in 0..HPAGE_PMD_NR / 2 {
+        assert_eq!(k.read_u64(&mut ctx, mm, a + i * P + 8), Ok(i + 100));
+    }
+    assert_eq!(
+        event(&ctx, Event::Pgfault),
+        faults,
+        "the PTEs map the THP's subpages"
+    );
+    assert_eq!(k.read_u64(&mut ctx, mm, a + half), Err(Fault::Segv));
+    assert_eq!(k.write_u64(&mut ctx, mm, a + half, 1), Err(Fault::Segv));
+
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+    assert_eq!(k.huge_zero.page, None, "never needed");
+}
+
+#[test]
+fn mprotect_none_then_back_keeps_the_data_and_faults_in_between() {
+    let (mut k, mut ctx) = Setup::new(ThpEnabled::Always, true, true).boot(5);
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    let a = huge_region(&mut k, &mut ctx, mm);
+    let small = k.mmap(&mut ctx, mm, P, PROT_WRITE).unwrap();
+    k.write_u64(&mut ctx, mm, a, 1).unwrap();
+    k.write_u64(&mut ctx, mm, small, 2).unwrap();
+    assert_eq!(
+        k.read_u64(&mut ctx, mm, small),
+        Ok(2),
+        "write-only reads on x86"
+    );
+    for addr in [a, small] {
+        k.mprotect(&mut ctx, mm, addr, P, 0).unwrap();
+        assert_eq!(k.read_u64(&mut ctx, mm, addr), Err(Fault::Segv));
+        assert_eq!(k.write_u64(&mut ctx, mm, addr, 9), Err(Fault::Segv));
+    }
+    assert_eq!(event(&ctx, Event::ThpSplitPmd), 1, "a 4 KiB mprotect");
+    k.check();
+    k.mprotect(&mut ctx, mm, a, P, PROT_EXEC).unwrap();
+    k.mprotect(&mut ctx, mm, small, P, RW).unwrap();
+    assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(1), "exec-only reads on x86");
+    assert_eq!(k.read_u64(&mut ctx, mm, small), Ok(2));
+    k.write_u64(&mut ctx, mm, small, 3).unwrap();
+    assert_eq!(event(&ctx, Event::CowCopies), 0, "the page is reused");
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+#[test]
+fn range_calls_reaching_past_the_address_space_split_nothing_below_it() {
+    let (mut k, mut ctx) = Setup::new(ThpEnabled::Always, true, false).boot(6);
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    let a = huge_region(&mut k, &mut ctx, mm);
+    k.write_u64(&mut ctx, mm, a, 1).unwrap();
+    // An end 2^48 above `a` has the page-table indices of `a`.
+    let len = 1 << 48;
+    assert_eq!(
+        k.madvise(&mut ctx, mm, a, len, Advice::HugePage),
+        Err(Errno::ENOMEM)
+    );
+    assert_eq!(k.mprotect(&mut ctx, mm, a, len, RW), Err(Errno::ENOMEM));
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, a, u64::MAX, RW),
+        Err(Errno::ENOMEM),
+        "the end wraps around"
+    );
+    assert_eq!(
+        k.madvise(&mut ctx, mm, a, u64::MAX, Advice::NoHugePage),
+        Err(Errno::EINVAL),
+        "the end wraps around"
+    );
+    assert_eq!(event(&ctx, Event::ThpSplitPmd), 0);
+    assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(1));
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

@@ -81,8 +81,9 @@ impl Setup {
 
     fn boot(self, seed: u64) -> (Kernel, Ctx) {
         let machine = small_machine();
-        let features = Features::all().with(Feature::HugeZeroMmFlag, self.huge_zero_mm_flag);
-        let k = Kernel::new(&machine, features, self.thp);
+        let mut features = Features::all().with(Feature::HugeZeroMmFlag, self.huge_zero_mm_flag);
+        features.thp = self.thp;
+        let k = Kernel::new(&machine, features);
         (k, Ctx::new(machine, seed))
     }
 }

@@ -195,18 +195,25 @@ impl CacheLine {
         self.forget_before(ctx.horizon());
         // A read of a copy held here does not wait for a transfer in flight,
         // unless that transfer takes the copy away (a modification).
-        if let Need::Free = need(self, ctx, self.transfers.count_begun_by(now)) {
+        let at_now = need(self, ctx, self.transfers.count_begun_by(now));
+        if let Need::Free = at_now {
             return Cycles::ZERO;
         }
         // Not inside a transfer, and, if this access occupies the line, not
-        // overlapping the next one either.
-        let start = self
-            .transfers
-            .earliest_fit(now, |_, begun| match need(self, ctx, begun) {
-                Need::Free => Cycles::ZERO,
-                Need::Occupy { cost, .. } => cost,
-            });
-        let cost = match need(self, ctx, self.transfers.count_begun_by(start)) {
+        // overlapping the next one either. A line nobody uses from now on
+        // (the common, uncontended case) needs no search.
+        let (start, at_start) = if self.transfers.idle_from(now) {
+            (now, at_now)
+        } else {
+            let start = self
+                .transfers
+                .earliest_fit(now, |_, begun| match need(self, ctx, begun) {
+                    Need::Free => Cycles::ZERO,
+                    Need::Occupy { cost, .. } => cost,
+                });
+            (start, need(self, ctx, self.transfers.count_begun_by(start)))
+        };
+        let cost = match at_start {
             Need::Free => Cycles::ZERO,
             Need::Occupy {
                 cost,

@@ -160,6 +160,9 @@ impl SpinLock {
     /// The earliest moment at or after `t` from which the lock is free for
     /// `len` (for `len` zero: not inside a hold).
     fn free_at(&self, t: Cycles, len: Cycles) -> Cycles {
+        if self.holds.idle_from(t) {
+            return t;
+        }
         self.holds.earliest_fit(t, |_, _| len)
     }
 }

@@ -76,6 +76,13 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.floor
     }
 
+    /// Whether nothing is placed at or after `t`, so a use could start there
+    /// without a search (for an exclusive timeline, whose last span ends
+    /// last).
+    pub(crate) fn idle_from(&self, t: Cycles) -> bool {
+        t >= self.floor && self.spans.back().is_none_or(|last| last.end <= t)
+    }
+
     /// How many spans have begun by `s`.
     pub(crate) fn count_begun_by(&self, s: Cycles) -> usize {
         self.spans.partition_point(|span| span.start <= s)

@@ -630,7 +630,8 @@ impl VmaTree {
             .collect();
         self.vmas
             .splice(index..=index, kept.iter().map(|&(piece, _)| piece));
-        self.ids.splice(index..=index, kept.iter().map(|&(_, id)| id));
+        self.ids
+            .splice(index..=index, kept.iter().map(|&(_, id)| id));
         Ok(())
     }
 

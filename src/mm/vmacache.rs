@@ -483,3 +483,324 @@ impl Kernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Features;
+    use crate::mm::kernel::MMAP_BASE;
+    use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
+    use crate::sim::Rng;
+
+    const P: u64 = PAGE_SIZE;
+
+    fn boot(lookup: VmaLookup) -> (Kernel, Ctx) {
+        let mut machine = crate::machine::builtin("x86-2s-server").expect("a built-in machine");
+        machine.topology.sockets = 1;
+        machine.topology.cores_per_socket = 4;
+        machine.topology.threads_per_core = 1;
+        machine.topology.memory_per_node_bytes = 64 << 20;
+        let features = Features::all()
+            .with(Feature::PerThreadVmacache, lookup == VmaLookup::PerThread)
+            .with(Feature::MapleTree, lookup == VmaLookup::MapleTree);
+        let k = Kernel::new(&machine, features);
+        assert_eq!(k.vma_lookup(), lookup);
+        (k, Ctx::new(machine, 1))
+    }
+
+    /// An address in `vma` whose page hashes to `slot`.
+    fn addr_in(vma: Vma, slot: usize) -> u64 {
+        (vma.start..vma.end)
+            .step_by(P as usize)
+            .find(|&a| vmacache_hash(a) == slot)
+            .expect("a VMA of 4 pages has every hash")
+    }
+
+    /// Three VMAs of 4 pages that do not merge: A on top, then B, then C.
+    fn three_vmas(k: &mut Kernel, ctx: &mut Ctx, mm: MmId) -> [Vma; 3] {
+        let rw = PROT_READ | PROT_WRITE;
+        let a = k.mmap(ctx, mm, 4 * P, rw).unwrap();
+        let b = k.mmap(ctx, mm, 4 * P, PROT_READ).unwrap();
+        let c = k.mmap(ctx, mm, 4 * P, rw).unwrap();
+        [a, b, c].map(|start| k.mm(mm).vmas.find_vma(start).0.unwrap())
+    }
+
+    /// `find_vma` as `task`, checked against the tree.
+    fn lookup(k: &mut Kernel, ctx: &mut Ctx, task: TaskId, addr: u64) -> Option<Vma> {
+        k.set_current(ctx, task);
+        let mm = k.task_mm(task).unwrap();
+        let found = k.find_vma(ctx, mm, addr);
+        assert_eq!(found, k.mm(mm).vmas.find_vma(addr).0, "at {addr:#x}");
+        found
+    }
+
+    fn calls_hits(ctx: &Ctx) -> (u64, u64) {
+        (
+            ctx.stats.event(Event::VmacacheFindCalls),
+            ctx.stats.event(Event::VmacacheFindHits),
+        )
+    }
+
+    #[test]
+    fn hand_counted_hits_and_misses_in_all_three_settings() {
+        for (mode, expected) in [
+            (VmaLookup::MmapCache, (9, 2)),
+            (VmaLookup::PerThread, (9, 4)),
+            (VmaLookup::MapleTree, (0, 0)),
+        ] {
+            let (mut k, mut ctx) = boot(mode);
+            let t1 = k.new_process(&mut ctx).unwrap();
+            let t2 = k.clone_task(t1);
+            let mm = k.task_mm(t1).unwrap();
+            let [a, b, c] = three_vmas(&mut k, &mut ctx, mm);
+            let (a, b, c) = (addr_in(a, 0), addr_in(b, 1), addr_in(c, 0));
+            // (task, addr): 3.14 hit?, 3.15 hit?
+            let steps = [
+                (t1, a), // miss, miss: nothing cached
+                (t1, a), // hit, hit
+                (t1, b), // miss, miss
+                (t1, a), // miss (the one slot holds B), hit (slot 0)
+                (t2, a), // hit (shared), miss (t2's own slots are empty)
+                (t1, b), // miss, hit (slot 1)
+                (t1, c), // miss, miss: C replaces A in slot 0
+                (t1, a), // miss, miss: A replaces C
+                (t1, b), // miss, hit
+            ];
+            for (task, addr) in steps {
+                assert!(lookup(&mut k, &mut ctx, task, addr).is_some());
+            }
+            assert_eq!(calls_hits(&ctx), expected, "{mode:?}");
+            let cache_cycles = ctx.stats.cycles(Symbol::VmacacheFind).0;
+            assert_eq!(cache_cycles > 0, mode == VmaLookup::PerThread);
+            assert!(ctx.stats.cycles(Symbol::FindVma).0 > 0);
+        }
+    }
+
+    #[test]
+    fn maple_tree_depth_counts_vmas_and_gaps_in_full_nodes() {
+        assert_eq!(maple_tree_depth(0), 0);
+        assert_eq!(maple_tree_depth(7), 1); // 15 ranges: one leaf
+        assert_eq!(maple_tree_depth(8), 2); // 17 ranges: two leaves
+        assert_eq!(maple_tree_depth(79), 2); // 159 ranges: 10 leaves
+        assert_eq!(maple_tree_depth(80), 3); // 161 ranges: 11 leaves
+    }
+
+    #[test]
+    fn a_hit_rereads_a_vma_changed_in_place() {
+        use crate::mm::mm_types::VmFlags;
+        let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+        let t1 = k.new_process(&mut ctx).unwrap();
+        let mm = k.task_mm(t1).unwrap();
+        let [a, b, _] = three_vmas(&mut k, &mut ctx, mm);
+        let top = a.end - P;
+        lookup(&mut k, &mut ctx, t1, top);
+        lookup(&mut k, &mut ctx, t1, b.start);
+        let seqnum = k.mm(mm).vmas.vmacache_seqnum();
+        // A's top half becomes read-only: a split with no invalidation, and
+        // A's struct keeps the changed half.
+        k.mprotect(&mut ctx, mm, a.start + 2 * P, 2 * P, PROT_READ)
+            .unwrap();
+        assert_eq!(k.mm(mm).vmas.vmacache_seqnum(), seqnum);
+        let (_, hits) = calls_hits(&ctx);
+        let half = lookup(&mut k, &mut ctx, t1, top).unwrap();
+        assert_eq!((half.start, half.end), (a.start + 2 * P, a.end));
+        assert!(!half.flags.contains(VmFlags::WRITE));
+        assert_eq!(
+            calls_hits(&ctx).1,
+            hits + 1,
+            "the cached struct still covers it"
+        );
+        // The lower half is a new VMA: no hit on the narrowed one.
+        let head = lookup(&mut k, &mut ctx, t1, a.start).unwrap();
+        assert_eq!((head.start, head.end), (a.start, a.start + 2 * P));
+        assert_eq!(calls_hits(&ctx).1, hits + 1);
+        // Case 5 of vma_merge: B (read-only) grows over the head's lower
+        // page, the head's start moves up; nothing is unlinked, and the
+        // cached B now covers an address it did not.
+        k.mprotect(&mut ctx, mm, a.start, P, PROT_READ).unwrap();
+        assert_eq!(k.mm(mm).vmas.vmacache_seqnum(), seqnum);
+        let grown = lookup(&mut k, &mut ctx, t1, a.start).unwrap();
+        assert_eq!((grown.start, grown.end), (b.start, a.start + P));
+        // Giving the top half its write permission back merges it into the
+        // rest of A below it, unlinking the cached struct: an invalidation.
+        k.mprotect(&mut ctx, mm, a.start + 2 * P, 2 * P, PROT_READ | PROT_WRITE)
+            .unwrap();
+        assert_eq!(k.mm(mm).vmas.vmacache_seqnum(), seqnum + 1);
+        let (_, hits) = calls_hits(&ctx);
+        let merged = lookup(&mut k, &mut ctx, t1, top).unwrap();
+        assert_eq!((merged.start, merged.end), (a.start + P, a.end));
+        assert_eq!(calls_hits(&ctx).1, hits, "a miss after the invalidation");
+    }
+
+    /// CVE-2018-17182's sequence: a task caches a VMA at seqnum 0, the mm's
+    /// seqnum goes round to 0 again, the VMA was unmapped on the way. The
+    /// wrap's flush of every task must leave nothing to hit.
+    #[test]
+    fn seqnum_wrap_flushes_every_thread_of_the_mm() {
+        for nr_threads in [1, 3] {
+            let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+            let t1 = k.new_process(&mut ctx).unwrap();
+            let mut threads = vec![t1];
+            for _ in 1..nr_threads {
+                threads.push(k.clone_task(t1));
+            }
+            let mm = k.task_mm(t1).unwrap();
+            let [a, b, c] = three_vmas(&mut k, &mut ctx, mm);
+            for &t in &threads {
+                lookup(&mut k, &mut ctx, t, addr_in(a, 0));
+                assert_eq!(k.task(t).vmacache.seqnum, 0);
+            }
+            // 2^32 - 2 invalidations later (none of which these threads saw).
+            k.set_vmacache_seqnum(mm, u32::MAX - 1);
+            k.munmap(&mut ctx, mm, a.start, a.len()).unwrap(); // u32::MAX
+            k.munmap(&mut ctx, mm, c.start, c.len()).unwrap(); // 0: wrap
+            for &t in &threads {
+                assert_eq!(lookup(&mut k, &mut ctx, t, addr_in(a, 0)), None);
+                assert_eq!(k.task(t).vmacache.seqnum, 0);
+                assert_eq!(lookup(&mut k, &mut ctx, t, b.start), Some(b));
+                assert_eq!(lookup(&mut k, &mut ctx, t, b.start), Some(b));
+            }
+            let (calls, hits) = calls_hits(&ctx);
+            assert_eq!((calls, hits), (4 * nr_threads, nr_threads));
+        }
+    }
+
+    #[test]
+    fn fork_and_exec_start_clean_and_foreign_or_kernel_lookups_skip_the_cache() {
+        let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+        let parent = k.new_process(&mut ctx).unwrap();
+        let mm = k.task_mm(parent).unwrap();
+        let [a, ..] = three_vmas(&mut k, &mut ctx, mm);
+        let at = addr_in(a, 2);
+        lookup(&mut k, &mut ctx, parent, at);
+        lookup(&mut k, &mut ctx, parent, at);
+        assert_eq!(calls_hits(&ctx), (2, 1));
+        let child = k.fork_task(&mut ctx, parent).unwrap();
+        let child_mm = k.task_mm(child).unwrap();
+        assert_eq!(k.mm(child_mm).vmacache.seqnum, 0);
+        assert_eq!(k.task(child).vmacache.vmas, [None; VMACACHE_SIZE]);
+        assert_eq!(lookup(&mut k, &mut ctx, child, at), Some(a));
+        assert_eq!(calls_hits(&ctx), (3, 1), "the child's first lookup misses");
+        // The parent, current, looks into the child's mm (a foreign mm,
+        // as access_remote_vm does): no cache, no update.
+        k.set_current(&ctx, parent);
+        for _ in 0..2 {
+            assert_eq!(k.find_vma(&mut ctx, child_mm, at), Some(a));
+        }
+        assert_eq!(calls_hits(&ctx), (5, 1));
+        // A kernel thread borrowing the mm never uses the cache either.
+        let kthread = k.kthread_create();
+        k.kthread_use_mm(kthread, Some(mm));
+        k.set_current(&ctx, kthread);
+        for _ in 0..2 {
+            assert_eq!(k.find_vma(&mut ctx, mm, at), Some(a));
+        }
+        assert_eq!(calls_hits(&ctx), (7, 1));
+        k.kthread_use_mm(kthread, None);
+        k.exit_task(&mut ctx, kthread);
+        // exec: a fresh mm, the slots flushed; A is gone.
+        k.exec_task(&mut ctx, parent).unwrap();
+        assert_ne!(k.task_mm(parent), Some(mm));
+        assert_eq!(k.task(parent).vmacache.vmas, [None; VMACACHE_SIZE]);
+        assert_eq!(lookup(&mut k, &mut ctx, parent, at), None);
+        k.exit_task(&mut ctx, parent);
+        k.exit_task(&mut ctx, child);
+        assert_eq!(k.live_mms().count(), 0);
+        assert_eq!(k.tasks.live().count(), 0);
+    }
+
+    const WINDOW_PAGES: u64 = 48;
+    const WINDOW_START: u64 = MMAP_BASE - WINDOW_PAGES * P;
+
+    /// A page-aligned range in the window.
+    fn random_range(rng: &mut Rng) -> (u64, u64) {
+        let first = rng.below(WINDOW_PAGES);
+        let nr = 1 + rng.below(8.min(WINDOW_PAGES - first));
+        (WINDOW_START + first * P, nr * P)
+    }
+
+    /// Threads of one mm, on several CPUs, doing find_vma, mmap, munmap,
+    /// mprotect and madvise; every lookup must give the tree's answer.
+    fn random_threads(lookup_mode: VmaLookup, seed: u64) {
+        let (mut k, mut ctx) = boot(lookup_mode);
+        let mut rng = Rng::new(seed);
+        let t1 = k.new_process(&mut ctx).unwrap();
+        let mut threads = vec![t1];
+        for _ in 0..3 {
+            threads.push(k.clone_task(t1));
+        }
+        let mm = k.task_mm(t1).unwrap();
+        // Wrap around a few times during the run.
+        k.set_vmacache_seqnum(mm, u32::MAX - 40);
+        let prots = [PROT_READ, PROT_READ | PROT_WRITE];
+        for step in 0..3000 {
+            let cpu = CpuId(rng.below(u64::from(ctx.nr_cpus())) as u32);
+            ctx.set_cur(cpu);
+            let task = threads[rng.below(threads.len() as u64) as usize];
+            k.set_current(&ctx, task);
+            let (start, len) = random_range(&mut rng);
+            let prot = prots[rng.below(2) as usize];
+            match rng.below(20) {
+                0..=1 => {
+                    let _ = k.mmap_fixed(&mut ctx, mm, start, len, prot);
+                }
+                2 => {
+                    let _ = k.munmap(&mut ctx, mm, start, len);
+                }
+                3..=4 => {
+                    let _ = k.mprotect(&mut ctx, mm, start, len, prot);
+                }
+                5 => {
+                    let advice = [Advice::HugePage, Advice::NoHugePage][rng.below(2) as usize];
+                    let _ = k.madvise(&mut ctx, mm, start, len, advice);
+                }
+                _ => {
+                    let addr = start + rng.below(len / 8) * 8;
+                    let before = calls_hits(&ctx).1;
+                    let found = lookup(&mut k, &mut ctx, task, addr);
+                    if calls_hits(&ctx).1 > before {
+                        let vma = found.expect("a hit returns a VMA");
+                        assert!(
+                            vma.contains(addr),
+                            "seed {seed} step {step}: hit {vma} at {addr:#x}"
+                        );
+                    }
+                }
+            }
+            if step % 100 == 0 {
+                k.check();
+            }
+        }
+        let (calls, hits) = calls_hits(&ctx);
+        if lookup_mode != VmaLookup::MapleTree {
+            assert!(
+                calls > 1000 && hits > 0,
+                "seed {seed}: {calls} calls, {hits} hits"
+            );
+        }
+        if lookup_mode == VmaLookup::PerThread {
+            let seqnum = k.mm(mm).vmacache.seqnum;
+            assert!(
+                seqnum < 1 << 16,
+                "seed {seed}: the seqnum did not wrap ({seqnum})"
+            );
+        }
+        for t in threads {
+            k.exit_task(&mut ctx, t);
+        }
+        assert_eq!(k.live_mms().count(), 0);
+    }
+
+    #[test]
+    fn random_threads_always_get_the_trees_answer() {
+        for seed in 0..6 {
+            for lookup_mode in [
+                VmaLookup::MmapCache,
+                VmaLookup::PerThread,
+                VmaLookup::MapleTree,
+            ] {
+                random_threads(lookup_mode, seed);
+            }
+        }
+    }
+}

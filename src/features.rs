@@ -11,15 +11,31 @@ pub enum Feature {
     /// thp: reduce usage of huge zero page's atomic counter: a per-mm flag
     /// (commit 6fcb52a56ff6, v4.9).
     HugeZeroMmFlag,
+    /// mm: per-thread vma caching: four cached VMAs per thread, invalidated
+    /// by a per-mm sequence number (commit 615d6e8756c8, v3.15). Off: one
+    /// `mm->mmap_cache` shared by all threads (3.14).
+    PerThreadVmacache,
+    /// The maple tree replaces the VMA red-black tree and the VMA cache is
+    /// removed (Liam Howlett's series, v6.1: "mm: remove the vma linked list"
+    /// and "mm: remove vmacache", commit 7964cf8caa4d). When on, it
+    /// overrides `per-thread-vmacache`: every lookup walks the tree.
+    MapleTree,
 }
 
 impl Feature {
-    pub const ALL: &'static [Feature] = &[Feature::PcpHighOrder, Feature::HugeZeroMmFlag];
+    pub const ALL: &'static [Feature] = &[
+        Feature::PcpHighOrder,
+        Feature::HugeZeroMmFlag,
+        Feature::PerThreadVmacache,
+        Feature::MapleTree,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Feature::PcpHighOrder => "pcp-high-order",
             Feature::HugeZeroMmFlag => "huge-zero-mm-flag",
+            Feature::PerThreadVmacache => "per-thread-vmacache",
+            Feature::MapleTree => "maple-tree",
         }
     }
 
@@ -30,6 +46,12 @@ impl Feature {
             }
             Feature::HugeZeroMmFlag => {
                 "one huge zero page reference per mm, MMF_HUGE_ZERO_PAGE (Linux 4.9, commit 6fcb52a56ff6); off: a global refcount RMW per PMD (4.8)"
+            }
+            Feature::PerThreadVmacache => {
+                "find_vma checks a per-thread cache of 4 VMAs (Linux 3.15, commit 615d6e8756c8); off: one mm->mmap_cache shared by all threads (3.14); overridden by maple-tree"
+            }
+            Feature::MapleTree => {
+                "VMAs in a maple tree and no VMA cache: every find_vma walks the tree (Linux 6.1, commit 7964cf8caa4d removes vmacache); off: an rbtree with the cache per-thread-vmacache selects"
             }
         }
     }

@@ -289,7 +289,7 @@ mod tests {
         assert!(
             features_command(&[])
                 .unwrap()
-                .contains("pcp-high-order     on")
+                .contains("pcp-high-order       on")
         );
     }
 }

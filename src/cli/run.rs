@@ -424,7 +424,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on thp=always use_zero_page=1\n"
         ));
         assert!(text.contains("# machine:  haswell-ep-2s: "));
         let text = run(&[
@@ -436,7 +436,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on thp=always use_zero_page=1\n"
         ));
     }
 

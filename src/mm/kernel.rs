@@ -17,6 +17,7 @@ use super::mmap::VmaTree;
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::{Gfp, PageAllocator};
 use super::pgtable::{Entry, Level, PageTables, TableId};
+use super::vmacache::{MmVmacache, Tasks};
 pub use crate::features::{Features, ThpConfig, ThpEnabled};
 use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, RwSemaphore, SpinLock, Symbol};
@@ -53,6 +54,8 @@ pub struct MmStruct {
     /// Page-table pages this mm holds, deposits included (`pgtables_bytes` / 4 KiB).
     pub nr_pgtables: u64,
     pub mmap_lock: RwSemaphore,
+    /// `mm->vmacache_seqnum` and 3.14's `mm->mmap_cache` (`vmacache.rs`).
+    pub vmacache: MmVmacache,
 }
 
 impl MmStruct {
@@ -70,6 +73,8 @@ pub struct Kernel {
     pub thp: ThpConfig,
     pub features: Features,
     mms: Vec<Option<MmStruct>>,
+    /// Every task and each CPU's `current` (`vmacache.rs`).
+    pub tasks: Tasks,
     /// Per page-table page: its split lock (`ptlock_ptr`), by table id.
     ptlocks: Vec<SpinLock>,
 }
@@ -88,6 +93,7 @@ impl Kernel {
             thp: features.thp,
             features,
             mms: Vec::new(),
+            tasks: Tasks::default(),
             ptlocks: Vec::new(),
         }
     }
@@ -121,6 +127,7 @@ impl Kernel {
             rss_anon: 0,
             nr_pgtables: 1,
             mmap_lock: RwSemaphore::new(),
+            vmacache: MmVmacache::default(),
         };
         Ok(self.insert_mm(mm))
     }
@@ -202,15 +209,10 @@ impl Kernel {
         &mut self.ptlocks[id.0 as usize]
     }
 
-    /// `find_vma`, charged by the depth of the tree it walks.
-    pub(super) fn find_vma(&self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
-        let (vma, depth) = self.mm(mm).vmas.find_vma(addr);
-        let per_node = ctx.machine().costs.find_vma_node.cycles();
-        ctx.charge(
-            Symbol::FindVma,
-            crate::sim::Cycles(per_node.0 * depth.max(1) as u64),
-        );
-        vma
+    /// `find_vma` by the task current on this CPU: the VMA cache the
+    /// features select, then the tree walk, each charged (`vmacache.rs`).
+    pub(super) fn find_vma(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+        self.find_vma_cached(ctx, mm, addr)
     }
 
     /// Is a THP allowed for this VMA (`transparent_hugepage_enabled`)?

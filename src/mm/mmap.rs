@@ -124,7 +124,36 @@ pub struct VmaTree {
     max_map_count: usize,
     /// `mm->vmacache_seqnum`: bumped where Linux calls `vmacache_invalidate`.
     vmacache_seqnum: u64,
+    /// `detach_vmas_to_be_unmapped` calls: where Linux 3.14 killed
+    /// `mm->mmap_cache`.
+    nr_detach: u64,
+    /// The identity of each VMA in `vmas` (what a `vm_area_struct` pointer
+    /// is in Linux), index for index. A VMA keeps its identity while its
+    /// boundaries or flags change in place, and splits and merges hand
+    /// identities on as Linux's `__split_vma` and `vma_merge` hand on the
+    /// structs (see [`VmaId`]).
+    ids: Vec<VmaId>,
+    /// The next identity to hand out; never reused within a tree.
+    next_id: u64,
 }
+
+/// The identity of a VMA: what a cached `struct vm_area_struct *` points
+/// to. Linux's VMA caches hold pointers and re-read `vm_start`/`vm_end` on a
+/// hit; mmsim's hold a `VmaId` and re-read the VMA from the tree
+/// ([`VmaTree::vma_by_id`]).
+///
+/// Which piece keeps the identity, as in Linux 4.x-5.x:
+/// - `mprotect`/`madvise` splits (`split_vma(.., start, 1)` then
+///   `split_vma(.., end, 0)`): the changed middle keeps it, the outer pieces
+///   are new.
+/// - `munmap` (`__do_munmap`): the piece below the range keeps the first
+///   VMA's, the piece above keeps the last VMA's, except when one VMA loses
+///   its middle: then the piece above is new.
+/// - `vma_merge`: the VMA that grows keeps its identity (the one below the
+///   range if it merges, else the one above); a VMA covered whole is
+///   unlinked; a VMA that loses only part (cases 4 and 5) keeps its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VmaId(pub u64);
 
 impl VmaTree {
     /// An empty address space whose mappings go below `mmap_base`.
@@ -146,7 +175,15 @@ impl VmaTree {
             mmap_base,
             max_map_count: DEFAULT_MAX_MAP_COUNT,
             vmacache_seqnum: 0,
+            nr_detach: 0,
+            ids: Vec::new(),
+            next_id: 0,
         }
+    }
+
+    fn new_id(&mut self) -> VmaId {
+        self.next_id += 1;
+        VmaId(self.next_id - 1)
     }
 
     /// Sets `vm.max_map_count` (tests use small values).
@@ -184,6 +221,36 @@ impl VmaTree {
     /// likewise remember where a VMA starts and re-read it, not keep a copy.
     pub fn vmacache_seqnum(&self) -> u64 {
         self.vmacache_seqnum
+    }
+
+    /// How many `munmap`s (and `MAP_FIXED` replacements) removed anything:
+    /// each one was a `detach_vmas_to_be_unmapped`, which in Linux 3.14
+    /// cleared `mm->mmap_cache`.
+    pub fn nr_detach(&self) -> u64 {
+        self.nr_detach
+    }
+
+    /// [`VmaTree::find_vma`] with the identity of the VMA found.
+    pub fn find_vma_id(&self, addr: u64) -> (Option<(VmaId, Vma)>, u32) {
+        let (index, depth) = self.find_vma_index(addr);
+        let found = self.vmas.get(index).map(|vma| (self.ids[index], *vma));
+        (found, depth)
+    }
+
+    /// The VMA with identity `id` as it is now, or `None` if it has been
+    /// unlinked. `start_hint` is where the caller last saw it start: a VMA
+    /// whose start has not moved, or moved across one neighbour, is found
+    /// by bisection; otherwise every VMA is looked at (bounded by
+    /// `max_map_count`).
+    pub fn vma_by_id(&self, id: VmaId, start_hint: u64) -> Option<Vma> {
+        let (index, _) = self.find_vma_index(start_hint);
+        let near = [index.checked_sub(1), Some(index), Some(index + 1)];
+        let at = near
+            .into_iter()
+            .flatten()
+            .find(|&i| self.ids.get(i) == Some(&id))
+            .or_else(|| self.ids.iter().position(|&other| other == id))?;
+        Some(self.vmas[at])
     }
 
     /// `find_vma`: the first VMA that ends above `addr` (it contains `addr`
@@ -320,6 +387,8 @@ impl VmaTree {
             );
         }
         self.vmas.insert(index, Vma { start, end, flags });
+        let id = self.new_id();
+        self.ids.insert(index, id);
     }
 }
 
@@ -363,15 +432,27 @@ impl VmaTree {
             .map(|vma| clip(vma, start, end))
             .collect();
         let mut kept = Vec::with_capacity(2);
+        let mut kept_ids = Vec::with_capacity(2);
         if head.start < start {
             kept.push(Vma { end: start, ..head });
+            kept_ids.push(self.ids[first]);
         }
         if tail.end > end {
             kept.push(Vma { start: end, ..tail });
+            // __split_vma(.., vma, start, 0) leaves the struct below the
+            // range; a second split of the new upper part makes another.
+            let id = if punches_hole {
+                self.new_id()
+            } else {
+                self.ids[last - 1]
+            };
+            kept_ids.push(id);
         }
         self.vmas.splice(first..last, kept);
+        self.ids.splice(first..last, kept_ids);
         // detach_vmas_to_be_unmapped invalidates once, however many VMAs go.
         self.vmacache_seqnum += 1;
+        self.nr_detach += 1;
         Ok(unmapped)
     }
 
@@ -540,10 +621,17 @@ impl VmaTree {
             Vma { start, end, flags },
             Vma { start: end, ..vma },
         ];
-        self.vmas.splice(
-            index..=index,
-            pieces.into_iter().filter(|piece| !piece.is_empty()),
-        );
+        // The middle keeps the VMA's identity; the outer pieces are new.
+        let ids = [self.new_id(), self.ids[index], self.new_id()];
+        let kept: Vec<(Vma, VmaId)> = pieces
+            .into_iter()
+            .zip(ids)
+            .filter(|(piece, _)| !piece.is_empty())
+            .collect();
+        self.vmas
+            .splice(index..=index, kept.iter().map(|&(piece, _)| piece));
+        self.ids
+            .splice(index..=index, kept.iter().map(|&(_, id)| id));
         Ok(())
     }
 
@@ -580,12 +668,14 @@ impl VmaTree {
         let first = self.vmas.partition_point(|vma| vma.end <= merged.start);
         let last = self.vmas.partition_point(|vma| vma.start < merged.end);
         let mut pieces = Vec::with_capacity(3);
+        let mut piece_ids = Vec::with_capacity(3);
         let mut nr_unlinked = 0;
         for (index, vma) in (first..last).zip(&self.vmas[first..last]) {
             if index == survivor {
                 pieces.push(merged);
             } else if merged.start <= vma.start && vma.end <= merged.end {
                 nr_unlinked += 1;
+                continue;
             } else if vma.start < merged.start {
                 pieces.push(Vma {
                     end: merged.start,
@@ -597,8 +687,10 @@ impl VmaTree {
                     ..*vma
                 });
             }
+            piece_ids.push(self.ids[index]);
         }
         self.vmas.splice(first..last, pieces);
+        self.ids.splice(first..last, piece_ids);
         self.vmacache_seqnum += nr_unlinked;
         true
     }
@@ -613,6 +705,9 @@ impl VmaTree {
             mmap_base: self.mmap_base,
             max_map_count: self.max_map_count,
             vmacache_seqnum: 0,
+            nr_detach: 0,
+            ids: self.ids.clone(),
+            next_id: self.next_id,
         }
     }
 
@@ -621,6 +716,22 @@ impl VmaTree {
     pub fn check(&self) {
         for vma in &self.vmas {
             check_vma(vma);
+        }
+        assert_eq!(
+            self.ids.len(),
+            self.vmas.len(),
+            "a VMA without an identity, or an identity without a VMA"
+        );
+        let mut ids = self.ids.clone();
+        ids.sort_unstable();
+        for pair in ids.windows(2) {
+            assert_ne!(pair[0], pair[1], "two VMAs share identity {:?}", pair[0]);
+        }
+        if let Some(last) = ids.last() {
+            assert!(
+                last.0 < self.next_id,
+                "identity {last:?} was never handed out"
+            );
         }
         for pair in self.vmas.windows(2) {
             let (vma, next) = (&pair[0], &pair[1]);

@@ -14,6 +14,7 @@ pub mod page_alloc;
 pub mod pagemap;
 pub mod pgtable;
 pub mod slab;
+pub mod vmacache;
 
 pub use mmzone::{
     MAX_ORDER, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE, Pfn, pageblock_order,

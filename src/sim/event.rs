@@ -38,6 +38,8 @@ events! {
     ThpZeroPageAlloc => "thp_zero_page_alloc", "huge zero pages allocated",
     ThpZeroPageAllocFailed => "thp_zero_page_alloc_failed", "failed huge zero page allocations",
     ThpSplitPmd => "thp_split_pmd", "huge PMDs split into page tables",
+    VmacacheFindCalls => "vmacache_find_calls", "find_vma lookups that checked the VMA cache (CONFIG_DEBUG_VM_VMACACHE; with per-thread-vmacache off, checks of mm->mmap_cache)",
+    VmacacheFindHits => "vmacache_find_hits", "find_vma lookups the VMA cache answered without a tree walk",
     NrTlbRemoteFlush => "nr_tlb_remote_flush", "TLB flushes that sent IPIs to other CPUs",
     NrTlbRemoteFlushReceived => "nr_tlb_remote_flush_received", "TLB flush IPIs received",
     NrTlbLocalFlushAll => "nr_tlb_local_flush_all", "local TLB flushes of a whole mm or range",

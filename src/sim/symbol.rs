@@ -68,6 +68,7 @@ symbols! {
     // Page faults and address spaces (mm/memory.c, mm/huge_memory.c, mm/mmap.c).
     PageFault => "__do_page_fault",
     FindVma => "find_vma",
+    VmacacheFind => "vmacache_find",
     HandleMmFault => "handle_mm_fault",
     DoAnonymousPage => "do_anonymous_page",
     DoWpPage => "do_wp_page",

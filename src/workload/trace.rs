@@ -32,6 +32,7 @@ use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice as MmAdvice, PROT_READ, PROT_WRITE, VmFlags};
+use crate::mm::vmacache::TaskId;
 use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Workload};
 use crate::trace::{self, Access, Event, Op, PAGE_SIZE};
 
@@ -90,6 +91,8 @@ pub struct Counts {
 
 struct Task {
     pid: u32,
+    /// The kernel's task: `current` while its events run.
+    task: TaskId,
     mm: MmId,
     cpu: CpuId,
 }
@@ -115,14 +118,15 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn new_task(&mut self, ctx: &Ctx, tid: u32, pid: u32, mm: MmId) {
+    fn new_task(&mut self, ctx: &Ctx, tid: u32, pid: u32, task: TaskId) {
+        let mm = self.k.task_mm(task).expect("a user task has an mm");
         let cpu = CpuId(self.next_cpu % ctx.nr_cpus());
         self.next_cpu += 1;
         self.counts.tasks += 1;
         if tid == pid {
             self.counts.processes += 1;
         }
-        self.tasks.insert(tid, Task { pid, mm, cpu });
+        self.tasks.insert(tid, Task { pid, task, mm, cpu });
     }
 
     fn cpu_of(&self, event: &Event) -> CpuId {
@@ -144,8 +148,8 @@ impl Run<'_> {
     }
 
     fn apply(&mut self, ctx: &mut Ctx, event: &Event) {
-        let mm = self.tasks[&event.tid].mm;
-        self.k.mm_runs_here(ctx, mm);
+        let (task, mm) = (self.tasks[&event.tid].task, self.tasks[&event.tid].mm);
+        self.k.set_current(ctx, task);
         match event.op {
             Op::Mmap { addr, len, prot } => {
                 let r = self.k.mmap_fixed(ctx, mm, addr, len, prot.0);
@@ -161,23 +165,24 @@ impl Run<'_> {
             }
             Op::Madvise { addr, len, advice } => self.madvise(ctx, mm, addr, len, advice.0),
             Op::Brk { addr } => self.brk(ctx, mm, addr),
-            Op::Fork { child } => match self.k.fork(ctx, mm) {
-                Ok(child_mm) => {
+            Op::Fork { child } => match self.k.fork_task(ctx, task) {
+                Ok(child_task) => {
+                    let child_mm = self.k.task_mm(child_task).expect("forked");
                     if let Some(&brk) = self.brk.get(&mm) {
                         self.brk.insert(child_mm, brk);
                     }
-                    self.new_task(ctx, child, child, child_mm);
+                    self.new_task(ctx, child, child, child_task);
                 }
                 Err(e) => self.fail(ctx, format!("{NAME}: fork failed: {e:?}")),
             },
             Op::Clone { child } => {
-                self.k.clone_thread(mm);
-                self.new_task(ctx, child, event.pid, mm);
+                let child_task = self.k.clone_task(task);
+                self.new_task(ctx, child, event.pid, child_task);
             }
             Op::Exec => self.exec(ctx, event),
             Op::Exit => {
                 self.tasks.remove(&event.tid);
-                self.mmput(ctx, mm);
+                self.exit_task(ctx, task, mm);
             }
             Op::Fault { addr, access } | Op::Access { addr, access } => {
                 self.access(ctx, mm, addr, access)
@@ -185,12 +190,13 @@ impl Run<'_> {
         }
     }
 
-    fn mmput(&mut self, ctx: &mut Ctx, mm: MmId) {
+    /// The task exits, dropping its user of `mm`.
+    fn exit_task(&mut self, ctx: &mut Ctx, task: TaskId, mm: MmId) {
         if self.k.mm(mm).users == 1 {
             // Ids of dead mms are reused.
             self.brk.remove(&mm);
         }
-        self.k.mmput(ctx, mm);
+        self.k.exit_task(ctx, task);
     }
 
     fn madvise(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, len: u64, advice: &str) {
@@ -250,14 +256,16 @@ impl Run<'_> {
             .collect();
         for tid in others {
             let task = self.tasks.remove(&tid).expect("listed above");
-            self.mmput(ctx, task.mm);
+            self.exit_task(ctx, task.task, task.mm);
         }
-        let old = self.tasks[&event.tid].mm;
-        match self.k.mm_alloc(ctx) {
-            Ok(mm) => {
+        let (task, old) = (self.tasks[&event.tid].task, self.tasks[&event.tid].mm);
+        if self.k.mm(old).users == 1 {
+            self.brk.remove(&old);
+        }
+        match self.k.exec_task(ctx, task) {
+            Ok(()) => {
+                let mm = self.k.task_mm(task).expect("exec gives an mm");
                 self.tasks.get_mut(&event.tid).expect("live").mm = mm;
-                self.mmput(ctx, old);
-                self.k.mm_runs_here(ctx, mm);
             }
             Err(e) => self.fail(ctx, format!("{NAME}: no memory for exec: {e:?}")),
         }
@@ -366,11 +374,11 @@ pub fn replay(
         reported_percent: 0,
     };
     if let Some(first) = events.first() {
-        let mm = run
+        let task = run
             .k
-            .mm_alloc(&mut ctx)
+            .new_process(&mut ctx)
             .map_err(|e| RunError(format!("{NAME}: no memory for the first process: {e:?}")))?;
-        run.new_task(&ctx, first.tid, first.pid, mm);
+        run.new_task(&ctx, first.tid, first.pid, task);
     }
     let first_cpu = events.first().map_or(CpuId(0), |e| run.cpu_of(e));
     for cpu in 0..ctx.nr_cpus() {
@@ -391,9 +399,9 @@ pub fn replay(
         run.k.check();
     }
     // Tasks the trace leaves alive exit now, on the CPU that ran last.
-    let remaining: Vec<MmId> = run.tasks.values().map(|t| t.mm).collect();
-    for mm in remaining {
-        run.mmput(&mut ctx, mm);
+    let remaining: Vec<(TaskId, MmId)> = run.tasks.values().map(|t| (t.task, t.mm)).collect();
+    for (task, mm) in remaining {
+        run.exit_task(&mut ctx, task, mm);
     }
     if end_check == EndCheck::Check {
         run.k.check();

@@ -28,6 +28,7 @@ use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::kernel::{Kernel, MmId};
 use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
+use crate::mm::vmacache::TaskId;
 use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Workload};
 
 pub const NAME: &str = "usemem";
@@ -106,6 +107,8 @@ enum Phase {
 }
 
 struct Task {
+    /// The kernel's task; `None` once it has exited.
+    task: Option<TaskId>,
     mm: Option<MmId>,
     phase: Phase,
     base: u64,
@@ -139,11 +142,9 @@ impl Run<'_> {
             Phase::Access { rep, i } => self.access(ctx, t, rep, i),
             Phase::Report => self.report(ctx, t),
             Phase::Exit => {
-                let mm = self.tasks[t]
-                    .mm
-                    .take()
-                    .expect("a task has an mm until it exits");
-                self.k.mmput(ctx, mm);
+                self.tasks[t].mm = None;
+                let task = self.tasks[t].task.take().expect("a live task");
+                self.k.exit_task(ctx, task);
                 self.tasks[t].phase = Phase::Done;
             }
             Phase::Done => unreachable!("a finished task is not stepped"),
@@ -152,20 +153,25 @@ impl Run<'_> {
 
     /// The parent forks child `n`; its threads (or it) get queued.
     fn fork_child(&mut self, ctx: &mut Ctx, t: usize, n: u32) {
-        let parent_mm = self.tasks[t].mm.expect("parent mm");
-        let child_mm = match self.k.fork(ctx, parent_mm) {
-            Ok(mm) => mm,
+        let parent = self.tasks[t].task.expect("parent task");
+        let child = match self.k.fork_task(ctx, parent) {
+            Ok(child) => child,
             Err(e) => return self.fail(ctx, format!("{NAME}: fork failed: {e:?}")),
         };
+        let child_mm = self.k.task_mm(child).expect("a forked task has an mm");
         let workers = self.u.nr_thread.max(1);
         for w in 0..workers {
             let task = self.tasks.len();
             let cpu = CpuId((1 + n * workers + w) % ctx.nr_cpus());
-            // Threads share the child's mm: one mm_users each.
-            if w > 0 {
-                self.k.mm_mut(child_mm).users += 1;
-            }
+            // The child's first task is the fork's; the others are its
+            // threads (clone_task takes an mm_users each).
+            let kernel_task = if w == 0 {
+                child
+            } else {
+                self.k.clone_task(child)
+            };
             self.tasks.push(Task {
+                task: Some(kernel_task),
                 mm: Some(child_mm),
                 phase: Phase::Mmap,
                 base: 0,
@@ -280,6 +286,9 @@ impl Workload for Run<'_> {
             return;
         };
         let before = ctx.now();
+        if let Some(task) = self.tasks[t].task {
+            self.k.set_current(ctx, task);
+        }
         self.step_task(ctx, t);
         if self.failure.is_some() {
             return;
@@ -303,9 +312,10 @@ impl Benchmark for Usemem {
     ) -> Result<RunOutput, RunError> {
         let mut ctx = Ctx::new(machine.clone(), seed);
         let mut k = Kernel::new(machine, features);
-        let parent_mm = k
-            .mm_alloc(&mut ctx)
+        let parent_task = k
+            .new_process(&mut ctx)
             .map_err(|e| RunError(format!("{NAME}: no memory for the parent: {e:?}")))?;
+        let parent_mm = k.task_mm(parent_task).expect("a new process has an mm");
         let nr_cpus = ctx.nr_cpus() as usize;
         let mut runqueues = vec![VecDeque::new(); nr_cpus];
         runqueues[0].push_back(0);
@@ -320,6 +330,7 @@ impl Benchmark for Usemem {
             );
         }
         let parent = Task {
+            task: Some(parent_task),
             mm: Some(parent_mm),
             phase: Phase::Fork(0),
             base: 0,

@@ -1,0 +1,806 @@
+//! The VMA lookup cache in front of `find_vma` (`mm/vmacache.c`,
+//! `include/linux/vmacache.h`), and the minimum of `task_struct` it needs.
+//!
+//! Three settings, as Linux had them over time (`Kernel::vma_lookup`):
+//! - 3.14 (`per-thread-vmacache` and `maple-tree` off): one `mm->mmap_cache`
+//!   shared by every thread of the mm. `find_vma` checks it inline, else
+//!   walks the red-black tree and stores the result. `munmap`
+//!   (`detach_vmas_to_be_unmapped`) clears it.
+//! - 3.15 (`per-thread-vmacache`, commit 615d6e8756c8): each task has
+//!   `vmacache[4]` and a u32 `vmacache_seqnum`; the mm has a u32
+//!   `vmacache_seqnum`. `vmacache_find` is used only when `current->mm` is
+//!   the mm and current is not a kernel thread; a task whose seqnum differs
+//!   from the mm's takes the mm's and flushes its slots (that lookup is a
+//!   miss); otherwise the four slots are scanned for `vm_start <= addr <
+//!   vm_end`. A tree walk's result goes into slot `(addr >> PAGE_SHIFT) & 3`.
+//!   `vmacache_invalidate` bumps the mm's seqnum; when it wraps to 0,
+//!   `vmacache_flush_all` flushes every task of the mm. fork (the child's
+//!   mm starts at 0, the child task is flushed) and exec (the new mm at 0,
+//!   the task flushed) reset it.
+//! - 6.1 (`maple-tree`, commit 7964cf8caa4d "mm: remove vmacache"): no cache;
+//!   every lookup walks the maple tree. It overrides `per-thread-vmacache`.
+//!
+//! **Identity, not copies.** Linux's caches hold `vm_area_struct` pointers:
+//! a VMA changed in place (mprotect's splits keep the struct for the middle,
+//! `vma_merge` moves boundaries) stays cached without a seqnum bump, and a
+//! hit re-reads its current `vm_start`/`vm_end`. mmsim's caches hold a
+//! [`VmaId`] and re-read the VMA from the tree on every check, so a hit
+//! returns the VMA as it is now. A cached identity that is no longer in the
+//! tree while the seqnums say the cache is valid would be a use-after-free
+//! in Linux; here it panics.
+//!
+//! **When the seqnum is bumped.** [`VmaTree`](super::mmap::VmaTree) counts
+//! Linux's `vmacache_invalidate` calls in a u64; the mm's u32 seqnum is
+//! brought up to date (by the same number of bumps, wrapping, with the
+//! flush of every task if a bump reached 0) at the start of each cached
+//! lookup. Nothing reads the seqnum between two lookups, so doing the bumps
+//! late is the same as doing them at the unlink.
+//!
+//! Departures, on purpose:
+//! - 3.14's `__vma_unlink` pointed `mmap_cache` at the merged VMA when a
+//!   merge unlinked the cached one; here that lookup is a miss (the tree
+//!   walk then caches the merged VMA). Rare: only merges that swallow the
+//!   cached VMA whole.
+//! - `vmacache_flush_all` in Linux skipped the walk when `mm_users == 1`;
+//!   that shortcut was the bug of CVE-2018-17182, fixed by commit
+//!   7a9cdebdcc17 ("mm: get rid of vmacache_flush_all() entirely", v4.19,
+//!   which made the seqnum u64). mmsim flushes every task of the mm.
+//! - Costs: a cache slot checked (3.14's one slot, or each non-empty slot of
+//!   3.15's four) costs one `find_vma_node`: it is the same work, one load of
+//!   the VMA's line and two compares. The maple tree walk is charged
+//!   `find_vma_node` per level, with the depth of a maple tree holding the
+//!   VMAs and the gaps between them in full nodes (16 slots per leaf, 10 per
+//!   internal node): no sourced per-node cost of the maple tree was found,
+//!   and a maple node scans several pivots where an rbtree node compares
+//!   once, so this is a guess in both directions.
+
+use super::kernel::{Fault, Kernel, MmId};
+use super::mm_types::Vma;
+use super::mmap::{VmaId, VmaTree};
+use super::mmzone::PAGE_SIZE;
+use crate::features::Feature;
+use crate::sim::{CpuId, Ctx, Cycles, Event, Symbol};
+
+/// `VMACACHE_SIZE`: slots per task.
+pub const VMACACHE_SIZE: usize = 4;
+
+/// `VMACACHE_HASH`: the slot a tree walk's result for `addr` goes to.
+pub fn vmacache_hash(addr: u64) -> usize {
+    ((addr / PAGE_SIZE) as usize) & (VMACACHE_SIZE - 1)
+}
+
+/// A task (a process's thread, or a kernel thread), by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(pub u32);
+
+/// A cached `struct vm_area_struct *`: the VMA's identity, and where it
+/// started when last seen (to find it again quickly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedVma {
+    pub id: VmaId,
+    pub start_hint: u64,
+}
+
+/// A task's `vmacache_seqnum` and `vmacache[VMACACHE_SIZE]` (3.15).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VmaCache {
+    pub seqnum: u32,
+    pub vmas: [Option<CachedVma>; VMACACHE_SIZE],
+}
+
+impl VmaCache {
+    /// `vmacache_flush`: empties the slots, keeps the seqnum.
+    pub fn flush(&mut self) {
+        self.vmas = [None; VMACACHE_SIZE];
+    }
+}
+
+/// `PF_KTHREAD` or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    User,
+    /// A kernel thread: never uses the VMA cache, even with a borrowed mm.
+    Kthread,
+}
+
+/// The part of `struct task_struct` mmsim models.
+#[derive(Clone, Debug)]
+pub struct TaskStruct {
+    /// `tsk->mm`: a user task's address space; a kernel thread's borrowed
+    /// one (`kthread_use_mm`) or none.
+    pub mm: Option<MmId>,
+    pub kind: TaskKind,
+    pub vmacache: VmaCache,
+}
+
+/// The mm's side of the caches (`mm->vmacache_seqnum`, `mm->mmap_cache`).
+#[derive(Clone, Debug, Default)]
+pub struct MmVmacache {
+    /// `mm->vmacache_seqnum` (u32, as from 3.15 to 4.18).
+    pub seqnum: u32,
+    /// `VmaTree::vmacache_seqnum` already folded into `seqnum`.
+    tree_seqnum_seen: u64,
+    /// 3.14's `mm->mmap_cache`.
+    mmap_cache: Option<CachedVma>,
+    /// `VmaTree::nr_detach` when `mmap_cache` was last set or checked.
+    nr_detach_seen: u64,
+}
+
+/// Every task, and which one is current on each CPU.
+#[derive(Clone, Debug, Default)]
+pub struct Tasks {
+    tasks: Vec<Option<TaskStruct>>,
+    /// `current`, by CPU index.
+    current: Vec<Option<TaskId>>,
+}
+
+impl Tasks {
+    pub fn get(&self, task: TaskId) -> &TaskStruct {
+        self.tasks[task.0 as usize].as_ref().expect("live task")
+    }
+
+    fn get_mut(&mut self, task: TaskId) -> &mut TaskStruct {
+        self.tasks[task.0 as usize].as_mut().expect("live task")
+    }
+
+    fn insert(&mut self, task: TaskStruct) -> TaskId {
+        match self.tasks.iter().position(Option::is_none) {
+            Some(i) => {
+                self.tasks[i] = Some(task);
+                TaskId(i as u32)
+            }
+            None => {
+                self.tasks.push(Some(task));
+                TaskId(self.tasks.len() as u32 - 1)
+            }
+        }
+    }
+
+    /// The task current on `cpu`, if any.
+    pub fn current(&self, cpu: CpuId) -> Option<TaskId> {
+        self.current.get(cpu.index()).copied().flatten()
+    }
+
+    /// Live tasks, in id order.
+    pub fn live(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.is_some())
+            .map(|(i, _)| TaskId(i as u32))
+    }
+}
+
+/// How `find_vma` looks a VMA up, from the features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmaLookup {
+    /// 3.14: `mm->mmap_cache`, then the red-black tree.
+    MmapCache,
+    /// 3.15: `vmacache_find`, then the red-black tree.
+    PerThread,
+    /// 6.1: the maple tree, no cache.
+    MapleTree,
+}
+
+/// Depth of a maple tree holding `nr_vmas` VMAs and the gaps around them
+/// (2n + 1 ranges) in full nodes: 16 slots per leaf (`maple_range_64`), 10
+/// per internal node (`maple_arange_64`). 0 for an empty tree.
+pub fn maple_tree_depth(nr_vmas: usize) -> u32 {
+    if nr_vmas == 0 {
+        return 0;
+    }
+    let mut nodes = (2 * nr_vmas + 1).div_ceil(16);
+    let mut depth = 1;
+    while nodes > 1 {
+        nodes = nodes.div_ceil(10);
+        depth += 1;
+    }
+    depth
+}
+
+impl Kernel {
+    /// Which lookup the features select.
+    pub fn vma_lookup(&self) -> VmaLookup {
+        if self.features.has(Feature::MapleTree) {
+            VmaLookup::MapleTree
+        } else if self.features.has(Feature::PerThreadVmacache) {
+            VmaLookup::PerThread
+        } else {
+            VmaLookup::MmapCache
+        }
+    }
+
+    /// `find_vma(mm, addr)` by `current` on this CPU: the first VMA that
+    /// ends above `addr`, through the cache the features select. Counts
+    /// `vmacache_find_calls` and `vmacache_find_hits`, and charges the cache
+    /// check and the tree walk to their own symbols.
+    pub(super) fn find_vma_cached(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+        let lookup = self.vma_lookup();
+        if lookup == VmaLookup::MapleTree {
+            let depth = maple_tree_depth(self.mm(mm).vmas.len());
+            charge_nodes(ctx, Symbol::FindVma, depth.max(1));
+            return self.mm(mm).vmas.find_vma(addr).0;
+        }
+        ctx.count(Event::VmacacheFindCalls, 1);
+        let hit = match lookup {
+            VmaLookup::MmapCache => self.mmap_cache_find(ctx, mm, addr),
+            _ => self.vmacache_find(ctx, mm, addr),
+        };
+        if hit.is_some() {
+            ctx.count(Event::VmacacheFindHits, 1);
+            return hit;
+        }
+        let (found, depth) = self.mm(mm).vmas.find_vma_id(addr);
+        charge_nodes(ctx, Symbol::FindVma, depth.max(1));
+        let (id, vma) = found?;
+        let cached = CachedVma {
+            id,
+            start_hint: vma.start,
+        };
+        match lookup {
+            VmaLookup::MmapCache => self.mm_mut(mm).vmacache.mmap_cache = Some(cached),
+            _ => self.vmacache_update(ctx.cur(), mm, addr, cached),
+        }
+        Some(vma)
+    }
+
+    /// 3.14's check of `mm->mmap_cache`, inline in `find_vma`.
+    fn mmap_cache_find(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+        let m = self.mm_mut(mm);
+        let nr_detach = m.vmas.nr_detach();
+        if m.vmacache.nr_detach_seen != nr_detach {
+            // detach_vmas_to_be_unmapped: "Kill the cache."
+            m.vmacache.nr_detach_seen = nr_detach;
+            m.vmacache.mmap_cache = None;
+        }
+        let cached = m.vmacache.mmap_cache?;
+        charge_nodes(ctx, Symbol::FindVma, 1);
+        let Some(vma) = m.vmas.vma_by_id(cached.id, cached.start_hint) else {
+            // Unlinked by a merge (see the module documentation).
+            m.vmacache.mmap_cache = None;
+            return None;
+        };
+        m.vmacache.mmap_cache = Some(CachedVma {
+            start_hint: vma.start,
+            ..cached
+        });
+        vma.contains(addr).then_some(vma)
+    }
+
+    /// The task current on this CPU if it may use the cache for `mm`
+    /// (`vmacache_valid_mm`: `current->mm == mm`, not a kernel thread).
+    fn vmacache_task(&self, cpu: CpuId, mm: MmId) -> Option<TaskId> {
+        let task = self.tasks.current(cpu)?;
+        let t = self.tasks.get(task);
+        (t.mm == Some(mm) && t.kind == TaskKind::User).then_some(task)
+    }
+
+    /// `vmacache_find` (3.15): `vmacache_valid`, then the scan of the slots.
+    fn vmacache_find(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+        self.vmacache_sync(mm);
+        let Some(task) = self.vmacache_task(ctx.cur(), mm) else {
+            charge_nodes(ctx, Symbol::VmacacheFind, 1);
+            return None;
+        };
+        let mm_seqnum = self.mm(mm).vmacache.seqnum;
+        let cache = &mut self.tasks.get_mut(task).vmacache;
+        if cache.seqnum != mm_seqnum {
+            // First use after an invalidation: take the mm's seqnum, flush.
+            cache.seqnum = mm_seqnum;
+            cache.flush();
+            charge_nodes(ctx, Symbol::VmacacheFind, 1);
+            return None;
+        }
+        let slots = cache.vmas;
+        let tree = &self.mms_vmas(mm);
+        let mut checked = 0;
+        let mut hit = None;
+        for (slot, cached) in slots.iter().enumerate() {
+            let Some(cached) = cached else { continue };
+            checked += 1;
+            let vma = vma_of_slot(tree, task, slot, cached);
+            if vma.contains(addr) {
+                hit = Some((slot, vma));
+                break;
+            }
+        }
+        charge_nodes(ctx, Symbol::VmacacheFind, checked.max(1));
+        let (slot, vma) = hit?;
+        self.tasks.get_mut(task).vmacache.vmas[slot] = Some(CachedVma {
+            id: slots[slot].expect("hit slot").id,
+            start_hint: vma.start,
+        });
+        Some(vma)
+    }
+
+    fn mms_vmas(&self, mm: MmId) -> &VmaTree {
+        &self.mm(mm).vmas
+    }
+
+    /// `vmacache_update`: the tree walk's result for `addr` goes into the
+    /// slot `addr` hashes to, if current may cache for this mm.
+    fn vmacache_update(&mut self, cpu: CpuId, mm: MmId, addr: u64, cached: CachedVma) {
+        if let Some(task) = self.vmacache_task(cpu, mm) {
+            self.tasks.get_mut(task).vmacache.vmas[vmacache_hash(addr)] = Some(cached);
+        }
+    }
+
+    /// Brings `mm->vmacache_seqnum` up to date with the tree's count of
+    /// `vmacache_invalidate` calls: that many u32 increments, and
+    /// `vmacache_flush_all` if one of them wrapped to 0.
+    fn vmacache_sync(&mut self, mm: MmId) {
+        let m = self.mm_mut(mm);
+        let tree_seqnum = m.vmas.vmacache_seqnum();
+        let bumps = tree_seqnum - m.vmacache.tree_seqnum_seen;
+        if bumps == 0 {
+            return;
+        }
+        m.vmacache.tree_seqnum_seen = tree_seqnum;
+        let old = m.vmacache.seqnum;
+        m.vmacache.seqnum = old.wrapping_add(bumps as u32);
+        // Some increment reached 0 iff old + bumps reaches 2^32.
+        if u64::from(old) + bumps > u64::from(u32::MAX) {
+            self.vmacache_flush_all(mm);
+        }
+    }
+
+    /// `vmacache_flush_all`: flushes the slots of every task using `mm`
+    /// (their seqnums stay; each takes the mm's on its next lookup).
+    fn vmacache_flush_all(&mut self, mm: MmId) {
+        for task in self.tasks.tasks.iter_mut().flatten() {
+            if task.mm == Some(mm) {
+                task.vmacache.flush();
+            }
+        }
+    }
+
+    /// Sets `mm->vmacache_seqnum` (tests start it near `u32::MAX`).
+    pub fn set_vmacache_seqnum(&mut self, mm: MmId, seqnum: u32) {
+        self.vmacache_sync(mm);
+        self.mm_mut(mm).vmacache.seqnum = seqnum;
+    }
+}
+
+/// Re-reads a cached VMA; an identity gone from the tree while the cache is
+/// valid is what would be a use-after-free in Linux.
+fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) -> Vma {
+    tree.vma_by_id(cached.id, cached.start_hint)
+        .unwrap_or_else(|| {
+            panic!(
+                "vmacache slot {slot} of task {task:?} holds VMA {:?} (last at {:#x}), unlinked without a seqnum bump",
+                cached.id, cached.start_hint
+            )
+        })
+}
+
+fn charge_nodes(ctx: &mut Ctx, symbol: Symbol, nodes: u32) {
+    let per_node = ctx.machine().costs.find_vma_node.cycles();
+    ctx.charge(symbol, Cycles(per_node.0 * u64::from(nodes)));
+}
+
+/// Tasks: creation with an mm, threads, exec, exit and `current`.
+impl Kernel {
+    fn new_task(&mut self, mm: Option<MmId>, kind: TaskKind, seqnum: u32) -> TaskId {
+        self.tasks.insert(TaskStruct {
+            mm,
+            kind,
+            vmacache: VmaCache {
+                seqnum,
+                vmas: [None; VMACACHE_SIZE],
+            },
+        })
+    }
+
+    pub fn task(&self, task: TaskId) -> &TaskStruct {
+        self.tasks.get(task)
+    }
+
+    /// The task's address space (`tsk->mm`).
+    pub fn task_mm(&self, task: TaskId) -> Option<MmId> {
+        self.tasks.get(task).mm
+    }
+
+    /// A new process: `mm_alloc` and its first task.
+    pub fn new_process(&mut self, ctx: &mut Ctx) -> Result<TaskId, Fault> {
+        let mm = self.mm_alloc(ctx)?;
+        Ok(self.new_task(Some(mm), TaskKind::User, 0))
+    }
+
+    /// `fork`: `dup_mm` and the child's task. `dup_task_struct` copies the
+    /// parent's `vmacache_seqnum`; `copy_mm` flushes the slots; the child's
+    /// mm starts at seqnum 0 (`dup_mmap`).
+    pub fn fork_task(&mut self, ctx: &mut Ctx, parent: TaskId) -> Result<TaskId, Fault> {
+        let parent_mm = self.task_mm(parent).expect("fork of a task without an mm");
+        let child_mm = self.fork(ctx, parent_mm)?;
+        let seqnum = self.tasks.get(parent).vmacache.seqnum;
+        Ok(self.new_task(Some(child_mm), TaskKind::User, seqnum))
+    }
+
+    /// `clone(CLONE_VM | CLONE_THREAD ...)`: a new task sharing the parent's
+    /// mm (`clone_thread`), with the parent's seqnum and flushed slots.
+    pub fn clone_task(&mut self, parent: TaskId) -> TaskId {
+        let mm = self.task_mm(parent).expect("clone of a task without an mm");
+        self.clone_thread(mm);
+        let seqnum = self.tasks.get(parent).vmacache.seqnum;
+        self.new_task(Some(mm), TaskKind::User, seqnum)
+    }
+
+    /// `exec_mmap`: the task gets a fresh mm (seqnum 0), its slots are
+    /// flushed, and the old mm loses a user. The caller has made the
+    /// process's other threads exit (`de_thread`).
+    pub fn exec_task(&mut self, ctx: &mut Ctx, task: TaskId) -> Result<(), Fault> {
+        let new_mm = self.mm_alloc(ctx)?;
+        let t = self.tasks.get_mut(task);
+        let old_mm = t.mm.replace(new_mm);
+        t.vmacache.flush();
+        self.mm_mut(new_mm).vmacache.seqnum = 0;
+        if let Some(old) = old_mm {
+            self.mmput(ctx, old);
+        }
+        self.mm_runs_here(ctx, new_mm);
+        Ok(())
+    }
+
+    /// `do_exit`: the task goes, and with it its user of the mm (`mmput`).
+    pub fn exit_task(&mut self, ctx: &mut Ctx, task: TaskId) {
+        let t = self.tasks.tasks[task.0 as usize]
+            .take()
+            .expect("exit of a dead task");
+        for current in &mut self.tasks.current {
+            if *current == Some(task) {
+                *current = None;
+            }
+        }
+        if let (Some(mm), TaskKind::User) = (t.mm, t.kind) {
+            self.mmput(ctx, mm);
+        }
+    }
+
+    /// A kernel thread (`PF_KTHREAD`), with no mm.
+    pub fn kthread_create(&mut self) -> TaskId {
+        self.new_task(None, TaskKind::Kthread, 0)
+    }
+
+    /// `kthread_use_mm` / `kthread_unuse_mm`: a kernel thread borrows an mm
+    /// (the caller holds a reference); it still never uses the VMA cache.
+    pub fn kthread_use_mm(&mut self, task: TaskId, mm: Option<MmId>) {
+        let t = self.tasks.get_mut(task);
+        assert_eq!(t.kind, TaskKind::Kthread, "kthread_use_mm on {task:?}");
+        t.mm = mm;
+    }
+
+    /// The context switch to `task` on this CPU: it becomes `current`, and
+    /// its mm runs here (`switch_mm` sets the CPU in `mm_cpumask`).
+    /// Workloads call it each time they step a task.
+    pub fn set_current(&mut self, ctx: &Ctx, task: TaskId) {
+        let cpu = ctx.cur().index();
+        if self.tasks.current.len() <= cpu {
+            self.tasks.current.resize(cpu + 1, None);
+        }
+        self.tasks.current[cpu] = Some(task);
+        if let Some(mm) = self.tasks.get(task).mm {
+            self.mm_runs_here(ctx, mm);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Features;
+    use crate::mm::kernel::MMAP_BASE;
+    use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
+    use crate::sim::Rng;
+
+    const P: u64 = PAGE_SIZE;
+
+    fn boot(lookup: VmaLookup) -> (Kernel, Ctx) {
+        let mut machine = crate::machine::builtin("x86-2s-server").expect("a built-in machine");
+        machine.topology.sockets = 1;
+        machine.topology.cores_per_socket = 4;
+        machine.topology.threads_per_core = 1;
+        machine.topology.memory_per_node_bytes = 64 << 20;
+        let features = Features::all()
+            .with(Feature::PerThreadVmacache, lookup == VmaLookup::PerThread)
+            .with(Feature::MapleTree, lookup == VmaLookup::MapleTree);
+        let k = Kernel::new(&machine, features);
+        assert_eq!(k.vma_lookup(), lookup);
+        (k, Ctx::new(machine, 1))
+    }
+
+    /// An address in `vma` whose page hashes to `slot`.
+    fn addr_in(vma: Vma, slot: usize) -> u64 {
+        (vma.start..vma.end)
+            .step_by(P as usize)
+            .find(|&a| vmacache_hash(a) == slot)
+            .expect("a VMA of 4 pages has every hash")
+    }
+
+    /// Three VMAs of 4 pages that do not merge: A on top, then B, then C.
+    fn three_vmas(k: &mut Kernel, ctx: &mut Ctx, mm: MmId) -> [Vma; 3] {
+        let rw = PROT_READ | PROT_WRITE;
+        let a = k.mmap(ctx, mm, 4 * P, rw).unwrap();
+        let b = k.mmap(ctx, mm, 4 * P, PROT_READ).unwrap();
+        let c = k.mmap(ctx, mm, 4 * P, rw).unwrap();
+        [a, b, c].map(|start| k.mm(mm).vmas.find_vma(start).0.unwrap())
+    }
+
+    /// `find_vma` as `task`, checked against the tree.
+    fn lookup(k: &mut Kernel, ctx: &mut Ctx, task: TaskId, addr: u64) -> Option<Vma> {
+        k.set_current(ctx, task);
+        let mm = k.task_mm(task).unwrap();
+        let found = k.find_vma(ctx, mm, addr);
+        assert_eq!(found, k.mm(mm).vmas.find_vma(addr).0, "at {addr:#x}");
+        found
+    }
+
+    fn calls_hits(ctx: &Ctx) -> (u64, u64) {
+        (
+            ctx.stats.event(Event::VmacacheFindCalls),
+            ctx.stats.event(Event::VmacacheFindHits),
+        )
+    }
+
+    #[test]
+    fn hand_counted_hits_and_misses_in_all_three_settings() {
+        for (mode, expected) in [
+            (VmaLookup::MmapCache, (9, 2)),
+            (VmaLookup::PerThread, (9, 4)),
+            (VmaLookup::MapleTree, (0, 0)),
+        ] {
+            let (mut k, mut ctx) = boot(mode);
+            let t1 = k.new_process(&mut ctx).unwrap();
+            let t2 = k.clone_task(t1);
+            let mm = k.task_mm(t1).unwrap();
+            let [a, b, c] = three_vmas(&mut k, &mut ctx, mm);
+            let (a, b, c) = (addr_in(a, 0), addr_in(b, 1), addr_in(c, 0));
+            // (task, addr): 3.14 hit?, 3.15 hit?
+            let steps = [
+                (t1, a), // miss, miss: nothing cached
+                (t1, a), // hit, hit
+                (t1, b), // miss, miss
+                (t1, a), // miss (the one slot holds B), hit (slot 0)
+                (t2, a), // hit (shared), miss (t2's own slots are empty)
+                (t1, b), // miss, hit (slot 1)
+                (t1, c), // miss, miss: C replaces A in slot 0
+                (t1, a), // miss, miss: A replaces C
+                (t1, b), // miss, hit
+            ];
+            for (task, addr) in steps {
+                assert!(lookup(&mut k, &mut ctx, task, addr).is_some());
+            }
+            assert_eq!(calls_hits(&ctx), expected, "{mode:?}");
+            let cache_cycles = ctx.stats.cycles(Symbol::VmacacheFind).0;
+            assert_eq!(cache_cycles > 0, mode == VmaLookup::PerThread);
+            assert!(ctx.stats.cycles(Symbol::FindVma).0 > 0);
+        }
+    }
+
+    #[test]
+    fn maple_tree_depth_counts_vmas_and_gaps_in_full_nodes() {
+        assert_eq!(maple_tree_depth(0), 0);
+        assert_eq!(maple_tree_depth(7), 1); // 15 ranges: one leaf
+        assert_eq!(maple_tree_depth(8), 2); // 17 ranges: two leaves
+        assert_eq!(maple_tree_depth(79), 2); // 159 ranges: 10 leaves
+        assert_eq!(maple_tree_depth(80), 3); // 161 ranges: 11 leaves
+    }
+
+    #[test]
+    fn a_hit_rereads_a_vma_changed_in_place() {
+        use crate::mm::mm_types::VmFlags;
+        let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+        let t1 = k.new_process(&mut ctx).unwrap();
+        let mm = k.task_mm(t1).unwrap();
+        let [a, b, _] = three_vmas(&mut k, &mut ctx, mm);
+        let top = a.end - P;
+        lookup(&mut k, &mut ctx, t1, top);
+        lookup(&mut k, &mut ctx, t1, b.start);
+        let seqnum = k.mm(mm).vmas.vmacache_seqnum();
+        // A's top half becomes read-only: a split with no invalidation, and
+        // A's struct keeps the changed half.
+        k.mprotect(&mut ctx, mm, a.start + 2 * P, 2 * P, PROT_READ)
+            .unwrap();
+        assert_eq!(k.mm(mm).vmas.vmacache_seqnum(), seqnum);
+        let (_, hits) = calls_hits(&ctx);
+        let half = lookup(&mut k, &mut ctx, t1, top).unwrap();
+        assert_eq!((half.start, half.end), (a.start + 2 * P, a.end));
+        assert!(!half.flags.contains(VmFlags::WRITE));
+        assert_eq!(
+            calls_hits(&ctx).1,
+            hits + 1,
+            "the cached struct still covers it"
+        );
+        // The lower half is a new VMA: no hit on the narrowed one.
+        let head = lookup(&mut k, &mut ctx, t1, a.start).unwrap();
+        assert_eq!((head.start, head.end), (a.start, a.start + 2 * P));
+        assert_eq!(calls_hits(&ctx).1, hits + 1);
+        // Case 5 of vma_merge: B (read-only) grows over the head's lower
+        // page, the head's start moves up; nothing is unlinked, and the
+        // cached B now covers an address it did not.
+        k.mprotect(&mut ctx, mm, a.start, P, PROT_READ).unwrap();
+        assert_eq!(k.mm(mm).vmas.vmacache_seqnum(), seqnum);
+        let grown = lookup(&mut k, &mut ctx, t1, a.start).unwrap();
+        assert_eq!((grown.start, grown.end), (b.start, a.start + P));
+        // Giving the top half its write permission back merges it into the
+        // rest of A below it, unlinking the cached struct: an invalidation.
+        k.mprotect(&mut ctx, mm, a.start + 2 * P, 2 * P, PROT_READ | PROT_WRITE)
+            .unwrap();
+        assert_eq!(k.mm(mm).vmas.vmacache_seqnum(), seqnum + 1);
+        let (_, hits) = calls_hits(&ctx);
+        let merged = lookup(&mut k, &mut ctx, t1, top).unwrap();
+        assert_eq!((merged.start, merged.end), (a.start + P, a.end));
+        assert_eq!(calls_hits(&ctx).1, hits, "a miss after the invalidation");
+    }
+
+    /// CVE-2018-17182's sequence: a task caches a VMA at seqnum 0, the mm's
+    /// seqnum goes round to 0 again, the VMA was unmapped on the way. The
+    /// wrap's flush of every task must leave nothing to hit.
+    #[test]
+    fn seqnum_wrap_flushes_every_thread_of_the_mm() {
+        for nr_threads in [1, 3] {
+            let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+            let t1 = k.new_process(&mut ctx).unwrap();
+            let mut threads = vec![t1];
+            for _ in 1..nr_threads {
+                threads.push(k.clone_task(t1));
+            }
+            let mm = k.task_mm(t1).unwrap();
+            let [a, b, c] = three_vmas(&mut k, &mut ctx, mm);
+            for &t in &threads {
+                lookup(&mut k, &mut ctx, t, addr_in(a, 0));
+                assert_eq!(k.task(t).vmacache.seqnum, 0);
+            }
+            // 2^32 - 2 invalidations later (none of which these threads saw).
+            k.set_vmacache_seqnum(mm, u32::MAX - 1);
+            k.munmap(&mut ctx, mm, a.start, a.len()).unwrap(); // u32::MAX
+            k.munmap(&mut ctx, mm, c.start, c.len()).unwrap(); // 0: wrap
+            for &t in &threads {
+                assert_eq!(lookup(&mut k, &mut ctx, t, addr_in(a, 0)), None);
+                assert_eq!(k.task(t).vmacache.seqnum, 0);
+                assert_eq!(lookup(&mut k, &mut ctx, t, b.start), Some(b));
+                assert_eq!(lookup(&mut k, &mut ctx, t, b.start), Some(b));
+            }
+            let (calls, hits) = calls_hits(&ctx);
+            assert_eq!((calls, hits), (4 * nr_threads, nr_threads));
+        }
+    }
+
+    #[test]
+    fn fork_and_exec_start_clean_and_foreign_or_kernel_lookups_skip_the_cache() {
+        let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+        let parent = k.new_process(&mut ctx).unwrap();
+        let mm = k.task_mm(parent).unwrap();
+        let [a, ..] = three_vmas(&mut k, &mut ctx, mm);
+        let at = addr_in(a, 2);
+        lookup(&mut k, &mut ctx, parent, at);
+        lookup(&mut k, &mut ctx, parent, at);
+        assert_eq!(calls_hits(&ctx), (2, 1));
+        let child = k.fork_task(&mut ctx, parent).unwrap();
+        let child_mm = k.task_mm(child).unwrap();
+        assert_eq!(k.mm(child_mm).vmacache.seqnum, 0);
+        assert_eq!(k.task(child).vmacache.vmas, [None; VMACACHE_SIZE]);
+        assert_eq!(lookup(&mut k, &mut ctx, child, at), Some(a));
+        assert_eq!(calls_hits(&ctx), (3, 1), "the child's first lookup misses");
+        // The parent, current, looks into the child's mm (a foreign mm,
+        // as access_remote_vm does): no cache, no update.
+        k.set_current(&ctx, parent);
+        for _ in 0..2 {
+            assert_eq!(k.find_vma(&mut ctx, child_mm, at), Some(a));
+        }
+        assert_eq!(calls_hits(&ctx), (5, 1));
+        // A kernel thread borrowing the mm never uses the cache either.
+        let kthread = k.kthread_create();
+        k.kthread_use_mm(kthread, Some(mm));
+        k.set_current(&ctx, kthread);
+        for _ in 0..2 {
+            assert_eq!(k.find_vma(&mut ctx, mm, at), Some(a));
+        }
+        assert_eq!(calls_hits(&ctx), (7, 1));
+        k.kthread_use_mm(kthread, None);
+        k.exit_task(&mut ctx, kthread);
+        // exec: a fresh mm, the slots flushed; A is gone.
+        k.exec_task(&mut ctx, parent).unwrap();
+        assert_ne!(k.task_mm(parent), Some(mm));
+        assert_eq!(k.task(parent).vmacache.vmas, [None; VMACACHE_SIZE]);
+        assert_eq!(lookup(&mut k, &mut ctx, parent, at), None);
+        k.exit_task(&mut ctx, parent);
+        k.exit_task(&mut ctx, child);
+        assert_eq!(k.live_mms().count(), 0);
+        assert_eq!(k.tasks.live().count(), 0);
+    }
+
+    const WINDOW_PAGES: u64 = 48;
+    const WINDOW_START: u64 = MMAP_BASE - WINDOW_PAGES * P;
+
+    /// A page-aligned range in the window.
+    fn random_range(rng: &mut Rng) -> (u64, u64) {
+        let first = rng.below(WINDOW_PAGES);
+        let nr = 1 + rng.below(8.min(WINDOW_PAGES - first));
+        (WINDOW_START + first * P, nr * P)
+    }
+
+    /// Threads of one mm, on several CPUs, doing find_vma, mmap, munmap,
+    /// mprotect and madvise; every lookup must give the tree's answer.
+    fn random_threads(lookup_mode: VmaLookup, seed: u64) {
+        let (mut k, mut ctx) = boot(lookup_mode);
+        let mut rng = Rng::new(seed);
+        let t1 = k.new_process(&mut ctx).unwrap();
+        let mut threads = vec![t1];
+        for _ in 0..3 {
+            threads.push(k.clone_task(t1));
+        }
+        let mm = k.task_mm(t1).unwrap();
+        // Wrap around a few times during the run.
+        k.set_vmacache_seqnum(mm, u32::MAX - 40);
+        let prots = [PROT_READ, PROT_READ | PROT_WRITE];
+        for step in 0..3000 {
+            let cpu = CpuId(rng.below(u64::from(ctx.nr_cpus())) as u32);
+            ctx.set_cur(cpu);
+            let task = threads[rng.below(threads.len() as u64) as usize];
+            k.set_current(&ctx, task);
+            let (start, len) = random_range(&mut rng);
+            let prot = prots[rng.below(2) as usize];
+            match rng.below(20) {
+                0..=1 => {
+                    let _ = k.mmap_fixed(&mut ctx, mm, start, len, prot);
+                }
+                2 => {
+                    let _ = k.munmap(&mut ctx, mm, start, len);
+                }
+                3..=4 => {
+                    let _ = k.mprotect(&mut ctx, mm, start, len, prot);
+                }
+                5 => {
+                    let advice = [Advice::HugePage, Advice::NoHugePage][rng.below(2) as usize];
+                    let _ = k.madvise(&mut ctx, mm, start, len, advice);
+                }
+                _ => {
+                    let addr = start + rng.below(len / 8) * 8;
+                    let before = calls_hits(&ctx).1;
+                    let found = lookup(&mut k, &mut ctx, task, addr);
+                    if calls_hits(&ctx).1 > before {
+                        let vma = found.expect("a hit returns a VMA");
+                        assert!(
+                            vma.contains(addr),
+                            "seed {seed} step {step}: hit {vma} at {addr:#x}"
+                        );
+                    }
+                }
+            }
+            if step % 100 == 0 {
+                k.check();
+            }
+        }
+        let (calls, hits) = calls_hits(&ctx);
+        if lookup_mode != VmaLookup::MapleTree {
+            assert!(
+                calls > 1000 && hits > 0,
+                "seed {seed}: {calls} calls, {hits} hits"
+            );
+        }
+        if lookup_mode == VmaLookup::PerThread {
+            let seqnum = k.mm(mm).vmacache.seqnum;
+            assert!(
+                seqnum < 1 << 16,
+                "seed {seed}: the seqnum did not wrap ({seqnum})"
+            );
+        }
+        for t in threads {
+            k.exit_task(&mut ctx, t);
+        }
+        assert_eq!(k.live_mms().count(), 0);
+    }
+
+    #[test]
+    fn random_threads_always_get_the_trees_answer() {
+        for seed in 0..6 {
+            for lookup_mode in [
+                VmaLookup::MmapCache,
+                VmaLookup::PerThread,
+                VmaLookup::MapleTree,
+            ] {
+                random_threads(lookup_mode, seed);
+            }
+        }
+    }
+}

@@ -115,7 +115,8 @@ fn format_outcome(outcome: &Outcome) -> String {
     );
     let _ = writeln!(
         out,
-        "# kernel:   {feature}=off (before) vs {feature}=on (after), every other feature on"
+        "# kernel:   {feature}=off (before) vs {feature}=on (after); both: {}",
+        crate::report::text::format_other_features(e.base_features(), e.feature)
     );
     let _ = writeln!(out, "# seed:     {}", outcome.before.seed);
     out.push_str(&row_table(&outcome.rows).render());

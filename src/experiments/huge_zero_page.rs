@@ -19,6 +19,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     workload: "usemem",
     args: &["-n", "72", "--readonly", "-j", "0x200000", "100G"],
     feature: Feature::HugeZeroMmFlag,
+    // Linux 4.8: no high-order per-CPU lists (5.14), no maple tree (6.1).
+    newer: &[Feature::PcpHighOrder, Feature::MapleTree],
     rows: &[
         PublishedRow {
             figure: Figure::Metric {

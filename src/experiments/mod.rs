@@ -109,7 +109,19 @@ pub struct Experiment {
     pub args: &'static [&'static str],
     /// Off before, on after.
     pub feature: Feature,
+    /// Features the author's kernel did not have yet: off in both runs, so
+    /// that both sides run the kernel of the seed's era.
+    pub newer: &'static [Feature],
     pub rows: &'static [PublishedRow],
+}
+
+impl Experiment {
+    /// The kernel both runs share: every feature on except the newer ones.
+    pub fn base_features(&self) -> Features {
+        self.newer
+            .iter()
+            .fold(Features::all(), |f, &newer| f.with(newer, false))
+    }
 }
 
 /// Every registered experiment, in the order `reproduce all` runs them.
@@ -270,7 +282,7 @@ pub fn run(
     let [before, after] = run_before_after(
         benchmark.as_ref(),
         &machine,
-        Features::all(),
+        experiment.base_features(),
         experiment.feature,
         seed,
         progress,

@@ -31,6 +31,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     workload: "netperf-udp",
     args: &[],
     feature: Feature::PcpHighOrder,
+    // Linux 5.13: no maple tree yet (6.1).
+    newer: &[Feature::MapleTree],
     rows: &[
         PublishedRow {
             figure: Figure::Metric {

@@ -115,11 +115,7 @@ impl Kernel {
         if let Entry::Table(t) = self.tables.get(dst, index) {
             return Ok(t);
         }
-        let table = self.alloc_table(
-            ctx,
-            level.next().expect("not a leaf"),
-            Symbol::CopyPageRange,
-        )?;
+        let table = self.alloc_table(ctx, level.next().expect("not a leaf"))?;
         self.tables.set(dst, index, Entry::Table(table));
         self.mm_mut(child).nr_pgtables += 1;
         Ok(table)

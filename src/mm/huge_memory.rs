@@ -146,7 +146,7 @@ impl Kernel {
             .clear_huge_page_bandwidth
             .cycles_for_bytes(Order::THP.bytes());
         ctx.charge(Symbol::ClearHugePage, cost);
-        let deposit = match self.alloc_pgtable_page(ctx, Symbol::DoHugePmdAnonymousPage) {
+        let deposit = match self.alloc_pgtable_page(ctx) {
             Ok(d) => d,
             Err(e) => {
                 self.pa.free_pages(ctx, pfn, Order::THP);
@@ -179,7 +179,7 @@ impl Kernel {
         pmd: TableId,
         index: usize,
     ) -> Result<bool, Fault> {
-        let deposit = self.alloc_pgtable_page(ctx, Symbol::DoHugePmdAnonymousPage)?;
+        let deposit = self.alloc_pgtable_page(ctx)?;
         if self
             .huge_zero_for_pmd(ctx, mm, Symbol::GetHugeZeroPage)
             .is_none()
@@ -389,7 +389,7 @@ impl Kernel {
     ) -> Result<Entry, Fault> {
         let cost = ctx.machine().costs.copy_pte.cycles();
         ctx.charge(Symbol::CopyHugePmd, cost);
-        let deposit = self.alloc_pgtable_page(ctx, Symbol::CopyHugePmd)?;
+        let deposit = self.alloc_pgtable_page(ctx)?;
         self.mm_mut(child).nr_pgtables += 1;
         Ok(match entry {
             Entry::HugeZero { .. } => {

@@ -117,7 +117,7 @@ impl Kernel {
 
     /// `mm_alloc` + `pgd_alloc`: an empty address space with one user.
     pub fn mm_alloc(&mut self, ctx: &mut Ctx) -> Result<MmId, Fault> {
-        let pgd = self.alloc_table(ctx, Level::Pgd, Symbol::DoFork)?;
+        let pgd = self.alloc_table(ctx, Level::Pgd)?;
         let mm = MmStruct {
             vmas: VmaTree::new(MMAP_BASE),
             pgd,
@@ -159,13 +159,8 @@ impl Kernel {
     }
 
     /// Allocates and clears a page-table page and records the table.
-    pub(super) fn alloc_table(
-        &mut self,
-        ctx: &mut Ctx,
-        level: Level,
-        symbol: Symbol,
-    ) -> Result<TableId, Fault> {
-        let pfn = self.alloc_pgtable_page(ctx, symbol)?;
+    pub(super) fn alloc_table(&mut self, ctx: &mut Ctx, level: Level) -> Result<TableId, Fault> {
+        let pfn = self.alloc_pgtable_page(ctx)?;
         let id = self.tables.create(level, pfn);
         self.ensure_ptlock(id);
         Ok(id)
@@ -180,14 +175,15 @@ impl Kernel {
     }
 
     /// `pte_alloc_one`: a zeroed page for a page table (or a deposit).
-    pub(super) fn alloc_pgtable_page(
-        &mut self,
-        ctx: &mut Ctx,
-        symbol: Symbol,
-    ) -> Result<Pfn, Fault> {
+    pub(super) fn alloc_pgtable_page(&mut self, ctx: &mut Ctx) -> Result<Pfn, Fault> {
+        self.alloc_zeroed_page(ctx, Gfp::KERNEL)
+    }
+
+    /// An order-0 page, cleared (`__GFP_ZERO`: charged to `clear_page_erms`).
+    pub(super) fn alloc_zeroed_page(&mut self, ctx: &mut Ctx, gfp: Gfp) -> Result<Pfn, Fault> {
         let pfn = self
             .pa
-            .alloc_pages(ctx, Gfp::KERNEL, Order::ZERO)
+            .alloc_pages(ctx, gfp, Order::ZERO)
             .ok_or(Fault::Oom)?;
         let cost = ctx
             .machine()
@@ -195,7 +191,6 @@ impl Kernel {
             .clear_page_bandwidth
             .cycles_for_bytes(PAGE_SIZE);
         ctx.charge(Symbol::ClearPageErms, cost);
-        let _ = symbol;
         Ok(pfn)
     }
 

@@ -89,7 +89,7 @@ impl Kernel {
             Entry::Table(next) => Ok(next),
             Entry::None => {
                 let next_level = level.next().expect("a leaf level has no next table");
-                let table = self.alloc_table(ctx, next_level, Symbol::HandleMmFault)?;
+                let table = self.alloc_table(ctx, next_level)?;
                 self.tables.set(parent, index, Entry::Table(table));
                 self.mm_mut(mm).nr_pgtables += 1;
                 Ok(table)
@@ -137,24 +137,9 @@ impl Kernel {
             ctx.count(Event::ZeroPageInstalls, 1);
             return Ok(());
         }
-        let pfn = self.alloc_user_page(ctx)?;
+        let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
         self.map_new_page(mm, pte, index, pfn, vma.flags.contains(VmFlags::WRITE));
         Ok(())
-    }
-
-    /// `alloc_zeroed_user_highpage_movable`.
-    fn alloc_user_page(&mut self, ctx: &mut Ctx) -> Result<Pfn, Fault> {
-        let pfn = self
-            .pa
-            .alloc_pages(ctx, Gfp::HIGHUSER_MOVABLE, Order::ZERO)
-            .ok_or(Fault::Oom)?;
-        let cost = ctx
-            .machine()
-            .costs
-            .clear_page_bandwidth
-            .cycles_for_bytes(PAGE_SIZE);
-        ctx.charge(Symbol::ClearPageErms, cost);
-        Ok(pfn)
     }
 
     /// Installs a fresh order-0 page (refcount 1 from the allocator).
@@ -196,7 +181,7 @@ impl Kernel {
         old: Option<Pfn>,
     ) -> Result<(), Fault> {
         let new = match old {
-            None => self.alloc_user_page(ctx)?,
+            None => self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?,
             Some(old) => {
                 let new = self
                     .pa

@@ -103,4 +103,5 @@ symbols! {
     UserNetperf => "[user] netperf",
     UserNetserver => "[user] netserver",
     UserAccess => "[user] memory access",
+    UserEbizzy => "[user] ebizzy",
 }

@@ -2,6 +2,7 @@
 //! its own output lines, as the real benchmark tool prints them.
 
 pub mod args;
+pub mod ebizzy;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
 pub mod trace;
@@ -111,6 +112,12 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: netperf_udp::SUMMARY,
         usage: netperf_udp::USAGE,
         parse: netperf_udp::parse,
+    },
+    WorkloadInfo {
+        name: ebizzy::NAME,
+        summary: ebizzy::SUMMARY,
+        usage: ebizzy::USAGE,
+        parse: ebizzy::parse,
     },
     WorkloadInfo {
         name: trace::NAME,

@@ -13,6 +13,7 @@
 
 mod huge_zero_page;
 mod pcp_high_order;
+mod per_thread_vmacache;
 
 use std::fmt;
 
@@ -125,7 +126,11 @@ impl Experiment {
 }
 
 /// Every registered experiment, in the order `reproduce all` runs them.
-pub const EXPERIMENTS: &[Experiment] = &[huge_zero_page::EXPERIMENT, pcp_high_order::EXPERIMENT];
+pub const EXPERIMENTS: &[Experiment] = &[
+    huge_zero_page::EXPERIMENT,
+    pcp_high_order::EXPERIMENT,
+    per_thread_vmacache::EXPERIMENT,
+];
 
 pub fn find(id: &str) -> Option<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.id == id)

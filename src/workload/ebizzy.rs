@@ -127,9 +127,17 @@ pub struct Ebizzy {
     pub linear: bool,
     pub touch_pages: bool,
     pub glibc: GlibcTrim,
+    /// Stop each thread after this many records instead of at the time
+    /// limit (no flag: for tests that need exact counts).
+    pub records_per_thread: Option<u64>,
 }
 
 pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
+    parse_flags(args).map(|e| Box::new(e) as Box<dyn Benchmark>)
+}
+
+/// The flags as an `Ebizzy`.
+pub fn parse_flags(args: &[String]) -> Result<Ebizzy, UsageError> {
     let mut a = Args::new(NAME, args);
     let mut e = Ebizzy {
         threads: None,
@@ -143,6 +151,7 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
         linear: false,
         touch_pages: false,
         glibc: GlibcTrim::Old,
+        records_per_thread: None,
     };
     while let Some(arg) = a.next() {
         match arg {
@@ -172,7 +181,7 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
     if e.always_mmap && e.never_mmap {
         return Err(a.error("-m and -M contradict each other"));
     }
-    Ok(Box::new(e))
+    Ok(e)
 }
 
 /// glibc constants (x86_64).
@@ -344,7 +353,12 @@ impl Run<'_> {
 
     /// Picks the record's chunk and size and allocates the copy buffer.
     fn malloc(&mut self, ctx: &mut Ctx, t: usize) -> Result<(), String> {
-        if ctx.now() >= self.end {
+        let records = self.threads[t].records;
+        let done = match self.e.records_per_thread {
+            Some(limit) => records >= limit,
+            None => ctx.now() >= self.end,
+        };
+        if done {
             self.threads[t].phase = Phase::Done;
             return Ok(());
         }
@@ -405,7 +419,7 @@ impl Run<'_> {
                 arena.mprotect_size = new_size;
             }
             arena.size = new_size;
-            arena.top_size += diff - nb;
+            arena.top_size = arena.top_size + diff - nb;
             (Buffer::Arena(nb), arena.top_start() + 2 * SIZE_SZ)
         };
         self.threads[t].arena = Some(arena);
@@ -798,5 +812,144 @@ impl Benchmark for Ebizzy {
     ) -> Result<RunOutput, RunError> {
         self.run_counted(machine, features, seed, progress)
             .map(|(out, _)| out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Feature;
+    use crate::machine::builtin;
+
+    fn ebizzy(args: &[&str]) -> Ebizzy {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        parse_flags(&args).unwrap()
+    }
+
+    fn run(args: &[&str], records: u64, per_thread: bool) -> (RunOutput, Summary) {
+        let mut e = ebizzy(args);
+        e.records_per_thread = Some(records);
+        let features = Features::all()
+            .with(Feature::MapleTree, false)
+            .with(Feature::PerThreadVmacache, per_thread);
+        e.run_counted(&builtin("x86-2s-server").unwrap(), features, 1, &mut |_| {})
+            .unwrap()
+    }
+
+    const TINY: &[&str] = &["-t", "2", "-n", "2", "-s", "64k"];
+
+    fn ev(out: &RunOutput, event: Event) -> u64 {
+        out.stats.event(event)
+    }
+
+    // The tiny run, by hand. Setup: each 64 KiB chunk is malloc'd as a
+    // 17-page mapping (request2size(64 KiB) + 8, page-aligned) and its 17
+    // pages are written: 34 faults by the main task. Each thread's first
+    // malloc creates its arena: an mmap of 128 MiB PROT_NONE, munmaps to
+    // 64 MiB alignment (one or two), an mprotect of the first page, then
+    // grow_heap's mprotect of 16 more pages (the copy buffer is below the
+    // 128 KiB mmap threshold). The buffer starts 0x8c0 into the heap: 17
+    // pages, all faulted by the first copy; old glibc's heap_trim then
+    // DONTNEEDs the 16 pages past the header page, so each later record
+    // faults 16.
+    #[test]
+    fn old_glibc_faults_every_record_and_trims_every_free() {
+        let (out, sum) = run(TINY, 3, true);
+        assert_eq!(sum.records, 6);
+        assert_eq!(ev(&out, Event::Pgfault), 34 + 2 * (17 + 16 + 16));
+        assert_eq!(sum.calls.madvise_dontneed, 6);
+        assert_eq!(sum.calls.mprotect, 2 * 2);
+        assert_eq!(sum.calls.mmap, 2 + 2);
+        assert_eq!(sum.calls.munmap, 3);
+        // Per-thread caches: a miss for the main task's first fault and for
+        // each thread's first (its seqnum is stale after the munmaps);
+        // growing the heap merges into the read-write VMA without an unlink.
+        assert_eq!(ev(&out, Event::VmacacheFindCalls), 132);
+        assert_eq!(ev(&out, Event::VmacacheFindHits), 132 - 3);
+        // 3.14's shared slot: the main task's 33 hits, and only 8 of the
+        // threads' 98 faults, when one thread faults twice in a row while
+        // the other is in its search, free or malloc.
+        let (shared, _) = run(TINY, 3, false);
+        assert_eq!(ev(&shared, Event::Pgfault), 132);
+        assert_eq!(ev(&shared, Event::VmacacheFindHits), 33 + 8);
+        // Each DONTNEED flushes the other CPU running the process: one IPI.
+        let (new, _) = run(&[TINY, &["--glibc", "new"]].concat(), 3, true);
+        assert_eq!(
+            ev(&out, Event::NrTlbRemoteFlushReceived) - ev(&new, Event::NrTlbRemoteFlushReceived),
+            6
+        );
+        assert!(
+            out.lines[5].contains("6 madvise(MADV_DONTNEED); 9 TLB-flush IPIs"),
+            "{}",
+            out.lines[5]
+        );
+    }
+
+    #[test]
+    fn new_glibc_stops_faulting_after_the_first_record() {
+        // The top after a free (~66 KiB) stays below trim_threshold (128
+        // KiB): no trim, and the buffer's pages stay mapped.
+        let (out, sum) = run(&[TINY, &["--glibc", "new"]].concat(), 5, true);
+        assert_eq!(sum.records, 10);
+        assert_eq!(sum.calls.madvise_dontneed, 0);
+        assert_eq!(ev(&out, Event::Pgfault), 34 + 2 * 17);
+        assert_eq!(ev(&out, Event::VmacacheFindHits), 34 + 2 * 17 - 3);
+        assert!(
+            out.lines[5].starts_with("mmsim: glibc new"),
+            "{}",
+            out.lines[5]
+        );
+    }
+
+    #[test]
+    fn large_buffers_are_mmapped_until_the_threshold_rises() {
+        // 512 KiB: the first buffer of each thread is over the 128 KiB mmap
+        // threshold and gets its own mapping (129 pages: the chunk starts
+        // 16 bytes in); its free raises mmap_threshold to 516 KiB and
+        // trim_threshold to 1032 KiB, so later buffers come from the arena,
+        // where new glibc keeps them.
+        let (out, sum) = run(&["-t", "1", "-n", "1", "--glibc", "new"], 4, true);
+        assert_eq!(sum.calls.mmap, 1 + 1 + 1);
+        assert_eq!(sum.calls.madvise_dontneed, 0);
+        let chunk = 129;
+        assert_eq!(ev(&out, Event::Pgfault), chunk + 129 + 129);
+        // Old glibc: the same, and each later arena record (3 and 4) faults
+        // its 128 pages past the header page again.
+        let (out, sum) = run(&["-t", "1", "-n", "1"], 4, true);
+        assert_eq!(sum.calls.madvise_dontneed, 3);
+        assert_eq!(ev(&out, Event::Pgfault), chunk + 129 + 129 + 2 * 128);
+    }
+
+    #[test]
+    fn dash_m_maps_and_unmaps_every_buffer() {
+        let (out, sum) = run(&[TINY, &["-m"]].concat(), 3, true);
+        assert_eq!(sum.calls.mmap, 2 + 6);
+        assert_eq!(sum.calls.munmap, 6);
+        assert_eq!(sum.calls.madvise_dontneed, 0);
+        // 64 KiB chunks and buffers, page-aligned: 16 pages each.
+        assert_eq!(ev(&out, Event::Pgfault), 2 * 16 + 6 * 16);
+    }
+
+    #[test]
+    fn bad_flags_are_one_line_errors() {
+        let err = |args: &[&str]| super::super::args::usage_error(parse, args);
+        assert_eq!(err(&["-t", "0"]), "ebizzy: -t: 0 is outside 1..=4096");
+        assert_eq!(
+            err(&["-s", "1Q"]),
+            "ebizzy: -s: invalid size '1Q': unknown suffix (use k, m, g or t)"
+        );
+        assert_eq!(err(&["-S"]), "ebizzy: -S needs a value");
+        assert_eq!(
+            err(&["--glibc", "2.19"]),
+            "ebizzy: --glibc: '2.19' is not old or new"
+        );
+        assert_eq!(
+            err(&["-m", "-M"]),
+            "ebizzy: -m and -M contradict each other"
+        );
+        assert_eq!(
+            err(&["-x"]),
+            "ebizzy: unknown argument '-x' (see mmsim run ebizzy --help)"
+        );
     }
 }

@@ -33,9 +33,12 @@ const PROT_ALL: u32 = PROT_READ | PROT_WRITE | PROT_EXEC;
 const PROT_SEM: u32 = 0x8;
 
 /// The test machine: one socket of four cores, one node of 128 MiB, so that
-/// the whole-machine checks after every step stay cheap.
+/// the whole-machine checks after every step stay cheap. Four processes
+/// with 8 MiB mapped each, THPs pinned whole by a last 4 KiB mapping
+/// included, stay below it; a machine of `MEMORY_TIGHT_BYTES` runs out.
 const NR_CPUS: u32 = 4;
 const MEMORY_BYTES: u64 = 128 << 20;
+const MEMORY_TIGHT_BYTES: u64 = 8 << 20;
 
 /// Live processes at most.
 const MAX_PROCS: usize = 4;
@@ -48,16 +51,16 @@ const WINDOW_START: u64 = MMAP_BASE - WINDOW_BYTES;
 const MAPPED_PAGES_MAX: usize = 2048;
 
 const SEEDS_DEFAULT: u64 = 5;
-const OPS_DEFAULT: usize = 250;
+const OPS_DEFAULT: usize = 200;
 
-fn small_machine() -> Machine {
+fn small_machine(memory_bytes: u64) -> Machine {
     let mut machine = crate::machine::builtin("x86-2s-server").expect("a built-in machine");
     let t = &mut machine.topology;
     t.sockets = 1;
     t.cores_per_socket = NR_CPUS;
     t.threads_per_core = 1;
     t.numa_nodes = 1;
-    t.memory_per_node_bytes = MEMORY_BYTES;
+    t.memory_per_node_bytes = memory_bytes;
     machine
 }
 
@@ -66,6 +69,9 @@ fn small_machine() -> Machine {
 struct Setup {
     thp: ThpConfig,
     huge_zero_mm_flag: bool,
+    /// The machine's memory. Only a run on a machine of
+    /// `MEMORY_TIGHT_BYTES` may see faults and forks fail for memory.
+    memory_bytes: u64,
 }
 
 impl Setup {
@@ -76,11 +82,24 @@ impl Setup {
                 use_zero_page,
             },
             huge_zero_mm_flag,
+            memory_bytes: MEMORY_BYTES,
         }
     }
 
+    /// The same on a machine that runs out of memory.
+    const fn tight(self) -> Setup {
+        Setup {
+            memory_bytes: MEMORY_TIGHT_BYTES,
+            ..self
+        }
+    }
+
+    fn may_run_out(self) -> bool {
+        self.memory_bytes == MEMORY_TIGHT_BYTES
+    }
+
     fn boot(self, seed: u64) -> (Kernel, Ctx) {
-        let machine = small_machine();
+        let machine = small_machine(self.memory_bytes);
         let mut features = Features::all().with(Feature::HugeZeroMmFlag, self.huge_zero_mm_flag);
         features.thp = self.thp;
         let k = Kernel::new(&machine, features);
@@ -219,21 +238,29 @@ impl Shadow {
         Ok(())
     }
 
-    /// A load: x86's `access_error` lets any of read, write or exec
-    /// permission read (the page tables cannot say write-only).
+    /// May a load (or a store) at `addr` complete? x86's `access_error`
+    /// lets any of read, write or exec permission read (its page tables
+    /// cannot say write-only).
+    fn allows(&self, addr: u64, write: bool) -> bool {
+        let needed = if write { PROT_WRITE } else { PROT_ALL };
+        self.pages
+            .get(&(addr & !(P - 1)))
+            .is_some_and(|page| page.prot & needed != 0)
+    }
+
     fn read(&self, addr: u64) -> Result<u64, Fault> {
-        let page = self.pages.get(&(addr & !(P - 1))).ok_or(Fault::Segv)?;
-        if page.prot & PROT_ALL == 0 {
+        if !self.allows(addr, false) {
             return Err(Fault::Segv);
         }
+        let page = &self.pages[&(addr & !(P - 1))];
         Ok(page.words.get(&(addr % P)).copied().unwrap_or(0))
     }
 
     fn write(&mut self, addr: u64, value: u64) -> Result<(), Fault> {
-        let page = self.pages.get_mut(&(addr & !(P - 1))).ok_or(Fault::Segv)?;
-        if page.prot & PROT_WRITE == 0 {
+        if !self.allows(addr, true) {
             return Err(Fault::Segv);
         }
+        let page = self.pages.get_mut(&(addr & !(P - 1))).expect("allowed");
         if value == 0 {
             page.words.remove(&(addr % P));
         } else {
@@ -362,6 +389,9 @@ struct World {
     /// The test's choices; the kernel's own stream is `ctx.rng`.
     rng: Rng,
     procs: Vec<Proc>,
+    setup: Setup,
+    /// Faults and forks that failed for memory.
+    nr_ooms: u64,
     trace: bool,
 }
 
@@ -377,6 +407,8 @@ impl World {
                 mm,
                 shadow: Shadow::default(),
             }],
+            setup,
+            nr_ooms: 0,
             trace: env_flag("MMSIM_PROP_TRACE"),
         }
     }
@@ -412,7 +444,8 @@ impl World {
             }
             25..=32 => self.mprotect(p),
             33..=42 => self.madvise(p),
-            43..=66 => self.accesses(p, true),
+            43..=62 => self.accesses(p, true),
+            63..=66 => self.touch_range(p),
             67..=92 => self.accesses(p, false),
             93..=96 => self.fork(p),
             97..=98 => self.exit(p),
@@ -597,6 +630,22 @@ impl World {
         );
     }
 
+    /// A store to one word of every page of the 2 MiB window around a
+    /// mapped page, as a program filling its memory does: RSS grows, and
+    /// huge windows fill.
+    fn touch_range(&mut self, p: usize) {
+        let Some(anchor) = self.procs[p].shadow.random_page(&mut self.rng) else {
+            return;
+        };
+        let start = anchor & !(HPAGE_PMD_SIZE - 1);
+        let value = self.rng.next_u64() | 1;
+        for page in (start..start + HPAGE_PMD_SIZE).step_by(P as usize) {
+            if self.procs[p].shadow.allows(page, true) {
+                self.write(p, page + 8 * (page / P % 8), value);
+            }
+        }
+    }
+
     /// A burst of loads or stores near one place: mostly in mapped pages,
     /// at a handful of offsets so that later loads find earlier stores.
     fn accesses(&mut self, p: usize, write: bool) {
@@ -626,18 +675,45 @@ impl World {
 
     fn read(&mut self, p: usize, addr: u64) {
         let mm = self.procs[p].mm;
+        let failures = self.ctx.stats.event(Event::AllocFailed);
         let got = self.k.read_u64(&mut self.ctx, mm, addr);
         self.note(|| format!("mm {}: read {addr:#x} = {got:x?}", mm.0));
+        if got == Err(Fault::Oom) && self.procs[p].shadow.allows(addr, false) {
+            return self.out_of_memory("read", failures);
+        }
         let want = self.procs[p].shadow.read(addr);
         assert_eq!(got, want, "mm {}: read at {addr:#x}", mm.0);
     }
 
     fn write(&mut self, p: usize, addr: u64, value: u64) {
         let mm = self.procs[p].mm;
+        let failures = self.ctx.stats.event(Event::AllocFailed);
         let got = self.k.write_u64(&mut self.ctx, mm, addr, value);
         self.note(|| format!("mm {}: write {addr:#x} <- {value:#x} = {got:?}", mm.0));
+        if got == Err(Fault::Oom) && self.procs[p].shadow.allows(addr, true) {
+            return self.out_of_memory("write", failures);
+        }
         let want = self.procs[p].shadow.write(addr, value);
         assert_eq!(got, want, "mm {}: write at {addr:#x}", mm.0);
+    }
+
+    /// A fault or a fork failed for memory, which changes nothing a process
+    /// can see. Only the tight machine may run out, and only when the page
+    /// allocator refused something during the call (`failures` is the
+    /// count of refusals before it). What the failing path freed on its way
+    /// out may have lifted free memory above the watermarks again.
+    fn out_of_memory(&mut self, what: &str, failures: u64) {
+        assert!(
+            self.setup.may_run_out(),
+            "{what}: out of memory with {} pages free",
+            self.k.pa.nr_free_pages()
+        );
+        assert!(
+            self.ctx.stats.event(Event::AllocFailed) > failures,
+            "{what}: out of memory but no allocation failed"
+        );
+        self.nr_ooms += 1;
+        self.note(|| format!("{what}: out of memory"));
     }
 
     fn fork(&mut self, p: usize) {
@@ -645,7 +721,12 @@ impl World {
             return;
         }
         let parent = self.procs[p].mm;
-        let child = self.k.fork(&mut self.ctx, parent).expect("memory to fork");
+        let failures = self.ctx.stats.event(Event::AllocFailed);
+        let child = match self.k.fork(&mut self.ctx, parent) {
+            Ok(child) => child,
+            Err(Fault::Oom) => return self.out_of_memory("fork", failures),
+            Err(e) => panic!("mm {}: fork failed: {e:?}", parent.0),
+        };
         self.note(|| format!("mm {}: fork = mm {}", parent.0, child.0));
         let shadow = self.procs[p].shadow.clone();
         self.procs.push(Proc { mm: child, shadow });
@@ -734,8 +815,36 @@ const COVERAGE: [Event; 6] = [
     Event::Pgfault,
 ];
 
-/// One seed's run; returns the counts of the `COVERAGE` events.
-fn run_seed(test: &'static str, setup: Setup, seed: u64, nr_ops: usize) -> [u64; 6] {
+/// What a run did, in counts: the `COVERAGE` events and the faults and
+/// forks that failed for memory.
+type Counts = [u64; COVERAGE.len() + 1];
+
+/// Checks the counts over all seeds of a test: each event happened, but
+/// the huge zero page only where it is used; and the tight machine ran out
+/// of memory.
+fn check_coverage(test: &str, setup: Setup, totals: Counts) {
+    let (events, nr_ooms) = totals.split_at(COVERAGE.len());
+    assert_eq!(
+        nr_ooms[0] > 0,
+        setup.may_run_out(),
+        "{test}: {} faults or forks failed for memory over all seeds",
+        nr_ooms[0]
+    );
+    for (event, &count) in COVERAGE.into_iter().zip(events) {
+        let expected = match event {
+            Event::HugeZeroPmdInstalls => setup.thp.use_zero_page,
+            _ => true,
+        };
+        assert_eq!(
+            count > 0,
+            expected,
+            "{test}: {event:?} happened {count} times over all seeds"
+        );
+    }
+}
+
+/// One seed's run; returns what it did (`Counts`).
+fn run_seed(test: &'static str, setup: Setup, seed: u64, nr_ops: usize) -> Counts {
     let _guard = SeedGuard { test, setup, seed };
     let mut world = World::new(setup, seed);
     for i in 0..nr_ops {
@@ -746,7 +855,10 @@ fn run_seed(test: &'static str, setup: Setup, seed: u64, nr_ops: usize) -> [u64;
         world.verify();
     }
     world.exit_all();
-    let counts = COVERAGE.map(|e| world.ctx.stats.event(e));
+    let mut counts = [world.nr_ooms; COVERAGE.len() + 1];
+    for (count, event) in counts.iter_mut().zip(COVERAGE) {
+        *count = world.ctx.stats.event(event);
+    }
     world.note(|| format!("seed {seed}: {COVERAGE:?} = {counts:?}"));
     counts
 }
@@ -759,70 +871,54 @@ fn run_random(test: &'static str, setup: Setup) {
         run_seed(test, setup, seed, nr_ops);
         return;
     }
-    let mut total = [0u64; 6];
+    let mut totals: Counts = Default::default();
     for seed in 0..env_number("MMSIM_PROP_SEEDS").unwrap_or(SEEDS_DEFAULT) {
         let counts = run_seed(test, setup, seed, nr_ops);
-        for (t, c) in total.iter_mut().zip(counts) {
-            *t += c;
+        for (total, count) in totals.iter_mut().zip(counts) {
+            *total += count;
         }
     }
-    for (event, count) in COVERAGE.into_iter().zip(total) {
-        let expected = event != Event::HugeZeroPmdInstalls || setup.thp.use_zero_page;
-        assert_eq!(
-            count > 0,
-            expected,
-            "{test}: {event:?} happened {count} times over all seeds"
-        );
-    }
+    check_coverage(test, setup, totals);
 }
 
 macro_rules! random_test {
-    ($name:ident, $enabled:expr, $use_zero_page:expr, $mm_flag:expr) => {
+    ($name:ident, $setup:expr) => {
         #[test]
         fn $name() {
-            run_random(
-                concat!(stringify!($name)),
-                Setup::new($enabled, $use_zero_page, $mm_flag),
-            );
+            run_random(stringify!($name), $setup);
         }
     };
 }
 
-random_test!(random_ops_thp_always_4_8, ThpEnabled::Always, true, false);
+const THP_ALWAYS_4_8: Setup = Setup::new(ThpEnabled::Always, true, false);
+const THP_ALWAYS_MM_FLAG: Setup = Setup::new(ThpEnabled::Always, true, true);
+
+random_test!(random_ops_thp_always_4_8, THP_ALWAYS_4_8);
+random_test!(random_ops_thp_always_mm_flag, THP_ALWAYS_MM_FLAG);
 random_test!(
-    random_ops_thp_always_mm_flag,
-    ThpEnabled::Always,
-    true,
-    true
+    random_ops_thp_madvise_4_8,
+    Setup::new(ThpEnabled::Madvise, true, false)
 );
-random_test!(random_ops_thp_madvise_4_8, ThpEnabled::Madvise, true, false);
 random_test!(
     random_ops_thp_madvise_mm_flag,
-    ThpEnabled::Madvise,
-    true,
-    true
+    Setup::new(ThpEnabled::Madvise, true, true)
 );
 random_test!(
     random_ops_no_zero_page_4_8,
-    ThpEnabled::Always,
-    false,
-    false
+    Setup::new(ThpEnabled::Always, false, false)
 );
 random_test!(
     random_ops_no_zero_page_mm_flag,
-    ThpEnabled::Always,
-    false,
-    true
+    Setup::new(ThpEnabled::Always, false, true)
 );
+random_test!(random_ops_out_of_memory_4_8, THP_ALWAYS_4_8.tight());
+random_test!(random_ops_out_of_memory_mm_flag, THP_ALWAYS_MM_FLAG.tight());
 
 // ---------------------------------------------------------------------------
 // Hand-made cases with exact counts.
 
 /// Both settings of `huge-zero-mm-flag`, THP always with the huge zero page.
-const BOTH_HUGE_ZERO_SCHEMES: [Setup; 2] = [
-    Setup::new(ThpEnabled::Always, true, false),
-    Setup::new(ThpEnabled::Always, true, true),
-];
+const BOTH_HUGE_ZERO_SCHEMES: [Setup; 2] = [THP_ALWAYS_4_8, THP_ALWAYS_MM_FLAG];
 
 fn event(ctx: &Ctx, event: Event) -> u64 {
     ctx.stats.event(event)
@@ -999,7 +1095,7 @@ fn fork_shares_the_huge_zero_page_and_thps_until_a_write_copies() {
 
 #[test]
 fn munmap_of_half_a_thp_splits_the_pmd_and_keeps_the_other_half() {
-    let (mut k, mut ctx) = Setup::new(ThpEnabled::Always, true, false).boot(4);
+    let (mut k, mut ctx) = THP_ALWAYS_4_8.boot(4);
     let mm = k.mm_alloc(&mut ctx).unwrap();
     k.mm_runs_here(&ctx, mm);
     let a = huge_region(&mut k, &mut ctx, mm);
@@ -1039,7 +1135,7 @@ fn munmap_of_half_a_thp_splits_the_pmd_and_keeps_the_other_half() {
 
 #[test]
 fn mprotect_none_then_back_keeps_the_data_and_faults_in_between() {
-    let (mut k, mut ctx) = Setup::new(ThpEnabled::Always, true, true).boot(5);
+    let (mut k, mut ctx) = THP_ALWAYS_MM_FLAG.boot(5);
     let mm = k.mm_alloc(&mut ctx).unwrap();
     k.mm_runs_here(&ctx, mm);
     let a = huge_region(&mut k, &mut ctx, mm);
@@ -1071,7 +1167,7 @@ fn mprotect_none_then_back_keeps_the_data_and_faults_in_between() {
 
 #[test]
 fn range_calls_reaching_past_the_address_space_split_nothing_below_it() {
-    let (mut k, mut ctx) = Setup::new(ThpEnabled::Always, true, false).boot(6);
+    let (mut k, mut ctx) = THP_ALWAYS_4_8.boot(6);
     let mm = k.mm_alloc(&mut ctx).unwrap();
     k.mm_runs_here(&ctx, mm);
     let a = huge_region(&mut k, &mut ctx, mm);

@@ -2,15 +2,19 @@
 //! and stores, fork and exit, checked against a shadow model of what every
 //! address space must hold, with the invariant checker run after every step.
 //!
-//! The randomized test prints its seed when it fails. Replay one seed with
+//! The randomized tests (`random_ops_*`) run the same random steps under
+//! THP always, madvise, and always without the huge zero page, each with
+//! `huge-zero-mm-flag` off (`_4_8`) and on (`_mm_flag`), and on a machine
+//! small enough to run out of memory. A failure prints its seed and the
+//! command that replays it:
 //!
 //! ```text
-//! MMSIM_PROP_SEED=<seed> cargo test --lib mm::tests::<test name>
+//! MMSIM_PROP_SEED=<seed> MMSIM_PROP_TRACE=1 cargo test --lib mm::tests::<test name> -- --exact
 //! ```
 //!
-//! and soak with more seeds (`MMSIM_PROP_SEEDS=<count>`, seeds 0..count) or
-//! longer runs (`MMSIM_PROP_OPS=<operations per seed>`).
-//! `MMSIM_PROP_TRACE=1` prints every operation as it is made.
+//! `MMSIM_PROP_TRACE=1` prints every operation as it is made. Soak with
+//! more seeds (`MMSIM_PROP_SEEDS=<count>`: seeds 0..count) or longer runs
+//! (`MMSIM_PROP_OPS=<steps per seed>`).
 
 use std::collections::BTreeMap;
 

@@ -201,11 +201,7 @@ impl Merge {
         self.in_exec.remove(&tid);
         self.summary.calls += 1;
         let op = match record.call {
-            Call::Mmap { addr, len, prot } => Op::Mmap { addr, len, prot },
-            Call::Munmap { addr, len } => Op::Munmap { addr, len },
-            Call::Mprotect { addr, len, prot } => Op::Mprotect { addr, len, prot },
-            Call::Madvise { addr, len, advice } => Op::Madvise { addr, len, advice },
-            Call::Brk { addr } => Op::Brk { addr },
+            Call::Memory(op) => op,
             Call::Fork { child } => return self.create(time_ns, pid, tid, child, child),
             Call::Thread { child } => return self.create(time_ns, pid, tid, child, pid),
             Call::Exec => {

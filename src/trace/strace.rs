@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{Advice, PAGE_SIZE, Prot, USER_ADDR_END};
+use super::{Advice, Op, PAGE_SIZE, Prot, USER_ADDR_END};
 
 /// Which clock the timestamps are on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,28 +26,8 @@ pub enum Clock {
 /// A system call or task event, before pids are assigned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
-    Mmap {
-        addr: u64,
-        len: u64,
-        prot: Prot,
-    },
-    Munmap {
-        addr: u64,
-        len: u64,
-    },
-    Mprotect {
-        addr: u64,
-        len: u64,
-        prot: Prot,
-    },
-    Brk {
-        addr: u64,
-    },
-    Madvise {
-        addr: u64,
-        len: u64,
-        advice: Advice,
-    },
+    /// mmap, munmap, mprotect, brk or madvise: already the trace's own op.
+    Memory(Op),
     /// fork, vfork, or clone/clone3 without CLONE_THREAD.
     Fork {
         child: u32,
@@ -265,33 +245,33 @@ fn parse_call(text: &str) -> Result<Parsed, String> {
     let arg = |i: usize| args.split(", ").nth(i).map(str::trim).unwrap_or("");
     let ret_value = || number(ret_token).ok_or_else(|| format!("bad return value '{ret_token}'"));
     let call = match name {
-        "mmap" | "mmap2" => Call::Mmap {
+        "mmap" | "mmap2" => Call::Memory(Op::Mmap {
             addr: ret_value()?,
             len: page_len(arg(1))?,
             prot: prot(arg(2))?,
-        },
-        "munmap" => Call::Munmap {
+        }),
+        "munmap" => Call::Memory(Op::Munmap {
             addr: number(arg(0)).ok_or("bad munmap address")?,
             len: page_len(arg(1))?,
-        },
-        "mprotect" => Call::Mprotect {
+        }),
+        "mprotect" => Call::Memory(Op::Mprotect {
             addr: number(arg(0)).ok_or("bad mprotect address")?,
             len: page_len(arg(1))?,
             prot: prot(arg(2))?,
-        },
+        }),
         "madvise" => {
             let len = page_len(arg(1))?;
             let name = arg(2).trim_start_matches("MADV_").to_ascii_lowercase();
             match Advice::parse(&name) {
-                Some(advice) if len > 0 => Call::Madvise {
+                Some(advice) if len > 0 => Call::Memory(Op::Madvise {
                     addr: number(arg(0)).ok_or("bad madvise address")?,
                     len,
                     advice,
-                },
+                }),
                 _ => return Ok(Parsed::Ignored(format!("madvise {}", arg(2)))),
             }
         }
-        "brk" => Call::Brk { addr: ret_value()? },
+        "brk" => Call::Memory(Op::Brk { addr: ret_value()? }),
         "fork" | "vfork" => Call::Fork {
             child: ret_value()? as u32,
         },
@@ -306,8 +286,9 @@ fn parse_call(text: &str) -> Result<Parsed, String> {
         "execve" | "execveat" => Call::Exec,
         other => return Ok(Parsed::Ignored(other.to_string())),
     };
-    if let Call::Mmap { len: 0, .. } | Call::Munmap { len: 0, .. } | Call::Mprotect { len: 0, .. } =
-        call
+    if let Call::Memory(
+        Op::Mmap { len: 0, .. } | Op::Munmap { len: 0, .. } | Op::Mprotect { len: 0, .. },
+    ) = call
     {
         return Ok(Parsed::Ignored(format!("{name} of length 0")));
     }

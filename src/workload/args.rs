@@ -82,6 +82,18 @@ impl<'a> Args<'a> {
         Ok(s)
     }
 
+    /// One of a fixed set of named values after `flag`.
+    pub fn choice<T: Copy>(&mut self, flag: &str, choices: &[(&str, T)]) -> Result<T, UsageError> {
+        let text = self.value(flag)?;
+        match choices.iter().find(|(name, _)| *name == text) {
+            Some(&(_, value)) => Ok(value),
+            None => {
+                let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+                Err(self.error(format!("{flag}: '{text}' is not {}", names.join(" or "))))
+            }
+        }
+    }
+
     pub fn unknown(&self, arg: &str) -> UsageError {
         self.error(format!(
             "unknown argument '{arg}' (see mmsim run {} --help)",

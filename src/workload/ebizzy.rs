@@ -83,7 +83,7 @@ use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
 use crate::mm::mmzone::PAGE_SIZE;
 use crate::mm::vmacache::TaskId;
 use crate::report::profile::{Space, symbol_display};
-use crate::sim::{CpuId, Ctx, Cycles, Engine, Event, RunState, Symbol, Workload};
+use crate::sim::{CpuId, Ctx, Cycles, Engine, Event, Symbol, Workload};
 
 pub const NAME: &str = "ebizzy";
 pub const SUMMARY: &str =
@@ -167,13 +167,7 @@ pub fn parse_flags(args: &[String]) -> Result<Ebizzy, UsageError> {
             "-T" => e.touch_pages = true,
             "-p" | "-P" | "-v" | "-vv" | "-vvv" => {}
             "--glibc" => {
-                e.glibc = match a.value(arg)? {
-                    "old" => GlibcTrim::Old,
-                    "new" => GlibcTrim::New,
-                    other => {
-                        return Err(a.error(format!("--glibc: '{other}' is not old or new")));
-                    }
-                }
+                e.glibc = a.choice(arg, &[("old", GlibcTrim::Old), ("new", GlibcTrim::New)])?
             }
             other => return Err(a.unknown(other)),
         }
@@ -689,14 +683,7 @@ impl Ebizzy {
         run.start = start;
         run.end = start + machine.topology.ns_to_cycles(self.seconds * 1e9);
         run.main = Some((main, nr_threads));
-        for cpu in 0..nr_cpus {
-            let state = if cpu == 0 {
-                RunState::Runnable
-            } else {
-                RunState::Blocked
-            };
-            ctx.set_state(CpuId(cpu), state);
-        }
+        ctx.start_on(CpuId(0));
         let mut engine = Engine::new(ctx);
         engine.run(&mut run, None);
         if let Some(why) = run.failure {

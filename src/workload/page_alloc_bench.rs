@@ -70,22 +70,14 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
             "-r" | "--rounds" => bench.rounds = a.number(arg, 1, 1 << 32)?,
             "--thp-frees" => bench.thp_frees = a.number(arg, 0, 1024)? as u32,
             "--free-on" => {
-                bench.free_on = match a.value(arg)? {
-                    "same" => FreeOn::Same,
-                    "remote" => FreeOn::Remote,
-                    other => {
-                        return Err(a.error(format!("--free-on: '{other}' is not same or remote")));
-                    }
-                }
+                bench.free_on =
+                    a.choice(arg, &[("same", FreeOn::Same), ("remote", FreeOn::Remote)])?
             }
             "--gfp" => {
-                bench.gfp = match a.value(arg)? {
-                    "movable" => Gfp::HIGHUSER_MOVABLE,
-                    "kernel" => Gfp::KERNEL,
-                    other => {
-                        return Err(a.error(format!("--gfp: '{other}' is not movable or kernel")));
-                    }
-                }
+                bench.gfp = a.choice(
+                    arg,
+                    &[("movable", Gfp::HIGHUSER_MOVABLE), ("kernel", Gfp::KERNEL)],
+                )?
             }
             other => return Err(a.unknown(other)),
         }

@@ -33,7 +33,7 @@ use crate::machine::Machine;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice as MmAdvice, PROT_READ, PROT_WRITE, VmFlags};
 use crate::mm::vmacache::TaskId;
-use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Workload};
+use crate::sim::{CpuId, Ctx, Cycles, Engine, Workload};
 use crate::trace::{self, Access, Event, Op, PAGE_SIZE};
 
 pub const NAME: &str = "trace";
@@ -381,14 +381,7 @@ pub fn replay(
         run.new_task(&ctx, first.tid, first.pid, task);
     }
     let first_cpu = events.first().map_or(CpuId(0), |e| run.cpu_of(e));
-    for cpu in 0..ctx.nr_cpus() {
-        let state = if CpuId(cpu) == first_cpu {
-            RunState::Runnable
-        } else {
-            RunState::Blocked
-        };
-        ctx.set_state(CpuId(cpu), state);
-    }
+    ctx.start_on(first_cpu);
     let mut engine = Engine::new(ctx);
     engine.run(&mut run, None);
     if let Some(why) = run.failure {

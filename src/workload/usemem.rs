@@ -29,7 +29,7 @@ use crate::machine::Machine;
 use crate::mm::kernel::{Kernel, MmId};
 use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
 use crate::mm::vmacache::TaskId;
-use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Workload};
+use crate::sim::{CpuId, Ctx, Cycles, Engine, Workload};
 
 pub const NAME: &str = "usemem";
 pub const SUMMARY: &str =
@@ -319,16 +319,7 @@ impl Benchmark for Usemem {
         let nr_cpus = ctx.nr_cpus() as usize;
         let mut runqueues = vec![VecDeque::new(); nr_cpus];
         runqueues[0].push_back(0);
-        for cpu in 0..ctx.nr_cpus() {
-            ctx.set_state(
-                CpuId(cpu),
-                if cpu == 0 {
-                    RunState::Runnable
-                } else {
-                    RunState::Blocked
-                },
-            );
-        }
+        ctx.start_on(CpuId(0));
         let parent = Task {
             task: Some(parent_task),
             mm: Some(parent_mm),

@@ -195,23 +195,30 @@ impl CacheLine {
         self.forget_before(ctx.horizon());
         // A read of a copy held here does not wait for a transfer in flight,
         // unless that transfer takes the copy away (a modification).
-        let at_now = need(self, ctx, self.transfers.count_begun_by(now));
+        // A line nobody uses from now on (the common, uncontended case)
+        // needs no search: every transfer it remembers has begun.
+        let idle = self.transfers.idle_from(now);
+        let begun_now = if idle {
+            self.transfers.len()
+        } else {
+            self.transfers.count_begun_by(now)
+        };
+        let at_now = need(self, ctx, begun_now);
         if let Need::Free = at_now {
             return Cycles::ZERO;
         }
         // Not inside a transfer, and, if this access occupies the line, not
-        // overlapping the next one either. A line nobody uses from now on
-        // (the common, uncontended case) needs no search.
-        let (start, at_start) = if self.transfers.idle_from(now) {
-            (now, at_now)
+        // overlapping the next one either.
+        let (start, begun, at_start) = if idle {
+            (now, begun_now, at_now)
         } else {
-            let start = self
-                .transfers
-                .earliest_fit(now, |_, begun| match need(self, ctx, begun) {
-                    Need::Free => Cycles::ZERO,
-                    Need::Occupy { cost, .. } => cost,
-                });
-            (start, need(self, ctx, self.transfers.count_begun_by(start)))
+            let (start, begun) =
+                self.transfers
+                    .earliest_fit(now, |_, begun| match need(self, ctx, begun) {
+                        Need::Free => Cycles::ZERO,
+                        Need::Occupy { cost, .. } => cost,
+                    });
+            (start, begun, need(self, ctx, begun))
         };
         let cost = match at_start {
             Need::Free => Cycles::ZERO,
@@ -227,11 +234,14 @@ impl CacheLine {
                 if counted {
                     ctx.count(Event::LineTransfers, 1);
                 }
-                self.record(Span {
-                    start,
-                    end: start + cost,
-                    data: access,
-                });
+                self.record(
+                    begun,
+                    Span {
+                        start,
+                        end: start + cost,
+                        data: access,
+                    },
+                );
                 cost
             }
         };
@@ -325,10 +335,11 @@ impl CacheLine {
         last_modify.or(self.owner_base)
     }
 
-    fn record(&mut self, span: Span<Access>) {
+    /// Records a transfer that `begun` earlier ones have begun before.
+    fn record(&mut self, begun: usize, span: Span<Access>) {
         let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
         self.transfers
-            .push(span, |old| fold(owner, sharers, old.data));
+            .push_at(begun, span, |old| fold(owner, sharers, old.data));
     }
 
     fn forget_before(&mut self, horizon: Cycles) {

@@ -163,6 +163,6 @@ impl SpinLock {
         if self.holds.idle_from(t) {
             return t;
         }
-        self.holds.earliest_fit(t, |_, _| len)
+        self.holds.earliest_fit(t, |_, _| len).0
     }
 }

@@ -11,6 +11,12 @@
 //! clock at which the current step began; no CPU acts earlier than that) are
 //! dropped, and past [`SPANS_MAX`] the oldest span is folded into a floor
 //! before which nothing may be placed any more (a conservative loss of gaps).
+//!
+//! A line that many CPUs hammer holds hundreds of back-to-back spans ahead of
+//! the earliest clock, and almost every search for a place to fit ends after
+//! the last of them. An exclusive timeline therefore also keeps the start of
+//! every gap between spans in an ordered set, so a search jumps over a run of
+//! back-to-back spans in one lookup instead of walking it span by span.
 
 use std::collections::VecDeque;
 
@@ -53,6 +59,12 @@ pub(crate) struct Timeline<T> {
     /// Nothing may be placed before this: spans before it were forgotten.
     floor: Cycles,
     spans: VecDeque<Span<T>>,
+    /// Exclusive timelines only: the end of every span that the next span
+    /// does not begin at, that is, where each gap between spans begins, in
+    /// order. (No entry for the last span: the time after it is not a gap
+    /// between two.) Spans come and go mostly at the ends, so a deque kept
+    /// sorted is cheaper than a tree here.
+    gaps: VecDeque<Cycles>,
 }
 
 impl<T> Default for Timeline<T> {
@@ -67,6 +79,7 @@ impl<T> Timeline<T> {
             sharing,
             floor: Cycles::ZERO,
             spans: VecDeque::new(),
+            gaps: VecDeque::new(),
         }
     }
 }
@@ -81,6 +94,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// last).
     pub(crate) fn idle_from(&self, t: Cycles) -> bool {
         t >= self.floor && self.spans.back().is_none_or(|last| last.end <= t)
+    }
+
+    /// How many spans are remembered.
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
     }
 
     /// How many spans have begun by `s`.
@@ -98,16 +116,54 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// (Of overlapping spans, one that ends early may be kept until those
     /// starting before it go; it no longer blocks anything.)
     pub(crate) fn prune(&mut self, horizon: Cycles, mut fold: impl FnMut(&Span<T>)) {
-        while let Some(oldest) = self.spans.front().filter(|span| span.end <= horizon) {
-            fold(oldest);
-            self.spans.pop_front();
+        while self.spans.front().is_some_and(|span| span.end <= horizon) {
+            fold(&self.pop_oldest());
+        }
+    }
+
+    /// Removes the oldest span, and the gap after it from the index.
+    fn pop_oldest(&mut self) -> Span<T> {
+        let oldest = self.spans.pop_front().expect("a span to pop");
+        let next_start = self.spans.front().map(|next| next.start);
+        self.unlink(oldest.end, next_start);
+        oldest
+    }
+
+    /// Records in the gap index that a span ending at `end` is followed by
+    /// one starting at `next_start`.
+    fn link(&mut self, end: Cycles, next_start: Option<Cycles>) {
+        if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
+            let at = self.gaps.partition_point(|&gap| gap < end);
+            debug_assert!(self.gaps.get(at) != Some(&end), "gap after {} twice", end.0);
+            self.gaps.insert(at, end);
+        }
+    }
+
+    /// Undoes [`Timeline::link`] for two spans no longer adjacent.
+    fn unlink(&mut self, end: Cycles, next_start: Option<Cycles>) {
+        if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
+            let at = self.gaps.partition_point(|&gap| gap < end);
+            assert_eq!(
+                self.gaps.get(at),
+                Some(&end),
+                "gap after {} missing from the index",
+                end.0
+            );
+            self.gaps.remove(at);
         }
     }
 
     /// Records a span, keeping start order; a span that continues the one
     /// before it with the same data extends it. Past [`SPANS_MAX`] spans the
     /// oldest is passed to `fold` and the floor rises to its end.
-    pub(crate) fn push(&mut self, span: Span<T>, mut fold: impl FnMut(&Span<T>)) {
+    pub(crate) fn push(&mut self, span: Span<T>, fold: impl FnMut(&Span<T>)) {
+        let begun = self.count_begun_by(span.start);
+        self.push_at(begun, span, fold);
+    }
+
+    /// [`Timeline::push`] for a caller that knows how many spans have begun
+    /// by `span.start` (from [`Timeline::earliest_fit`]).
+    pub(crate) fn push_at(&mut self, begun: usize, span: Span<T>, mut fold: impl FnMut(&Span<T>)) {
         assert!(
             span.start < span.end,
             "empty span {}..{}",
@@ -120,7 +176,8 @@ impl<T: Copy + PartialEq> Timeline<T> {
             span.start.0,
             self.floor.0
         );
-        let at = self.spans.partition_point(|s| s.start <= span.start);
+        let at = begun;
+        debug_assert_eq!(at, self.count_begun_by(span.start), "push_at's count");
         let next_start = self.spans.get(at).map(|next| next.start);
         if self.sharing == Sharing::Exclusive {
             let prev_end = at.checked_sub(1).map(|i| self.spans[i].end);
@@ -135,16 +192,24 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 span.start.0
             );
         }
+        let prev_end = at.checked_sub(1).map(|i| self.spans[i].end);
         if let Some(prev) = at.checked_sub(1).map(|i| &mut self.spans[i]) {
             let continues = prev.end == span.start && prev.data == span.data;
             if continues && next_start.is_none_or(|start| start >= span.end) {
                 prev.end = span.end;
+                self.unlink(span.start, next_start);
+                self.link(span.end, next_start);
                 return;
             }
         }
+        if let Some(prev_end) = prev_end {
+            self.unlink(prev_end, next_start);
+            self.link(prev_end, Some(span.start));
+        }
+        self.link(span.end, next_start);
         self.spans.insert(at, span);
         if self.spans.len() > SPANS_MAX {
-            let oldest = self.spans.pop_front().expect("more than SPANS_MAX spans");
+            let oldest = self.pop_oldest();
             self.floor = self.floor.max(oldest.end);
             fold(&oldest);
         }
@@ -154,12 +219,13 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// floor) such that `[s, s + len_at(s, n))` meets no span, where
     /// `len_at(s, n)` is how long a use beginning at `s` would be (zero: not
     /// inside a span) and `n` how many spans have begun by `s` (so the caller
-    /// need not search for them). Walks forward once through the spans.
+    /// need not search for them). Returns `s` and how many spans have begun
+    /// by it. Walks forward once through the gaps between spans.
     pub(crate) fn earliest_fit(
         &self,
         t: Cycles,
         mut len_at: impl FnMut(Cycles, usize) -> Cycles,
-    ) -> Cycles {
+    ) -> (Cycles, usize) {
         assert_eq!(
             self.sharing,
             Sharing::Exclusive,
@@ -171,17 +237,27 @@ impl<T: Copy + PartialEq> Timeline<T> {
             s = s.max(before.end);
         }
         loop {
-            // Skip spans that begin where the last one ended.
-            while let Some(next) = self.spans.get(i).filter(|next| next.start <= s) {
-                s = s.max(next.end);
-                i += 1;
+            // Here no span is under way at `s`. If the next one begins right
+            // at `s`, so does a run of back-to-back spans: jump to its end,
+            // the first gap at or after `s` (or the end of the last span).
+            if self.spans.get(i).is_some_and(|next| next.start <= s) {
+                match self.gaps.get(self.gaps.partition_point(|&gap| gap < s)) {
+                    Some(&gap) => {
+                        s = gap;
+                        i = self.spans.partition_point(|span| span.start < gap);
+                    }
+                    None => {
+                        s = self.spans.back().expect("a span begins at s").end;
+                        i = self.spans.len();
+                    }
+                }
             }
             match self.spans.get(i) {
                 Some(next) if next.start < s + len_at(s, i) => {
                     s = next.end;
                     i += 1;
                 }
-                _ => return s,
+                _ => return (s, i),
             }
         }
     }
@@ -251,7 +327,8 @@ mod tests {
     /// Both searches, which must agree on an exclusive timeline.
     fn fit<T: Copy + PartialEq>(t: &Timeline<T>, at: u64, len: u64) -> u64 {
         let len = Cycles(len);
-        let walked = t.earliest_fit(Cycles(at), |_, _| len);
+        let (walked, begun) = t.earliest_fit(Cycles(at), |_, _| len);
+        assert_eq!(begun, t.count_begun_by(walked), "begun at {}", walked.0);
         let searched = earliest(Cycles(at).max(t.floor()), SPANS_MAX, |s| {
             t.blocked_until(s, len, |_| true)
         });
@@ -319,6 +396,48 @@ mod tests {
         t.prune(Cycles(450), |s| folded.push((s.start.0, s.end.0)));
         assert_eq!(folded, vec![(100, 200)]);
         assert_eq!(spans(&t), vec![span(150, 500), span(300, 400)]);
+    }
+
+    /// The gap index lists exactly the ends of spans followed by a gap.
+    fn check_gaps<T: Copy + PartialEq>(t: &Timeline<T>) {
+        let spans = spans(t);
+        let expected: Vec<Cycles> = spans
+            .windows(2)
+            .filter(|pair| pair[0].end < pair[1].start)
+            .map(|pair| pair[0].end)
+            .collect();
+        assert_eq!(t.gaps.iter().copied().collect::<Vec<_>>(), expected);
+    }
+
+    #[test]
+    fn random_placements_agree_with_the_exhaustive_search() {
+        let mut rng = crate::sim::rng::Rng::new(7);
+        let mut t = Timeline::default();
+        let mut horizon = 0;
+        for step in 0..5_000u64 {
+            let at = horizon + rng.below(400);
+            let len = 1 + rng.below(if step % 3 == 0 { 3 } else { 60 });
+            // Queries of every length, including the zero-length probe.
+            for probe in [0, 1, len, 2 * len] {
+                fit(&t, at, probe);
+            }
+            let start = fit(&t, at, len);
+            // Alternate the data so that neighbours do not always merge.
+            t.push(
+                Span {
+                    start: Cycles(start),
+                    end: Cycles(start + len),
+                    data: step % 2,
+                },
+                |_| {},
+            );
+            check_gaps(&t);
+            // The horizon moves on about as fast as spans are added, so
+            // the timeline stays tens of spans long, as a busy line's does.
+            horizon += rng.below(60);
+            t.prune(Cycles(horizon), |_| {});
+            check_gaps(&t);
+        }
     }
 
     #[test]

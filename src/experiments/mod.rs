@@ -15,7 +15,8 @@ mod huge_zero_page;
 mod pcp_high_order;
 mod per_thread_vmacache;
 
-use std::fmt;
+use std::sync::mpsc;
+use std::{fmt, thread};
 
 use crate::features::{Feature, Features};
 use crate::machine::{self, LoadError, Machine};
@@ -204,8 +205,13 @@ impl fmt::Display for ExperimentError {
 
 impl std::error::Error for ExperimentError {}
 
-/// Runs one benchmark before and after: `feature` off, then on, on top of
+/// Runs one benchmark before and after: `feature` off and on, on top of
 /// `base` (the other features). Progress goes from 0 to 1 over both runs.
+///
+/// The two runs share nothing, so they run at once on two host threads;
+/// each is deterministic on its own, so the results do not depend on how
+/// the host schedules them. Only progress crosses threads, as messages to
+/// the calling thread, which alone calls `progress`.
 pub fn run_before_after(
     benchmark: &dyn Benchmark,
     machine: &Machine,
@@ -214,17 +220,38 @@ pub fn run_before_after(
     seed: u64,
     progress: Progress,
 ) -> Result<[RunOutput; 2], (Side, RunError)> {
-    let before_features = base.with(feature, false);
-    let after_features = base.with(feature, true);
-    let mut first_half = |f: f64| progress(f / 2.0);
-    let before = benchmark
-        .run(machine, before_features, seed, &mut first_half)
-        .map_err(|e| (Side::Before, e))?;
-    let mut second_half = |f: f64| progress(0.5 + f / 2.0);
-    let after = benchmark
-        .run(machine, after_features, seed, &mut second_half)
-        .map_err(|e| (Side::After, e))?;
-    Ok([before, after])
+    let (tx, rx) = mpsc::channel::<(usize, f64)>();
+    let [before, after] = thread::scope(|scope| {
+        let sides = [(Side::Before, false), (Side::After, true)];
+        let runs = sides.map(|(side, on)| {
+            let tx = tx.clone();
+            let features = base.with(feature, on);
+            thread::Builder::new()
+                .name(format!("mmsim-{}", side.name()))
+                .spawn_scoped(scope, move || {
+                    let mut report = |f: f64| {
+                        // The receiver outlives both runs; a failed send
+                        // would only lose a progress update.
+                        let _ = tx.send((on as usize, f));
+                    };
+                    benchmark
+                        .run(machine, features, seed, &mut report)
+                        .map_err(|e| (side, e))
+                })
+                .expect("spawning a host thread for one side of a comparison")
+        });
+        drop(tx);
+        let mut done = [0.0f64; 2];
+        for (side, f) in rx {
+            done[side] = f;
+            progress((done[0] + done[1]) / 2.0);
+        }
+        runs.map(|run| {
+            run.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    });
+    Ok([before?, after?])
 }
 
 /// One published value beside ours.

@@ -72,7 +72,9 @@ impl std::error::Error for RunError {}
 pub type Progress<'a> = &'a mut dyn FnMut(f64);
 
 /// A workload with its flags parsed, ready to run on any machine and kernel.
-pub trait Benchmark {
+/// `Sync` so that the two sides of a comparison can run at once on two host
+/// threads (each run is single-threaded and owns its whole state).
+pub trait Benchmark: Sync {
     fn run(
         &self,
         machine: &Machine,

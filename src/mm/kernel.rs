@@ -7,8 +7,8 @@
 //! exit in `fork.rs`; all are methods of `Kernel`.
 //!
 //! Locking, as in Linux: `mmap_lock` (a reader/writer semaphore per mm) is
-//! taken for reading by faults and for writing by mmap, munmap, mprotect and
-//! fork; each page-table page has its own spinlock (split PTE/PMD locks).
+//! taken for reading by faults and `MADV_DONTNEED`, and for writing by mmap,
+//! munmap, mprotect, the THP hints of madvise and fork; each page-table page has its own spinlock (split PTE/PMD locks).
 
 use super::contents::Contents;
 use super::huge_memory::HugeZeroPage;
@@ -280,7 +280,9 @@ impl Kernel {
     }
 
     /// `madvise`: THP hints change the VMAs; `MADV_DONTNEED` zaps the pages
-    /// of the mapped parts of the range.
+    /// of the mapped parts of the range. Advice that changes `vm_flags`
+    /// takes `mmap_lock` for writing, `MADV_DONTNEED` for reading
+    /// (`madvise_need_mmap_write`, 3.14 to 5.x).
     pub fn madvise(
         &mut self,
         ctx: &mut Ctx,
@@ -289,7 +291,12 @@ impl Kernel {
         len: u64,
         advice: Advice,
     ) -> Result<(), Errno> {
-        self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
+        let for_writing = advice != Advice::DontNeed;
+        if for_writing {
+            self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        } else {
+            self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
+        }
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::Madvise, cost);
         let done = self.mm_mut(mm).vmas.madvise(start, len, advice);
@@ -304,7 +311,11 @@ impl Kernel {
             let (start, end) = user_range(start, len);
             self.sync_protection(ctx, mm, start, end);
         }
-        self.mm_mut(mm).mmap_lock.up_read(ctx, Symbol::UpRead);
+        if for_writing {
+            self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        } else {
+            self.mm_mut(mm).mmap_lock.up_read(ctx, Symbol::UpRead);
+        }
         done.result
     }
 

@@ -30,6 +30,8 @@ use crate::features::{Feature, Features};
 use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
+mod cases;
+
 const P: u64 = PAGE_SIZE;
 const RW: u32 = PROT_READ | PROT_WRITE;
 const PROT_ALL: u32 = PROT_READ | PROT_WRITE | PROT_EXEC;

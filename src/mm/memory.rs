@@ -149,8 +149,18 @@ impl Kernel {
         self.mm_mut(mm).rss_anon += 1;
     }
 
-    /// `do_wp_page` on an anonymous page: reuse it if this is its only
-    /// mapping, else copy it.
+    /// `do_wp_page` on an anonymous page: reuse it if `reuse_swap_page`
+    /// finds it mapped once, else copy it. This is 4.8's rule (4.5 to 5.8),
+    /// the era whose THPs the model has (`split_huge_pmd` leaves a
+    /// PTE-mapped compound page): for a THP's subpage the count is
+    /// `page_trans_huge_mapcount`, so a subpage is reused once no part of
+    /// its THP is mapped twice. In 3.14 a split broke the THP into 4 KiB
+    /// pages, so only the subpage's own mapcount mattered; from 5.9
+    /// (09854ba94c6a) reuse needed `page_count == 1`, which a PTE-mapped THP
+    /// (one reference per PTE) has only with one PTE left, so it copied;
+    /// from 5.19 an exclusive subpage is reused again (`PageAnonExclusive`).
+    /// For a 4 KiB page every rule comes to the same here: mmsim has no swap
+    /// cache, pins or LRU batches, so its refcount is its mapcount.
     fn do_wp_page(
         &mut self,
         ctx: &mut Ctx,
@@ -161,9 +171,7 @@ impl Kernel {
     ) -> Result<(), Fault> {
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::DoWpPage, cost);
-        let page = self.pa.page(pfn);
-        let thp_part = page.state == PageState::Tail || page.order > 0;
-        if !thp_part && page.mapcount == 1 {
+        if self.page_trans_huge_mapcount(pfn) == 1 {
             self.tables
                 .set(pte, index, Entry::Page { pfn, write: true });
             return Ok(());

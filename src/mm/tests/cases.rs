@@ -44,3 +44,116 @@ fn madvise_takes_mmap_lock_for_writing_only_to_change_vm_flags() {
         assert_all_freed(&mut k, &mut ctx);
     }
 }
+
+/// The pfn a user address of `mm` is mapped to.
+fn pfn_at(k: &Kernel, mm: MmId, addr: u64) -> Pfn {
+    match peek(k, mm, addr) {
+        Peek::Page(pfn) => pfn,
+        other => panic!("mm {}: {addr:#x} maps {other:?}", mm.0),
+    }
+}
+
+/// A THP written at `a` (its first word) and PTE-mapped by unmapping its
+/// upper half: 256 writable PTEs on one compound page.
+fn pte_mapped_thp(k: &mut Kernel, ctx: &mut Ctx, mm: MmId) -> u64 {
+    let a = huge_region(k, ctx, mm);
+    k.write_u64(ctx, mm, a, 1).unwrap();
+    k.munmap(ctx, mm, a + HPAGE_PMD_SIZE / 2, HPAGE_PMD_SIZE / 2)
+        .unwrap();
+    assert_eq!(event(ctx, Event::ThpFaultAlloc), 1);
+    assert_eq!(event(ctx, Event::ThpSplitPmd), 1);
+    a
+}
+
+/// Faults and copies since `base`.
+fn faults_and_copies(ctx: &Ctx, base: (u64, u64)) -> (u64, u64) {
+    (
+        event(ctx, Event::Pgfault) - base.0,
+        event(ctx, Event::CowCopies) - base.1,
+    )
+}
+
+fn fault_base(ctx: &Ctx) -> (u64, u64) {
+    (event(ctx, Event::Pgfault), event(ctx, Event::CowCopies))
+}
+
+/// 4.8's `do_wp_page` reuses an anonymous page when `reuse_swap_page` finds
+/// it mapped once: for a subpage of a THP, `page_trans_huge_mapcount`, the
+/// largest mapcount of any subpage plus the PMD mappings. After the child
+/// that shared a PTE-mapped THP exits, the parent's write faults (the PTEs
+/// are still write-protected) reuse the subpages: one fault each, no copy.
+#[test]
+fn write_to_a_pte_mapped_thp_no_longer_shared_reuses_it() {
+    let (mut k, mut ctx, parent) = one_process(THP_ALWAYS_4_8, 8);
+    let a = pte_mapped_thp(&mut k, &mut ctx, parent);
+    let child = k.fork(&mut ctx, parent).unwrap();
+    k.mmput(&mut ctx, child);
+    let thp = pfn_at(&k, parent, a);
+    let base = fault_base(&ctx);
+    for i in 0..4 {
+        k.write_u64(&mut ctx, parent, a + i * P + 8, 10 + i)
+            .unwrap();
+        assert_eq!(pfn_at(&k, parent, a + i * P), Pfn(thp.0 + i), "reused");
+    }
+    assert_eq!(faults_and_copies(&ctx, base), (4, 0));
+    assert_eq!(k.read_u64(&mut ctx, parent, a), Ok(1));
+    k.check();
+    k.mmput(&mut ctx, parent);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// The same rule copies as long as any subpage is mapped twice, even one
+/// other than the faulting subpage (4.8 asks about the whole THP).
+#[test]
+fn write_to_a_pte_mapped_thp_copies_while_any_subpage_is_shared() {
+    let (mut k, mut ctx, parent) = one_process(THP_ALWAYS_4_8, 9);
+    let a = pte_mapped_thp(&mut k, &mut ctx, parent);
+    let child = k.fork(&mut ctx, parent).unwrap();
+    let base = fault_base(&ctx);
+    k.write_u64(&mut ctx, child, a, 2).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (1, 1), "the child copies");
+    // Subpage 0 is now the parent's alone, but subpages 1..256 are not.
+    k.write_u64(&mut ctx, parent, a, 3).unwrap();
+    assert_eq!(
+        faults_and_copies(&ctx, base),
+        (2, 2),
+        "so the parent copies"
+    );
+    k.write_u64(&mut ctx, parent, a + P, 4).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (3, 3));
+    k.mmput(&mut ctx, child);
+    let thp_page = pfn_at(&k, parent, a + 2 * P);
+    k.write_u64(&mut ctx, parent, a + 2 * P, 5).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (4, 3), "the child is gone");
+    assert_eq!(pfn_at(&k, parent, a + 2 * P), thp_page);
+    assert_eq!(k.read_u64(&mut ctx, parent, a), Ok(3));
+    assert_eq!(k.read_u64(&mut ctx, parent, a + P), Ok(4));
+    k.check();
+    k.mmput(&mut ctx, parent);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// A THP mapped by the child's PMD and the parent's PTEs (the parent split
+/// its PMD with mprotect): the PMD mapping counts for every subpage, so the
+/// parent copies until the child exits.
+#[test]
+fn write_to_a_thp_subpage_copies_while_another_mm_maps_it_by_pmd() {
+    let (mut k, mut ctx, parent) = one_process(THP_ALWAYS_4_8, 10);
+    let a = huge_region(&mut k, &mut ctx, parent);
+    k.write_u64(&mut ctx, parent, a, 1).unwrap();
+    let child = k.fork(&mut ctx, parent).unwrap();
+    k.mprotect(&mut ctx, parent, a, P, PROT_READ).unwrap();
+    k.mprotect(&mut ctx, parent, a, P, RW).unwrap();
+    assert_eq!(event(&ctx, Event::ThpSplitPmd), 1, "the parent's PMD only");
+    let base = fault_base(&ctx);
+    k.write_u64(&mut ctx, parent, a + P, 2).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (1, 1));
+    k.mmput(&mut ctx, child);
+    let thp_page = pfn_at(&k, parent, a + 2 * P);
+    k.write_u64(&mut ctx, parent, a + 2 * P, 3).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (2, 1));
+    assert_eq!(pfn_at(&k, parent, a + 2 * P), thp_page);
+    k.check();
+    k.mmput(&mut ctx, parent);
+    assert_all_freed(&mut k, &mut ctx);
+}

@@ -210,6 +210,14 @@ impl VmaTree {
         self.vmas.iter()
     }
 
+    /// The VMAs that overlap `[start, end)`, in address order, found by
+    /// bisection (callers that look at a range need not visit every VMA).
+    pub fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = &Vma> {
+        let first = self.vmas.partition_point(|vma| vma.end <= start);
+        let last = self.vmas.partition_point(|vma| vma.start < end);
+        self.vmas[first..last.max(first)].iter()
+    }
+
     /// `mm->vmacache_seqnum`: how many times the per-thread VMA caches would
     /// have been invalidated. Linux invalidates when a VMA leaves the tree:
     /// once per `munmap` (or `MAP_FIXED` replacement) that removes anything,

@@ -157,3 +157,66 @@ fn write_to_a_thp_subpage_copies_while_another_mm_maps_it_by_pmd() {
     k.mmput(&mut ctx, parent);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// `pgfault` is counted in `handle_mm_fault`, which a fault that ends in
+/// SIGSEGV never reaches: x86's `__do_page_fault` sends the signal first
+/// (no VMA, or `access_error`). A `PROT_NONE` page is one such case.
+#[test]
+fn a_fault_that_ends_in_sigsegv_counts_no_pgfault() {
+    let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_4_8, 11);
+    let none = k.mmap(&mut ctx, mm, P, 0).unwrap();
+    let read_only = k.mmap(&mut ctx, mm, P, PROT_READ).unwrap();
+    assert_eq!(k.read_u64(&mut ctx, mm, none), Err(Fault::Segv));
+    assert_eq!(k.write_u64(&mut ctx, mm, none, 1), Err(Fault::Segv));
+    assert_eq!(k.write_u64(&mut ctx, mm, read_only, 1), Err(Fault::Segv));
+    assert_eq!(k.read_u64(&mut ctx, mm, WINDOW_START), Err(Fault::Segv));
+    assert_eq!(event(&ctx, Event::Pgfault), 0);
+    assert_eq!(k.read_u64(&mut ctx, mm, read_only), Ok(0));
+    assert_eq!(event(&ctx, Event::Pgfault), 1);
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// `mprotect_fixup` calls `change_protection` for every VMA whose flags
+/// change, and for a private mapping the new `vm_page_prot` has no write
+/// bit (`PAGE_COPY`): every present entry, PTE or huge PMD, becomes
+/// read-only, even when write permission stays (here, exec is added). The
+/// next write to each page faults once and reuses it. A call that changes
+/// no flags rewrites nothing.
+#[test]
+fn mprotect_changing_flags_write_protects_entries_until_the_next_write() {
+    let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_4_8, 12);
+    let thp = huge_region(&mut k, &mut ctx, mm);
+    k.write_u64(&mut ctx, mm, thp, 1).unwrap();
+    let small = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
+    for i in 0..4 {
+        k.write_u64(&mut ctx, mm, small + i * P, i).unwrap();
+    }
+    let base = fault_base(&ctx);
+    k.mprotect(&mut ctx, mm, small, 2 * P, PROT_ALL).unwrap();
+    k.mprotect(&mut ctx, mm, thp, HPAGE_PMD_SIZE, PROT_ALL)
+        .unwrap();
+    assert_eq!(event(&ctx, Event::ThpSplitPmd), 0, "the PMD changes whole");
+    for addr in [small, small + P, small + 3 * P, thp + 8] {
+        k.write_u64(&mut ctx, mm, addr, 7).unwrap();
+    }
+    assert_eq!(
+        faults_and_copies(&ctx, base),
+        (3, 0),
+        "the two pages and the THP in the range fault once each, and reuse"
+    );
+    // Flags already PROT_ALL: nothing is rewritten, nothing faults.
+    k.mprotect(&mut ctx, mm, small, 2 * P, PROT_ALL).unwrap();
+    k.write_u64(&mut ctx, mm, small, 8).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (3, 0));
+    // Back to read-write is a change too.
+    k.mprotect(&mut ctx, mm, small, 4 * P, RW).unwrap();
+    for i in 0..4 {
+        k.write_u64(&mut ctx, mm, small + i * P, 9).unwrap();
+    }
+    assert_eq!(faults_and_copies(&ctx, base), (5, 0), "pages 0 and 1 only");
+    assert_eq!(k.read_u64(&mut ctx, mm, thp), Ok(1));
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

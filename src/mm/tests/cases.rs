@@ -2,6 +2,8 @@
 //! tests found: the lock `madvise` takes, copy-on-write of PTE-mapped THPs,
 //! what `mprotect` does to the page-table entries, and `max_map_count`.
 
+use super::super::mm_types::Vma;
+use super::super::mmap::DEFAULT_MAX_MAP_COUNT;
 use super::*;
 use crate::sim::Symbol;
 
@@ -216,6 +218,88 @@ fn mprotect_changing_flags_write_protects_entries_until_the_next_write() {
     }
     assert_eq!(faults_and_copies(&ctx, base), (5, 0), "pages 0 and 1 only");
     assert_eq!(k.read_u64(&mut ctx, mm, thp), Ok(1));
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// `vm.max_map_count` (65530 by default) at the system calls, with every
+/// count exact. `mprotect` of every other page of one mapping, from its low
+/// end, adds two VMAs a call (one at the first) until the count reaches the
+/// limit; then a split is refused with ENOMEM (madvise: EAGAIN) and nothing
+/// changes, while calls that add no VMA go through. `do_mmap` refuses only
+/// above the limit, so one more mapping fits.
+#[test]
+fn max_map_count_refuses_splits_and_mappings_with_exact_counts() {
+    const MAX: u64 = DEFAULT_MAX_MAP_COUNT as u64;
+    let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_4_8, 13);
+    // MAX + 3 pages: alternating protection over the first MAX pages makes
+    // MAX VMAs, and the top three pages stay read-write.
+    let len = (MAX + 3) * P;
+    let a = k.mmap(&mut ctx, mm, len, RW).unwrap();
+    let nr_vmas = |k: &Kernel| k.mm(mm).vmas.len() as u64;
+    for i in (0..MAX - 1).step_by(2) {
+        k.mprotect(&mut ctx, mm, a + i * P, P, PROT_READ).unwrap();
+        assert_eq!(nr_vmas(&k), if i == 0 { 2 } else { i + 2 });
+    }
+    assert_eq!(nr_vmas(&k), MAX, "every other page read-only");
+    let top = a + (MAX + 1) * P;
+    k.write_u64(&mut ctx, mm, top, 1).unwrap();
+    let layout: Vec<Vma> = k.mm(mm).vmas.iter().copied().collect();
+
+    // Splitting the top VMA (two splits, or one) is refused.
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, top, P, PROT_READ),
+        Err(Errno::ENOMEM)
+    );
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, top + P, P, PROT_READ),
+        Err(Errno::ENOMEM)
+    );
+    assert_eq!(
+        k.madvise(&mut ctx, mm, top, P, Advice::HugePage),
+        Err(Errno::EAGAIN)
+    );
+    assert_eq!(k.munmap(&mut ctx, mm, top, P), Err(Errno::ENOMEM));
+    assert_eq!(
+        k.mmap_fixed(&mut ctx, mm, top, P, PROT_READ),
+        Err(Errno::ENOMEM),
+        "a hole in one VMA"
+    );
+    assert!(k.mm(mm).vmas.iter().copied().eq(layout.iter().copied()));
+    assert_eq!(k.read_u64(&mut ctx, mm, top), Ok(1));
+
+    // What adds no VMA goes through: a whole VMA changed (merging with its
+    // neighbours, -2), the top VMA trimmed, advice over whole VMAs.
+    k.mprotect(&mut ctx, mm, a + P, P, PROT_READ).unwrap();
+    assert_eq!(nr_vmas(&k), MAX - 2);
+    k.mprotect(&mut ctx, mm, a + P, P, RW).unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+    k.munmap(&mut ctx, mm, a + (MAX + 2) * P, P).unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+    k.madvise(&mut ctx, mm, a, 2 * P, Advice::NoHugePage)
+        .unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+
+    // do_mmap checks map_count > max_map_count: the limit plus one fits.
+    let extra = k.mmap(&mut ctx, mm, P, PROT_EXEC).unwrap();
+    assert_eq!(nr_vmas(&k), MAX + 1);
+    assert_eq!(k.mmap(&mut ctx, mm, P, PROT_EXEC), Err(Errno::ENOMEM));
+    assert_eq!(k.mmap(&mut ctx, mm, P, RW), Err(Errno::ENOMEM));
+    k.munmap(&mut ctx, mm, extra, P).unwrap();
+    // One VMA under the limit, one split fits and two do not: the top VMA
+    // is pages MAX - 1..=MAX + 1 now, `top` its last page.
+    k.munmap(&mut ctx, mm, a, P).unwrap();
+    assert_eq!(nr_vmas(&k), MAX - 1);
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, top - P, P, PROT_READ),
+        Err(Errno::ENOMEM),
+        "two splits"
+    );
+    assert_eq!(nr_vmas(&k), MAX - 1);
+    k.mprotect(&mut ctx, mm, top, P, PROT_READ).unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+    assert_eq!(k.read_u64(&mut ctx, mm, top), Ok(1));
     k.check();
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);

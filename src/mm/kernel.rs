@@ -8,7 +8,8 @@
 //!
 //! Locking, as in Linux: `mmap_lock` (a reader/writer semaphore per mm) is
 //! taken for reading by faults and `MADV_DONTNEED`, and for writing by mmap,
-//! munmap, mprotect, the THP hints of madvise and fork; each page-table page has its own spinlock (split PTE/PMD locks).
+//! munmap, mprotect, the THP hints of madvise and fork; each page-table page
+//! has its own spinlock (split PTE/PMD locks).
 
 use super::contents::Contents;
 use super::huge_memory::HugeZeroPage;

@@ -295,11 +295,26 @@ impl Kernel {
         Ok(true)
     }
 
+    /// `page_trans_huge_mapcount` (4.5 to 5.x): for a page of a THP, the
+    /// largest number of PTEs mapping any one subpage plus the PMDs mapping
+    /// the THP; for a 4 KiB page, its mapcount. 1 means no part of the page
+    /// is mapped twice, which is when a write fault may reuse it.
+    pub(super) fn page_trans_huge_mapcount(&self, pfn: Pfn) -> u32 {
+        let head = self.compound_head(pfn);
+        let page = self.pa.page(head);
+        if page.order == 0 {
+            return self.pa.page(pfn).mapcount;
+        }
+        let most_ptes = (0..HPAGE_PMD_NR)
+            .map(|i| self.pa.page(Pfn(head.0 + i)).mapcount)
+            .max()
+            .unwrap_or(0);
+        most_ptes + page.compound_mapcount
+    }
+
     /// Is this THP mapped by exactly one PMD and no PTE?
     fn thp_mapped_once(&self, head: Pfn) -> bool {
-        let page = self.pa.page(head);
-        page.compound_mapcount == 1
-            && (0..HPAGE_PMD_NR).all(|i| self.pa.page(Pfn(head.0 + i)).mapcount == 0)
+        self.page_trans_huge_mapcount(head) == 1
     }
 
     /// `zap_huge_pmd`: drops a huge PMD and frees its deposit.

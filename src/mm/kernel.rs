@@ -7,8 +7,9 @@
 //! exit in `fork.rs`; all are methods of `Kernel`.
 //!
 //! Locking, as in Linux: `mmap_lock` (a reader/writer semaphore per mm) is
-//! taken for reading by faults and for writing by mmap, munmap, mprotect and
-//! fork; each page-table page has its own spinlock (split PTE/PMD locks).
+//! taken for reading by faults and `MADV_DONTNEED`, and for writing by mmap,
+//! munmap, mprotect, the THP hints of madvise and fork; each page-table page
+//! has its own spinlock (split PTE/PMD locks).
 
 use super::contents::Contents;
 use super::huge_memory::HugeZeroPage;
@@ -257,8 +258,8 @@ impl Kernel {
         result.map(|_| ())
     }
 
-    /// `mprotect`: changes the VMAs' protection; mappings that lose write
-    /// permission are write-protected in the page tables.
+    /// `mprotect`: changes the VMAs' protection; in each VMA whose flags
+    /// changed, every mapping is write-protected (`change_protection`).
     pub fn mprotect(
         &mut self,
         ctx: &mut Ctx,
@@ -270,17 +271,33 @@ impl Kernel {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::MprotectFixup, cost);
+        let (range_start, range_end) = user_range(start, len);
+        let before: Vec<Vma> = (self.mm(mm).vmas)
+            .overlapping(range_start, range_end)
+            .map(|v| Vma {
+                start: v.start.max(range_start),
+                end: v.end.min(range_end),
+                flags: v.flags,
+            })
+            .collect();
         let result = self.mm_mut(mm).vmas.mprotect(start, len, prot);
         // Whatever was applied, the page tables follow the VMAs.
-        let (start, end) = user_range(start, len);
-        self.sync_protection(ctx, mm, start, end);
+        self.sync_protection(ctx, mm, range_start, range_end);
+        for old in before {
+            let (now, _) = self.mm(mm).vmas.find_vma(old.start);
+            if now.is_some_and(|now| now.flags != old.flags) {
+                self.change_protection(ctx, mm, old.start, old.end);
+            }
+        }
         self.flush_tlb_mm(ctx, mm);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         result
     }
 
     /// `madvise`: THP hints change the VMAs; `MADV_DONTNEED` zaps the pages
-    /// of the mapped parts of the range.
+    /// of the mapped parts of the range. Advice that changes `vm_flags`
+    /// takes `mmap_lock` for writing, `MADV_DONTNEED` for reading
+    /// (`madvise_need_mmap_write`, 3.14 to 5.x).
     pub fn madvise(
         &mut self,
         ctx: &mut Ctx,
@@ -289,7 +306,12 @@ impl Kernel {
         len: u64,
         advice: Advice,
     ) -> Result<(), Errno> {
-        self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
+        let for_writing = advice != Advice::DontNeed;
+        if for_writing {
+            self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        } else {
+            self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
+        }
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::Madvise, cost);
         let done = self.mm_mut(mm).vmas.madvise(start, len, advice);
@@ -304,7 +326,11 @@ impl Kernel {
             let (start, end) = user_range(start, len);
             self.sync_protection(ctx, mm, start, end);
         }
-        self.mm_mut(mm).mmap_lock.up_read(ctx, Symbol::UpRead);
+        if for_writing {
+            self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        } else {
+            self.mm_mut(mm).mmap_lock.up_read(ctx, Symbol::UpRead);
+        }
         done.result
     }
 
@@ -366,11 +392,9 @@ impl Kernel {
     /// The hardware walk: where `addr` lands if the access needs no fault.
     ///
     /// In a `PROT_NONE` VMA, Linux's entries are `_PAGE_PROTNONE`, which the
-    /// MMU treats as not present: `change_protection` sets and clears that
-    /// bit when mprotect takes all access away or gives it back, and no fault
-    /// in such a VMA gets as far as installing an entry. mmsim's entries have
-    /// no such bit; the walk reads it off the VMA, which gives the same
-    /// answer (NUMA hinting faults, its other user, are not modelled).
+    /// MMU treats as not present. mmsim's entries have no such bit; the walk
+    /// reads it off the VMA, which gives the same answer (`memory.rs` says
+    /// why that is enough).
     pub fn translate(&self, mm: MmId, addr: u64, write: bool) -> Option<Target> {
         let (vma, _) = self.mm(mm).vmas.find_vma(addr);
         if !vma.is_some_and(|v| v.start <= addr && super::memory::vma_is_accessible(&v)) {

@@ -1,4 +1,28 @@
 //! Page faults on 4 KiB pages, and tearing mappings down (`mm/memory.c`).
+//!
+//! **Where protection lives.** An entry carries one permission bit, write;
+//! whether a VMA may be read at all is read off the VMA. Linux marks the
+//! entries of a `PROT_NONE` VMA `_PAGE_PROTNONE` (present to the kernel,
+//! not present to the MMU) and rewrites them in `change_protection`;
+//! mmsim's hardware walk (`Kernel::translate`) instead refuses any access
+//! in a `PROT_NONE` VMA. That gives the same counts and costs, which is why
+//! entries carry no such bit:
+//! - an access to a `PROT_NONE` page traps either way, and the trap finds
+//!   the VMA inaccessible and ends in SIGSEGV without reaching
+//!   `handle_mm_fault`, so `pgfault` is not counted in either;
+//! - `mprotect` rewrites every present entry of each VMA whose flags
+//!   change, whatever the new protection (`change_protection`, charged
+//!   per entry), and in the kernels modelled (3.14 to 5.14) a private
+//!   mapping's entries come out read-only for every protection, so the
+//!   write bit is all that changes; giving access back leaves them
+//!   read-only, and each first write faults and reuses the page (or copies
+//!   it, if shared), as in Linux;
+//! - fork copies, and munmap and exit zap, `PROT_NONE` entries as any
+//!   others, and a `PROT_NONE` huge PMD splits as any other.
+//!
+//! What would need the bit is not modelled: NUMA hinting faults
+//! (`change_prot_numa` makes entries of accessible VMAs `PROT_NONE`) and
+//! `get_user_pages` on such entries.
 
 use super::kernel::{Fault, Kernel, MmId};
 use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};
@@ -13,7 +37,9 @@ pub const HPAGE_PMD_NR: u64 = HPAGE_PMD_SIZE / PAGE_SIZE;
 
 impl Kernel {
     /// `__do_page_fault`: find the VMA, check the access, handle the fault,
-    /// all under `mmap_lock` for reading.
+    /// all under `mmap_lock` for reading. `pgfault` is counted where
+    /// `handle_mm_fault` counts it, so a fault that ends in SIGSEGV pays
+    /// for the trap but is not counted.
     pub(super) fn page_fault(
         &mut self,
         ctx: &mut Ctx,
@@ -21,12 +47,12 @@ impl Kernel {
         addr: u64,
         write: bool,
     ) -> Result<(), Fault> {
-        ctx.count(Event::Pgfault, 1);
         let cost = ctx.machine().costs.page_fault_entry_exit.cycles();
         ctx.charge(Symbol::PageFault, cost);
         self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
         let result = match self.find_vma(ctx, mm, addr) {
             Some(vma) if vma.start <= addr && access_allowed(&vma, write) => {
+                ctx.count(Event::Pgfault, 1);
                 self.handle_mm_fault(ctx, mm, &vma, addr, write)
             }
             _ => Err(Fault::Segv),
@@ -149,8 +175,18 @@ impl Kernel {
         self.mm_mut(mm).rss_anon += 1;
     }
 
-    /// `do_wp_page` on an anonymous page: reuse it if this is its only
-    /// mapping, else copy it.
+    /// `do_wp_page` on an anonymous page: reuse it if `reuse_swap_page`
+    /// finds it mapped once, else copy it. This is 4.8's rule (4.5 to 5.8),
+    /// the era whose THPs the model has (`split_huge_pmd` leaves a
+    /// PTE-mapped compound page): for a THP's subpage the count is
+    /// `page_trans_huge_mapcount`, so a subpage is reused once no part of
+    /// its THP is mapped twice. In 3.14 a split broke the THP into 4 KiB
+    /// pages, so only the subpage's own mapcount mattered; from 5.9
+    /// (09854ba94c6a) reuse needed `page_count == 1`, which a PTE-mapped THP
+    /// (one reference per PTE) has only with one PTE left, so it copied;
+    /// from 5.19 an exclusive subpage is reused again (`PageAnonExclusive`).
+    /// For a 4 KiB page every rule comes to the same here: mmsim has no swap
+    /// cache, pins or LRU batches, so its refcount is its mapcount.
     fn do_wp_page(
         &mut self,
         ctx: &mut Ctx,
@@ -161,9 +197,7 @@ impl Kernel {
     ) -> Result<(), Fault> {
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::DoWpPage, cost);
-        let page = self.pa.page(pfn);
-        let thp_part = page.state == PageState::Tail || page.order > 0;
-        if !thp_part && page.mapcount == 1 {
+        if self.page_trans_huge_mapcount(pfn) == 1 {
             self.tables
                 .set(pte, index, Entry::Page { pfn, write: true });
             return Ok(());
@@ -365,8 +399,8 @@ impl Kernel {
         let read_only: Vec<(u64, u64)> = self
             .mm(mm)
             .vmas
-            .iter()
-            .filter(|v| v.start < end && start < v.end && !v.flags.contains(VmFlags::WRITE))
+            .overlapping(start, end)
+            .filter(|v| !v.flags.contains(VmFlags::WRITE))
             .map(|v| (v.start.max(start), v.end.min(end)))
             .collect();
         for (s, e) in read_only {
@@ -375,40 +409,53 @@ impl Kernel {
         }
     }
 
-    fn wrprotect_level(&mut self, table: TableId, level: Level, start: u64, end: u64) {
+    /// `change_protection` over `[start, end)`, part of one VMA whose flags
+    /// `mprotect` changed: every present entry, PTE or huge PMD, is
+    /// rewritten with the new `vm_page_prot`. For a private mapping that
+    /// never allows writing (`PAGE_COPY`: write permission comes back one
+    /// write fault at a time, through `do_wp_page`), so here it clears the
+    /// write bit. Huge PMDs straddling `start` or `end` were split before.
+    /// Charged as one read and one write of an entry (`pgtable_level`) per
+    /// present entry.
+    pub(super) fn change_protection(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, end: u64) {
+        let pgd = self.mm(mm).pgd;
+        let nr_entries = self.wrprotect_level(pgd, Level::Pgd, start, end);
+        let cost = ctx.machine().costs.pgtable_level.cycles();
+        ctx.charge(Symbol::MprotectFixup, Cycles(cost.0 * 2 * nr_entries));
+    }
+
+    /// Clears the write bit of every entry mapping `[start, end)`; returns
+    /// how many present entries it visited.
+    fn wrprotect_level(&mut self, table: TableId, level: Level, start: u64, end: u64) -> u64 {
         let span = 1u64 << level.shift();
         let mut addr = start;
+        let mut nr_entries = 0;
         while addr < end {
             let next = ((addr / span) + 1) * span;
             let index = level.index(addr);
-            match self.tables.get(table, index) {
-                Entry::Table(child) => self.wrprotect_level(
-                    child,
-                    level.next().expect("table above PTE"),
-                    addr,
-                    next.min(end),
-                ),
-                Entry::Page { pfn, write: true } => {
-                    self.tables
-                        .set(table, index, Entry::Page { pfn, write: false })
+            let entry = self.tables.get(table, index);
+            let read_only = match entry {
+                Entry::None => None,
+                Entry::Table(child) => {
+                    let child_level = level.next().expect("table above PTE");
+                    nr_entries += self.wrprotect_level(child, child_level, addr, next.min(end));
+                    None
                 }
-                Entry::Huge {
+                Entry::Page { pfn, .. } => Some(Entry::Page { pfn, write: false }),
+                Entry::Huge { pfn, deposit, .. } => Some(Entry::Huge {
                     pfn,
-                    write: true,
+                    write: false,
                     deposit,
-                } => self.tables.set(
-                    table,
-                    index,
-                    Entry::Huge {
-                        pfn,
-                        write: false,
-                        deposit,
-                    },
-                ),
-                _ => {}
+                }),
+                Entry::ZeroPage | Entry::HugeZero { .. } => Some(entry),
+            };
+            if let Some(read_only) = read_only {
+                nr_entries += 1;
+                self.tables.set(table, index, read_only);
             }
             addr = next;
         }
+        nr_entries
     }
 
     /// Splits the huge PMD mapping `addr`, if any, when its 2 MiB window is

@@ -38,6 +38,9 @@ pub enum Errno {
     ENOMEM,
     /// The access is not allowed by the VMA's protection.
     EACCES,
+    /// A kernel resource is short for now: `madvise` turns a split refused
+    /// at `max_map_count` into this.
+    EAGAIN,
 }
 
 impl fmt::Display for Errno {
@@ -46,6 +49,7 @@ impl fmt::Display for Errno {
             Errno::EINVAL => "EINVAL (invalid argument)",
             Errno::ENOMEM => "ENOMEM (cannot allocate memory)",
             Errno::EACCES => "EACCES (permission denied)",
+            Errno::EAGAIN => "EAGAIN (resource temporarily unavailable)",
         };
         f.write_str(text)
     }

@@ -1,12 +1,23 @@
 //! Tests of the kernel model as processes see it: system calls, user loads
-//! and stores, fork and exit, checked against a shadow model of what every
-//! address space must hold, with the invariant checker run after every step.
+//! and stores, fork, threads and exit, checked against a shadow model of
+//! what every address space must hold, with the invariant checker (and the
+//! leak check) run after every step.
+//!
+//! Processes have threads (`clone_task`, `CLONE_VM`); each step picks a
+//! thread, switches a random CPU to it (`set_current`) and makes one
+//! operation: the mm calls, loads and stores, fork, clone, the exit of a
+//! thread or of the whole process. After every step each mm's `mm_users`
+//! must equal its live threads and its `mm_cpumask` the CPUs they ran on;
+//! the last thread's exit tears the mm down, and once every thread has
+//! exited nothing may be left (`exit_all`).
 //!
 //! The randomized tests (`random_ops_*`) run the same random steps under
 //! THP always, madvise, and always without the huge zero page, each with
-//! `huge-zero-mm-flag` off (`_4_8`) and on (`_mm_flag`), and on a machine
-//! small enough to run out of memory. A failure prints its seed and the
-//! command that replays it:
+//! `huge-zero-mm-flag` off (`_4_8`) and on (`_mm_flag`), on a machine small
+//! enough to run out of memory, and (`_threads_share_*`) with the VMA
+//! caches of 3.14 and 3.15 that threads share or keep apart instead of the
+//! maple tree's none. A failure prints its seed and the command that
+//! replays it:
 //!
 //! ```text
 //! MMSIM_PROP_SEED=<seed> MMSIM_PROP_TRACE=1 cargo test --lib mm::tests::<test name> -- --exact
@@ -16,7 +27,7 @@
 //! more seeds (`MMSIM_PROP_SEEDS=<count>`: seeds 0..count) or longer runs
 //! (`MMSIM_PROP_OPS=<steps per seed>`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::check::check_no_leaks;
 use super::kernel::{Fault, Kernel, MMAP_BASE, MmId, ThpConfig, ThpEnabled};
@@ -26,9 +37,12 @@ use super::mm_types::{
 };
 use super::mmzone::{PAGE_SIZE, Pfn};
 use super::pgtable::{Entry, Level};
+use super::vmacache::{TaskId, VmaLookup};
 use crate::features::{Feature, Features};
 use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
+
+mod cases;
 
 const P: u64 = PAGE_SIZE;
 const RW: u32 = PROT_READ | PROT_WRITE;
@@ -46,6 +60,8 @@ const MEMORY_TIGHT_BYTES: u64 = 8 << 20;
 
 /// Live processes at most.
 const MAX_PROCS: usize = 4;
+/// Threads of one process at most.
+const MAX_THREADS: usize = 4;
 /// Every mapping stays in the 16 MiB below `mmap_base` (an mmap that would
 /// land lower is not made), so that calls collide and THPs stay bounded:
 /// at most one per 2 MiB window per process.
@@ -76,6 +92,10 @@ struct Setup {
     /// The machine's memory. Only a run on a machine of
     /// `MEMORY_TIGHT_BYTES` may see faults and forks fail for memory.
     memory_bytes: u64,
+    /// How `find_vma` looks VMAs up: the threads of a process share 3.14's
+    /// one slot, or each has 3.15's four, or (the default) the maple tree
+    /// has no cache.
+    vma_lookup: VmaLookup,
 }
 
 impl Setup {
@@ -87,7 +107,13 @@ impl Setup {
             },
             huge_zero_mm_flag,
             memory_bytes: MEMORY_BYTES,
+            vma_lookup: VmaLookup::MapleTree,
         }
+    }
+
+    /// The same with another VMA lookup.
+    const fn lookup(self, vma_lookup: VmaLookup) -> Setup {
+        Setup { vma_lookup, ..self }
     }
 
     /// The same on a machine that runs out of memory.
@@ -104,9 +130,16 @@ impl Setup {
 
     fn boot(self, seed: u64) -> (Kernel, Ctx) {
         let machine = small_machine(self.memory_bytes);
-        let mut features = Features::all().with(Feature::HugeZeroMmFlag, self.huge_zero_mm_flag);
+        let mut features = Features::all()
+            .with(Feature::HugeZeroMmFlag, self.huge_zero_mm_flag)
+            .with(Feature::MapleTree, self.vma_lookup == VmaLookup::MapleTree)
+            .with(
+                Feature::PerThreadVmacache,
+                self.vma_lookup != VmaLookup::MmapCache,
+            );
         features.thp = self.thp;
         let k = Kernel::new(&machine, features);
+        assert_eq!(k.vma_lookup(), self.vma_lookup);
         (k, Ctx::new(machine, seed))
     }
 }
@@ -382,9 +415,24 @@ fn check_contents(k: &Kernel, mm: MmId, shadow: &Shadow, rng: &mut Rng) {
 // ---------------------------------------------------------------------------
 // The randomized test.
 
+/// A process: its address space, what that must hold, its threads, and
+/// the CPUs they ran on (what `mm_users` and `mm_cpumask` must be).
 struct Proc {
     mm: MmId,
     shadow: Shadow,
+    tasks: Vec<TaskId>,
+    cpus: BTreeSet<CpuId>,
+}
+
+impl Proc {
+    fn new(k: &Kernel, task: TaskId, shadow: Shadow) -> Proc {
+        Proc {
+            mm: k.task_mm(task).expect("a user task has an mm"),
+            shadow,
+            tasks: vec![task],
+            cpus: BTreeSet::new(),
+        }
+    }
 }
 
 struct World {
@@ -396,23 +444,24 @@ struct World {
     setup: Setup,
     /// Faults and forks that failed for memory.
     nr_ooms: u64,
+    /// Threads that exited while their mm had other users.
+    nr_thread_exits: u64,
     trace: bool,
 }
 
 impl World {
     fn new(setup: Setup, seed: u64) -> World {
         let (mut k, mut ctx) = setup.boot(seed);
-        let mm = k.mm_alloc(&mut ctx).expect("memory for the first mm");
+        let task = k.new_process(&mut ctx).expect("memory for the first mm");
+        let first = Proc::new(&k, task, Shadow::default());
         World {
             k,
             ctx,
             rng: Rng::new(seed ^ 0x7e57_5eed),
-            procs: vec![Proc {
-                mm,
-                shadow: Shadow::default(),
-            }],
+            procs: vec![first],
             setup,
             nr_ooms: 0,
+            nr_thread_exits: 0,
             trace: env_flag("MMSIM_PROP_TRACE"),
         }
     }
@@ -423,9 +472,10 @@ impl World {
         }
     }
 
-    /// Process `p` runs next, on a random CPU, a little later than anything
-    /// so far.
-    fn schedule(&mut self, p: usize) {
+    /// Thread `t` of process `p` runs next, on a random CPU, a little later
+    /// than anything so far: the CPU switches to it (`current`, and the CPU
+    /// joins `mm_cpumask`).
+    fn schedule(&mut self, p: usize, t: usize) {
         let cpu = CpuId(self.rng.below(u64::from(NR_CPUS)) as u32);
         let latest = (0..NR_CPUS)
             .map(|c| self.ctx.clock_of(CpuId(c)))
@@ -433,12 +483,14 @@ impl World {
             .expect("CPUs");
         self.ctx.set_cur(cpu);
         self.ctx.idle_until(Cycles(latest.0 + self.rng.below(5000)));
-        self.k.mm_runs_here(&self.ctx, self.procs[p].mm);
+        self.k.set_current(&self.ctx, self.procs[p].tasks[t]);
+        self.procs[p].cpus.insert(cpu);
     }
 
     fn step(&mut self) {
         let p = self.rng.below(self.procs.len() as u64) as usize;
-        self.schedule(p);
+        let t = self.rng.below(self.procs[p].tasks.len() as u64) as usize;
+        self.schedule(p, t);
         match self.rng.below(100) {
             0..=9 => self.mmap_small(p),
             10..=15 => self.mmap_huge_aligned(p),
@@ -451,8 +503,10 @@ impl World {
             43..=62 => self.accesses(p, true),
             63..=66 => self.touch_range(p),
             67..=92 => self.accesses(p, false),
-            93..=96 => self.fork(p),
-            97..=98 => self.exit(p),
+            93..=94 => self.fork(p, t),
+            95..=96 => self.clone_thread(p, t),
+            97 => self.exit_thread(p, t),
+            98 => self.exit_process(p),
             _ => {
                 let freed = self.k.shrink_huge_zero_page(&mut self.ctx);
                 self.note(|| format!("shrink_huge_zero_page = {freed}"));
@@ -464,10 +518,15 @@ impl World {
     /// layout and contents against its shadow.
     fn verify(&mut self) {
         self.k.check();
+        check_no_leaks(&self.k);
         for proc in &self.procs {
             check_layout(&self.k, proc.mm, &proc.shadow);
             check_contents(&self.k, proc.mm, &proc.shadow, &mut self.rng);
+            check_users(&self.k, proc);
         }
+        let nr_tasks: usize = self.procs.iter().map(|proc| proc.tasks.len()).sum();
+        assert_eq!(self.k.tasks.live().count(), nr_tasks, "live tasks");
+        assert_eq!(self.k.live_mms().count(), self.procs.len(), "live mms");
     }
 
     fn random_prot(&mut self) -> u32 {
@@ -720,45 +779,89 @@ impl World {
         self.note(|| format!("{what}: out of memory"));
     }
 
-    fn fork(&mut self, p: usize) {
+    /// Thread `t` of process `p` forks: a new process of one thread.
+    fn fork(&mut self, p: usize, t: usize) {
         if self.procs.len() >= MAX_PROCS {
             return;
         }
-        let parent = self.procs[p].mm;
+        let (parent, parent_mm) = (self.procs[p].tasks[t], self.procs[p].mm);
         let failures = self.ctx.stats.event(Event::AllocFailed);
-        let child = match self.k.fork(&mut self.ctx, parent) {
+        let child = match self.k.fork_task(&mut self.ctx, parent) {
             Ok(child) => child,
             Err(Fault::Oom) => return self.out_of_memory("fork", failures),
-            Err(e) => panic!("mm {}: fork failed: {e:?}", parent.0),
+            Err(e) => panic!("mm {}: fork failed: {e:?}", parent_mm.0),
         };
-        self.note(|| format!("mm {}: fork = mm {}", parent.0, child.0));
         let shadow = self.procs[p].shadow.clone();
-        self.procs.push(Proc { mm: child, shadow });
+        let child = Proc::new(&self.k, child, shadow);
+        self.note(|| {
+            format!(
+                "mm {} task {}: fork = mm {} task {}",
+                parent_mm.0, parent.0, child.mm.0, child.tasks[0].0
+            )
+        });
+        self.procs.push(child);
     }
 
-    /// Process `p` exits; if it was the last, a new one starts.
-    fn exit(&mut self, p: usize) {
-        let proc = self.procs.swap_remove(p);
-        self.note(|| format!("mm {}: exit", proc.mm.0));
-        self.k.mmput(&mut self.ctx, proc.mm);
+    /// Thread `t` of process `p` starts another thread (`CLONE_VM`): one
+    /// more user of the mm, which must see the same memory.
+    fn clone_thread(&mut self, p: usize, t: usize) {
+        if self.procs[p].tasks.len() >= MAX_THREADS {
+            return;
+        }
+        let thread = self.k.clone_task(self.procs[p].tasks[t]);
+        self.note(|| format!("mm {}: clone = task {}", self.procs[p].mm.0, thread.0));
+        self.procs[p].tasks.push(thread);
+    }
+
+    /// Thread `t` of process `p` exits; the last one takes the address
+    /// space with it (`mmput` to 0); if no process is left, a new one
+    /// starts.
+    fn exit_thread(&mut self, p: usize, t: usize) {
+        let task = self.procs[p].tasks.swap_remove(t);
+        self.note(|| format!("mm {} task {}: exit", self.procs[p].mm.0, task.0));
+        self.k.exit_task(&mut self.ctx, task);
+        if self.procs[p].tasks.is_empty() {
+            self.procs.swap_remove(p);
+        } else {
+            self.nr_thread_exits += 1;
+        }
         if self.procs.is_empty() {
-            let mm = self.k.mm_alloc(&mut self.ctx).expect("memory for an mm");
-            self.note(|| format!("mm_alloc = mm {}", mm.0));
-            self.procs.push(Proc {
-                mm,
-                shadow: Shadow::default(),
-            });
+            let task = self.k.new_process(&mut self.ctx).expect("memory for an mm");
+            let proc = Proc::new(&self.k, task, Shadow::default());
+            self.note(|| format!("new process: mm {} task {}", proc.mm.0, task.0));
+            self.procs.push(proc);
         }
     }
 
-    /// Every process exits; then nothing may be left but the huge zero page,
-    /// and the shrinker frees that.
-    fn exit_all(&mut self) {
-        while let Some(proc) = self.procs.pop() {
-            self.note(|| format!("mm {}: exit", proc.mm.0));
-            self.k.mmput(&mut self.ctx, proc.mm);
-            self.k.check();
+    /// Every thread of process `p` exits (`exit_group`), the one running
+    /// last.
+    fn exit_process(&mut self, p: usize) {
+        let last = self.procs[p].tasks.len() - 1;
+        for t in (0..=last).rev() {
+            self.exit_thread(p, t);
+            if t > 0 {
+                check_users(&self.k, &self.procs[p]);
+            }
         }
+    }
+
+    /// Every thread of every process exits, each check passing on the way;
+    /// then nothing may be left but the huge zero page, and the shrinker
+    /// frees that.
+    fn exit_all(&mut self) {
+        while let Some(mut proc) = self.procs.pop() {
+            while let Some(task) = proc.tasks.pop() {
+                self.note(|| format!("mm {} task {}: exit", proc.mm.0, task.0));
+                self.k.exit_task(&mut self.ctx, task);
+                if !proc.tasks.is_empty() {
+                    check_users(&self.k, &proc);
+                }
+                self.k.check();
+                check_no_leaks(&self.k);
+            }
+        }
+        assert_eq!(self.k.tasks.live().count(), 0, "tasks left");
+        assert_eq!(self.k.live_mms().count(), 0, "mms left");
         check_no_leaks(&self.k);
         let zero = if self.k.huge_zero.page.is_some() {
             assert_eq!(
@@ -775,6 +878,24 @@ impl World {
         assert_eq!(self.k.pa.nr_allocated_pages(), 0);
         assert_eq!(self.k.contents.stored_pages(), 0, "contents of freed pages");
         self.k.check();
+    }
+}
+
+/// `mm_users` is the number of the process's threads, and `mm_cpumask`
+/// every CPU one of them ran on (never trimmed); each thread has the mm.
+fn check_users(k: &Kernel, proc: &Proc) {
+    let mm = k.mm(proc.mm);
+    assert_eq!(
+        mm.users as usize,
+        proc.tasks.len(),
+        "mm {}: mm_users vs threads {:?}",
+        proc.mm.0,
+        proc.tasks
+    );
+    let cpus: Vec<CpuId> = proc.cpus.iter().copied().collect();
+    assert_eq!(mm.cpumask, cpus, "mm {}: mm_cpumask", proc.mm.0);
+    for &task in &proc.tasks {
+        assert_eq!(k.task_mm(task), Some(proc.mm), "task {}'s mm", task.0);
     }
 }
 
@@ -810,33 +931,56 @@ impl Drop for SeedGuard {
 }
 
 /// Events whose counts show that a run exercised what it is meant to.
-const COVERAGE: [Event; 6] = [
+const COVERAGE: [Event; 7] = [
     Event::ZeroPageInstalls,
     Event::HugeZeroPmdInstalls,
     Event::ThpFaultAlloc,
     Event::ThpSplitPmd,
     Event::CowCopies,
     Event::Pgfault,
+    Event::VmacacheFindHits,
 ];
 
-/// What a run did, in counts: the `COVERAGE` events and the faults and
-/// forks that failed for memory.
-type Counts = [u64; COVERAGE.len() + 1];
+/// What a run did, in counts.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    /// The `COVERAGE` events.
+    events: [u64; COVERAGE.len()],
+    /// Faults and forks that failed for memory.
+    nr_ooms: u64,
+    /// Threads that exited while their mm had other users.
+    nr_thread_exits: u64,
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        for (total, count) in self.events.iter_mut().zip(other.events) {
+            *total += count;
+        }
+        self.nr_ooms += other.nr_ooms;
+        self.nr_thread_exits += other.nr_thread_exits;
+    }
+}
 
 /// Checks the counts over all seeds of a test: each event happened, but
-/// the huge zero page only where it is used; and the tight machine ran out
-/// of memory.
+/// the huge zero page only where it is used and the VMA cache only where
+/// there is one; threads exited from shared mms; and the tight machine ran
+/// out of memory.
 fn check_coverage(test: &str, setup: Setup, totals: Counts) {
-    let (events, nr_ooms) = totals.split_at(COVERAGE.len());
     assert_eq!(
-        nr_ooms[0] > 0,
+        totals.nr_ooms > 0,
         setup.may_run_out(),
         "{test}: {} faults or forks failed for memory over all seeds",
-        nr_ooms[0]
+        totals.nr_ooms
     );
-    for (event, &count) in COVERAGE.into_iter().zip(events) {
+    assert!(
+        totals.nr_thread_exits > 0,
+        "{test}: no thread exited from a shared mm"
+    );
+    for (event, &count) in COVERAGE.iter().zip(&totals.events) {
         let expected = match event {
             Event::HugeZeroPmdInstalls => setup.thp.use_zero_page,
+            Event::VmacacheFindHits => setup.vma_lookup != VmaLookup::MapleTree,
             _ => true,
         };
         assert_eq!(
@@ -859,10 +1003,11 @@ fn run_seed(test: &'static str, setup: Setup, seed: u64, nr_ops: usize) -> Count
         world.verify();
     }
     world.exit_all();
-    let mut counts = [world.nr_ooms; COVERAGE.len() + 1];
-    for (count, event) in counts.iter_mut().zip(COVERAGE) {
-        *count = world.ctx.stats.event(event);
-    }
+    let counts = Counts {
+        events: COVERAGE.map(|event| world.ctx.stats.event(event)),
+        nr_ooms: world.nr_ooms,
+        nr_thread_exits: world.nr_thread_exits,
+    };
     world.note(|| format!("seed {seed}: {COVERAGE:?} = {counts:?}"));
     counts
 }
@@ -875,12 +1020,9 @@ fn run_random(test: &'static str, setup: Setup) {
         run_seed(test, setup, seed, nr_ops);
         return;
     }
-    let mut totals: Counts = Default::default();
+    let mut totals = Counts::default();
     for seed in 0..env_number("MMSIM_PROP_SEEDS").unwrap_or(SEEDS_DEFAULT) {
-        let counts = run_seed(test, setup, seed, nr_ops);
-        for (total, count) in totals.iter_mut().zip(counts) {
-            *total += count;
-        }
+        totals.add(run_seed(test, setup, seed, nr_ops));
     }
     check_coverage(test, setup, totals);
 }
@@ -917,6 +1059,14 @@ random_test!(
 );
 random_test!(random_ops_out_of_memory_4_8, THP_ALWAYS_4_8.tight());
 random_test!(random_ops_out_of_memory_mm_flag, THP_ALWAYS_MM_FLAG.tight());
+random_test!(
+    random_ops_threads_share_3_14_mmap_cache,
+    THP_ALWAYS_4_8.lookup(VmaLookup::MmapCache)
+);
+random_test!(
+    random_ops_threads_share_3_15_vmacache,
+    THP_ALWAYS_4_8.lookup(VmaLookup::PerThread)
+);
 
 // ---------------------------------------------------------------------------
 // Hand-made cases with exact counts.

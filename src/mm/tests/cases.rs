@@ -1,0 +1,306 @@
+//! Hand-made cases with exact counts for what the review of the randomized
+//! tests found: the lock `madvise` takes, copy-on-write of PTE-mapped THPs,
+//! what `mprotect` does to the page-table entries, and `max_map_count`.
+
+use super::super::mm_types::Vma;
+use super::super::mmap::DEFAULT_MAX_MAP_COUNT;
+use super::*;
+use crate::sim::Symbol;
+
+/// One process on a `setup` machine, running on CPU 0.
+fn one_process(setup: Setup, seed: u64) -> (Kernel, Ctx, MmId) {
+    let (mut k, mut ctx) = setup.boot(seed);
+    let mm = k.mm_alloc(&mut ctx).expect("memory for an mm");
+    k.mm_runs_here(&ctx, mm);
+    (k, ctx, mm)
+}
+
+/// `madvise_need_mmap_write` (3.14 to 5.x; `get_lock_mode` since 6.x):
+/// advice that changes `vm_flags` (`MADV_HUGEPAGE`, `MADV_NOHUGEPAGE`) takes
+/// `mmap_lock` for writing; `MADV_DONTNEED` only walks the VMAs and takes it
+/// for reading. Seen from another CPU: a reader (a fault) that arrives one
+/// cycle before the call releases the lock waits only for a writer.
+#[test]
+fn madvise_takes_mmap_lock_for_writing_only_to_change_vm_flags() {
+    for (advice, for_writing) in [
+        (Advice::HugePage, true),
+        (Advice::NoHugePage, true),
+        (Advice::DontNeed, false),
+    ] {
+        let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_MM_FLAG, 7);
+        let a = huge_region(&mut k, &mut ctx, mm);
+        k.write_u64(&mut ctx, mm, a, 1).unwrap();
+        k.madvise(&mut ctx, mm, a + P, P, advice).unwrap();
+        let released = ctx.clock_of(CpuId(0));
+        ctx.set_cur(CpuId(1));
+        ctx.idle_until(Cycles(released.0 - 1));
+        let waited = k.mm_mut(mm).mmap_lock.down_read(&mut ctx, Symbol::DownRead);
+        k.mm_mut(mm).mmap_lock.up_read(&mut ctx, Symbol::UpRead);
+        assert_eq!(
+            waited,
+            Cycles(u64::from(for_writing)),
+            "{advice:?}: the reader's wait"
+        );
+        k.check();
+        k.mmput(&mut ctx, mm);
+        assert_all_freed(&mut k, &mut ctx);
+    }
+}
+
+/// The pfn a user address of `mm` is mapped to.
+fn pfn_at(k: &Kernel, mm: MmId, addr: u64) -> Pfn {
+    match peek(k, mm, addr) {
+        Peek::Page(pfn) => pfn,
+        other => panic!("mm {}: {addr:#x} maps {other:?}", mm.0),
+    }
+}
+
+/// A THP written at `a` (its first word) and PTE-mapped by unmapping its
+/// upper half: 256 writable PTEs on one compound page.
+fn pte_mapped_thp(k: &mut Kernel, ctx: &mut Ctx, mm: MmId) -> u64 {
+    let a = huge_region(k, ctx, mm);
+    k.write_u64(ctx, mm, a, 1).unwrap();
+    k.munmap(ctx, mm, a + HPAGE_PMD_SIZE / 2, HPAGE_PMD_SIZE / 2)
+        .unwrap();
+    assert_eq!(event(ctx, Event::ThpFaultAlloc), 1);
+    assert_eq!(event(ctx, Event::ThpSplitPmd), 1);
+    a
+}
+
+/// Faults and copies since `base`.
+fn faults_and_copies(ctx: &Ctx, base: (u64, u64)) -> (u64, u64) {
+    (
+        event(ctx, Event::Pgfault) - base.0,
+        event(ctx, Event::CowCopies) - base.1,
+    )
+}
+
+fn fault_base(ctx: &Ctx) -> (u64, u64) {
+    (event(ctx, Event::Pgfault), event(ctx, Event::CowCopies))
+}
+
+/// 4.8's `do_wp_page` reuses an anonymous page when `reuse_swap_page` finds
+/// it mapped once: for a subpage of a THP, `page_trans_huge_mapcount`, the
+/// largest mapcount of any subpage plus the PMD mappings. After the child
+/// that shared a PTE-mapped THP exits, the parent's write faults (the PTEs
+/// are still write-protected) reuse the subpages: one fault each, no copy.
+#[test]
+fn write_to_a_pte_mapped_thp_no_longer_shared_reuses_it() {
+    let (mut k, mut ctx, parent) = one_process(THP_ALWAYS_4_8, 8);
+    let a = pte_mapped_thp(&mut k, &mut ctx, parent);
+    let child = k.fork(&mut ctx, parent).unwrap();
+    k.mmput(&mut ctx, child);
+    let thp = pfn_at(&k, parent, a);
+    let base = fault_base(&ctx);
+    for i in 0..4 {
+        k.write_u64(&mut ctx, parent, a + i * P + 8, 10 + i)
+            .unwrap();
+        assert_eq!(pfn_at(&k, parent, a + i * P), Pfn(thp.0 + i), "reused");
+    }
+    assert_eq!(faults_and_copies(&ctx, base), (4, 0));
+    assert_eq!(k.read_u64(&mut ctx, parent, a), Ok(1));
+    k.check();
+    k.mmput(&mut ctx, parent);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// The same rule copies as long as any subpage is mapped twice, even one
+/// other than the faulting subpage (4.8 asks about the whole THP).
+#[test]
+fn write_to_a_pte_mapped_thp_copies_while_any_subpage_is_shared() {
+    let (mut k, mut ctx, parent) = one_process(THP_ALWAYS_4_8, 9);
+    let a = pte_mapped_thp(&mut k, &mut ctx, parent);
+    let child = k.fork(&mut ctx, parent).unwrap();
+    let base = fault_base(&ctx);
+    k.write_u64(&mut ctx, child, a, 2).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (1, 1), "the child copies");
+    // Subpage 0 is now the parent's alone, but subpages 1..256 are not.
+    k.write_u64(&mut ctx, parent, a, 3).unwrap();
+    assert_eq!(
+        faults_and_copies(&ctx, base),
+        (2, 2),
+        "so the parent copies"
+    );
+    k.write_u64(&mut ctx, parent, a + P, 4).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (3, 3));
+    k.mmput(&mut ctx, child);
+    let thp_page = pfn_at(&k, parent, a + 2 * P);
+    k.write_u64(&mut ctx, parent, a + 2 * P, 5).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (4, 3), "the child is gone");
+    assert_eq!(pfn_at(&k, parent, a + 2 * P), thp_page);
+    assert_eq!(k.read_u64(&mut ctx, parent, a), Ok(3));
+    assert_eq!(k.read_u64(&mut ctx, parent, a + P), Ok(4));
+    k.check();
+    k.mmput(&mut ctx, parent);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// A THP mapped by the child's PMD and the parent's PTEs (the parent split
+/// its PMD with mprotect): the PMD mapping counts for every subpage, so the
+/// parent copies until the child exits.
+#[test]
+fn write_to_a_thp_subpage_copies_while_another_mm_maps_it_by_pmd() {
+    let (mut k, mut ctx, parent) = one_process(THP_ALWAYS_4_8, 10);
+    let a = huge_region(&mut k, &mut ctx, parent);
+    k.write_u64(&mut ctx, parent, a, 1).unwrap();
+    let child = k.fork(&mut ctx, parent).unwrap();
+    k.mprotect(&mut ctx, parent, a, P, PROT_READ).unwrap();
+    k.mprotect(&mut ctx, parent, a, P, RW).unwrap();
+    assert_eq!(event(&ctx, Event::ThpSplitPmd), 1, "the parent's PMD only");
+    let base = fault_base(&ctx);
+    k.write_u64(&mut ctx, parent, a + P, 2).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (1, 1));
+    k.mmput(&mut ctx, child);
+    let thp_page = pfn_at(&k, parent, a + 2 * P);
+    k.write_u64(&mut ctx, parent, a + 2 * P, 3).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (2, 1));
+    assert_eq!(pfn_at(&k, parent, a + 2 * P), thp_page);
+    k.check();
+    k.mmput(&mut ctx, parent);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// `pgfault` is counted in `handle_mm_fault`, which a fault that ends in
+/// SIGSEGV never reaches: x86's `__do_page_fault` sends the signal first
+/// (no VMA, or `access_error`). A `PROT_NONE` page is one such case.
+#[test]
+fn a_fault_that_ends_in_sigsegv_counts_no_pgfault() {
+    let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_4_8, 11);
+    let none = k.mmap(&mut ctx, mm, P, 0).unwrap();
+    let read_only = k.mmap(&mut ctx, mm, P, PROT_READ).unwrap();
+    assert_eq!(k.read_u64(&mut ctx, mm, none), Err(Fault::Segv));
+    assert_eq!(k.write_u64(&mut ctx, mm, none, 1), Err(Fault::Segv));
+    assert_eq!(k.write_u64(&mut ctx, mm, read_only, 1), Err(Fault::Segv));
+    assert_eq!(k.read_u64(&mut ctx, mm, WINDOW_START), Err(Fault::Segv));
+    assert_eq!(event(&ctx, Event::Pgfault), 0);
+    assert_eq!(k.read_u64(&mut ctx, mm, read_only), Ok(0));
+    assert_eq!(event(&ctx, Event::Pgfault), 1);
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// `mprotect_fixup` calls `change_protection` for every VMA whose flags
+/// change, and for a private mapping the new `vm_page_prot` has no write
+/// bit (`PAGE_COPY`): every present entry, PTE or huge PMD, becomes
+/// read-only, even when write permission stays (here, exec is added). The
+/// next write to each page faults once and reuses it. A call that changes
+/// no flags rewrites nothing.
+#[test]
+fn mprotect_changing_flags_write_protects_entries_until_the_next_write() {
+    let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_4_8, 12);
+    let thp = huge_region(&mut k, &mut ctx, mm);
+    k.write_u64(&mut ctx, mm, thp, 1).unwrap();
+    let small = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
+    for i in 0..4 {
+        k.write_u64(&mut ctx, mm, small + i * P, i).unwrap();
+    }
+    let base = fault_base(&ctx);
+    k.mprotect(&mut ctx, mm, small, 2 * P, PROT_ALL).unwrap();
+    k.mprotect(&mut ctx, mm, thp, HPAGE_PMD_SIZE, PROT_ALL)
+        .unwrap();
+    assert_eq!(event(&ctx, Event::ThpSplitPmd), 0, "the PMD changes whole");
+    for addr in [small, small + P, small + 3 * P, thp + 8] {
+        k.write_u64(&mut ctx, mm, addr, 7).unwrap();
+    }
+    assert_eq!(
+        faults_and_copies(&ctx, base),
+        (3, 0),
+        "the two pages and the THP in the range fault once each, and reuse"
+    );
+    // Flags already PROT_ALL: nothing is rewritten, nothing faults.
+    k.mprotect(&mut ctx, mm, small, 2 * P, PROT_ALL).unwrap();
+    k.write_u64(&mut ctx, mm, small, 8).unwrap();
+    assert_eq!(faults_and_copies(&ctx, base), (3, 0));
+    // Back to read-write is a change too.
+    k.mprotect(&mut ctx, mm, small, 4 * P, RW).unwrap();
+    for i in 0..4 {
+        k.write_u64(&mut ctx, mm, small + i * P, 9).unwrap();
+    }
+    assert_eq!(faults_and_copies(&ctx, base), (5, 0), "pages 0 and 1 only");
+    assert_eq!(k.read_u64(&mut ctx, mm, thp), Ok(1));
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// `vm.max_map_count` (65530 by default) at the system calls, with every
+/// count exact. `mprotect` of every other page of one mapping, from its low
+/// end, adds two VMAs a call (one at the first) until the count reaches the
+/// limit; then a split is refused with ENOMEM (madvise: EAGAIN) and nothing
+/// changes, while calls that add no VMA go through. `do_mmap` refuses only
+/// above the limit, so one more mapping fits.
+#[test]
+fn max_map_count_refuses_splits_and_mappings_with_exact_counts() {
+    const MAX: u64 = DEFAULT_MAX_MAP_COUNT as u64;
+    let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_4_8, 13);
+    // MAX + 3 pages: alternating protection over the first MAX pages makes
+    // MAX VMAs, and the top three pages stay read-write.
+    let len = (MAX + 3) * P;
+    let a = k.mmap(&mut ctx, mm, len, RW).unwrap();
+    let nr_vmas = |k: &Kernel| k.mm(mm).vmas.len() as u64;
+    for i in (0..MAX - 1).step_by(2) {
+        k.mprotect(&mut ctx, mm, a + i * P, P, PROT_READ).unwrap();
+        assert_eq!(nr_vmas(&k), if i == 0 { 2 } else { i + 2 });
+    }
+    assert_eq!(nr_vmas(&k), MAX, "every other page read-only");
+    let top = a + (MAX + 1) * P;
+    k.write_u64(&mut ctx, mm, top, 1).unwrap();
+    let layout: Vec<Vma> = k.mm(mm).vmas.iter().copied().collect();
+
+    // Splitting the top VMA (two splits, or one) is refused.
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, top, P, PROT_READ),
+        Err(Errno::ENOMEM)
+    );
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, top + P, P, PROT_READ),
+        Err(Errno::ENOMEM)
+    );
+    assert_eq!(
+        k.madvise(&mut ctx, mm, top, P, Advice::HugePage),
+        Err(Errno::EAGAIN)
+    );
+    assert_eq!(k.munmap(&mut ctx, mm, top, P), Err(Errno::ENOMEM));
+    assert_eq!(
+        k.mmap_fixed(&mut ctx, mm, top, P, PROT_READ),
+        Err(Errno::ENOMEM),
+        "a hole in one VMA"
+    );
+    assert!(k.mm(mm).vmas.iter().copied().eq(layout.iter().copied()));
+    assert_eq!(k.read_u64(&mut ctx, mm, top), Ok(1));
+
+    // What adds no VMA goes through: a whole VMA changed (merging with its
+    // neighbours, -2), the top VMA trimmed, advice over whole VMAs.
+    k.mprotect(&mut ctx, mm, a + P, P, PROT_READ).unwrap();
+    assert_eq!(nr_vmas(&k), MAX - 2);
+    k.mprotect(&mut ctx, mm, a + P, P, RW).unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+    k.munmap(&mut ctx, mm, a + (MAX + 2) * P, P).unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+    k.madvise(&mut ctx, mm, a, 2 * P, Advice::NoHugePage)
+        .unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+
+    // do_mmap checks map_count > max_map_count: the limit plus one fits.
+    let extra = k.mmap(&mut ctx, mm, P, PROT_EXEC).unwrap();
+    assert_eq!(nr_vmas(&k), MAX + 1);
+    assert_eq!(k.mmap(&mut ctx, mm, P, PROT_EXEC), Err(Errno::ENOMEM));
+    assert_eq!(k.mmap(&mut ctx, mm, P, RW), Err(Errno::ENOMEM));
+    k.munmap(&mut ctx, mm, extra, P).unwrap();
+    // One VMA under the limit, one split fits and two do not: the top VMA
+    // is pages MAX - 1..=MAX + 1 now, `top` its last page.
+    k.munmap(&mut ctx, mm, a, P).unwrap();
+    assert_eq!(nr_vmas(&k), MAX - 1);
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, top - P, P, PROT_READ),
+        Err(Errno::ENOMEM),
+        "two splits"
+    );
+    assert_eq!(nr_vmas(&k), MAX - 1);
+    k.mprotect(&mut ctx, mm, top, P, PROT_READ).unwrap();
+    assert_eq!(nr_vmas(&k), MAX);
+    assert_eq!(k.read_u64(&mut ctx, mm, top), Ok(1));
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

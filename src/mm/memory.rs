@@ -421,7 +421,7 @@ impl Kernel {
         let pgd = self.mm(mm).pgd;
         let nr_entries = self.wrprotect_level(pgd, Level::Pgd, start, end);
         let cost = ctx.machine().costs.pgtable_level.cycles();
-        ctx.charge(Symbol::MprotectFixup, Cycles(cost.0 * 2 * nr_entries));
+        ctx.charge(Symbol::ChangeProtection, Cycles(cost.0 * 2 * nr_entries));
     }
 
     /// Clears the write bit of every entry mapping `[start, end)`; returns

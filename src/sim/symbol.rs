@@ -91,6 +91,7 @@ symbols! {
     DoMmap => "do_mmap",
     DoMunmap => "do_munmap",
     MprotectFixup => "mprotect_fixup",
+    ChangeProtection => "change_protection",
     Madvise => "madvise",
     FlushTlbMmRange => "flush_tlb_mm_range",
     FlushTlbFunc => "flush_tlb_func",

@@ -91,6 +91,8 @@ symbols! {
     DoMmap => "do_mmap",
     DoMunmap => "do_munmap",
     MprotectFixup => "mprotect_fixup",
+    DoMprotectPkey => "do_mprotect_pkey",
+    SysBrk => "__do_sys_brk",
     Madvise => "madvise",
     FlushTlbMmRange => "flush_tlb_mm_range",
     FlushTlbFunc => "flush_tlb_func",

@@ -12,8 +12,8 @@
 //!   (`Kernel::mmap_fixed`), as a private anonymous mapping whatever it
 //!   was (mmsim models no files).
 //! - `brk`: the first `brk` of an address space sets its start; later
-//!   ones grow the heap with a MAP_FIXED mapping of the new pages or shrink
-//!   it with munmap.
+//!   ones move the break with `Kernel::brk` (which grows the heap unless a
+//!   mapping lies in the way, or shrinks it with munmap).
 //! - `fork` is `Kernel::fork`, `clone` a new user of the same mm, `exec` a
 //!   fresh mm (the process's other threads exit), `exit` an `mmput`.
 //! - `fault` and `access` are a user read or write of the 8-byte word at
@@ -31,10 +31,10 @@ use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::kernel::{Fault, Kernel, MmId};
-use crate::mm::mm_types::{Advice as MmAdvice, PROT_READ, PROT_WRITE, VmFlags};
+use crate::mm::mm_types::{Advice as MmAdvice, VmFlags};
 use crate::mm::vmacache::TaskId;
 use crate::sim::{CpuId, Ctx, Cycles, Engine, Workload};
-use crate::trace::{self, Access, Event, Op, PAGE_SIZE};
+use crate::trace::{self, Access, Event, Op};
 
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
@@ -214,7 +214,8 @@ impl Run<'_> {
         self.syscall("madvise", r);
     }
 
-    /// `brk`: the heap is `[page_align(start), page_align(cur))`.
+    /// `brk`: the heap is `[page_align(start), page_align(cur))`; a break
+    /// the kernel refuses (something mapped in the way) stays where it was.
     fn brk(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) {
         let Some(brk) = self.brk.get(&mm).copied() else {
             self.brk.insert(
@@ -226,24 +227,12 @@ impl Run<'_> {
             );
             return;
         };
-        let align = |a: u64| a.div_ceil(PAGE_SIZE) * PAGE_SIZE;
-        let (old_end, new_end) = (align(brk.cur), align(addr.max(brk.start)));
-        if new_end > old_end {
-            let r = self
-                .k
-                .mmap_fixed(ctx, mm, old_end, new_end - old_end, PROT_READ | PROT_WRITE);
-            self.syscall("brk", r);
-        } else if new_end < old_end {
-            let r = self.k.munmap(ctx, mm, new_end, old_end - new_end);
-            self.syscall("brk", r);
+        let new = addr.max(brk.start);
+        let r = self.k.brk(ctx, mm, brk.cur, new);
+        if r.is_ok() {
+            self.brk.insert(mm, Brk { cur: new, ..brk });
         }
-        self.brk.insert(
-            mm,
-            Brk {
-                start: brk.start,
-                cur: addr.max(brk.start),
-            },
-        );
+        self.syscall("brk", r);
     }
 
     /// `execve`: the process's other threads exit, the task gets a fresh mm.

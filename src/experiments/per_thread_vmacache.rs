@@ -27,7 +27,7 @@
 //! before/after is what can be set beside the seed's 6.5x (see README).
 //! The machine profile's `find_vma_node` is itself a derived guess.
 
-use super::{Experiment, Figure, Published, PublishedRow};
+use super::{Experiment, ExtraRun, Figure, Published, PublishedRow};
 use crate::features::Feature;
 
 pub const EXPERIMENT: Experiment = Experiment {
@@ -53,4 +53,28 @@ pub const EXPERIMENT: Experiment = Experiment {
         before: Published::new(1.06),
         after: Published::new(99.97),
     }],
+    extra: &[
+        ExtraRun {
+            workload: "trace",
+            args: &["--recorded", "make"],
+            what: "make -j2 of a two-file C project: make, cc, cc1, as, collect2, ld; 10 processes, one thread each",
+            metrics: TRACE_METRICS,
+        },
+        ExtraRun {
+            workload: "trace",
+            args: &["--recorded", "python"],
+            what: "python3 summing lists in two threads, started through pyenv's shell shim; 41 processes",
+            metrics: TRACE_METRICS,
+        },
+        ExtraRun {
+            workload: "trace",
+            args: &["--recorded", "pipeline"],
+            what: "sh -c 'seq 1 20000 | sort -r | head -n 5 | wc -l'; 5 processes",
+            metrics: TRACE_METRICS,
+        },
+    ],
 };
+
+/// What the recorded traces report: the hit rate and every cycle spent in
+/// `find_vma` and `vmacache_find` over the whole replay.
+const TRACE_METRICS: &[&str] = &["vmacache-hit-rate", "find-vma-cycles"];

@@ -233,6 +233,10 @@ impl Kernel {
             _ => self.vmacache_find(ctx, mm, addr, caller),
         };
         if hit.is_some() {
+            // A hit must be the tree's answer: the VMA containing `addr`, as
+            // it is now (every caller, not only the tests, checks this in a
+            // debug build).
+            debug_assert_eq!(hit, self.mm(mm).vmas.find_vma(addr).0, "hit at {addr:#x}");
             ctx.count(Event::VmacacheFindHits, 1);
             return hit;
         }

@@ -75,8 +75,8 @@
 use std::collections::VecDeque;
 
 use super::args::Args;
-use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
-use crate::features::{Feature, Features};
+use super::{Benchmark, FindVmaStats, Metric, Progress, RunError, RunOutput, UsageError};
+use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::kernel::{Kernel, MmId};
 use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
@@ -722,22 +722,12 @@ impl Ebizzy {
                 Space::Kernel => sys += cycles,
             }
         }
-        let calls = ctx.stats.event(Event::VmacacheFindCalls);
-        let hits = ctx.stats.event(Event::VmacacheFindHits);
-        let hit_rate = if calls == 0 {
-            0.0
-        } else {
-            hits as f64 * 100.0 / calls as f64
-        };
-        let find_vma_cycles =
-            ctx.stats.cycles(Symbol::FindVma).0 + ctx.stats.cycles(Symbol::VmacacheFind).0;
+        let find_vma = FindVmaStats::of(&ctx.stats);
+        let hit_rate = find_vma.hit_rate_percent();
+        let find_vma_cycles = find_vma.cycles;
         let per_record = find_vma_cycles as f64 / records.max(1) as f64;
         let faults = ctx.stats.event(Event::Pgfault);
-        let cache = if features.has(Feature::MapleTree) {
-            "no VMA cache (maple tree)".to_string()
-        } else {
-            format!("{calls} cache lookups, {hits} hits ({hit_rate:.2}%)")
-        };
+        let cache = find_vma.describe_cache(features);
         let c = run.calls;
         let lines = vec![
             format!("{records_per_sec} records/s"),
@@ -827,6 +817,7 @@ impl Benchmark for Ebizzy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::Feature;
     use crate::machine::builtin;
 
     fn ebizzy(args: &[&str]) -> Ebizzy {

@@ -213,3 +213,10 @@ fn cli_recorded_traces_run_from_any_directory() {
         "mmsim: error: trace: --recorded: no trace named 'nope' (recorded: make, python, pipeline)\n"
     );
 }
+
+#[test]
+fn the_usage_names_every_recorded_trace() {
+    for r in mmsim::trace::recorded::RECORDED {
+        assert!(mmsim::workload::trace::USAGE.contains(r.name), "{}", r.name);
+    }
+}

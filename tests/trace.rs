@@ -60,6 +60,38 @@ fn recorded_traces_replay_to_the_end_with_checks() {
     }
 }
 
+/// The recorded traces through each VMA lookup (3.14's shared slot, 3.15's
+/// per-thread cache, the maple tree), with the kernel's checks: a cache hit
+/// that is not the tree's answer fails a debug assertion, a cached VMA
+/// unmapped without an invalidation panics. The caches see real programs'
+/// lookups: with a cache, some hit and some miss.
+#[test]
+fn recorded_traces_replay_through_every_vma_lookup() {
+    use mmsim::features::Feature;
+    let machine = builtin("xeon-8s-80c").unwrap();
+    for name in RECORDED {
+        let events = trace::load(&data(name)).unwrap();
+        for (maple, per_thread) in [(false, false), (false, true), (true, true)] {
+            let features = Features::all()
+                .with(Feature::MapleTree, maple)
+                .with(Feature::PerThreadVmacache, per_thread);
+            let done = replay(&events, &machine, features, 1, EndCheck::Check, &mut |_| {})
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let calls = done.ctx.stats.event(mmsim::sim::Event::VmacacheFindCalls);
+            let hits = done.ctx.stats.event(mmsim::sim::Event::VmacacheFindHits);
+            if maple {
+                assert_eq!((calls, hits), (0, 0), "{name}");
+            } else {
+                assert!(
+                    calls > 500 && 0 < hits && hits < calls,
+                    "{name}: {hits}/{calls}"
+                );
+            }
+            assert_eq!(done.counts.segv, 0, "{name}");
+        }
+    }
+}
+
 #[test]
 fn replay_counts_segv_and_failed_calls() {
     let text = "\
@@ -144,4 +176,47 @@ fn cli_import_then_run() {
         "{stderr}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The recorded traces are built into the binary: `--recorded` works from
+/// any directory, and reports the VMA cache's figures.
+#[test]
+fn cli_recorded_traces_run_from_any_directory() {
+    let run = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .current_dir(std::env::temp_dir())
+        .args([
+            "run",
+            "trace",
+            "--recorded",
+            "pipeline",
+            "--without",
+            "maple-tree",
+        ])
+        .args(["--top", "3"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{run:?}");
+    assert!(
+        stdout.contains("recorded:pipeline: 959 events replayed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nfind_vma: "), "{stdout}");
+    assert!(stdout.contains("\nvmacache-hit-rate "), "{stdout}");
+    let unknown = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .args(["run", "trace", "--recorded", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&unknown.stderr),
+        "mmsim: error: trace: --recorded: no trace named 'nope' (recorded: make, python, pipeline)\n"
+    );
+}
+
+#[test]
+fn the_usage_names_every_recorded_trace() {
+    for r in mmsim::trace::recorded::RECORDED {
+        assert!(mmsim::workload::trace::USAGE.contains(r.name), "{}", r.name);
+    }
 }

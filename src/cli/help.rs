@@ -93,6 +93,8 @@ Runs each experiment (default: all of them; see 'mmsim experiments') on its
 machine with its feature off and on, and prints the published figures beside
 ours with the relative error. A published figure that a machine parameter was
 calibrated from is marked 'calibrated': matching it is not a prediction.
+Runs an experiment lists besides its own (traces of real programs, say) have
+no published figure: they follow, ours before and after, unscored.
 
 options:
   --seed S   the seed (default: 1)

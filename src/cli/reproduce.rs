@@ -9,7 +9,9 @@ use super::args::{Opt, extract, no_unknown_options, parse_seed};
 use super::list::no_arguments;
 use super::progress::ProgressBar;
 use super::{CliError, DEFAULT_SEED, help};
-use crate::experiments::{self, EXPERIMENTS, Experiment, Outcome, RowResult, SideResult};
+use crate::experiments::{
+    self, EXPERIMENTS, Experiment, ExtraOutcome, ExtraValue, Outcome, RowResult, SideResult,
+};
 use crate::report::text::{format_command, format_machine};
 use crate::report::{Align, RunJson, Table, format_percent, to_json_string};
 
@@ -121,6 +123,50 @@ fn format_outcome(outcome: &Outcome) -> String {
     let _ = writeln!(out, "# seed:     {}", outcome.before.seed);
     out.push_str(&row_table(&outcome.rows).render());
     out.push_str(&error_summary(&outcome.rows));
+    out.push_str(&format_extra(&outcome.extra));
+    out
+}
+
+/// The extra runs: what each is, then ours before and after, unscored.
+fn format_extra(extra: &[ExtraOutcome]) -> String {
+    if extra.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "#
+# also run before and after on the same machine and kernels; nothing was published for these:
+",
+    );
+    for e in extra {
+        let _ = writeln!(
+            out,
+            "# {}: {}",
+            format_command(e.run.workload, &owned(e.run.args)),
+            e.run.what
+        );
+    }
+    let mut table = Table::new(&[
+        ("run", Align::Left),
+        ("figure", Align::Left),
+        ("unit", Align::Left),
+        ("before", Align::Right),
+        ("after", Align::Right),
+        ("gain", Align::Right),
+    ]);
+    for e in extra {
+        let run = format_command(e.run.workload, &owned(e.run.args));
+        for v in &e.values {
+            table.row(vec![
+                run.clone(),
+                v.name.to_string(),
+                v.unit.to_string(),
+                format!("{:.2}", v.before),
+                format!("{:.2}", v.after),
+                format_percent(v.gain_percent),
+            ]);
+        }
+    }
+    out.push_str(&table.render());
     out
 }
 
@@ -211,6 +257,16 @@ struct ExperimentJson<'a> {
     rows: Vec<RowJson>,
     before: RunJson<'a>,
     after: RunJson<'a>,
+    /// Extra runs with no published figure: our values only.
+    extra: Vec<ExtraJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ExtraJson<'a> {
+    workload: &'static str,
+    args: &'static [&'static str],
+    what: &'static str,
+    values: &'a [ExtraValue],
 }
 
 #[derive(Serialize)]
@@ -254,6 +310,16 @@ impl<'a> ExperimentJson<'a> {
             rows: outcome.rows.iter().map(RowJson::new).collect(),
             before: RunJson::new(&outcome.before),
             after: RunJson::new(&outcome.after),
+            extra: outcome
+                .extra
+                .iter()
+                .map(|e| ExtraJson {
+                    workload: e.run.workload,
+                    args: e.run.args,
+                    what: e.run.what,
+                    values: &e.values,
+                })
+                .collect(),
         }
     }
 }
@@ -350,6 +416,50 @@ mod tests {
                 .ends_with("calibrated")
         );
         assert!(error_summary(&rows).contains("nothing was predicted"));
+    }
+
+    #[test]
+    fn extra_runs_print_what_they_are_and_ours_only() {
+        use crate::experiments::ExtraRun;
+        static RUN: ExtraRun = ExtraRun {
+            workload: "trace",
+            args: &["--recorded", "make"],
+            what: "make -j2",
+            metrics: &["vmacache-hit-rate"],
+        };
+        let output = crate::report::test_run();
+        let extra = [ExtraOutcome {
+            run: &RUN,
+            before: output.clone(),
+            after: output,
+            values: vec![ExtraValue {
+                name: "vmacache-hit-rate",
+                unit: "%",
+                before: 40.0,
+                after: 60.0,
+                gain_percent: Some(50.0),
+            }],
+        }];
+        let text = format_extra(&extra);
+        assert!(
+            text.contains("nothing was published for these:\n# trace --recorded make: make -j2\n"),
+            "{text}"
+        );
+        let last: Vec<&str> = text.lines().last().unwrap().split_whitespace().collect();
+        assert_eq!(
+            last,
+            [
+                "trace",
+                "--recorded",
+                "make",
+                "vmacache-hit-rate",
+                "%",
+                "40.00",
+                "60.00",
+                "50.00%"
+            ]
+        );
+        assert_eq!(format_extra(&[]), "");
     }
 
     #[test]

@@ -47,4 +47,5 @@ pub const EXPERIMENT: Experiment = Experiment {
             after: Published::new(0.11),
         },
     ],
+    extra: &[],
 };

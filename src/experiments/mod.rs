@@ -9,6 +9,11 @@
 //! calibrated: matching it proves nothing, so it is never shown as a
 //! prediction.
 //!
+//! An experiment may also name extra runs: other workloads (the traces of
+//! real programs recorded for mmsim, say) run before and after in the same
+//! way, for which nothing was published. Their figures are reported as ours
+//! alone, with the gain, and never scored.
+//!
 //! Experiments never override costs; a machine is a machine.
 
 mod huge_zero_page;
@@ -115,6 +120,22 @@ pub struct Experiment {
     /// that both sides run the kernel of the seed's era.
     pub newer: &'static [Feature],
     pub rows: &'static [PublishedRow],
+    /// Other workloads run before and after on the same machine and
+    /// kernels, with no published figure.
+    pub extra: &'static [ExtraRun],
+}
+
+/// A workload an experiment also runs before and after, for which no figure
+/// was published: ours are reported, never scored.
+#[derive(Clone, Copy, Debug)]
+pub struct ExtraRun {
+    /// A registered workload and its flags.
+    pub workload: &'static str,
+    pub args: &'static [&'static str],
+    /// What it is, for the output.
+    pub what: &'static str,
+    /// The workload metrics to report, by name.
+    pub metrics: &'static [&'static str],
 }
 
 impl Experiment {
@@ -168,6 +189,8 @@ pub enum Problem {
     UnknownWorkload(&'static str),
     Usage(UsageError),
     Run(Side, RunError),
+    /// An extra run (by workload) failed.
+    ExtraRun(&'static str, Side, RunError),
     UnknownSymbol(&'static str),
     MissingMetric(&'static str),
     UnitMismatch {
@@ -186,6 +209,9 @@ impl fmt::Display for ExperimentError {
             Problem::UnknownWorkload(name) => write!(f, "unknown workload '{name}'"),
             Problem::Usage(e) => write!(f, "bad workload flags: {e}"),
             Problem::Run(side, e) => write!(f, "the {} run failed: {e}", side.name()),
+            Problem::ExtraRun(workload, side, e) => {
+                write!(f, "the {} run of {workload} failed: {e}", side.name())
+            }
             Problem::UnknownSymbol(name) => write!(f, "no symbol named '{name}'"),
             Problem::MissingMetric(name) => write!(f, "the workload reports no metric '{name}'"),
             Problem::UnitMismatch {
@@ -291,13 +317,34 @@ pub struct RowResult {
     pub our_gain_percent: Option<f64>,
 }
 
-/// An experiment's two runs and its rows.
+/// One metric of an extra run, before and after, with our gain.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ExtraValue {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub before: f64,
+    pub after: f64,
+    /// Improvement in percent, positive is better.
+    pub gain_percent: Option<f64>,
+}
+
+/// An extra run's two runs and the metrics it reports.
+#[derive(Clone, Debug)]
+pub struct ExtraOutcome {
+    pub run: &'static ExtraRun,
+    pub before: RunOutput,
+    pub after: RunOutput,
+    pub values: Vec<ExtraValue>,
+}
+
+/// An experiment's two runs and its rows, and its extra runs.
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub experiment: &'static Experiment,
     pub before: RunOutput,
     pub after: RunOutput,
     pub rows: Vec<RowResult>,
+    pub extra: Vec<ExtraOutcome>,
 }
 
 /// Runs an experiment at `seed` and compares it with the published figures.
@@ -311,13 +358,19 @@ pub fn run(
         problem,
     };
     let (benchmark, machine) = prepare(experiment)?;
+    // The experiment's own runs, then each extra run, take equal shares of
+    // the progress bar.
+    let parts = 1 + experiment.extra.len();
+    let part_progress = |part: usize| move |f: f64| (part as f64 + f) / parts as f64;
+    let base = experiment.base_features();
+    let to_whole = part_progress(0);
     let [before, after] = run_before_after(
         benchmark.as_ref(),
         &machine,
-        experiment.base_features(),
+        base,
         experiment.feature,
         seed,
-        progress,
+        &mut |f| progress(to_whole(f)),
     )
     .map_err(|(side, e)| err(Problem::Run(side, e)))?;
     let rows = experiment
@@ -326,18 +379,75 @@ pub fn run(
         .map(|row| compare_row(row, &before, &after))
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
+    let mut extra = Vec::with_capacity(experiment.extra.len());
+    for (i, run) in experiment.extra.iter().enumerate() {
+        let benchmark = parse_workload(run.workload, run.args).map_err(err)?;
+        let to_whole = part_progress(i + 1);
+        let [before, after] = run_before_after(
+            benchmark.as_ref(),
+            &machine,
+            base,
+            experiment.feature,
+            seed,
+            &mut |f| progress(to_whole(f)),
+        )
+        .map_err(|(side, e)| err(Problem::ExtraRun(run.workload, side, e)))?;
+        let values = run
+            .metrics
+            .iter()
+            .map(|&name| extra_value(name, &before, &after))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        extra.push(ExtraOutcome {
+            run,
+            before,
+            after,
+            values,
+        });
+    }
     Ok(Outcome {
         experiment,
         before,
         after,
         rows,
+        extra,
+    })
+}
+
+/// A registered workload with its flags parsed.
+fn parse_workload(name: &'static str, args: &[&str]) -> Result<Box<dyn Benchmark>, Problem> {
+    let info = workload::find(name).ok_or(Problem::UnknownWorkload(name))?;
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    (info.parse)(&args).map_err(Problem::Usage)
+}
+
+/// An extra run's metric, before and after.
+fn extra_value(
+    name: &'static str,
+    before: &RunOutput,
+    after: &RunOutput,
+) -> Result<ExtraValue, Problem> {
+    let find = |run: &RunOutput| {
+        run.metrics
+            .iter()
+            .find(|m| m.name == name)
+            .cloned()
+            .ok_or(Problem::MissingMetric(name))
+    };
+    let (b, a) = (find(before)?, find(after)?);
+    Ok(ExtraValue {
+        name,
+        unit: b.unit,
+        before: b.value,
+        after: a.value,
+        gain_percent: gain_percent(b.value, a.value, b.higher_is_better),
     })
 }
 
 /// Everything about an experiment that can be checked without running it:
-/// its machine loads, its workload exists and takes its flags, its symbols
-/// exist, and it publishes something. Returns the parsed benchmark and the
-/// machine, ready to run.
+/// its machine loads, its workload (and every extra run's) exists and takes
+/// its flags, its symbols exist, and it publishes something. Returns the
+/// parsed benchmark and the machine, ready to run.
 pub fn prepare(
     experiment: &'static Experiment,
 ) -> Result<(Box<dyn Benchmark>, Machine), ExperimentError> {
@@ -346,10 +456,10 @@ pub fn prepare(
         problem,
     };
     let machine = machine::builtin(experiment.machine).map_err(|e| err(Problem::Machine(e)))?;
-    let info = workload::find(experiment.workload)
-        .ok_or_else(|| err(Problem::UnknownWorkload(experiment.workload)))?;
-    let args: Vec<String> = experiment.args.iter().map(|a| a.to_string()).collect();
-    let benchmark = (info.parse)(&args).map_err(|e| err(Problem::Usage(e)))?;
+    let benchmark = parse_workload(experiment.workload, experiment.args).map_err(err)?;
+    for run in experiment.extra {
+        parse_workload(run.workload, run.args).map_err(err)?;
+    }
     if experiment.rows.is_empty() {
         return Err(err(Problem::NoRows));
     }
@@ -453,6 +563,32 @@ mod tests {
             stats,
             elapsed: Cycles(1),
         }
+    }
+
+    #[test]
+    fn an_extra_run_reports_its_metrics_unscored() {
+        let v = extra_value(
+            "send-64",
+            &run_with(200.0, Stats::new()),
+            &run_with(250.0, Stats::new()),
+        )
+        .unwrap();
+        assert_eq!((v.unit, v.before, v.after), ("Mbit/s", 200.0, 250.0));
+        assert_eq!(v.gain_percent, Some(25.0));
+        let missing = extra_value(
+            "no-such",
+            &run_with(1.0, Stats::new()),
+            &run_with(1.0, Stats::new()),
+        );
+        assert_eq!(missing, Err(Problem::MissingMetric("no-such")));
+        let e = ExperimentError {
+            id: "x",
+            problem: Problem::ExtraRun("trace", Side::After, RunError("boom".into())),
+        };
+        assert_eq!(
+            e.to_string(),
+            "experiment x: the after run of trace failed: boom"
+        );
     }
 
     #[test]

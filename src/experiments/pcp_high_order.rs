@@ -58,4 +58,5 @@ pub const EXPERIMENT: Experiment = Experiment {
             after: Published::new(32637.50),
         },
     ],
+    extra: &[],
 };

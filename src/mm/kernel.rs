@@ -205,12 +205,6 @@ impl Kernel {
         &mut self.ptlocks[id.0 as usize]
     }
 
-    /// `find_vma` by the task current on this CPU: the VMA cache the
-    /// features select, then the tree walk, each charged (`vmacache.rs`).
-    pub(super) fn find_vma(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
-        self.find_vma_cached(ctx, mm, addr)
-    }
-
     /// Is a THP allowed for this VMA (`transparent_hugepage_enabled`)?
     pub(super) fn thp_allowed(&self, vma: &Vma) -> bool {
         if vma.flags.contains(VmFlags::NOHUGEPAGE) {
@@ -244,6 +238,7 @@ impl Kernel {
     /// tables and flushes the TLBs of every CPU that ran the mm.
     pub fn munmap(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, len: u64) -> Result<(), Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        self.munmap_lookups(ctx, mm, start, len);
         let result = self.mm_mut(mm).vmas.munmap(start, len);
         if let Ok(removed) = &result {
             for vma in removed {
@@ -271,6 +266,7 @@ impl Kernel {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::MprotectFixup, cost);
+        self.mprotect_lookups(ctx, mm, start, len, prot);
         let (range_start, range_end) = user_range(start, len);
         let before: Vec<Vma> = (self.mm(mm).vmas)
             .overlapping(range_start, range_end)
@@ -314,6 +310,7 @@ impl Kernel {
         }
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::Madvise, cost);
+        self.madvise_lookups(ctx, mm, start, len);
         let done = self.mm_mut(mm).vmas.madvise(start, len, advice);
         for vma in &done.zap {
             self.zap_range(ctx, mm, vma.start, vma.end, Symbol::Madvise);
@@ -465,6 +462,7 @@ impl Kernel {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
+        self.mmap_fixed_lookups(ctx, mm, addr, len);
         let result = self.mm_mut(mm).vmas.mmap_fixed(addr, len, prot);
         if let Ok(replaced) = &result {
             for vma in replaced {

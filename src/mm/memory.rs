@@ -50,7 +50,7 @@ impl Kernel {
         let cost = ctx.machine().costs.page_fault_entry_exit.cycles();
         ctx.charge(Symbol::PageFault, cost);
         self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
-        let result = match self.find_vma(ctx, mm, addr) {
+        let result = match self.find_vma(ctx, mm, addr, Symbol::PageFault) {
             Some(vma) if vma.start <= addr && access_allowed(&vma, write) => {
                 ctx.count(Event::Pgfault, 1);
                 self.handle_mm_fault(ctx, mm, &vma, addr, write)

@@ -198,6 +198,11 @@ impl VmaTree {
         self.mmap_base
     }
 
+    /// `sysctl_max_map_count`.
+    pub fn max_map_count(&self) -> usize {
+        self.max_map_count
+    }
+
     /// `mm->map_count`.
     pub fn len(&self) -> usize {
         self.vmas.len()
@@ -323,6 +328,14 @@ impl VmaTree {
     /// it out would take the count above `max_map_count`. Nothing has
     /// changed when it fails.
     pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<Vec<Vma>, Errno> {
+        let (start, end) = self.mmap_fixed_range(addr, len)?;
+        let unmapped = self.do_munmap(start, end)?;
+        self.mmap_region(start, end, calc_vm_prot_bits(prot));
+        Ok(unmapped)
+    }
+
+    /// `mmap_fixed`'s checks of its arguments: the range it maps.
+    pub(super) fn mmap_fixed_range(&self, addr: u64, len: u64) -> Result<(u64, u64), Errno> {
         let len = self.mmap_checks(len)?;
         // get_unmapped_area's checks of a MAP_FIXED address, in its order.
         if addr > TASK_SIZE - len {
@@ -331,9 +344,7 @@ impl VmaTree {
         if !addr.is_multiple_of(PAGE_SIZE) || addr < MMAP_MIN_ADDR {
             return Err(Errno::EINVAL);
         }
-        let unmapped = self.do_munmap(addr, addr + len)?;
-        self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot));
-        Ok(unmapped)
+        Ok((addr, addr + len))
     }
 
     /// `do_mmap`'s checks of the length and the VMA count, then
@@ -411,15 +422,8 @@ impl VmaTree {
     /// of a VMA would take the count above `max_map_count`. A range with
     /// nothing mapped in it succeeds and returns nothing.
     pub fn munmap(&mut self, start: u64, len: u64) -> Result<Vec<Vma>, Errno> {
-        // __do_munmap checks the length against TASK_SIZE before rounding it.
-        if !start.is_multiple_of(PAGE_SIZE) || start > TASK_SIZE || len > TASK_SIZE - start {
-            return Err(Errno::EINVAL);
-        }
-        let len = page_align(len).expect("a length within TASK_SIZE cannot wrap");
-        if len == 0 {
-            return Err(Errno::EINVAL);
-        }
-        self.do_munmap(start, start + len)
+        let (start, end) = munmap_range(start, len)?;
+        self.do_munmap(start, end)
     }
 
     /// `__do_munmap` once its arguments are checked.
@@ -431,12 +435,11 @@ impl VmaTree {
         }
         let head = self.vmas[first];
         let tail = self.vmas[last - 1];
-        // Only a hole punched in one VMA adds a VMA; Linux lets every other
-        // unmap through at the limit, since it frees memory.
-        let punches_hole = first + 1 == last && head.start < start && tail.end > end;
-        if punches_hole && self.vmas.len() >= self.max_map_count {
+        if self.munmap_refused(&head, start, end) {
             return Err(Errno::ENOMEM);
         }
+        // One VMA that loses its middle.
+        let punches_hole = head.start < start && head.end > end;
         let unmapped = self.vmas[first..last]
             .iter()
             .map(|vma| clip(vma, start, end))
@@ -466,6 +469,33 @@ impl VmaTree {
         Ok(unmapped)
     }
 
+    /// `__split_vma(mm, vma, addr, 0)` as `do_munmap` calls it between its
+    /// two `find_vma`s: the VMA with `addr` strictly inside keeps its
+    /// identity for `[vm_start, addr)`, and `[addr, vm_end)` is a new VMA.
+    /// Nothing is unlinked, so nothing is invalidated. The two halves have
+    /// equal flags, which [`VmaTree::check`] forbids: the caller unmaps from
+    /// `addr` at once ([`VmaTree::munmap`] or [`VmaTree::mmap_fixed`]).
+    pub(super) fn split_vma_for_munmap(&mut self, addr: u64) {
+        let (index, _) = self.find_vma_index(addr);
+        let vma = self.vmas[index];
+        assert!(
+            vma.start < addr && addr < vma.end,
+            "split at {addr:#x} not inside {vma}"
+        );
+        self.vmas[index].end = addr;
+        self.vmas.insert(index + 1, Vma { start: addr, ..vma });
+        let id = self.new_id();
+        self.ids.insert(index + 1, id);
+    }
+
+    /// Whether `do_munmap(start, end)`, whose first VMA is `first`, refuses
+    /// to split it: only a hole punched in one VMA adds a VMA, and Linux lets
+    /// every other unmap through at the limit, since it frees memory.
+    pub(super) fn munmap_refused(&self, first: &Vma, start: u64, end: u64) -> bool {
+        let punches_hole = first.start < start && first.end > end;
+        punches_hole && self.vmas.len() >= self.max_map_count
+    }
+
     /// `mprotect(start, len, prot)`: sets the protection of every VMA in the
     /// range, splitting VMAs at the ends of the range and merging neighbours
     /// that end up with equal flags.
@@ -478,18 +508,9 @@ impl VmaTree {
     /// range starts in a hole). ENOMEM also if a split would go above
     /// `max_map_count`, with the VMAs before that one changed.
     pub fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        if !start.is_multiple_of(PAGE_SIZE) {
-            return Err(Errno::EINVAL);
-        }
-        if len == 0 {
+        let Some(end) = mprotect_end(start, len, prot)? else {
             return Ok(());
-        }
-        let end = page_align(len)
-            .and_then(|len| start.checked_add(len))
-            .ok_or(Errno::ENOMEM)?;
-        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM) != 0 {
-            return Err(Errno::EINVAL);
-        }
+        };
         let prot_flags = calc_vm_prot_bits(prot);
         let mut addr = start;
         // Each pass moves addr up to the next VMA boundary (or to end), so
@@ -585,8 +606,39 @@ impl VmaTree {
     }
 }
 
+/// `munmap`'s checks of its arguments (`__do_munmap`): the range.
+pub(super) fn munmap_range(start: u64, len: u64) -> Result<(u64, u64), Errno> {
+    // __do_munmap checks the length against TASK_SIZE before rounding it.
+    if !start.is_multiple_of(PAGE_SIZE) || start > TASK_SIZE || len > TASK_SIZE - start {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_align(len).expect("a length within TASK_SIZE cannot wrap");
+    if len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok((start, start + len))
+}
+
+/// `mprotect`'s checks of its arguments: the end of the range, or `None`
+/// for a zero length (which succeeds at once).
+pub(super) fn mprotect_end(start: u64, len: u64, prot: u32) -> Result<Option<u64>, Errno> {
+    if !start.is_multiple_of(PAGE_SIZE) {
+        return Err(Errno::EINVAL);
+    }
+    if len == 0 {
+        return Ok(None);
+    }
+    let end = page_align(len)
+        .and_then(|len| start.checked_add(len))
+        .ok_or(Errno::ENOMEM)?;
+    if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Some(end))
+}
+
 /// `madvise`'s checks of its arguments: the end of the range.
-fn madvise_end(start: u64, len: u64) -> Result<u64, Errno> {
+pub(super) fn madvise_end(start: u64, len: u64) -> Result<u64, Errno> {
     if !start.is_multiple_of(PAGE_SIZE) {
         return Err(Errno::EINVAL);
     }

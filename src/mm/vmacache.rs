@@ -213,25 +213,35 @@ impl Kernel {
     /// `find_vma(mm, addr)` by `current` on this CPU: the first VMA that
     /// ends above `addr`, through the cache the features select. Counts
     /// `vmacache_find_calls` and `vmacache_find_hits`, and charges the cache
-    /// check and the tree walk to their own symbols.
-    pub(super) fn find_vma_cached(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+    /// check and the tree walk to their own symbols, on behalf of `caller`.
+    pub(super) fn find_vma_cached(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        caller: Symbol,
+    ) -> Option<Vma> {
         let lookup = self.vma_lookup();
         if lookup == VmaLookup::MapleTree {
             let depth = maple_tree_depth(self.mm(mm).vmas.len());
-            charge_nodes(ctx, Symbol::FindVma, depth.max(1));
+            charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
             return self.mm(mm).vmas.find_vma(addr).0;
         }
         ctx.count(Event::VmacacheFindCalls, 1);
         let hit = match lookup {
-            VmaLookup::MmapCache => self.mmap_cache_find(ctx, mm, addr),
-            _ => self.vmacache_find(ctx, mm, addr),
+            VmaLookup::MmapCache => self.mmap_cache_find(ctx, mm, addr, caller),
+            _ => self.vmacache_find(ctx, mm, addr, caller),
         };
         if hit.is_some() {
+            // A hit must be the tree's answer: the VMA containing `addr`, as
+            // it is now (every caller, not only the tests, checks this in a
+            // debug build).
+            debug_assert_eq!(hit, self.mm(mm).vmas.find_vma(addr).0, "hit at {addr:#x}");
             ctx.count(Event::VmacacheFindHits, 1);
             return hit;
         }
         let (found, depth) = self.mm(mm).vmas.find_vma_id(addr);
-        charge_nodes(ctx, Symbol::FindVma, depth.max(1));
+        charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
         let (id, vma) = found?;
         let cached = CachedVma {
             id,
@@ -245,7 +255,13 @@ impl Kernel {
     }
 
     /// 3.14's check of `mm->mmap_cache`, inline in `find_vma`.
-    fn mmap_cache_find(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+    fn mmap_cache_find(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        caller: Symbol,
+    ) -> Option<Vma> {
         let m = self.mm_mut(mm);
         let nr_detach = m.vmas.nr_detach();
         if m.vmacache.nr_detach_seen != nr_detach {
@@ -254,7 +270,7 @@ impl Kernel {
             m.vmacache.mmap_cache = None;
         }
         let cached = m.vmacache.mmap_cache?;
-        charge_nodes(ctx, Symbol::FindVma, 1);
+        charge_nodes(ctx, Symbol::FindVma, caller, 1);
         let Some(vma) = m.vmas.vma_by_id(cached.id, cached.start_hint) else {
             // Unlinked by a merge (see the module documentation).
             m.vmacache.mmap_cache = None;
@@ -276,10 +292,10 @@ impl Kernel {
     }
 
     /// `vmacache_find` (3.15): `vmacache_valid`, then the scan of the slots.
-    fn vmacache_find(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Option<Vma> {
+    fn vmacache_find(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, caller: Symbol) -> Option<Vma> {
         self.vmacache_sync(mm);
         let Some(task) = self.vmacache_task(ctx.cur(), mm) else {
-            charge_nodes(ctx, Symbol::VmacacheFind, 1);
+            charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
             return None;
         };
         let mm_seqnum = self.mm(mm).vmacache.seqnum;
@@ -288,7 +304,7 @@ impl Kernel {
             // First use after an invalidation: take the mm's seqnum, flush.
             cache.seqnum = mm_seqnum;
             cache.flush();
-            charge_nodes(ctx, Symbol::VmacacheFind, 1);
+            charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
             return None;
         }
         let slots = cache.vmas;
@@ -304,7 +320,7 @@ impl Kernel {
                 break;
             }
         }
-        charge_nodes(ctx, Symbol::VmacacheFind, checked.max(1));
+        charge_nodes(ctx, Symbol::VmacacheFind, caller, checked.max(1));
         let (slot, vma) = hit?;
         self.tasks.get_mut(task).vmacache.vmas[slot] = Some(CachedVma {
             id: slots[slot].expect("hit slot").id,
@@ -373,9 +389,13 @@ fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) ->
         })
 }
 
-fn charge_nodes(ctx: &mut Ctx, symbol: Symbol, nodes: u32) {
+/// Charges `nodes` VMAs (or slots) looked at to `symbol`, recording that
+/// `caller` asked for the lookup.
+fn charge_nodes(ctx: &mut Ctx, symbol: Symbol, caller: Symbol, nodes: u32) {
     let per_node = ctx.machine().costs.find_vma_node.cycles();
-    ctx.charge(symbol, Cycles(per_node.0 * u64::from(nodes)));
+    let cycles = Cycles(per_node.0 * u64::from(nodes));
+    ctx.charge(symbol, cycles);
+    ctx.stats.add_caller_cycles(symbol, caller, cycles);
 }
 
 /// Tasks: creation with an mm, threads, exec, exit and `current`.
@@ -489,7 +509,7 @@ mod tests {
     use super::*;
     use crate::features::Features;
     use crate::mm::kernel::MMAP_BASE;
-    use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
+    use crate::mm::mm_types::{Advice, Errno, PROT_READ, PROT_WRITE};
     use crate::sim::Rng;
 
     const P: u64 = PAGE_SIZE;
@@ -529,7 +549,7 @@ mod tests {
     fn lookup(k: &mut Kernel, ctx: &mut Ctx, task: TaskId, addr: u64) -> Option<Vma> {
         k.set_current(ctx, task);
         let mm = k.task_mm(task).unwrap();
-        let found = k.find_vma(ctx, mm, addr);
+        let found = k.find_vma(ctx, mm, addr, Symbol::PageFault);
         assert_eq!(found, k.mm(mm).vmas.find_vma(addr).0, "at {addr:#x}");
         found
     }
@@ -573,6 +593,70 @@ mod tests {
             let cache_cycles = ctx.stats.cycles(Symbol::VmacacheFind).0;
             assert_eq!(cache_cycles > 0, mode == VmaLookup::PerThread);
             assert!(ctx.stats.cycles(Symbol::FindVma).0 > 0);
+        }
+    }
+
+    /// madvise, mprotect, munmap and brk look VMAs up through the cache,
+    /// each charged with its caller; munmap splits between its two lookups,
+    /// so the VMA cached by the first no longer covers the second; a
+    /// MAP_FIXED mmap over nothing looks nothing up.
+    #[test]
+    fn system_calls_look_up_through_the_cache_with_their_caller() {
+        for mode in [VmaLookup::MmapCache, VmaLookup::PerThread] {
+            let (mut k, mut ctx) = boot(mode);
+            let t1 = k.new_process(&mut ctx).unwrap();
+            let mm = k.task_mm(t1).unwrap();
+            let [a, _, c] = three_vmas(&mut k, &mut ctx, mm);
+            let x = addr_in(a, 0);
+            lookup(&mut k, &mut ctx, t1, x); // miss: A cached
+            k.madvise(&mut ctx, mm, x, P, Advice::DontNeed).unwrap(); // hit
+            k.mprotect(&mut ctx, mm, x, P, PROT_READ).unwrap(); // hit
+            assert_eq!(calls_hits(&ctx), (3, 2), "{mode:?}");
+            // Unmapping C's second page: a miss at its start (C cached),
+            // the split leaves C's struct below the range, and the lookup
+            // at the end misses too, though C covered it before the split.
+            k.munmap(&mut ctx, mm, c.start + P, P).unwrap();
+            assert_eq!(calls_hits(&ctx), (5, 2), "{mode:?}");
+            assert_eq!(lookup(&mut k, &mut ctx, t1, x).map(|v| v.start), Some(x));
+            assert_eq!(calls_hits(&ctx), (6, 2), "a miss after the munmap");
+            // brk looks up the old break, where nothing is mapped: a miss.
+            let heap = 0x1000_0000;
+            k.brk(&mut ctx, mm, heap + 5, heap + 5 + 2 * P).unwrap();
+            assert_eq!(calls_hits(&ctx), (7, 2), "{mode:?}");
+            // A mapping a page above the heap: nothing to unmap, no lookup.
+            let rw = PROT_READ | PROT_WRITE;
+            k.mmap_fixed(&mut ctx, mm, heap + 4 * P, P, PROT_READ)
+                .unwrap();
+            assert_eq!(calls_hits(&ctx), (7, 2), "{mode:?}");
+            // brk may not grow to within a page of it.
+            let brk = heap + 3 * P;
+            assert_eq!(k.brk(&mut ctx, mm, brk, brk + 1), Err(Errno::ENOMEM));
+            assert_eq!(calls_hits(&ctx), (8, 2), "{mode:?}");
+            // MAP_FIXED over the heap unmaps it first: do_munmap's lookups.
+            k.mmap_fixed(&mut ctx, mm, heap + P, P, rw).unwrap();
+            assert_eq!(calls_hits(&ctx).0, 10, "{mode:?}");
+            let callers = |symbol| -> Vec<Symbol> {
+                let mut callers: Vec<Symbol> = ctx.stats.callers(symbol).map(|c| c.0).collect();
+                callers.sort();
+                callers
+            };
+            let checked = match mode {
+                VmaLookup::PerThread => Symbol::VmacacheFind,
+                _ => Symbol::FindVma,
+            };
+            assert_eq!(
+                callers(checked),
+                [
+                    Symbol::PageFault,
+                    Symbol::DoMunmap,
+                    Symbol::DoMprotectPkey,
+                    Symbol::SysBrk,
+                    Symbol::Madvise,
+                ],
+                "{mode:?}"
+            );
+            let by_callers: u64 = ctx.stats.callers(checked).map(|c| c.1.0).sum();
+            assert_eq!(by_callers, ctx.stats.cycles(checked).0);
         }
     }
 
@@ -650,10 +734,17 @@ mod tests {
                 lookup(&mut k, &mut ctx, t, addr_in(a, 0));
                 assert_eq!(k.task(t).vmacache.seqnum, 0);
             }
-            // 2^32 - 2 invalidations later (none of which these threads saw).
+            // 2^32 - 2 invalidations later, by another thread: none of
+            // these threads saw them.
+            let unmapper = k.clone_task(t1);
+            k.set_current(&ctx, unmapper);
             k.set_vmacache_seqnum(mm, u32::MAX - 1);
+            // Each munmap looks up its start (a miss: the unmapper's seqnum
+            // is behind, then its one cached VMA is the one being unmapped)
+            // and its end (a miss), then bumps the seqnum.
             k.munmap(&mut ctx, mm, a.start, a.len()).unwrap(); // u32::MAX
             k.munmap(&mut ctx, mm, c.start, c.len()).unwrap(); // 0: wrap
+            assert_eq!(calls_hits(&ctx), (nr_threads + 4, 0));
             for &t in &threads {
                 assert_eq!(lookup(&mut k, &mut ctx, t, addr_in(a, 0)), None);
                 assert_eq!(k.task(t).vmacache.seqnum, 0);
@@ -661,7 +752,7 @@ mod tests {
                 assert_eq!(lookup(&mut k, &mut ctx, t, b.start), Some(b));
             }
             let (calls, hits) = calls_hits(&ctx);
-            assert_eq!((calls, hits), (4 * nr_threads, nr_threads));
+            assert_eq!((calls, hits), (4 * nr_threads + 4, nr_threads));
         }
     }
 
@@ -685,7 +776,10 @@ mod tests {
         // as access_remote_vm does): no cache, no update.
         k.set_current(&ctx, parent);
         for _ in 0..2 {
-            assert_eq!(k.find_vma(&mut ctx, child_mm, at), Some(a));
+            assert_eq!(
+                k.find_vma(&mut ctx, child_mm, at, Symbol::PageFault),
+                Some(a)
+            );
         }
         assert_eq!(calls_hits(&ctx), (5, 1));
         // A kernel thread borrowing the mm never uses the cache either.
@@ -693,7 +787,7 @@ mod tests {
         k.kthread_use_mm(kthread, Some(mm));
         k.set_current(&ctx, kthread);
         for _ in 0..2 {
-            assert_eq!(k.find_vma(&mut ctx, mm, at), Some(a));
+            assert_eq!(k.find_vma(&mut ctx, mm, at, Symbol::PageFault), Some(a));
         }
         assert_eq!(calls_hits(&ctx), (7, 1));
         k.kthread_use_mm(kthread, None);

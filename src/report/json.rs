@@ -72,6 +72,18 @@ pub struct SymbolJson {
     pub cycles: u64,
     /// Fraction of all charged cycles, in 0..=1.
     pub share: f64,
+    /// For symbols charged with their caller (`find_vma`, `vmacache_find`):
+    /// each caller's part, largest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<CallerJson>,
+}
+
+#[derive(Serialize)]
+pub struct CallerJson {
+    pub caller: &'static str,
+    pub cycles: u64,
+    /// Fraction of all charged cycles, in 0..=1.
+    pub share: f64,
 }
 
 impl<'a> RunJson<'a> {
@@ -117,6 +129,15 @@ impl ProfileJson {
                 space: e.space.name(),
                 cycles: e.cycles,
                 share: e.share,
+                callers: e
+                    .callers
+                    .iter()
+                    .map(|c| CallerJson {
+                        caller: c.name,
+                        cycles: c.cycles,
+                        share: c.share,
+                    })
+                    .collect(),
             })
             .collect();
         ProfileJson {

@@ -1,5 +1,7 @@
 //! A profile in the shape of `perf report`: each symbol's share of all the
-//! cycles charged on every CPU.
+//! cycles charged on every CPU, and for symbols charged with their caller
+//! (`find_vma` and `vmacache_find`), the share each caller accounts for, as
+//! `perf report --no-children -g caller` shows one level of callers.
 
 use std::fmt::Write;
 
@@ -44,6 +46,19 @@ pub struct ProfileEntry {
     pub cycles: u64,
     /// Fraction of all charged cycles, in 0..=1.
     pub share: f64,
+    /// Where the cycles came from, when the charges named a caller: largest
+    /// first, ties by name.
+    pub callers: Vec<CallerEntry>,
+}
+
+/// The part of a profile line's cycles charged on behalf of one caller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallerEntry {
+    /// The caller's name as perf prints it.
+    pub name: &'static str,
+    pub cycles: u64,
+    /// Fraction of all charged cycles (not of the symbol's), in 0..=1.
+    pub share: f64,
 }
 
 /// Splits a symbol's name into what perf prints and where it runs.
@@ -69,11 +84,25 @@ pub fn profile(stats: &Stats) -> Vec<ProfileEntry> {
                 space,
                 cycles,
                 share: cycles as f64 / total as f64,
+                callers: callers(stats, symbol, total),
             }
         })
         .collect();
     entries.sort_by(|a, b| b.cycles.cmp(&a.cycles).then_with(|| a.name.cmp(b.name)));
     entries
+}
+
+fn callers(stats: &Stats, symbol: Symbol, total: u64) -> Vec<CallerEntry> {
+    let mut callers: Vec<CallerEntry> = stats
+        .callers(symbol)
+        .map(|(caller, cycles)| CallerEntry {
+            name: symbol_display(caller).0,
+            cycles: cycles.0,
+            share: cycles.0 as f64 / total as f64,
+        })
+        .collect();
+    callers.sort_by(|a, b| b.cycles.cmp(&a.cycles).then_with(|| a.name.cmp(b.name)));
+    callers
 }
 
 /// The share of one symbol, by the name perf prints (with or without the
@@ -116,6 +145,15 @@ pub fn format_profile(entries: &[ProfileEntry], total_cycles: u64, top: usize) -
             entry.space.marker(),
             entry.name
         );
+        for caller in &entry.callers {
+            let _ = writeln!(
+                out,
+                "{:>12}|--{:.2}%--{}",
+                "",
+                caller.share * 100.0,
+                caller.name
+            );
+        }
     }
     out
 }
@@ -170,6 +208,23 @@ mod tests {
         let text = format_profile(&profile(&s), 10_000, TOP_DEFAULT);
         assert!(text.contains("# Overhead  Symbol\n"));
         assert!(text.contains("\n    54.03%  [k] __alloc_pages\n"), "{text}");
+    }
+
+    #[test]
+    fn callers_print_under_their_symbol_largest_first() {
+        let mut s = stats(&[(Symbol::FindVma, 60), (Symbol::Kfree, 40)]);
+        s.add_caller_cycles(Symbol::FindVma, Symbol::DoMunmap, Cycles(10));
+        s.add_caller_cycles(Symbol::FindVma, Symbol::PageFault, Cycles(50));
+        let p = profile(&s);
+        assert_eq!(p[0].callers.len(), 2);
+        assert!(p[1].callers.is_empty());
+        let text = format_profile(&p, 100, TOP_DEFAULT);
+        assert!(
+            text.contains(
+                "    60.00%  [k] find_vma\n            |--50.00%--__do_page_fault\n            |--10.00%--do_munmap\n    40.00%  [k] kfree\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

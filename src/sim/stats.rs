@@ -1,4 +1,8 @@
-//! What a run accumulates: cycles per symbol and event counts.
+//! What a run accumulates: cycles per symbol and event counts, and for the
+//! few symbols charged with their caller, the cycles per caller (one level
+//! of `perf report -g caller`).
+
+use std::collections::BTreeMap;
 
 use super::event::Event;
 use super::symbol::Symbol;
@@ -8,6 +12,9 @@ use super::time::Cycles;
 pub struct Stats {
     cycles: Vec<u64>,
     events: Vec<u64>,
+    /// Cycles of (symbol, caller) for charges that name their caller: a
+    /// subset of `cycles`, never in addition to them.
+    callers: BTreeMap<(Symbol, Symbol), u64>,
 }
 
 impl Default for Stats {
@@ -21,6 +28,7 @@ impl Stats {
         Stats {
             cycles: vec![0; Symbol::COUNT],
             events: vec![0; Event::COUNT],
+            callers: BTreeMap::new(),
         }
     }
 
@@ -32,6 +40,20 @@ impl Stats {
     #[inline]
     pub fn count(&mut self, event: Event, n: u64) {
         self.events[event as usize] += n;
+    }
+
+    /// Records that `cycles` already added to `symbol` were spent on behalf
+    /// of `caller`.
+    pub fn add_caller_cycles(&mut self, symbol: Symbol, caller: Symbol, cycles: Cycles) {
+        *self.callers.entry((symbol, caller)).or_default() += cycles.0;
+    }
+
+    /// The callers recorded for `symbol` and their cycles, in symbol order.
+    pub fn callers(&self, symbol: Symbol) -> impl Iterator<Item = (Symbol, Cycles)> + '_ {
+        self.callers
+            .range((symbol, Symbol::ALL[0])..)
+            .take_while(move |((s, _), _)| *s == symbol)
+            .map(|(&(_, caller), &cycles)| (caller, Cycles(cycles)))
     }
 
     pub fn cycles(&self, symbol: Symbol) -> Cycles {
@@ -54,5 +76,34 @@ impl Stats {
         for (a, b) in self.events.iter_mut().zip(&other.events) {
             *a += b;
         }
+        for (&key, &cycles) in &other.callers {
+            *self.callers.entry(key).or_default() += cycles;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_are_kept_per_symbol_and_merged() {
+        let mut a = Stats::new();
+        a.add_cycles(Symbol::FindVma, Cycles(30));
+        a.add_caller_cycles(Symbol::FindVma, Symbol::PageFault, Cycles(20));
+        a.add_caller_cycles(Symbol::FindVma, Symbol::DoMunmap, Cycles(10));
+        a.add_caller_cycles(Symbol::VmacacheFind, Symbol::PageFault, Cycles(5));
+        let mut b = Stats::new();
+        b.add_caller_cycles(Symbol::FindVma, Symbol::PageFault, Cycles(1));
+        a.merge(&b);
+        let callers: Vec<_> = a.callers(Symbol::FindVma).collect();
+        assert_eq!(
+            callers,
+            [
+                (Symbol::PageFault, Cycles(21)),
+                (Symbol::DoMunmap, Cycles(10))
+            ]
+        );
+        assert_eq!(a.callers(Symbol::Kfree).count(), 0);
     }
 }

@@ -92,6 +92,8 @@ symbols! {
     DoMunmap => "do_munmap",
     MprotectFixup => "mprotect_fixup",
     ChangeProtection => "change_protection",
+    DoMprotectPkey => "do_mprotect_pkey",
+    SysBrk => "__do_sys_brk",
     Madvise => "madvise",
     FlushTlbMmRange => "flush_tlb_mm_range",
     FlushTlbFunc => "flush_tlb_func",

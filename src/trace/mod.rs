@@ -10,6 +10,7 @@
 
 pub mod import;
 pub mod perf;
+pub mod recorded;
 pub mod strace;
 
 use std::collections::BTreeMap;
@@ -388,6 +389,16 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
         error,
     };
     let bytes = std::fs::read(path).map_err(io)?;
+    text_of_bytes(&file, bytes)
+}
+
+/// `bytes` as text, gunzipped if they start with gzip's magic; `file` names
+/// them in errors.
+pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
+    let io = |error| LoadError::Io {
+        file: file.to_string(),
+        error,
+    };
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..])

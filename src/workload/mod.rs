@@ -10,9 +10,9 @@ pub mod usemem;
 
 use std::fmt;
 
-use crate::features::Features;
+use crate::features::{Feature, Features};
 use crate::machine::Machine;
-use crate::sim::{Cycles, Stats};
+use crate::sim::{Cycles, Event, Stats, Symbol};
 
 /// A headline figure of a run, for `compare` and `reproduce`.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,6 +41,50 @@ pub struct RunOutput {
     pub stats: Stats,
     /// Virtual time from the start of the measured run to its end.
     pub elapsed: Cycles,
+}
+
+/// What a run's `find_vma` calls cost and how the VMA cache did, for the
+/// workloads that report it (ebizzy, trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FindVmaStats {
+    /// `vmacache_find_calls`, `vmacache_find_hits`.
+    pub calls: u64,
+    pub hits: u64,
+    /// Cycles in `find_vma` and `vmacache_find`, whatever called them.
+    pub cycles: u64,
+}
+
+impl FindVmaStats {
+    pub fn of(stats: &Stats) -> FindVmaStats {
+        FindVmaStats {
+            calls: stats.event(Event::VmacacheFindCalls),
+            hits: stats.event(Event::VmacacheFindHits),
+            cycles: stats.cycles(Symbol::FindVma).0 + stats.cycles(Symbol::VmacacheFind).0,
+        }
+    }
+
+    /// Hits in percent of the lookups; 0 when there were none.
+    pub fn hit_rate_percent(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.hits as f64 * 100.0 / self.calls as f64
+        }
+    }
+
+    /// `N cache lookups, H hits (R%)`, or that there is no cache.
+    pub fn describe_cache(&self, features: Features) -> String {
+        if features.has(Feature::MapleTree) {
+            "no VMA cache (maple tree)".to_string()
+        } else {
+            format!(
+                "{} cache lookups, {} hits ({:.2}%)",
+                self.calls,
+                self.hits,
+                self.hit_rate_percent()
+            )
+        }
+    }
 }
 
 /// A workload's flags were wrong: one line, starting with the workload's name,

@@ -12,8 +12,8 @@
 //!   (`Kernel::mmap_fixed`), as a private anonymous mapping whatever it
 //!   was (mmsim models no files).
 //! - `brk`: the first `brk` of an address space sets its start; later
-//!   ones grow the heap with a MAP_FIXED mapping of the new pages or shrink
-//!   it with munmap.
+//!   ones move the break with `Kernel::brk` (which grows the heap unless a
+//!   mapping lies in the way, or shrinks it with munmap).
 //! - `fork` is `Kernel::fork`, `clone` a new user of the same mm, `exec` a
 //!   fresh mm (the process's other threads exit), `exit` an `mmput`.
 //! - `fault` and `access` are a user read or write of the 8-byte word at
@@ -27,20 +27,22 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
+use super::{Benchmark, FindVmaStats, Metric, Progress, RunError, RunOutput, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::kernel::{Fault, Kernel, MmId};
-use crate::mm::mm_types::{Advice as MmAdvice, PROT_READ, PROT_WRITE, VmFlags};
+use crate::mm::mm_types::{Advice as MmAdvice, VmFlags};
 use crate::mm::vmacache::TaskId;
 use crate::sim::{CpuId, Ctx, Cycles, Engine, Workload};
-use crate::trace::{self, Access, Event, Op, PAGE_SIZE};
+use crate::trace::{self, Access, Event, Op};
 
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
     "replays a recorded trace of real programs (see 'mmsim trace import', docs/trace-format.md)";
 pub const USAGE: &str = "\
-  FILE                 the trace, plain or gzipped";
+  FILE                 the trace, plain or gzipped
+  --recorded NAME      instead of FILE, a trace built into mmsim (tests/data/README.md):
+                       make, python or pipeline";
 
 /// A parsed trace, ready to replay.
 pub struct TraceReplay {
@@ -51,15 +53,33 @@ pub struct TraceReplay {
 pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
     let mut a = super::args::Args::new(NAME, args);
     let mut file = None;
+    let mut recorded = None;
     while let Some(arg) = a.next() {
         match arg {
+            "--recorded" => {
+                let name = a.value("--recorded")?;
+                let found = trace::recorded::find(name).ok_or_else(|| {
+                    a.error(format!(
+                        "--recorded: no trace named '{name}' (recorded: {})",
+                        trace::recorded::names()
+                    ))
+                })?;
+                recorded = Some(found);
+            }
             flag if flag.starts_with('-') => return Err(a.unknown(flag)),
             value if file.is_none() => file = Some(value.to_string()),
             extra => return Err(a.error(format!("one FILE only, but also got '{extra}'"))),
         }
     }
-    let file = file.ok_or_else(|| a.error("missing FILE"))?;
-    let events = trace::load(Path::new(&file)).map_err(|e| a.error(e))?;
+    let (file, events) = match (file, recorded) {
+        (Some(file), None) => {
+            let events = trace::load(Path::new(&file)).map_err(|e| a.error(e))?;
+            (file, events)
+        }
+        (None, Some(r)) => (r.file(), r.events().map_err(|e| a.error(e))?),
+        (Some(_), Some(_)) => return Err(a.error("FILE and --recorded contradict each other")),
+        (None, None) => return Err(a.error("missing FILE (or --recorded NAME)")),
+    };
     Ok(Box::new(TraceReplay {
         file,
         events: Arc::new(events),
@@ -214,7 +234,8 @@ impl Run<'_> {
         self.syscall("madvise", r);
     }
 
-    /// `brk`: the heap is `[page_align(start), page_align(cur))`.
+    /// `brk`: the heap is `[page_align(start), page_align(cur))`; a break
+    /// the kernel refuses (something mapped in the way) stays where it was.
     fn brk(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) {
         let Some(brk) = self.brk.get(&mm).copied() else {
             self.brk.insert(
@@ -226,24 +247,12 @@ impl Run<'_> {
             );
             return;
         };
-        let align = |a: u64| a.div_ceil(PAGE_SIZE) * PAGE_SIZE;
-        let (old_end, new_end) = (align(brk.cur), align(addr.max(brk.start)));
-        if new_end > old_end {
-            let r = self
-                .k
-                .mmap_fixed(ctx, mm, old_end, new_end - old_end, PROT_READ | PROT_WRITE);
-            self.syscall("brk", r);
-        } else if new_end < old_end {
-            let r = self.k.munmap(ctx, mm, new_end, old_end - new_end);
-            self.syscall("brk", r);
+        let new = addr.max(brk.start);
+        let r = self.k.brk(ctx, mm, brk.cur, new);
+        if r.is_ok() {
+            self.brk.insert(mm, Brk { cur: new, ..brk });
         }
-        self.brk.insert(
-            mm,
-            Brk {
-                start: brk.start,
-                cur: addr.max(brk.start),
-            },
-        );
+        self.syscall("brk", r);
     }
 
     /// `execve`: the process's other threads exit, the task gets a fresh mm.
@@ -441,6 +450,7 @@ impl TraceReplay {
         let pgfault = done.ctx.stats.event(crate::sim::Event::Pgfault);
         let span_ns = self.events.last().map_or(0, |e| e.time_ns);
         let failed: Vec<String> = c.failed.iter().map(|(op, n)| format!("{op} {n}")).collect();
+        let find_vma = FindVmaStats::of(&done.ctx.stats);
         let lines = vec![
             format!(
                 "{}: {} events replayed ({} tasks, {} processes), recorded over {:.3} ms",
@@ -462,6 +472,11 @@ impl TraceReplay {
                     failed.join(", ")
                 },
                 c.advice_not_modelled
+            ),
+            format!(
+                "find_vma: {}, {} cycles",
+                find_vma.describe_cache(features),
+                find_vma.cycles
             ),
         ];
         let elapsed = (0..done.ctx.nr_cpus())
@@ -487,6 +502,18 @@ impl TraceReplay {
                     name: "segv".into(),
                     value: c.segv as f64,
                     unit: "signals",
+                    higher_is_better: false,
+                },
+                Metric {
+                    name: "vmacache-hit-rate".into(),
+                    value: find_vma.hit_rate_percent(),
+                    unit: "%",
+                    higher_is_better: true,
+                },
+                Metric {
+                    name: "find-vma-cycles".into(),
+                    value: find_vma.cycles as f64,
+                    unit: "cycles",
                     higher_is_better: false,
                 },
             ],

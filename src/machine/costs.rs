@@ -122,6 +122,8 @@ costs! {
     clear_page_bandwidth: Bandwidth, "clear_page_erms: zeroing a 4 KiB page (rep stosb)";
     clear_huge_page_bandwidth: Bandwidth, "clear_huge_page: zeroing a 2 MiB THP subpage by subpage, inside a fault";
     copy_page_bandwidth: Bandwidth, "copy_page / copy_user_huge_page: copying a page for copy-on-write";
+    node_memory_bandwidth: Bandwidth, "the sustained DRAM bandwidth of one NUMA node's memory controllers, shared by every CPU streaming to or from that node's memory";
+    call_cached_read: Latency, "a call to a small function that reads a word in L1 (or L2), tests it and returns: mm_get_huge_zero_page's test_bit on mm->flags";
     user_access: Latency, "a user load or store to a mapped page that misses the caches";
     tlb_flush_local: Latency, "flushing this CPU's TLB for a range or an mm (flush_tlb_func: INVLPG or a CR3 write)";
     zap_pte: Latency, "zap_pte_range's work per present PTE (or huge PMD), excluding freeing the page";

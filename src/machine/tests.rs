@@ -682,3 +682,24 @@ fn check_no_panic(text: &str) {
         assert!(message.starts_with("test.toml: "), "{message:?}");
     }
 }
+
+#[test]
+fn one_cpu_alone_cannot_saturate_its_node_memory() {
+    // docs/engine.md: a CPU alone clears and copies at its own rate only if
+    // its traffic (once for a clear, twice for a copy) takes the node's
+    // memory less time than the CPU takes itself.
+    for name in builtin_names() {
+        let c = builtin(name).unwrap().costs;
+        let node = c.node_memory_bandwidth.value();
+        for (what, rate, traffic) in [
+            ("clear_page", &c.clear_page_bandwidth, 1.0),
+            ("clear_huge_page", &c.clear_huge_page_bandwidth, 1.0),
+            ("copy_page", &c.copy_page_bandwidth, 2.0),
+        ] {
+            assert!(
+                rate.value() * traffic < node,
+                "{name}: one CPU's {what} saturates its node"
+            );
+        }
+    }
+}

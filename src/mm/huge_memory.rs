@@ -52,12 +52,7 @@ impl Kernel {
             return None;
         };
         ctx.count(Event::ThpZeroPageAlloc, 1);
-        let cost = ctx
-            .machine()
-            .costs
-            .clear_huge_page_bandwidth
-            .cycles_for_bytes(Order::THP.bytes());
-        ctx.charge(Symbol::ClearHugePage, cost);
+        self.clear_pages(ctx, pfn, Order::THP);
         self.huge_zero.page = Some(pfn);
         self.huge_zero.line.rmw(ctx, symbol);
         ctx.count(Event::HugeZeroRefcountRmw, 1);
@@ -79,6 +74,10 @@ impl Kernel {
 
     /// `mm_get_huge_zero_page`: one global reference per mm.
     fn mm_get_huge_zero_page(&mut self, ctx: &mut Ctx, mm: MmId) -> Option<Pfn> {
+        // The call and test_bit on mm->flags, a line this mm's faults keep
+        // cached (no other CPU writes it once the bit is set).
+        let cost = ctx.machine().costs.call_cached_read.cycles();
+        ctx.charge(Symbol::MmGetHugeZeroPage, cost);
         if self.mm(mm).test_flag(MMF_HUGE_ZERO_PAGE) {
             return self.huge_zero.page;
         }
@@ -140,12 +139,7 @@ impl Kernel {
             ctx.count(Event::ThpFaultFallback, 1);
             return Ok(false);
         };
-        let cost = ctx
-            .machine()
-            .costs
-            .clear_huge_page_bandwidth
-            .cycles_for_bytes(Order::THP.bytes());
-        ctx.charge(Symbol::ClearHugePage, cost);
+        self.clear_pages(ctx, pfn, Order::THP);
         let deposit = match self.alloc_pgtable_page(ctx) {
             Ok(d) => d,
             Err(e) => {
@@ -247,26 +241,10 @@ impl Kernel {
             return Ok(false);
         };
         ctx.count(Event::ThpFaultAlloc, 1);
-        let bytes = Order::THP.bytes();
         match old {
-            None => {
-                let cost = ctx
-                    .machine()
-                    .costs
-                    .clear_huge_page_bandwidth
-                    .cycles_for_bytes(bytes);
-                ctx.charge(Symbol::ClearHugePage, cost);
-            }
+            None => self.clear_pages(ctx, new, Order::THP),
             Some(old) => {
-                let cost = ctx
-                    .machine()
-                    .costs
-                    .copy_page_bandwidth
-                    .cycles_for_bytes(bytes);
-                ctx.charge(Symbol::CopyPage, cost);
-                for sub in 0..HPAGE_PMD_NR {
-                    self.contents.copy(Pfn(old.0 + sub), Pfn(new.0 + sub));
-                }
+                self.copy_pages(ctx, old, new, Order::THP);
                 ctx.count(Event::CowCopies, 1);
             }
         }

@@ -186,12 +186,7 @@ impl Kernel {
             .pa
             .alloc_pages(ctx, gfp, Order::ZERO)
             .ok_or(Fault::Oom)?;
-        let cost = ctx
-            .machine()
-            .costs
-            .clear_page_bandwidth
-            .cycles_for_bytes(PAGE_SIZE);
-        ctx.charge(Symbol::ClearPageErms, cost);
+        self.clear_pages(ctx, pfn, Order::ZERO);
         Ok(pfn)
     }
 

@@ -221,13 +221,7 @@ impl Kernel {
                     .pa
                     .alloc_pages(ctx, Gfp::HIGHUSER_MOVABLE, Order::ZERO)
                     .ok_or(Fault::Oom)?;
-                let cost = ctx
-                    .machine()
-                    .costs
-                    .copy_page_bandwidth
-                    .cycles_for_bytes(PAGE_SIZE);
-                ctx.charge(Symbol::CopyPage, cost);
-                self.contents.copy(old, new);
+                self.copy_pages(ctx, old, new, Order::ZERO);
                 ctx.count(Event::CowCopies, 1);
                 new
             }

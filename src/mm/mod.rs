@@ -4,6 +4,7 @@
 pub mod check;
 pub mod contents;
 pub mod fork;
+mod highmem;
 pub mod huge_memory;
 pub mod kernel;
 pub mod memory;

@@ -258,6 +258,11 @@ impl PageAllocator {
         self.pcp_high_order
     }
 
+    /// The NUMA node whose memory holds `pfn` (`page_to_nid`).
+    pub fn node_of(&self, pfn: Pfn) -> u32 {
+        self.zone_of(pfn).0 as u32
+    }
+
     fn zone_of(&self, pfn: Pfn) -> (usize, u32) {
         let node = (pfn.0 / self.pages_per_node) as usize;
         assert!(node < self.zones.len(), "{pfn} outside memory");

@@ -11,6 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use super::dram::Dram;
 use super::event::Event;
 use super::ipi::{self, PendingIpi};
 use super::rng::Rng;
@@ -115,11 +116,14 @@ pub struct Ctx {
     /// CPUs whose clock or state another CPU changed during the current
     /// step (woken, or charged an interrupt), to be queued again after it.
     requeue: Vec<CpuId>,
+    /// Every node's memory bandwidth in use (`dram.rs`).
+    pub(crate) dram: Dram,
 }
 
 impl Ctx {
     pub fn new(machine: Machine, seed: u64) -> Ctx {
         let nr_cpus = machine.topology.nr_cpus() as usize;
+        let dram = Dram::new(machine.topology.numa_nodes);
         Ctx {
             machine,
             cpus: vec![CpuState::new(); nr_cpus],
@@ -128,6 +132,7 @@ impl Ctx {
             stats: Stats::new(),
             rng: Rng::new(seed),
             requeue: Vec::new(),
+            dram,
         }
     }
 

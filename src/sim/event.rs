@@ -66,6 +66,8 @@ events! {
     BuddySplit => "mmsim_buddy_split", "halvings of a free block to serve a smaller allocation (expand)",
     BuddyMerge => "mmsim_buddy_merge", "merges of a freed block with its free buddy",
     Fallback => "mmsim_rmqueue_fallback", "allocations that fell back to another migratetype",
+    DramBytes => "mmsim_dram_bytes", "bytes of DRAM traffic charged to nodes' memory bandwidth by page clears and copies",
+    DramWaitCycles => "mmsim_dram_wait_cycles", "cycles page clears and copies took beyond the CPU's own rate, waiting for a node's memory bandwidth",
     LineTransfers => "mmsim_cacheline_transfers", "cache-line ownership transfers between CPUs",
     IpiSent => "mmsim_ipi_sent", "inter-processor interrupts sent",
     SlabAlloc => "mmsim_slab_page_alloc", "slab pages allocated (allocate_slab)",

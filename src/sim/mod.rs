@@ -7,6 +7,7 @@
 //! in virtual time. See `docs/engine.md` for the model and its limits.
 
 mod cacheline;
+mod dram;
 mod engine;
 mod event;
 mod ipi;
@@ -23,6 +24,7 @@ mod timeline;
 mod tests;
 
 pub use cacheline::{CacheLine, LineAccess, NO_WRITER, touch_line};
+pub use dram::{CHUNK_BYTES, Traffic, dram_stream};
 pub use engine::{Ctx, Engine, RunState, Workload};
 pub use event::Event;
 pub use ipi::{IpiHandler, smp_call_function_many};

@@ -1154,3 +1154,240 @@ fn a_step_that_ends_with_interrupts_off_panics() {
         ctx.local_irq_disable();
     });
 }
+
+// ---------------------------------------------------------------------------
+// Node memory bandwidth
+
+const CLEAR: Symbol = Symbol::ClearPageErms;
+
+/// A context whose CPUs `0..nr_cpus` are runnable, with the node memory
+/// bandwidth set to `node_pages_per_clear` pages in the time one CPU clears
+/// one page at its own rate (None: the profile's own value).
+fn dram_ctx(nr_cpus: u32, node_pages_per_clear: Option<f64>) -> Ctx {
+    let mut machine = machine_with_cpus(nr_cpus);
+    if let Some(pages) = node_pages_per_clear {
+        let costs = &mut machine.costs;
+        let own = costs.clear_page_bandwidth.value();
+        costs
+            .node_memory_bandwidth
+            .set(own * pages, "test: a multiple of one CPU's rate".into());
+    }
+    let mut ctx = Ctx::new(machine, 1);
+    for cpu in nr_cpus..ctx.nr_cpus() {
+        ctx.set_state(CpuId(cpu), RunState::Idle);
+    }
+    ctx
+}
+
+/// One CPU's time to clear `bytes` alone, at its own rate.
+fn own_clear(ctx: &Ctx, bytes: u64) -> Cycles {
+    ctx.machine()
+        .costs
+        .clear_page_bandwidth
+        .cycles_for_bytes(bytes)
+}
+
+/// What `bytes` of traffic occupy a node's memory for.
+fn node_time(ctx: &Ctx, bytes: u64) -> Cycles {
+    ctx.machine()
+        .costs
+        .node_memory_bandwidth
+        .cycles_for_bytes(bytes)
+}
+
+/// Clears `bytes` on `node` from the current CPU; returns the wait.
+fn clear_on(ctx: &mut Ctx, node: u32, bytes: u64) -> Cycles {
+    let own = own_clear(ctx, bytes);
+    let traffic = [Traffic {
+        node,
+        bytes_per_byte: 1,
+    }];
+    dram_stream(ctx, CLEAR, bytes, own, &traffic)
+}
+
+/// Each CPU in `clearing` clears `pages` 4 KiB pages on `node_of(cpu)`, one
+/// per step; the other runnable CPUs do nothing. Returns the engine.
+fn clear_pages_on(
+    ctx: Ctx,
+    clearing: &[CpuId],
+    pages: u32,
+    node_of: impl Fn(CpuId) -> u32,
+) -> Engine {
+    let mut left = vec![pages; ctx.nr_cpus() as usize];
+    run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        if !clearing.contains(&cpu) || left[cpu.index()] == 0 {
+            return ctx.finish();
+        }
+        clear_on(ctx, node_of(cpu), CHUNK_BYTES);
+        left[cpu.index()] -= 1;
+    })
+}
+
+#[test]
+fn dram_one_cpu_alone_clears_at_its_own_rate() {
+    // The profile's node bandwidth is many times one CPU's rate: a CPU alone
+    // never waits, for one page or for a 2 MiB huge page.
+    let ctx = dram_ctx(1, None);
+    let huge = 512 * CHUNK_BYTES;
+    let mut waited = Vec::new();
+    let engine = run(ctx, |ctx| {
+        waited.push(clear_on(ctx, 0, CHUNK_BYTES));
+        waited.push(clear_on(ctx, 0, huge));
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    assert_eq!(waited, [Cycles::ZERO, Cycles::ZERO]);
+    assert_eq!(
+        ctx.clock_of(CpuId(0)),
+        own_clear(ctx, CHUNK_BYTES) + own_clear(ctx, huge)
+    );
+    assert_eq!(
+        ctx.stats.cycles(CLEAR),
+        own_clear(ctx, CHUNK_BYTES) + own_clear(ctx, huge)
+    );
+    assert_eq!(ctx.stats.event(Event::DramBytes), CHUNK_BYTES + huge);
+    assert_eq!(ctx.stats.event(Event::DramWaitCycles), 0);
+}
+
+#[test]
+fn dram_two_cpus_of_one_node_take_twice_as_long_as_one_when_it_is_saturated() {
+    // The node serves exactly one CPU's rate: two CPUs clearing at once get
+    // half of it each.
+    let pages = 10;
+    let alone = clear_pages_on(dram_ctx(1, Some(1.0)), &[CpuId(0)], pages, |_| 0);
+    let one_page = own_clear(&alone.ctx, CHUNK_BYTES);
+    assert_eq!(node_time(&alone.ctx, CHUNK_BYTES), one_page);
+    let pages = pages as u64;
+    assert_eq!(latest_clock(&alone.ctx), Cycles(pages * one_page.0));
+    assert_eq!(alone.ctx.stats.event(Event::DramWaitCycles), 0);
+    let both = clear_pages_on(
+        dram_ctx(2, Some(1.0)),
+        &[CpuId(0), CpuId(1)],
+        pages as u32,
+        |_| 0,
+    );
+    let ctx = &both.ctx;
+    assert_eq!(
+        ctx.machine().topology.node_of(CpuId(1)),
+        0,
+        "cpu0 and cpu1 share a node"
+    );
+    // Served in turn, cpu0 first: its k-th page ends at (2k + 1) pages' time,
+    // cpu1's at 2k + 2; every clear but the first waits one page's time.
+    assert_eq!(ctx.clock_of(CpuId(0)), Cycles((2 * pages - 1) * one_page.0));
+    assert_eq!(ctx.clock_of(CpuId(1)), Cycles(2 * pages * one_page.0));
+    assert_eq!(
+        ctx.stats.event(Event::DramWaitCycles),
+        (2 * pages - 1) * one_page.0
+    );
+}
+
+#[test]
+fn dram_many_cpus_of_one_node_get_the_node_bandwidth_between_them() {
+    // The profile's own figures: with enough CPUs clearing at once, the
+    // node is busy without a break and they finish when it has served all
+    // their traffic, much later than one CPU's own time.
+    let ctx = dram_ctx(18, None);
+    let one_page = own_clear(&ctx, CHUNK_BYTES);
+    let served = node_time(&ctx, CHUNK_BYTES);
+    let nr_cpus = 18u64;
+    assert!(
+        nr_cpus * served.0 > one_page.0,
+        "18 CPUs must ask for more than the node gives"
+    );
+    let clearing: Vec<CpuId> = cpus(18).collect();
+    let pages = 20u64;
+    let engine = clear_pages_on(ctx, &clearing, pages as u32, |_| 0);
+    let ctx = &engine.ctx;
+    assert!(
+        clearing
+            .iter()
+            .all(|&c| ctx.machine().topology.node_of(c) == 0)
+    );
+    assert_eq!(latest_clock(ctx), Cycles(nr_cpus * pages * served.0));
+    assert!(latest_clock(ctx) > Cycles(pages * one_page.0));
+    assert_eq!(
+        ctx.stats.event(Event::DramBytes),
+        nr_cpus * pages * CHUNK_BYTES
+    );
+}
+
+#[test]
+fn dram_cpus_of_different_nodes_do_not_interfere() {
+    // cpu0 is on node 0, cpu18 on node 1; each node serves one CPU's rate.
+    let ctx = dram_ctx(19, Some(1.0));
+    let topology = ctx.machine().topology.clone();
+    assert_eq!(topology.node_of(CpuId(0)), 0);
+    assert_eq!(topology.node_of(CpuId(18)), 1);
+    let one_page = own_clear(&ctx, CHUNK_BYTES);
+    let pages = 10u64;
+    let engine = clear_pages_on(ctx, &[CpuId(0), CpuId(18)], pages as u32, |cpu| {
+        topology.node_of(cpu)
+    });
+    let ctx = &engine.ctx;
+    assert_eq!(ctx.clock_of(CpuId(0)), Cycles(pages * one_page.0));
+    assert_eq!(ctx.clock_of(CpuId(18)), Cycles(pages * one_page.0));
+    assert_eq!(ctx.stats.event(Event::DramWaitCycles), 0);
+}
+
+#[test]
+fn dram_traffic_goes_to_the_node_of_the_memory_not_of_the_cpu() {
+    // cpu18 (node 1) clears pages of node 0, competing with cpu0 there.
+    let ctx = dram_ctx(19, Some(1.0));
+    let one_page = own_clear(&ctx, CHUNK_BYTES);
+    let pages = 10u64;
+    let engine = clear_pages_on(ctx, &[CpuId(0), CpuId(18)], pages as u32, |_| 0);
+    let ctx = &engine.ctx;
+    assert_eq!(latest_clock(ctx), Cycles(2 * pages * one_page.0));
+    assert_eq!(
+        ctx.stats.event(Event::DramWaitCycles),
+        (2 * pages - 1) * one_page.0
+    );
+}
+
+#[test]
+fn dram_a_cpu_uses_the_memory_as_of_its_own_clock() {
+    // cpu0, stepped first, clears far in the future; cpu1, stepped next at
+    // an earlier clock, finds the node free then, even though it serves
+    // only one CPU's rate.
+    let ctx = dram_ctx(2, Some(1.0));
+    let one_page = own_clear(&ctx, CHUNK_BYTES);
+    let far = Cycles(1_000_000);
+    let mut waited = [None; 2];
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            ctx.charge(WORK, far);
+        }
+        waited[ctx.cur().index()] = Some(clear_on(ctx, 0, CHUNK_BYTES));
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    assert_eq!(waited, [Some(Cycles::ZERO), Some(Cycles::ZERO)]);
+    assert_eq!(ctx.clock_of(CpuId(0)), far + one_page);
+    assert_eq!(ctx.clock_of(CpuId(1)), one_page);
+}
+
+#[test]
+fn dram_a_huge_clear_leaves_gaps_that_another_cpu_uses() {
+    // cpu0 clears 2 MiB a page at a time; each page occupies the node for a
+    // fraction of cpu0's own time, and cpu1's page, asked for during it,
+    // takes the first gap instead of waiting for the whole 2 MiB.
+    let ctx = dram_ctx(2, None);
+    let one_page = own_clear(&ctx, CHUNK_BYTES);
+    let served = node_time(&ctx, CHUNK_BYTES);
+    assert!(served + served <= one_page, "a gap fits one page");
+    let huge = 512 * CHUNK_BYTES;
+    let engine = run(ctx, |ctx| {
+        if ctx.cur() == CpuId(0) {
+            clear_on(ctx, 0, huge);
+        } else {
+            ctx.charge(WORK, Cycles(1));
+            assert_eq!(clear_on(ctx, 0, CHUNK_BYTES), Cycles::ZERO);
+        }
+        ctx.finish();
+    });
+    let ctx = &engine.ctx;
+    assert_eq!(ctx.clock_of(CpuId(0)), own_clear(ctx, huge));
+    assert_eq!(ctx.clock_of(CpuId(1)), Cycles(1) + one_page);
+}

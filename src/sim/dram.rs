@@ -1,0 +1,124 @@
+//! The memory bandwidth of each NUMA node, shared by every CPU that streams
+//! to or from that node's DRAM.
+//!
+//! A CPU clearing or copying pages runs at its own rate (a machine
+//! parameter measured on one CPU: how many misses a core keeps in flight
+//! over the memory latency) until the node's memory controllers are busy:
+//! then the CPUs streaming to that node share `node_memory_bandwidth`
+//! between them. Each stream of `n` bytes to node `N` occupies `N`'s memory
+//! for `n / node_memory_bandwidth`; the CPU is done no earlier than its own
+//! time and no earlier than its traffic has been served.
+//!
+//! A node's busy time is kept on a [`Timeline`] of exclusive spans, as a
+//! cache line's transfers are, because CPUs are stepped out of order in
+//! virtual time (docs/engine.md): a CPU stepped later must find the
+//! controller as it was at its own clock, free in a gap before traffic that
+//! a CPU stepped earlier placed later. A single "busy until" mark would make
+//! it wait for that future traffic.
+//!
+//! Long streams (a 2 MiB huge page) go a 4 KiB chunk at a time, as
+//! `clear_huge_page` and `copy_user_huge_page` go subpage by subpage: each
+//! chunk finds its own place, so other CPUs' traffic interleaves with it
+//! instead of queueing behind 2 MiB at once.
+//!
+//! What traffic an operation generates is the caller's decision (see
+//! docs/costs.md, "Memory bandwidth"); this module only serves it.
+
+use super::engine::Ctx;
+use super::event::Event;
+use super::symbol::Symbol;
+use super::time::Cycles;
+use super::timeline::{Span, Timeline};
+
+/// The unit in which streams take the memory: one page, as the kernel's
+/// huge-page loops clear and copy.
+pub const CHUNK_BYTES: u64 = 4096;
+
+/// The busy time of every node's memory.
+#[derive(Clone, Debug)]
+pub struct Dram {
+    nodes: Vec<Timeline<()>>,
+}
+
+impl Dram {
+    pub fn new(nr_nodes: u32) -> Dram {
+        Dram {
+            nodes: (0..nr_nodes).map(|_| Timeline::default()).collect(),
+        }
+    }
+
+    /// Occupies `node`'s memory for `len` at the earliest moment at or
+    /// after `t` that it is free for that long; returns the end of the use.
+    fn occupy(&mut self, node: u32, t: Cycles, len: Cycles, horizon: Cycles) -> Cycles {
+        let timeline = &mut self.nodes[node as usize];
+        timeline.prune(horizon, |_| {});
+        // Uncontended memory (the common case) needs no search.
+        let (start, begun) = if timeline.idle_from(t) {
+            (t, timeline.len())
+        } else {
+            timeline.earliest_fit(t, |_, _| len)
+        };
+        let end = start + len;
+        timeline.push_at(
+            begun,
+            Span {
+                start,
+                end,
+                data: (),
+            },
+            |_| {},
+        );
+        end
+    }
+}
+
+/// One stream of a memory operation: `bytes_per_byte` bytes of DRAM traffic
+/// to or from `node` for every byte the operation handles (1 for the pages
+/// a clear writes, 1 for the source and 1 for the destination of a copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Traffic {
+    pub node: u32,
+    pub bytes_per_byte: u64,
+}
+
+/// The current CPU handles `bytes` (clears or copies them), which alone
+/// would take it `own` cycles, and generates `traffic` to nodes' memory.
+/// Charges the time to `symbol` and returns how much of it was spent
+/// waiting for the memory beyond `own`.
+pub fn dram_stream(
+    ctx: &mut Ctx,
+    symbol: Symbol,
+    bytes: u64,
+    own: Cycles,
+    traffic: &[Traffic],
+) -> Cycles {
+    assert!(bytes > 0, "a memory stream of no bytes");
+    let bandwidth = ctx.machine().costs.node_memory_bandwidth.value();
+    let horizon = ctx.horizon();
+    let start = ctx.now();
+    let chunks = bytes.div_ceil(CHUNK_BYTES);
+    let mut t = start;
+    for k in 0..chunks {
+        let chunk = CHUNK_BYTES.min(bytes - k * CHUNK_BYTES);
+        let mut done = t + share(own, k, chunks);
+        for stream in traffic {
+            let traffic_bytes = chunk * stream.bytes_per_byte;
+            let len = Cycles(((traffic_bytes as f64 / bandwidth).round() as u64).max(1));
+            done = done.max(ctx.dram.occupy(stream.node, t, len, horizon));
+            ctx.count(Event::DramBytes, traffic_bytes);
+        }
+        t = done;
+    }
+    let spent = t - start;
+    let waited = spent - own;
+    ctx.charge(symbol, spent);
+    ctx.count(Event::DramWaitCycles, waited.0);
+    waited
+}
+
+/// Chunk `k`'s part of `total` split over `chunks`, so that the parts add up
+/// to `total` exactly.
+fn share(total: Cycles, k: u64, chunks: u64) -> Cycles {
+    let upto = |i: u64| (total.0 as u128 * i as u128 / chunks as u128) as u64;
+    Cycles(upto(k + 1) - upto(k))
+}

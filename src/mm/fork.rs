@@ -2,8 +2,21 @@
 //! `mm/mmap.c`: `exit_mmap`; `mm/memory.c`: `copy_page_range`).
 
 use super::kernel::{Fault, Kernel, MmId};
+use super::mm_types::HPAGE_PMD_SIZE;
 use super::pgtable::{Entry, Level, TableId};
 use crate::sim::{Ctx, Symbol};
+
+/// How many PMD entries' worth of address space (2 MiB each) `exit_mmap`
+/// unmaps per step (see [`Kernel::exit_mmap_step`]): few enough that a CPU
+/// stays within a few microseconds of virtual time of the others.
+pub const EXIT_ZAP_PMDS_PER_STEP: u32 = 8;
+
+/// Whether a teardown has more to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Teardown {
+    More,
+    Done,
+}
 
 impl Kernel {
     /// `fork`'s `dup_mm`: a child address space with the parent's VMAs and
@@ -147,15 +160,77 @@ impl Kernel {
     }
 
     /// `mmput`: drops a user; the last one tears the address space down
-    /// (`exit_mmap`, then `mm_put_huge_zero_page`, then the PGD).
+    /// (`exit_mmap`, then `mm_put_huge_zero_page`, then the PGD), all of it
+    /// within the caller's step.
     pub fn mmput(&mut self, ctx: &mut Ctx, mm: MmId) {
+        if self.mmput_last(mm) {
+            while self.exit_mmap_step(ctx, mm) == Teardown::More {}
+        }
+    }
+
+    /// Drops a user of `mm`; returns whether it was the last, so that the
+    /// caller must now tear the address space down with
+    /// [`Kernel::exit_mmap_step`], one call per step.
+    pub fn mmput_last(&mut self, mm: MmId) -> bool {
         let users = &mut self.mm_mut(mm).users;
         assert!(*users > 0, "mmput of a dead mm");
         *users -= 1;
-        if *users > 0 {
-            return;
+        *users == 0
+    }
+
+    /// One step of `exit_mmap` for an mm with no users left: unmaps up to
+    /// [`EXIT_ZAP_PMDS_PER_STEP`] PMD entries' worth of its VMAs; once all
+    /// are unmapped, flushes the TLBs, frees every page table, drops the
+    /// mm's huge zero page reference and frees the mm.
+    ///
+    /// Why in steps: a CPU acts only inside its own step, and the CPUs that
+    /// are stepped after it may act at earlier virtual times. Tearing down a
+    /// 100 GiB address space in one step would place tens of thousands of
+    /// uses of shared lines (`huge_zero_refcount`, `zone->lock`) ahead of
+    /// every other CPU at once, more than a timeline remembers, and the
+    /// forgetting would make the others wait for all of them. Linux's
+    /// `zap_pmd_range` reaches `cond_resched()` after every PMD entry; a step
+    /// ends after a few of them, so that no CPU runs far ahead of the rest.
+    pub fn exit_mmap_step(&mut self, ctx: &mut Ctx, mm: MmId) -> Teardown {
+        assert_eq!(self.mm(mm).users, 0, "exit_mmap of an mm still in use");
+        let mut cursor = match self.mm(mm).exit_cursor {
+            Some(cursor) => cursor,
+            None => {
+                let cost = ctx.machine().costs.zap_pte.cycles();
+                ctx.charge(Symbol::ExitMmap, cost);
+                0
+            }
+        };
+        for _ in 0..EXIT_ZAP_PMDS_PER_STEP {
+            // The next piece to unmap: from the cursor (or the next VMA) to
+            // the next PMD boundary, within one VMA.
+            let Some(vma) = self.mm(mm).vmas.iter().find(|v| v.end > cursor).copied() else {
+                break;
+            };
+            let start = cursor.max(vma.start);
+            let end = (start / HPAGE_PMD_SIZE + 1)
+                .saturating_mul(HPAGE_PMD_SIZE)
+                .min(vma.end);
+            self.zap_range(ctx, mm, start, end, Symbol::UnmapPageRange);
+            cursor = end;
         }
-        self.exit_mmap(ctx, mm);
+        let unmapped_all = self.mm(mm).vmas.iter().all(|v| v.end <= cursor);
+        if !unmapped_all {
+            self.mm_mut(mm).exit_cursor = Some(cursor);
+            return Teardown::More;
+        }
+        self.flush_tlb_mm(ctx, mm);
+        // Tearing down: the VMAs go, so every table becomes freeable. One
+        // unmap of the whole span (the host pays O(n), not O(n^2) for
+        // removing VMAs one by one from the front).
+        let span = self.mm(mm).vmas.iter().next().map(|first| first.start);
+        let last = self.mm(mm).vmas.iter().last().map(|last| last.end);
+        if let (Some(start), Some(end)) = (span, last) {
+            let unmapped = self.mm_mut(mm).vmas.munmap(start, end - start);
+            assert!(unmapped.is_ok(), "exit_mmap: {unmapped:?}");
+            assert!(self.mm(mm).vmas.is_empty(), "VMAs left at exit");
+        }
+        self.free_empty_tables(ctx, mm);
         self.mm_put_huge_zero_page(ctx, mm);
         let pgd = self.mm(mm).pgd;
         debug_assert_eq!(
@@ -170,26 +245,6 @@ impl Kernel {
             gone.nr_pgtables, 1,
             "page tables leaked at exit (the PGD is the one left)"
         );
-    }
-
-    /// `exit_mmap`: unmaps every VMA, frees every page table below the PGD
-    /// and flushes the TLBs of the CPUs that ran the mm.
-    fn exit_mmap(&mut self, ctx: &mut Ctx, mm: MmId) {
-        let cost = ctx.machine().costs.zap_pte.cycles();
-        ctx.charge(Symbol::ExitMmap, cost);
-        let ranges: Vec<(u64, u64)> = self.mm(mm).vmas.iter().map(|v| (v.start, v.end)).collect();
-        for &(start, end) in &ranges {
-            self.zap_range(ctx, mm, start, end, Symbol::UnmapPageRange);
-        }
-        self.flush_tlb_mm(ctx, mm);
-        // Tearing down: the VMAs go, so every table becomes freeable. One
-        // unmap of the whole span (the host pays O(n), not O(n^2) for
-        // removing VMAs one by one from the front).
-        if let (Some(&(start, _)), Some(&(_, end))) = (ranges.first(), ranges.last()) {
-            let unmapped = self.mm_mut(mm).vmas.munmap(start, end - start);
-            assert!(unmapped.is_ok(), "exit_mmap: {unmapped:?}");
-            assert!(self.mm(mm).vmas.is_empty(), "VMAs left at exit");
-        }
-        self.free_empty_tables(ctx, mm);
+        Teardown::Done
     }
 }

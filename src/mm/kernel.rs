@@ -57,6 +57,9 @@ pub struct MmStruct {
     pub mmap_lock: RwSemaphore,
     /// `mm->vmacache_seqnum` and 3.14's `mm->mmap_cache` (`vmacache.rs`).
     pub vmacache: MmVmacache,
+    /// Once the last user is gone: how far `exit_mmap` has unmapped, for a
+    /// teardown done in steps (`fork.rs`).
+    pub exit_cursor: Option<u64>,
 }
 
 impl MmStruct {
@@ -129,6 +132,7 @@ impl Kernel {
             nr_pgtables: 1,
             mmap_lock: RwSemaphore::new(),
             vmacache: MmVmacache::default(),
+            exit_cursor: None,
         };
         Ok(self.insert_mm(mm))
     }

@@ -54,6 +54,7 @@
 //!   and a maple node scans several pivots where an rbtree node compares
 //!   once, so this is a guess in both directions.
 
+use super::fork::Teardown;
 use super::kernel::{Fault, Kernel, MmId};
 use super::mm_types::Vma;
 use super::mmap::{VmaId, VmaTree};
@@ -461,8 +462,18 @@ impl Kernel {
         Ok(())
     }
 
-    /// `do_exit`: the task goes, and with it its user of the mm (`mmput`).
+    /// `do_exit`: the task goes, and with it its user of the mm (`mmput`,
+    /// the whole teardown within this step if it was the last user).
     pub fn exit_task(&mut self, ctx: &mut Ctx, task: TaskId) {
+        if let Some(mm) = self.exit_task_deferred(task) {
+            while self.exit_mmap_step(ctx, mm) == Teardown::More {}
+        }
+    }
+
+    /// `do_exit` for a caller that tears the mm down over several steps:
+    /// returns the mm if this task was its last user, for
+    /// [`Kernel::exit_mmap_step`].
+    pub fn exit_task_deferred(&mut self, task: TaskId) -> Option<MmId> {
         let t = self.tasks.tasks[task.0 as usize]
             .take()
             .expect("exit of a dead task");
@@ -471,8 +482,9 @@ impl Kernel {
                 *current = None;
             }
         }
-        if let (Some(mm), TaskKind::User) = (t.mm, t.kind) {
-            self.mmput(ctx, mm);
+        match (t.mm, t.kind) {
+            (Some(mm), TaskKind::User) => self.mmput_last(mm).then_some(mm),
+            _ => None,
         }
     }
 

@@ -26,6 +26,7 @@ use super::args::Args;
 use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
+use crate::mm::fork::Teardown;
 use crate::mm::kernel::{Kernel, MmId};
 use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
 use crate::mm::vmacache::TaskId;
@@ -103,6 +104,9 @@ enum Phase {
     },
     Report,
     Exit,
+    /// The task is gone; its CPU tears the address space down, a few PMD
+    /// entries per step (`Kernel::exit_mmap_step`).
+    Teardown(MmId),
     Done,
 }
 
@@ -144,8 +148,15 @@ impl Run<'_> {
             Phase::Exit => {
                 self.tasks[t].mm = None;
                 let task = self.tasks[t].task.take().expect("a live task");
-                self.k.exit_task(ctx, task);
-                self.tasks[t].phase = Phase::Done;
+                self.tasks[t].phase = match self.k.exit_task_deferred(task) {
+                    Some(mm) => Phase::Teardown(mm),
+                    None => Phase::Done,
+                };
+            }
+            Phase::Teardown(mm) => {
+                if self.k.exit_mmap_step(ctx, mm) == Teardown::Done {
+                    self.tasks[t].phase = Phase::Done;
+                }
             }
             Phase::Done => unreachable!("a finished task is not stepped"),
         }

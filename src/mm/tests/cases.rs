@@ -304,3 +304,55 @@ fn max_map_count_refuses_splits_and_mappings_with_exact_counts() {
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// `exit_mmap` in steps (as usemem's exiting CPUs run it) ends exactly as
+/// in one go: the same pages freed, the same huge zero page puts, nothing
+/// left; and no step unmaps more than `EXIT_ZAP_PMDS_PER_STEP` PMD entries'
+/// worth, so the teardown of 40 huge zero PMDs and a 4 KiB-mapped head
+/// takes the number of steps the PMD boundaries give.
+#[test]
+fn exit_mmap_in_steps_ends_as_in_one_go() {
+    use super::super::fork::{EXIT_ZAP_PMDS_PER_STEP, Teardown};
+    use crate::sim::Event;
+    let mut counts = Vec::new();
+    for stepwise in [false, true] {
+        let (mut k, mut ctx, mm) = one_process(THP_ALWAYS_4_8, 3);
+        // Not 2 MiB aligned: a head piece, 40 whole PMDs, a tail piece.
+        let len = 41 * HPAGE_PMD_SIZE;
+        let addr = k.mmap(&mut ctx, mm, len, PROT_READ).unwrap();
+        let mut a = addr;
+        while a < addr + len {
+            k.read_u64(&mut ctx, mm, a).unwrap();
+            a += HPAGE_PMD_SIZE;
+        }
+        let puts = ctx.stats.event(Event::HugeZeroRefcountRmw);
+        let freed = ctx.stats.event(Event::Pgfree);
+        let mut steps = 0;
+        if stepwise {
+            assert!(k.mmput_last(mm));
+            while k.exit_mmap_step(&mut ctx, mm) == Teardown::More {
+                steps += 1;
+            }
+            // Pieces between PMD boundaries: 42 when unaligned, 41 if not.
+            let pieces = if addr.is_multiple_of(HPAGE_PMD_SIZE) {
+                41
+            } else {
+                42
+            };
+            assert_eq!(steps, pieces / EXIT_ZAP_PMDS_PER_STEP as u64, "steps");
+        } else {
+            k.mmput(&mut ctx, mm);
+        }
+        counts.push((
+            ctx.stats.event(Event::HugeZeroRefcountRmw) - puts,
+            ctx.stats.event(Event::Pgfree) - freed,
+        ));
+        assert_all_freed(&mut k, &mut ctx);
+    }
+    assert_eq!(counts[0], counts[1], "(refcount RMWs, pages freed) at exit");
+    assert!(
+        counts[0].0 >= 40,
+        "a put per huge zero PMD: {:?}",
+        counts[0]
+    );
+}

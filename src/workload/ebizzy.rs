@@ -72,9 +72,8 @@
 //! permissions / holes) are accepted and have no effect here; `-v` is
 //! accepted and ignored.
 
-use std::collections::VecDeque;
-
 use super::args::Args;
+use super::runqueue::{RunQueues, ensure_progress};
 use super::{Benchmark, FindVmaStats, Metric, Progress, RunError, RunOutput, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
@@ -276,7 +275,7 @@ struct Run<'a> {
     mm: MmId,
     params: MallocParams,
     threads: Vec<Thread>,
-    runqueues: Vec<VecDeque<usize>>,
+    runqueues: RunQueues,
     start: Cycles,
     end: Cycles,
     calls: Calls,
@@ -559,8 +558,7 @@ impl Run<'_> {
                 records: 0,
             });
             let cpu = CpuId(i % ctx.nr_cpus());
-            self.runqueues[cpu.index()].push_back(i as usize);
-            ctx.wake(cpu, ctx.now());
+            self.runqueues.enqueue(ctx, cpu, i as usize);
         }
     }
 
@@ -579,9 +577,7 @@ impl Workload for Run<'_> {
         if let Some((main, nr_threads)) = self.main.take() {
             self.start_threads(ctx, main, nr_threads);
         }
-        let cpu = ctx.cur().index();
-        let Some(&t) = self.runqueues[cpu].front() else {
-            ctx.block();
+        let Some(t) = self.runqueues.current(ctx) else {
             return;
         };
         let before = ctx.now();
@@ -590,19 +586,15 @@ impl Workload for Run<'_> {
             return self.fail(ctx, why);
         }
         match self.threads[t].phase {
-            Phase::Done => {
-                self.runqueues[cpu].pop_front();
-            }
+            Phase::Done => self.runqueues.dequeue_current(ctx),
             // A record finished: the next thread of this CPU runs.
             Phase::Malloc => {
-                self.runqueues[cpu].rotate_left(1);
+                self.runqueues.rotate(ctx);
                 self.count_progress(ctx);
             }
             _ => {}
         }
-        if ctx.now() == before {
-            ctx.idle_until(Cycles(before.0 + 1));
-        }
+        ensure_progress(ctx, before);
     }
 }
 
@@ -669,7 +661,7 @@ impl Ebizzy {
             mm,
             params,
             threads: Vec::new(),
-            runqueues: vec![VecDeque::new(); nr_cpus as usize],
+            runqueues: RunQueues::new(nr_cpus),
             start: Cycles::ZERO,
             end: Cycles::ZERO,
             calls: Calls::default(),

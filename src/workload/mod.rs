@@ -5,6 +5,7 @@ pub mod args;
 pub mod ebizzy;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
+pub mod runqueue;
 pub mod trace;
 pub mod usemem;
 

@@ -20,9 +20,8 @@
 //! parent's; when there are more tasks than CPUs, tasks sharing a CPU run
 //! one after the other (no time slicing is modelled).
 
-use std::collections::VecDeque;
-
 use super::args::Args;
+use super::runqueue::{RunQueues, ensure_progress};
 use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
@@ -122,7 +121,7 @@ struct Run<'a> {
     u: &'a Usemem,
     k: Kernel,
     tasks: Vec<Task>,
-    runqueues: Vec<VecDeque<usize>>,
+    runqueues: RunQueues,
     start: Cycles,
     /// (time reported, task, bytes, usecs, KB/s)
     reports: Vec<(Cycles, usize, u64, u64, u64)>,
@@ -187,8 +186,7 @@ impl Run<'_> {
                 phase: Phase::Mmap,
                 base: 0,
             });
-            self.runqueues[cpu.index()].push_back(task);
-            ctx.wake(cpu, ctx.now());
+            self.runqueues.enqueue(ctx, cpu, task);
         }
         self.tasks[t].phase = if n + 1 < self.u.nr_task {
             Phase::Fork(n + 1)
@@ -291,9 +289,7 @@ impl Run<'_> {
 
 impl Workload for Run<'_> {
     fn step(&mut self, ctx: &mut Ctx) {
-        let cpu = ctx.cur().index();
-        let Some(&t) = self.runqueues[cpu].front() else {
-            ctx.block();
+        let Some(t) = self.runqueues.current(ctx) else {
             return;
         };
         let before = ctx.now();
@@ -305,11 +301,9 @@ impl Workload for Run<'_> {
             return;
         }
         if self.tasks[t].phase == Phase::Done {
-            self.runqueues[cpu].pop_front();
+            self.runqueues.dequeue_current(ctx);
         }
-        if ctx.now() == before {
-            ctx.idle_until(Cycles(before.0 + 1));
-        }
+        ensure_progress(ctx, before);
     }
 }
 
@@ -327,10 +321,9 @@ impl Benchmark for Usemem {
             .new_process(&mut ctx)
             .map_err(|e| RunError(format!("{NAME}: no memory for the parent: {e:?}")))?;
         let parent_mm = k.task_mm(parent_task).expect("a new process has an mm");
-        let nr_cpus = ctx.nr_cpus() as usize;
-        let mut runqueues = vec![VecDeque::new(); nr_cpus];
-        runqueues[0].push_back(0);
+        let mut runqueues = RunQueues::new(ctx.nr_cpus());
         ctx.start_on(CpuId(0));
+        runqueues.enqueue(&mut ctx, CpuId(0), 0);
         let parent = Task {
             task: Some(parent_task),
             mm: Some(parent_mm),

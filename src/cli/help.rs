@@ -104,8 +104,8 @@ options:
 pub const MACHINES: &str = "\
 usage: mmsim machines [NAME...] [--verbose]
 
-Lists the built-in machine profiles: CPUs, shape (sockets x cores x threads),
-NUMA nodes, memory, clock and description. With NAME (a built-in name or a
+Lists the built-in machine profiles: architecture, CPUs, shape (sockets x
+cores x threads), NUMA nodes, memory, clock and description. With NAME (a built-in name or a
 .toml file) or --verbose, also prints every cost with its value and source;
 calibrated costs are marked with '*'.
 ";

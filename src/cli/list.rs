@@ -49,6 +49,7 @@ fn builtin_machines() -> Result<Vec<Machine>, CliError> {
 fn machine_table(machines: &[Machine]) -> String {
     let mut table = Table::new(&[
         ("machine", Align::Left),
+        ("arch", Align::Left),
         ("CPUs", Align::Right),
         ("sockets x cores x threads", Align::Left),
         ("nodes", Align::Right),
@@ -60,6 +61,7 @@ fn machine_table(machines: &[Machine]) -> String {
         let t = &m.topology;
         table.row(vec![
             m.name.clone(),
+            m.arch.name().to_string(),
             t.nr_cpus().to_string(),
             format_shape(m),
             t.numa_nodes.to_string(),
@@ -76,6 +78,7 @@ fn machine_details(machine: &Machine) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}", format_machine(machine));
     let _ = writeln!(out, "# {}", machine.description);
+    let _ = writeln!(out, "# arch: {}", machine.arch.name());
     let mut table = Table::new(&[
         ("", Align::Left),
         ("cost", Align::Left),
@@ -83,7 +86,9 @@ fn machine_details(machine: &Machine) -> String {
         ("source", Align::Left),
     ]);
     let mut calibrated = 0;
-    for &(key, kind, _) in Costs::PARAMETERS {
+    let mut parameters = 0;
+    for &(key, kind, _) in Costs::parameters_for(machine.arch) {
+        parameters += 1;
         let cost = machine
             .costs
             .get(key)
@@ -100,8 +105,7 @@ fn machine_details(machine: &Machine) -> String {
     out.push_str(&table.render());
     let _ = writeln!(
         out,
-        "# * calibrated ({calibrated} of {}): fitted to a published figure, which is then not a prediction",
-        Costs::PARAMETERS.len()
+        "# * calibrated ({calibrated} of {parameters}): fitted to a published figure, which is then not a prediction"
     );
     out
 }
@@ -174,6 +178,7 @@ pub fn no_arguments(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::Arch;
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|s| s.to_string()).collect()
@@ -183,13 +188,19 @@ mod tests {
     fn machines_lists_every_builtin() {
         let text = machines_command(&[]).unwrap();
         for name in machine::builtin_names() {
-            let cpus = machine::builtin(name).unwrap().topology.nr_cpus();
+            let machine = machine::builtin(name).unwrap();
+            let cpus = machine.topology.nr_cpus();
             let line = text
                 .lines()
                 .find(|l| l.starts_with(&format!("{name} ")))
                 .expect(name);
             assert_eq!(
                 line.split_whitespace().nth(1),
+                Some(machine.arch.name()),
+                "{line}"
+            );
+            assert_eq!(
+                line.split_whitespace().nth(2),
                 Some(cpus.to_string().as_str()),
                 "{line}"
             );
@@ -199,9 +210,9 @@ mod tests {
     /// A profile with every cost at 50 cycles (or 10 GB/s), one calibrated.
     fn test_profile() -> String {
         let mut text = String::from(
-            "name = \"test\"\ndescription = \"a test machine\"\n[topology]\nsockets = 1\ncores_per_socket = 2\nthreads_per_core = 1\nnuma_nodes = 1\nmemory_per_node = \"1G\"\nfrequency_mhz = 2500\nsource = \"test\"\n[costs]\n",
+            "name = \"test\"\ndescription = \"a test machine\"\narch = \"x86_64\"\n[topology]\nsockets = 1\ncores_per_socket = 2\nthreads_per_core = 1\nnuma_nodes = 1\nmemory_per_node = \"1G\"\nfrequency_mhz = 2500\nsource = \"test\"\n[costs]\n",
         );
-        for (i, &(key, kind, _)) in Costs::PARAMETERS.iter().enumerate() {
+        for (i, &(key, kind, _)) in Costs::parameters_for(Arch::X86_64).enumerate() {
             let (value, unit) = match kind {
                 CostKind::Latency => (50, "cycles"),
                 CostKind::Bandwidth => (10, "GB/s"),
@@ -223,7 +234,7 @@ mod tests {
     fn one_machine_shows_every_cost_its_value_and_source() {
         let machine = machine::parse("test.toml", &test_profile()).unwrap();
         let text = machine_details(&machine);
-        for &(key, kind, _) in Costs::PARAMETERS {
+        for &(key, kind, _) in Costs::parameters_for(Arch::X86_64) {
             let line = text
                 .lines()
                 .find(|l| l.contains(&format!(" {key} ")))

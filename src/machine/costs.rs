@@ -2,6 +2,7 @@
 //! what it means and what kind of quantity it is; every profile must give each
 //! one a value, a unit and a source.
 
+use crate::arch::Arch;
 use crate::sim::Cycles;
 
 /// What kind of quantity a cost is, which decides the units it accepts.
@@ -129,4 +130,28 @@ costs! {
     zap_pte: Latency, "zap_pte_range's work per present PTE (or huge PMD), excluding freeing the page";
     copy_pte: Latency, "copy_pte_range's work per present PTE (or huge PMD) at fork";
     fork_process: Latency, "fork of a small process outside its page tables: copy_process, dup_mm of a few VMAs, wake_up_new_task";
+    // Architecture-specific (see `Costs::arch_of`).
+    tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";
+}
+
+impl Costs {
+    /// The architecture a parameter exists on, for the few that exist on
+    /// one only: profiles of other architectures must not give them, and
+    /// their value stays zero there. `None`: every profile gives it.
+    pub fn arch_of(key: &str) -> Option<Arch> {
+        match key {
+            "tlbie_broadcast" => Some(Arch::Powerpc64),
+            _ => None,
+        }
+    }
+
+    /// The parameters a machine of `arch` has: every one but those of
+    /// other architectures, in declaration order.
+    pub fn parameters_for(
+        arch: Arch,
+    ) -> impl Iterator<Item = &'static (&'static str, CostKind, &'static str)> {
+        Costs::PARAMETERS
+            .iter()
+            .filter(move |(key, _, _)| Costs::arch_of(key).is_none_or(|a| a == arch))
+    }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::Machine;
 use super::costs::{CostKind, Costs};
 use super::topology::Topology;
+use crate::arch::Arch;
 
 /// The profiles shipped with mmsim, built into the binary.
 const BUILTIN: &[(&str, &str)] = &[
@@ -173,16 +174,37 @@ pub fn parse(file: &str, text: &str) -> Result<Machine, LoadError> {
         key: None,
         problem: toml_problem(text, &e),
     })?;
-    ctx.only_keys(&root, "", &["name", "description", "topology", "costs"])?;
+    ctx.only_keys(
+        &root,
+        "",
+        &["name", "description", "arch", "topology", "costs"],
+    )?;
     let name = ctx.string(&root, "", "name")?;
     let description = ctx.string(&root, "", "description")?;
     let topology = parse_topology(&ctx, ctx.table(&root, "topology")?)?;
-    let costs = parse_costs(&ctx, ctx.table(&root, "costs")?, &topology)?;
+    let arch = parse_arch(&ctx, &root)?;
+    let costs = parse_costs(&ctx, ctx.table(&root, "costs")?, &topology, arch)?;
     Ok(Machine {
         name,
         description,
+        arch,
         topology,
         costs,
+    })
+}
+
+/// The top-level `arch`: one of the names `Arch::name` gives.
+fn parse_arch(ctx: &Ctx, root: &toml::Table) -> Result<Arch, LoadError> {
+    let name = ctx.string(root, "", "arch")?;
+    Arch::from_name(&name).ok_or_else(|| {
+        let known: Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
+        ctx.err(
+            "arch",
+            format!(
+                "unknown architecture '{name}' (known: {})",
+                known.join(", ")
+            ),
+        )
     })
 }
 
@@ -248,14 +270,29 @@ fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
     })
 }
 
-fn parse_costs(ctx: &Ctx, t: &toml::Table, topology: &Topology) -> Result<Costs, LoadError> {
+fn parse_costs(
+    ctx: &Ctx,
+    t: &toml::Table,
+    topology: &Topology,
+    arch: Arch,
+) -> Result<Costs, LoadError> {
     let mut costs = Costs::default();
     for key in t.keys() {
         if costs.get(key).is_none() {
             return Err(ctx.err(&join("costs", key), "unknown cost parameter"));
         }
+        if let Some(only) = Costs::arch_of(key).filter(|&only| only != arch) {
+            return Err(ctx.err(
+                &join("costs", key),
+                format!(
+                    "exists on {} machines only, and this one is {}",
+                    only.name(),
+                    arch.name()
+                ),
+            ));
+        }
     }
-    for &(key, kind, _) in Costs::PARAMETERS {
+    for &(key, kind, _) in Costs::parameters_for(arch) {
         let full = join("costs", key);
         let entry = match t.get(key) {
             Some(toml::Value::Table(e)) => e,

@@ -16,11 +16,15 @@ pub use costs::{Cost, CostKind, Costs};
 pub use load::{LoadError, builtin, builtin_names, load_file, parse};
 pub use topology::{Distance, Topology};
 
+use crate::arch::Arch;
+
 /// A simulated machine: its shape and its costs.
 #[derive(Clone, Debug)]
 pub struct Machine {
     pub name: String,
     pub description: String,
+    /// The instruction set, which decides how TLBs are flushed (`crate::arch`).
+    pub arch: Arch,
     pub topology: Topology,
     pub costs: Costs,
 }

@@ -2,19 +2,20 @@
 //! correctly, and every way a profile can be wrong gives one exact line naming file and key.
 
 use super::*;
+use crate::arch::Arch;
 use crate::sim::Cycles;
 
 const FILE: &str = "test.toml";
 
-/// A valid profile built from the parameter list, so these tests do not need updating when a
-/// parameter is added: latencies in ns, bandwidths in GB/s, at 2 GHz (1 ns = 2 cycles).
+/// A valid x86_64 profile built from the parameter list, so these tests do not need updating
+/// when a parameter is added: latencies in ns, bandwidths in GB/s, at 2 GHz (1 ns = 2 cycles).
 fn valid_text() -> String {
     let mut text = String::from(
-        "name = \"test\"\ndescription = \"a test machine\"\n\n[topology]\nsockets = 2\n\
+        "name = \"test\"\ndescription = \"a test machine\"\narch = \"x86_64\"\n\n[topology]\nsockets = 2\n\
          cores_per_socket = 4\nthreads_per_core = 2\nnuma_nodes = 2\nmemory_per_node = \"1G\"\n\
          frequency_mhz = 2000\nsource = \"made up for the tests\"\n\n[costs]\n",
     );
-    for &(key, kind, _) in Costs::PARAMETERS {
+    for &(key, kind, _) in Costs::parameters_for(Arch::X86_64) {
         let unit = match kind {
             CostKind::Latency => "ns",
             CostKind::Bandwidth => "GB/s",
@@ -86,7 +87,7 @@ fn every_builtin_profile_loads() {
             !machine.description.contains("placeholder"),
             "{name}: description"
         );
-        for &(key, _, _) in Costs::PARAMETERS {
+        for &(key, _, _) in Costs::parameters_for(machine.arch) {
             let cost = machine.costs.get(key).expect("declared");
             assert!(cost.value() > 0.0, "{name}: {key}");
             assert!(
@@ -99,6 +100,27 @@ fn every_builtin_profile_loads() {
             );
         }
     }
+}
+
+#[test]
+fn builtin_architectures_are_what_the_descriptions_say() {
+    let expected = [
+        ("haswell-ep-2s", Arch::X86_64),
+        ("xeon-8s-80c", Arch::X86_64),
+        ("power9-2s", Arch::Powerpc64),
+        ("x86-2s-server", Arch::X86_64),
+    ];
+    for (name, arch) in expected {
+        let machine = builtin(name).unwrap();
+        assert_eq!(machine.arch, arch, "{name}");
+        // The CPU the description names decides the architecture.
+        let xeon = machine.description.contains("Xeon");
+        let power = machine.description.contains("POWER");
+        assert!(xeon != power, "{name}: {}", machine.description);
+        let described = if xeon { Arch::X86_64 } else { Arch::Powerpc64 };
+        assert_eq!(machine.arch, described, "{name}: {}", machine.description);
+    }
+    assert_eq!(expected.len(), builtin_names().len());
 }
 
 #[test]
@@ -139,8 +161,7 @@ fn seed_000_huge_zero_page_tables_fit_in_memory() {
 fn only_the_x86_server_is_calibrated_to_seed_001() {
     for name in builtin_names() {
         let machine = builtin(name).unwrap();
-        let calibrated: Vec<&str> = Costs::PARAMETERS
-            .iter()
+        let calibrated: Vec<&str> = Costs::parameters_for(machine.arch)
             .map(|p| p.0)
             .filter(|key| machine.costs.get(key).unwrap().is_calibrated())
             .collect();
@@ -348,6 +369,48 @@ fn missing_or_empty_name_and_description() {
         root.insert("name".into(), 7.into());
     });
     assert_eq!(error_of(&text), "test.toml: name: must be a string");
+}
+
+#[test]
+fn missing_unknown_or_non_string_arch() {
+    let text = edited(|root| {
+        root.remove("arch");
+    });
+    assert_eq!(error_of(&text), "test.toml: arch: missing");
+    let text = edited(|root| {
+        root.insert("arch".into(), "sparc64".into());
+    });
+    assert_eq!(
+        error_of(&text),
+        "test.toml: arch: unknown architecture 'sparc64' (known: x86_64, powerpc64)"
+    );
+    let text = edited(|root| {
+        root.insert("arch".into(), 64.into());
+    });
+    assert_eq!(error_of(&text), "test.toml: arch: must be a string");
+}
+
+#[test]
+fn architecture_specific_costs_belong_to_their_architecture() {
+    let tlbie = edited(|root| {
+        let entry = cost(root, first_latency()).clone();
+        table(root, "costs").insert("tlbie_broadcast".into(), entry.into());
+    });
+    assert_eq!(
+        error_of(&tlbie),
+        "test.toml: costs.tlbie_broadcast: exists on powerpc64 machines only, and this one is x86_64"
+    );
+    let powerpc = tlbie.replace("arch = \"x86_64\"", "arch = \"powerpc64\"");
+    let machine = parse(FILE, &powerpc).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(machine.arch, Arch::Powerpc64);
+    assert_eq!(machine.costs.tlbie_broadcast.cycles(), Cycles(20));
+    let without = edited(|root| {
+        root.insert("arch".into(), "powerpc64".into());
+    });
+    assert_eq!(
+        error_of(&without),
+        "test.toml: costs.tlbie_broadcast: missing"
+    );
 }
 
 #[test]

@@ -330,10 +330,11 @@ impl Kernel {
         done.result
     }
 
-    /// Flushes the TLBs of every CPU in the mm's cpumask.
+    /// Flushes the mm's TLB entries on every CPU in its cpumask, as the
+    /// machine's architecture does (`crate::arch`).
     pub(super) fn flush_tlb_mm(&mut self, ctx: &mut Ctx, mm: MmId) {
         let mask = self.mm(mm).cpumask.clone();
-        crate::arch::x86::flush_tlb_mm_range(ctx, &mask);
+        crate::arch::flush_tlb_mm_range(ctx, &mask);
     }
 
     /// A user load of the 8-byte word at `addr` (8-aligned), faulting as

@@ -1,0 +1,127 @@
+//! The flush each architecture makes when threads of one process ran on
+//! several CPUs: x86_64 IPIs the others, powerpc64 broadcasts one `tlbie`.
+
+use super::Arch;
+use crate::features::Features;
+use crate::machine::{Machine, builtin};
+use crate::mm::kernel::{Kernel, MmId};
+use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
+use crate::mm::mmzone::PAGE_SIZE;
+use crate::sim::{CpuId, Ctx, Cycles, Event, Symbol};
+
+/// CPUs the process's threads touch the region from; every built-in
+/// machine has them (the smallest has 72 CPUs).
+const CPUS: [CpuId; 4] = [CpuId(0), CpuId(1), CpuId(20), CpuId(60)];
+
+/// A built-in machine, its shape kept, with little memory so the test boots fast.
+fn machine(name: &str) -> Machine {
+    let mut machine = builtin(name).expect("a built-in machine");
+    machine.topology.memory_per_node_bytes = 64 << 20;
+    machine
+}
+
+/// One process whose four threads each wrote one page of a 4-page region
+/// from their own CPU in `CPUS`; the caller continues on CPU 0, so the
+/// flush is sent from a CPU in the mask. Returns the region's start.
+fn touched_by_threads(name: &str) -> (Kernel, Ctx, MmId, u64) {
+    let machine = machine(name);
+    let mut k = Kernel::new(&machine, Features::all());
+    let mut ctx = Ctx::new(machine, 1);
+    let leader = k.new_process(&mut ctx).expect("memory for a process");
+    let mm = k.task_mm(leader).expect("a user task");
+    k.set_current(&ctx, leader);
+    let len = CPUS.len() as u64 * PAGE_SIZE;
+    let start = k.mmap(&mut ctx, mm, len, PROT_READ | PROT_WRITE).unwrap();
+    let mut threads = vec![leader];
+    threads.extend((1..CPUS.len()).map(|_| k.clone_task(leader)));
+    for (i, (&task, &cpu)) in threads.iter().zip(&CPUS).enumerate() {
+        ctx.set_cur(cpu);
+        k.set_current(&ctx, task);
+        k.write_u64(&mut ctx, mm, start + i as u64 * PAGE_SIZE, 1)
+            .unwrap();
+    }
+    ctx.set_cur(CPUS[0]);
+    k.set_current(&ctx, leader);
+    assert_eq!(k.mm(mm).cpumask, CPUS);
+    (k, ctx, mm, start)
+}
+
+/// What one call on the touched region did, from the counters.
+#[derive(Debug, PartialEq, Eq)]
+struct Flushed {
+    ipis: u64,
+    remote_flushes: u64,
+    flush_tlb_mm_range: Cycles,
+}
+
+fn flushed_by(name: &str, call: impl FnOnce(&mut Kernel, &mut Ctx, MmId, u64)) -> Flushed {
+    let (mut k, mut ctx, mm, start) = touched_by_threads(name);
+    let before = Flushed {
+        ipis: ctx.stats.event(Event::IpiSent),
+        remote_flushes: ctx.stats.event(Event::NrTlbRemoteFlush),
+        flush_tlb_mm_range: ctx.stats.cycles(Symbol::FlushTlbMmRange),
+    };
+    call(&mut k, &mut ctx, mm, start);
+    Flushed {
+        ipis: ctx.stats.event(Event::IpiSent) - before.ipis,
+        remote_flushes: ctx.stats.event(Event::NrTlbRemoteFlush) - before.remote_flushes,
+        flush_tlb_mm_range: ctx.stats.cycles(Symbol::FlushTlbMmRange) - before.flush_tlb_mm_range,
+    }
+}
+
+fn munmap_all(k: &mut Kernel, ctx: &mut Ctx, mm: MmId, start: u64) {
+    let len = CPUS.len() as u64 * PAGE_SIZE;
+    k.munmap(ctx, mm, start, len).unwrap();
+}
+
+fn dontneed_all(k: &mut Kernel, ctx: &mut Ctx, mm: MmId, start: u64) {
+    let len = CPUS.len() as u64 * PAGE_SIZE;
+    k.madvise(ctx, mm, start, len, Advice::DontNeed).unwrap();
+}
+
+#[test]
+fn every_builtin_machine_flushes_its_own_way() {
+    let tlbie = builtin("power9-2s").unwrap().costs.tlbie_broadcast.cycles();
+    assert!(tlbie > Cycles(0));
+    for name in crate::machine::builtin_names() {
+        let arch = builtin(name).unwrap().arch;
+        for call in [munmap_all, dontneed_all] {
+            let flushed = flushed_by(name, call);
+            let expected = match arch {
+                // One shootdown: an IPI to each of the three other CPUs.
+                Arch::X86_64 => Flushed {
+                    ipis: 3,
+                    remote_flushes: 1,
+                    flush_tlb_mm_range: Cycles(0),
+                },
+                // One broadcast tlbie, charged once, and no IPIs.
+                Arch::Powerpc64 => Flushed {
+                    ipis: 0,
+                    remote_flushes: 0,
+                    flush_tlb_mm_range: tlbie,
+                },
+            };
+            assert_eq!(flushed, expected, "{name}");
+        }
+    }
+}
+
+#[test]
+fn powerpc_flushes_locally_when_only_this_cpu_ran_the_mm() {
+    let machine = machine("power9-2s");
+    let local = machine.costs.tlb_flush_local.cycles();
+    let mut k = Kernel::new(&machine, Features::all());
+    let mut ctx = Ctx::new(machine, 1);
+    let task = k.new_process(&mut ctx).unwrap();
+    let mm = k.task_mm(task).unwrap();
+    ctx.set_cur(CpuId(5));
+    k.set_current(&ctx, task);
+    let start = k
+        .mmap(&mut ctx, mm, PAGE_SIZE, PROT_READ | PROT_WRITE)
+        .unwrap();
+    k.write_u64(&mut ctx, mm, start, 1).unwrap();
+    let before = ctx.stats.cycles(Symbol::FlushTlbMmRange);
+    k.munmap(&mut ctx, mm, start, PAGE_SIZE).unwrap();
+    assert_eq!(ctx.stats.cycles(Symbol::FlushTlbMmRange) - before, local);
+    assert_eq!(ctx.stats.event(Event::IpiSent), 0);
+}

@@ -40,13 +40,11 @@
 //! beside the flush, as a function the huge-PMD zap and split paths call
 //! on powerpc64; unlike the flush it does send IPIs.
 
-use crate::sim::{CpuId, Ctx, Symbol};
+use crate::sim::{CpuId, Ctx, Event, Symbol};
 
-/// Where a radix flush's cycles go in the profile. Linux's function is
-/// `radix__flush_tlb_mm` (`_tlbiel_pid` and `_tlbie_pid` are inlined into
-/// it); the symbol table has no powerpc names yet, so the cycles are
-/// charged to the generic TLB-flush entry point `flush_tlb_mm_range`.
-const RADIX_FLUSH_SYMBOL: Symbol = Symbol::FlushTlbMmRange;
+/// Where a radix flush's cycles go in the profile: Linux's function
+/// (`_tlbiel_pid` and `_tlbie_pid` are inlined into it).
+const RADIX_FLUSH_SYMBOL: Symbol = Symbol::RadixFlushTlbMm;
 
 /// How `radix__flush_tlb_mm` invalidated an mm's TLB entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +64,9 @@ pub fn radix_flush_tlb_mm(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
         RadixFlush::Broadcast => ctx.machine().costs.tlbie_broadcast.cycles(),
     };
     ctx.charge(RADIX_FLUSH_SYMBOL, cost);
+    if flush == RadixFlush::Broadcast {
+        ctx.count(Event::TlbieBroadcast, 1);
+    }
     flush
 }
 

@@ -42,6 +42,7 @@ events! {
     VmacacheFindHits => "vmacache_find_hits", "find_vma lookups the VMA cache answered without a tree walk",
     NrTlbRemoteFlush => "nr_tlb_remote_flush", "TLB flushes that sent IPIs to other CPUs",
     NrTlbRemoteFlushReceived => "nr_tlb_remote_flush_received", "TLB flush IPIs received",
+    TlbieBroadcast => "mmsim_tlbie_broadcast", "broadcast tlbie flushes of a whole mm (powerpc64 radix)",
     NrTlbLocalFlushAll => "nr_tlb_local_flush_all", "local TLB flushes of a whole mm or range",
     HugeZeroRefcountRmw => "mmsim_huge_zero_refcount_rmw", "atomic operations on the global huge zero page refcount",
     HugeZeroPmdInstalls => "mmsim_huge_zero_pmd_installs", "PMDs set to map the huge zero page",

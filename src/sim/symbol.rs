@@ -97,6 +97,7 @@ symbols! {
     Madvise => "madvise",
     FlushTlbMmRange => "flush_tlb_mm_range",
     FlushTlbFunc => "flush_tlb_func",
+    RadixFlushTlbMm => "radix__flush_tlb_mm",
     DownRead => "down_read",
     UpRead => "up_read",
     DownWrite => "down_write",

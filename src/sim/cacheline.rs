@@ -38,7 +38,7 @@ use crate::machine::Distance;
 /// What moving a modified line from `from` to `to` costs.
 pub(crate) fn transfer_cost(ctx: &Ctx, from: CpuId, to: CpuId) -> Cycles {
     let costs = &ctx.machine().costs;
-    match ctx.machine().topology.distance(from, to) {
+    match ctx.distance(from, to) {
         Distance::SameCpu => costs.atomic_rmw_local.cycles(),
         Distance::SameCore => costs.line_transfer_same_core.cycles(),
         Distance::SameSocket => costs.line_transfer_same_socket.cycles(),

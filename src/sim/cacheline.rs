@@ -102,11 +102,17 @@ impl CpuSet {
         self.words.iter_mut().for_each(|w| *w = 0);
     }
 
+    /// The CPUs in the set, lowest first; one turn per CPU, not per bit.
     fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
         self.words.iter().enumerate().flat_map(|(i, &word)| {
-            (0..64)
-                .filter(move |bit| word & (1 << bit) != 0)
-                .map(move |bit| CpuId(i as u32 * 64 + bit))
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros();
+                    rest &= rest - 1;
+                    CpuId(i as u32 * 64 + bit)
+                })
+            })
         })
     }
 }

@@ -133,23 +133,39 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// one starting at `next_start`.
     fn link(&mut self, end: Cycles, next_start: Option<Cycles>) {
         if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
-            let at = self.gaps.partition_point(|&gap| gap < end);
+            let at = self.gap_index(end);
             debug_assert!(self.gaps.get(at) != Some(&end), "gap after {} twice", end.0);
-            self.gaps.insert(at, end);
+            insert(&mut self.gaps, at, end);
         }
     }
 
     /// Undoes [`Timeline::link`] for two spans no longer adjacent.
     fn unlink(&mut self, end: Cycles, next_start: Option<Cycles>) {
         if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
-            let at = self.gaps.partition_point(|&gap| gap < end);
+            let at = self.gap_index(end);
             assert_eq!(
                 self.gaps.get(at),
                 Some(&end),
                 "gap after {} missing from the index",
                 end.0
             );
-            self.gaps.remove(at);
+            if at == 0 {
+                self.gaps.pop_front();
+            } else {
+                self.gaps.remove(at);
+            }
+        }
+    }
+
+    /// How many gaps begin before `end`. Spans come and go mostly at the
+    /// ends of the timeline, so the ends of the index are tried first.
+    fn gap_index(&self, end: Cycles) -> usize {
+        if self.gaps.front().is_none_or(|&first| first >= end) {
+            0
+        } else if self.gaps.back().is_some_and(|&last| last < end) {
+            self.gaps.len()
+        } else {
+            self.gaps.partition_point(|&gap| gap < end)
         }
     }
 
@@ -207,7 +223,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
             self.link(prev_end, Some(span.start));
         }
         self.link(span.end, next_start);
-        self.spans.insert(at, span);
+        insert(&mut self.spans, at, span);
         if self.spans.len() > SPANS_MAX {
             let oldest = self.pop_oldest();
             self.floor = self.floor.max(oldest.end);
@@ -236,15 +252,21 @@ impl<T: Copy + PartialEq> Timeline<T> {
         if let Some(before) = i.checked_sub(1).map(|j| &self.spans[j]) {
             s = s.max(before.end);
         }
+        // How many gaps begin before `s`; `s` only grows, so this does too,
+        // and each search goes on from where the last one stopped.
+        let mut g = 0;
         loop {
             // Here no span is under way at `s`. If the next one begins right
             // at `s`, so does a run of back-to-back spans: jump to its end,
             // the first gap at or after `s` (or the end of the last span).
             if self.spans.get(i).is_some_and(|next| next.start <= s) {
-                match self.gaps.get(self.gaps.partition_point(|&gap| gap < s)) {
+                g = gallop(g, self.gaps.len(), |k| self.gaps[k] < s);
+                match self.gaps.get(g) {
                     Some(&gap) => {
                         s = gap;
-                        i = self.spans.partition_point(|span| span.start < gap);
+                        // The spans before `i` began by the old `s`, before
+                        // the gap (no gap begins where a span does).
+                        i = gallop(i, self.spans.len(), |k| self.spans[k].start < gap);
                     }
                     None => {
                         s = self.spans.back().expect("a span begins at s").end;
@@ -280,6 +302,51 @@ impl<T: Copy + PartialEq> Timeline<T> {
             .filter(|span| filter(span))
             .map(|span| span.end)
             .max()
+    }
+}
+
+/// The first index from `from` on at which `pred` fails, for a `pred` that
+/// holds below some index and fails from it on (up to `len`), known to hold
+/// below `from`. Gallops from `from`, so an answer close by costs a few
+/// probes, and one far away no more than a binary search would.
+fn gallop(from: usize, len: usize, pred: impl Fn(usize) -> bool) -> usize {
+    if from >= len || !pred(from) {
+        return from;
+    }
+    // `pred` holds at `lo`; find where it fails past it.
+    let mut lo = from;
+    let mut step = 1;
+    let mut hi = loop {
+        let probe = lo + step;
+        if probe >= len {
+            break len;
+        }
+        if !pred(probe) {
+            break probe;
+        }
+        lo = probe;
+        step *= 2;
+    };
+    lo += 1;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Inserts `value` at `at` in `deque`, through the cheap calls at the ends.
+fn insert<V>(deque: &mut VecDeque<V>, at: usize, value: V) {
+    if at == deque.len() {
+        deque.push_back(value);
+    } else if at == 0 {
+        deque.push_front(value);
+    } else {
+        deque.insert(at, value);
     }
 }
 
@@ -437,6 +504,21 @@ mod tests {
             horizon += rng.below(60);
             t.prune(Cycles(horizon), |_| {});
             check_gaps(&t);
+        }
+    }
+
+    #[test]
+    fn gallop_agrees_with_a_binary_search() {
+        let values: Vec<u64> = (0..200).map(|i| i * 3).collect();
+        for cut in 0..=600 {
+            let expected = values.partition_point(|&v| v < cut);
+            for from in 0..=expected {
+                assert_eq!(
+                    gallop(from, values.len(), |k| values[k] < cut),
+                    expected,
+                    "cut {cut} from {from}"
+                );
+            }
         }
     }
 

@@ -127,6 +127,7 @@ enum Access {
 }
 
 /// Who holds the line at a moment, and what an access there would cost.
+#[derive(Clone, Copy)]
 enum Need {
     /// A read of a copy already here (or of a line never modified): free,
     /// and it changes nothing.
@@ -218,13 +219,24 @@ impl CacheLine {
         let (start, begun, at_start) = if idle {
             (now, begun_now, at_now)
         } else {
-            let (start, begun) =
-                self.transfers
-                    .earliest_fit(now, |_, begun| match need(self, ctx, begun) {
-                        Need::Free => Cycles::ZERO,
-                        Need::Occupy { cost, .. } => cost,
-                    });
-            (start, begun, need(self, ctx, begun))
+            // What an access needs depends only on how many transfers came
+            // before it: the search's last answer is usually the one wanted.
+            let mut last = (begun_now, at_now);
+            let (start, begun) = self.transfers.earliest_fit(now, |_, begun| {
+                if last.0 != begun {
+                    last = (begun, need(self, ctx, begun));
+                }
+                match last.1 {
+                    Need::Free => Cycles::ZERO,
+                    Need::Occupy { cost, .. } => cost,
+                }
+            });
+            let at_start = if last.0 == begun {
+                last.1
+            } else {
+                need(self, ctx, begun)
+            };
+            (start, begun, at_start)
         };
         let cost = match at_start {
             Need::Free => Cycles::ZERO,
@@ -260,7 +272,7 @@ impl CacheLine {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         let mut farthest: Option<Cycles> = None;
         let mut held = false;
-        self.for_each_holder_at(begun, |holder| {
+        let owner = self.for_each_holder_at(begun, |holder| {
             held = true;
             if holder != cpu {
                 let cost = transfer_cost(ctx, holder, cpu);
@@ -270,7 +282,7 @@ impl CacheLine {
         let access = Access::Modify(cpu);
         match farthest {
             Some(cost) => {
-                let counted = self.owner_at(begun) != Some(cpu);
+                let counted = owner != Some(cpu);
                 Need::Occupy {
                     cost,
                     access,
@@ -281,7 +293,7 @@ impl CacheLine {
             // a local atomic; memory latency is not modelled).
             None => {
                 debug_assert!(
-                    !held || self.owner_at(begun) == Some(cpu),
+                    !held || owner == Some(cpu),
                     "{cpu} holds a copy but no owner"
                 );
                 Need::Occupy {
@@ -317,16 +329,21 @@ impl CacheLine {
 
     /// Calls `f` for each CPU holding a copy once the first `begun`
     /// transfers have happened (owner and sharers; sharers may repeat). A
-    /// transfer that has begun counts as done.
-    fn for_each_holder_at(&self, begun: usize, mut f: impl FnMut(CpuId)) {
+    /// transfer that has begun counts as done. Returns the owner then, as
+    /// [`CacheLine::owner_at`] would.
+    fn for_each_holder_at(&self, begun: usize, mut f: impl FnMut(CpuId)) -> Option<CpuId> {
         for span in self.transfers.first_spans(begun).rev() {
             match span.data {
                 Access::Read(cpu) => f(cpu),
-                Access::Modify(cpu) => return f(cpu),
+                Access::Modify(cpu) => {
+                    f(cpu);
+                    return Some(cpu);
+                }
             }
         }
         self.owner_base.into_iter().for_each(&mut f);
         self.sharers_base.iter().for_each(f);
+        self.owner_base
     }
 
     fn owner_at(&self, begun: usize) -> Option<CpuId> {

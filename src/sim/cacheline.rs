@@ -208,7 +208,7 @@ impl CacheLine {
         let begun_now = if idle {
             self.transfers.len()
         } else {
-            self.transfers.count_begun_by(now)
+            self.transfers.count_begun_by_early(now)
         };
         let at_now = need(self, ctx, begun_now);
         if let Need::Free = at_now {
@@ -222,15 +222,17 @@ impl CacheLine {
             // What an access needs depends only on how many transfers came
             // before it: the search's last answer is usually the one wanted.
             let mut last = (begun_now, at_now);
-            let (start, begun) = self.transfers.earliest_fit(now, |_, begun| {
-                if last.0 != begun {
-                    last = (begun, need(self, ctx, begun));
-                }
-                match last.1 {
-                    Need::Free => Cycles::ZERO,
-                    Need::Occupy { cost, .. } => cost,
-                }
-            });
+            let (start, begun) = self
+                .transfers
+                .earliest_fit_from(now, begun_now, |_, begun| {
+                    if last.0 != begun {
+                        last = (begun, need(self, ctx, begun));
+                    }
+                    match last.1 {
+                        Need::Free => Cycles::ZERO,
+                        Need::Occupy { cost, .. } => cost,
+                    }
+                });
             let at_start = if last.0 == begun {
                 last.1
             } else {

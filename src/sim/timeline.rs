@@ -136,17 +136,42 @@ impl<T: Copy + PartialEq> Timeline<T> {
         oldest
     }
 
-    /// Records in the gap index that a span ending at `end` is followed by
-    /// one starting at `next_start`.
-    fn link(&mut self, end: Cycles, next_start: Option<Cycles>) {
-        if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
-            let at = self.gap_index(end);
-            debug_assert!(self.gaps.get(at) != Some(&end), "gap after {} twice", end.0);
-            insert(&mut self.gaps, at, end);
+    /// Replaces the gap `old` (if any) by the gaps `new` (in order) in the
+    /// gap index: the edit a new span makes between its neighbours, where no
+    /// other gap lies.
+    fn edit_gaps(&mut self, old: Option<Cycles>, new: [Option<Cycles>; 2]) {
+        let first = old.or(new[0]).or(new[1]);
+        let Some(first) = first else {
+            return;
+        };
+        let mut at = self.gap_index(first);
+        if let Some(old) = old {
+            assert_eq!(
+                self.gaps.get(at),
+                Some(&old),
+                "gap after {} missing from the index",
+                old.0
+            );
+        }
+        let mut new = new.into_iter().flatten();
+        match (old, new.next()) {
+            (Some(_), Some(gap)) => self.gaps[at] = gap,
+            (Some(_), None) => {
+                self.gaps.remove(at);
+                return;
+            }
+            (None, Some(gap)) => insert(&mut self.gaps, at, gap),
+            (None, None) => return,
+        }
+        for gap in new {
+            at += 1;
+            debug_assert!(self.gaps.get(at) != Some(&gap), "gap after {} twice", gap.0);
+            insert(&mut self.gaps, at, gap);
         }
     }
 
-    /// Undoes [`Timeline::link`] for two spans no longer adjacent.
+    /// Removes from the gap index the gap after a span ending at `end`, if
+    /// the span beginning at `next_start` followed it after a gap.
     fn unlink(&mut self, end: Cycles, next_start: Option<Cycles>) {
         if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
             let at = self.gap_index(end);
@@ -202,8 +227,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
         let at = begun;
         debug_assert_eq!(at, self.count_begun_by(span.start), "push_at's count");
         let next_start = self.spans.get(at).map(|next| next.start);
+        let prev = at.checked_sub(1).map(|i| self.spans[i]);
+        let prev_end = prev.map(|prev| prev.end);
+        let continues = prev.is_some_and(|prev| prev.end == span.start && prev.data == span.data)
+            && next_start.is_none_or(|start| start >= span.end);
         if self.sharing == Sharing::Exclusive {
-            let prev_end = at.checked_sub(1).map(|i| self.spans[i].end);
             assert!(
                 prev_end.is_none_or(|end| end <= span.start),
                 "span at {} overlaps the one before",
@@ -214,22 +242,18 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 "span at {} overlaps the one after",
                 span.start.0
             );
+            // Between the span before and the one after, the gap after the
+            // former (if any) gives way to the gaps around the new span.
+            let gap_after = |end: Cycles, next: Option<Cycles>| next.is_some_and(|n| end < n);
+            let old = prev_end.filter(|&end| gap_after(end, next_start));
+            let before = prev_end.filter(|&end| !continues && gap_after(end, Some(span.start)));
+            let after = Some(span.end).filter(|&end| gap_after(end, next_start));
+            self.edit_gaps(old, [before, after]);
         }
-        let prev_end = at.checked_sub(1).map(|i| self.spans[i].end);
-        if let Some(prev) = at.checked_sub(1).map(|i| &mut self.spans[i]) {
-            let continues = prev.end == span.start && prev.data == span.data;
-            if continues && next_start.is_none_or(|start| start >= span.end) {
-                prev.end = span.end;
-                self.unlink(span.start, next_start);
-                self.link(span.end, next_start);
-                return;
-            }
+        if continues {
+            self.spans[at - 1].end = span.end;
+            return;
         }
-        if let Some(prev_end) = prev_end {
-            self.unlink(prev_end, next_start);
-            self.link(prev_end, Some(span.start));
-        }
-        self.link(span.end, next_start);
         insert(&mut self.spans, at, span);
         if self.spans.len() > SPANS_MAX {
             let oldest = self.pop_oldest();

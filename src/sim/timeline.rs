@@ -113,9 +113,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
         gallop(0, self.spans.len(), |k| self.spans[k].start <= s)
     }
 
-    /// The first `count` spans, latest last.
+    /// The first `count` spans, latest last. By index: callers walk back a
+    /// span or two from `count`, cheaper so than through a range over the
+    /// deque's two halves.
     pub(crate) fn first_spans(&self, count: usize) -> impl DoubleEndedIterator<Item = &Span<T>> {
-        self.spans.range(..count)
+        (0..count).map(|i| &self.spans[i])
     }
 
     /// Forgets the spans that end at or before `horizon`, oldest first,

@@ -77,12 +77,12 @@ impl Entry {
     }
 }
 
+/// What is known about a table besides its entries.
 #[derive(Clone, Debug)]
 pub struct Table {
     pub level: Level,
     /// The page backing this table.
     pub pfn: Pfn,
-    pub entries: Box<[Entry; PTRS_PER_TABLE]>,
     /// Entries that are not None.
     pub used: u16,
 }
@@ -91,6 +91,11 @@ pub struct Table {
 #[derive(Debug, Default)]
 pub struct PageTables {
     tables: Vec<Option<Table>>,
+    /// The entries of table `i` at `i`, all in one allocation: a walk reads
+    /// one entry per level without going through a table's own box first.
+    /// A freed table's entries are all None, ready for the next table given
+    /// its id.
+    entries: Vec<[Entry; PTRS_PER_TABLE]>,
     free_ids: Vec<TableId>,
     live: usize,
 }
@@ -110,17 +115,18 @@ impl PageTables {
         let table = Table {
             level,
             pfn,
-            entries: Box::new([Entry::None; PTRS_PER_TABLE]),
             used: 0,
         };
         self.live += 1;
         match self.free_ids.pop() {
             Some(id) => {
+                debug_assert!(self.entries[id.0 as usize].iter().all(|e| e.is_none()));
                 self.tables[id.0 as usize] = Some(table);
                 id
             }
             None => {
                 self.tables.push(Some(table));
+                self.entries.push([Entry::None; PTRS_PER_TABLE]);
                 TableId(self.tables.len() as u32 - 1)
             }
         }
@@ -144,14 +150,16 @@ impl PageTables {
         self.tables[id.0 as usize].as_ref().expect("live table")
     }
 
+    #[inline]
     pub fn get(&self, id: TableId, index: usize) -> Entry {
-        self.table(id).entries[index]
+        debug_assert!(self.tables[id.0 as usize].is_some(), "live table");
+        self.entries[id.0 as usize][index]
     }
 
     /// Sets an entry, keeping the count of used entries.
     pub fn set(&mut self, id: TableId, index: usize, entry: Entry) {
         let table = self.tables[id.0 as usize].as_mut().expect("live table");
-        let old = std::mem::replace(&mut table.entries[index], entry);
+        let old = std::mem::replace(&mut self.entries[id.0 as usize][index], entry);
         match (old.is_none(), entry.is_none()) {
             (true, false) => table.used += 1,
             (false, true) => table.used -= 1,

@@ -38,7 +38,7 @@ use crate::machine::Distance;
 /// What moving a modified line from `from` to `to` costs.
 pub(crate) fn transfer_cost(ctx: &Ctx, from: CpuId, to: CpuId) -> Cycles {
     let costs = &ctx.machine().costs;
-    match ctx.machine().topology.distance(from, to) {
+    match ctx.distance(from, to) {
         Distance::SameCpu => costs.atomic_rmw_local.cycles(),
         Distance::SameCore => costs.line_transfer_same_core.cycles(),
         Distance::SameSocket => costs.line_transfer_same_socket.cycles(),
@@ -102,11 +102,17 @@ impl CpuSet {
         self.words.iter_mut().for_each(|w| *w = 0);
     }
 
+    /// The CPUs in the set, lowest first; one turn per CPU, not per bit.
     fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
         self.words.iter().enumerate().flat_map(|(i, &word)| {
-            (0..64)
-                .filter(move |bit| word & (1 << bit) != 0)
-                .map(move |bit| CpuId(i as u32 * 64 + bit))
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros();
+                    rest &= rest - 1;
+                    CpuId(i as u32 * 64 + bit)
+                })
+            })
         })
     }
 }
@@ -121,6 +127,7 @@ enum Access {
 }
 
 /// Who holds the line at a moment, and what an access there would cost.
+#[derive(Clone, Copy)]
 enum Need {
     /// A read of a copy already here (or of a line never modified): free,
     /// and it changes nothing.
@@ -201,7 +208,7 @@ impl CacheLine {
         let begun_now = if idle {
             self.transfers.len()
         } else {
-            self.transfers.count_begun_by(now)
+            self.transfers.count_begun_by_early(now)
         };
         let at_now = need(self, ctx, begun_now);
         if let Need::Free = at_now {
@@ -212,13 +219,26 @@ impl CacheLine {
         let (start, begun, at_start) = if idle {
             (now, begun_now, at_now)
         } else {
-            let (start, begun) =
-                self.transfers
-                    .earliest_fit(now, |_, begun| match need(self, ctx, begun) {
+            // What an access needs depends only on how many transfers came
+            // before it: the search's last answer is usually the one wanted.
+            let mut last = (begun_now, at_now);
+            let (start, begun) = self
+                .transfers
+                .earliest_fit_from(now, begun_now, |_, begun| {
+                    if last.0 != begun {
+                        last = (begun, need(self, ctx, begun));
+                    }
+                    match last.1 {
                         Need::Free => Cycles::ZERO,
                         Need::Occupy { cost, .. } => cost,
-                    });
-            (start, begun, need(self, ctx, begun))
+                    }
+                });
+            let at_start = if last.0 == begun {
+                last.1
+            } else {
+                need(self, ctx, begun)
+            };
+            (start, begun, at_start)
         };
         let cost = match at_start {
             Need::Free => Cycles::ZERO,
@@ -254,7 +274,7 @@ impl CacheLine {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         let mut farthest: Option<Cycles> = None;
         let mut held = false;
-        self.for_each_holder_at(begun, |holder| {
+        let owner = self.for_each_holder_at(begun, |holder| {
             held = true;
             if holder != cpu {
                 let cost = transfer_cost(ctx, holder, cpu);
@@ -264,7 +284,7 @@ impl CacheLine {
         let access = Access::Modify(cpu);
         match farthest {
             Some(cost) => {
-                let counted = self.owner_at(begun) != Some(cpu);
+                let counted = owner != Some(cpu);
                 Need::Occupy {
                     cost,
                     access,
@@ -275,7 +295,7 @@ impl CacheLine {
             // a local atomic; memory latency is not modelled).
             None => {
                 debug_assert!(
-                    !held || self.owner_at(begun) == Some(cpu),
+                    !held || owner == Some(cpu),
                     "{cpu} holds a copy but no owner"
                 );
                 Need::Occupy {
@@ -311,16 +331,21 @@ impl CacheLine {
 
     /// Calls `f` for each CPU holding a copy once the first `begun`
     /// transfers have happened (owner and sharers; sharers may repeat). A
-    /// transfer that has begun counts as done.
-    fn for_each_holder_at(&self, begun: usize, mut f: impl FnMut(CpuId)) {
+    /// transfer that has begun counts as done. Returns the owner then, as
+    /// [`CacheLine::owner_at`] would.
+    fn for_each_holder_at(&self, begun: usize, mut f: impl FnMut(CpuId)) -> Option<CpuId> {
         for span in self.transfers.first_spans(begun).rev() {
             match span.data {
                 Access::Read(cpu) => f(cpu),
-                Access::Modify(cpu) => return f(cpu),
+                Access::Modify(cpu) => {
+                    f(cpu);
+                    return Some(cpu);
+                }
             }
         }
         self.owner_base.into_iter().for_each(&mut f);
         self.sharers_base.iter().for_each(f);
+        self.owner_base
     }
 
     fn owner_at(&self, begun: usize) -> Option<CpuId> {

@@ -18,7 +18,7 @@ use super::rng::Rng;
 use super::stats::Stats;
 use super::symbol::Symbol;
 use super::time::{CpuId, Cycles};
-use crate::machine::Machine;
+use crate::machine::{Distance, Machine};
 
 /// What a CPU is doing between steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,12 +118,19 @@ pub struct Ctx {
     requeue: Vec<CpuId>,
     /// Every node's memory bandwidth in use (`dram.rs`).
     pub(crate) dram: Dram,
+    /// Each CPU's core and socket, worked out once: cache-line transfers
+    /// ask for the distance between two CPUs all the time.
+    places: Vec<(u32, u32)>,
 }
 
 impl Ctx {
     pub fn new(machine: Machine, seed: u64) -> Ctx {
         let nr_cpus = machine.topology.nr_cpus() as usize;
         let dram = Dram::new(machine.topology.numa_nodes);
+        let topology = &machine.topology;
+        let places = (0..topology.nr_cpus())
+            .map(|cpu| (topology.core_of(CpuId(cpu)), topology.socket_of(CpuId(cpu))))
+            .collect();
         Ctx {
             machine,
             cpus: vec![CpuState::new(); nr_cpus],
@@ -133,6 +140,24 @@ impl Ctx {
             rng: Rng::new(seed),
             requeue: Vec::new(),
             dram,
+            places,
+        }
+    }
+
+    /// How far apart two CPUs are: [`crate::machine::Topology::distance`]
+    /// from the table of places.
+    #[inline]
+    pub(crate) fn distance(&self, a: CpuId, b: CpuId) -> Distance {
+        let (core_a, socket_a) = self.places[a.index()];
+        let (core_b, socket_b) = self.places[b.index()];
+        if a == b {
+            Distance::SameCpu
+        } else if core_a == core_b {
+            Distance::SameCore
+        } else if socket_a == socket_b {
+            Distance::SameSocket
+        } else {
+            Distance::OtherSocket
         }
     }
 

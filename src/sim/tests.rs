@@ -29,6 +29,17 @@ fn ctx_with_cpus(nr_cpus: u32, seed: u64) -> Ctx {
     ctx
 }
 
+#[test]
+fn the_context_s_table_of_places_gives_the_topology_s_distances() {
+    let ctx = ctx_with_cpus(72, 1);
+    let topology = &ctx.machine().topology;
+    for a in cpus(ctx.nr_cpus()) {
+        for b in cpus(ctx.nr_cpus()) {
+            assert_eq!(ctx.distance(a, b), topology.distance(a, b), "{a} to {b}");
+        }
+    }
+}
+
 /// A workload made of one closure, called for every step.
 struct Steps<F: FnMut(&mut Ctx)>(F);
 

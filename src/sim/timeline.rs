@@ -106,9 +106,18 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.spans.partition_point(|span| span.start <= s)
     }
 
-    /// The first `count` spans, latest last.
+    /// [`Timeline::count_begun_by`] for an `s` likely close to the oldest
+    /// span (a CPU's clock is seldom far past the horizon): gallops from
+    /// the front instead of halving the whole timeline.
+    pub(crate) fn count_begun_by_early(&self, s: Cycles) -> usize {
+        gallop(0, self.spans.len(), |k| self.spans[k].start <= s)
+    }
+
+    /// The first `count` spans, latest last. By index: callers walk back a
+    /// span or two from `count`, cheaper so than through a range over the
+    /// deque's two halves.
     pub(crate) fn first_spans(&self, count: usize) -> impl DoubleEndedIterator<Item = &Span<T>> {
-        self.spans.range(..count)
+        (0..count).map(|i| &self.spans[i])
     }
 
     /// Forgets the spans that end at or before `horizon`, oldest first,
@@ -129,27 +138,68 @@ impl<T: Copy + PartialEq> Timeline<T> {
         oldest
     }
 
-    /// Records in the gap index that a span ending at `end` is followed by
-    /// one starting at `next_start`.
-    fn link(&mut self, end: Cycles, next_start: Option<Cycles>) {
-        if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
-            let at = self.gaps.partition_point(|&gap| gap < end);
-            debug_assert!(self.gaps.get(at) != Some(&end), "gap after {} twice", end.0);
-            self.gaps.insert(at, end);
+    /// Replaces the gap `old` (if any) by the gaps `new` (in order) in the
+    /// gap index: the edit a new span makes between its neighbours, where no
+    /// other gap lies.
+    fn edit_gaps(&mut self, old: Option<Cycles>, new: [Option<Cycles>; 2]) {
+        let first = old.or(new[0]).or(new[1]);
+        let Some(first) = first else {
+            return;
+        };
+        let mut at = self.gap_index(first);
+        if let Some(old) = old {
+            assert_eq!(
+                self.gaps.get(at),
+                Some(&old),
+                "gap after {} missing from the index",
+                old.0
+            );
+        }
+        let mut new = new.into_iter().flatten();
+        match (old, new.next()) {
+            (Some(_), Some(gap)) => self.gaps[at] = gap,
+            (Some(_), None) => {
+                self.gaps.remove(at);
+                return;
+            }
+            (None, Some(gap)) => insert(&mut self.gaps, at, gap),
+            (None, None) => return,
+        }
+        for gap in new {
+            at += 1;
+            debug_assert!(self.gaps.get(at) != Some(&gap), "gap after {} twice", gap.0);
+            insert(&mut self.gaps, at, gap);
         }
     }
 
-    /// Undoes [`Timeline::link`] for two spans no longer adjacent.
+    /// Removes from the gap index the gap after a span ending at `end`, if
+    /// the span beginning at `next_start` followed it after a gap.
     fn unlink(&mut self, end: Cycles, next_start: Option<Cycles>) {
         if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
-            let at = self.gaps.partition_point(|&gap| gap < end);
+            let at = self.gap_index(end);
             assert_eq!(
                 self.gaps.get(at),
                 Some(&end),
                 "gap after {} missing from the index",
                 end.0
             );
-            self.gaps.remove(at);
+            if at == 0 {
+                self.gaps.pop_front();
+            } else {
+                self.gaps.remove(at);
+            }
+        }
+    }
+
+    /// How many gaps begin before `end`. Spans come and go mostly at the
+    /// ends of the timeline, so the ends of the index are tried first.
+    fn gap_index(&self, end: Cycles) -> usize {
+        if self.gaps.front().is_none_or(|&first| first >= end) {
+            0
+        } else if self.gaps.back().is_some_and(|&last| last < end) {
+            self.gaps.len()
+        } else {
+            self.gaps.partition_point(|&gap| gap < end)
         }
     }
 
@@ -179,8 +229,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
         let at = begun;
         debug_assert_eq!(at, self.count_begun_by(span.start), "push_at's count");
         let next_start = self.spans.get(at).map(|next| next.start);
+        let prev = at.checked_sub(1).map(|i| self.spans[i]);
+        let prev_end = prev.map(|prev| prev.end);
+        let continues = prev.is_some_and(|prev| prev.end == span.start && prev.data == span.data)
+            && next_start.is_none_or(|start| start >= span.end);
         if self.sharing == Sharing::Exclusive {
-            let prev_end = at.checked_sub(1).map(|i| self.spans[i].end);
             assert!(
                 prev_end.is_none_or(|end| end <= span.start),
                 "span at {} overlaps the one before",
@@ -191,23 +244,19 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 "span at {} overlaps the one after",
                 span.start.0
             );
+            // Between the span before and the one after, the gap after the
+            // former (if any) gives way to the gaps around the new span.
+            let gap_after = |end: Cycles, next: Option<Cycles>| next.is_some_and(|n| end < n);
+            let old = prev_end.filter(|&end| gap_after(end, next_start));
+            let before = prev_end.filter(|&end| !continues && gap_after(end, Some(span.start)));
+            let after = Some(span.end).filter(|&end| gap_after(end, next_start));
+            self.edit_gaps(old, [before, after]);
         }
-        let prev_end = at.checked_sub(1).map(|i| self.spans[i].end);
-        if let Some(prev) = at.checked_sub(1).map(|i| &mut self.spans[i]) {
-            let continues = prev.end == span.start && prev.data == span.data;
-            if continues && next_start.is_none_or(|start| start >= span.end) {
-                prev.end = span.end;
-                self.unlink(span.start, next_start);
-                self.link(span.end, next_start);
-                return;
-            }
+        if continues {
+            self.spans[at - 1].end = span.end;
+            return;
         }
-        if let Some(prev_end) = prev_end {
-            self.unlink(prev_end, next_start);
-            self.link(prev_end, Some(span.start));
-        }
-        self.link(span.end, next_start);
-        self.spans.insert(at, span);
+        insert(&mut self.spans, at, span);
         if self.spans.len() > SPANS_MAX {
             let oldest = self.pop_oldest();
             self.floor = self.floor.max(oldest.end);
@@ -224,6 +273,17 @@ impl<T: Copy + PartialEq> Timeline<T> {
     pub(crate) fn earliest_fit(
         &self,
         t: Cycles,
+        len_at: impl FnMut(Cycles, usize) -> Cycles,
+    ) -> (Cycles, usize) {
+        self.earliest_fit_from(t, self.count_begun_by(t), len_at)
+    }
+
+    /// [`Timeline::earliest_fit`] for a caller that knows how many spans
+    /// have begun by `t` (`begun`).
+    pub(crate) fn earliest_fit_from(
+        &self,
+        t: Cycles,
+        begun: usize,
         mut len_at: impl FnMut(Cycles, usize) -> Cycles,
     ) -> (Cycles, usize) {
         assert_eq!(
@@ -231,20 +291,31 @@ impl<T: Copy + PartialEq> Timeline<T> {
             Sharing::Exclusive,
             "earliest_fit on overlapping spans"
         );
+        debug_assert_eq!(begun, self.count_begun_by(t), "earliest_fit_from's count");
         let mut s = t.max(self.floor);
-        let mut i = self.spans.partition_point(|span| span.start <= s);
+        let mut i = if s == t {
+            begun
+        } else {
+            self.count_begun_by(s)
+        };
         if let Some(before) = i.checked_sub(1).map(|j| &self.spans[j]) {
             s = s.max(before.end);
         }
+        // How many gaps begin before `s`; `s` only grows, so this does too,
+        // and each search goes on from where the last one stopped.
+        let mut g = 0;
         loop {
             // Here no span is under way at `s`. If the next one begins right
             // at `s`, so does a run of back-to-back spans: jump to its end,
             // the first gap at or after `s` (or the end of the last span).
             if self.spans.get(i).is_some_and(|next| next.start <= s) {
-                match self.gaps.get(self.gaps.partition_point(|&gap| gap < s)) {
+                g = gallop(g, self.gaps.len(), |k| self.gaps[k] < s);
+                match self.gaps.get(g) {
                     Some(&gap) => {
                         s = gap;
-                        i = self.spans.partition_point(|span| span.start < gap);
+                        // The spans before `i` began by the old `s`, before
+                        // the gap (no gap begins where a span does).
+                        i = gallop(i, self.spans.len(), |k| self.spans[k].start < gap);
                     }
                     None => {
                         s = self.spans.back().expect("a span begins at s").end;
@@ -280,6 +351,51 @@ impl<T: Copy + PartialEq> Timeline<T> {
             .filter(|span| filter(span))
             .map(|span| span.end)
             .max()
+    }
+}
+
+/// The first index from `from` on at which `pred` fails, for a `pred` that
+/// holds below some index and fails from it on (up to `len`), known to hold
+/// below `from`. Gallops from `from`, so an answer close by costs a few
+/// probes, and one far away no more than a binary search would.
+fn gallop(from: usize, len: usize, pred: impl Fn(usize) -> bool) -> usize {
+    if from >= len || !pred(from) {
+        return from;
+    }
+    // `pred` holds at `lo`; find where it fails past it.
+    let mut lo = from;
+    let mut step = 1;
+    let mut hi = loop {
+        let probe = lo + step;
+        if probe >= len {
+            break len;
+        }
+        if !pred(probe) {
+            break probe;
+        }
+        lo = probe;
+        step *= 2;
+    };
+    lo += 1;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Inserts `value` at `at` in `deque`, through the cheap calls at the ends.
+fn insert<V>(deque: &mut VecDeque<V>, at: usize, value: V) {
+    if at == deque.len() {
+        deque.push_back(value);
+    } else if at == 0 {
+        deque.push_front(value);
+    } else {
+        deque.insert(at, value);
     }
 }
 
@@ -437,6 +553,21 @@ mod tests {
             horizon += rng.below(60);
             t.prune(Cycles(horizon), |_| {});
             check_gaps(&t);
+        }
+    }
+
+    #[test]
+    fn gallop_agrees_with_a_binary_search() {
+        let values: Vec<u64> = (0..200).map(|i| i * 3).collect();
+        for cut in 0..=600 {
+            let expected = values.partition_point(|&v| v < cut);
+            for from in 0..=expected {
+                assert_eq!(
+                    gallop(from, values.len(), |k| values[k] < cut),
+                    expected,
+                    "cut {cut} from {from}"
+                );
+            }
         }
     }
 

@@ -201,17 +201,24 @@ impl Kernel {
                 0
             }
         };
-        for _ in 0..EXIT_ZAP_PMDS_PER_STEP {
-            // The next piece to unmap: from the cursor (or the next VMA) to
-            // the next PMD boundary, within one VMA.
+        // Up to EXIT_ZAP_PMDS_PER_STEP pieces, each from the cursor (or the
+        // next VMA) to the next PMD boundary within one VMA; the pieces of
+        // one VMA go in one walk, which visits the same entries in the same
+        // order as a walk per piece would.
+        let mut pieces_left = u64::from(EXIT_ZAP_PMDS_PER_STEP);
+        while pieces_left > 0 {
             let Some(vma) = self.mm(mm).vmas.iter().find(|v| v.end > cursor).copied() else {
                 break;
             };
             let start = cursor.max(vma.start);
-            let end = (start / HPAGE_PMD_SIZE + 1)
+            let first_boundary = start / HPAGE_PMD_SIZE + 1;
+            let pieces_in_vma = vma.end.div_ceil(HPAGE_PMD_SIZE) - (first_boundary - 1);
+            let pieces = pieces_left.min(pieces_in_vma);
+            let end = (first_boundary + pieces - 1)
                 .saturating_mul(HPAGE_PMD_SIZE)
                 .min(vma.end);
             self.zap_range(ctx, mm, start, end, Symbol::UnmapPageRange);
+            pieces_left -= pieces;
             cursor = end;
         }
         let unmapped_all = self.mm(mm).vmas.iter().all(|v| v.end <= cursor);

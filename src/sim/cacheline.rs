@@ -135,10 +135,13 @@ enum Need {
     /// The access occupies the line for `cost`. `counted` when a copy or
     /// the ownership comes from another CPU (not from memory, nor an upgrade
     /// of a copy already here, nor a modification by the sole owner).
+    /// `retried` when it is a `cmpxchg` that failed and was retried at once
+    /// (`cost` includes the retry).
     Occupy {
         cost: Cycles,
         access: Access,
         counted: bool,
+        retried: bool,
     },
 }
 
@@ -181,12 +184,53 @@ impl CacheLine {
 
     /// An `atomic_*_unless`/`cmpxchg` loop: read the value, then try to
     /// swap it. Costs a read and an ownership upgrade when the line is held
-    /// elsewhere. Retries caused by another CPU slipping in between the read
-    /// and the swap are not modelled: inside one step no other CPU acts, so
-    /// the swap always succeeds (see docs/engine.md).
+    /// elsewhere. If another CPU modified the line after the read and
+    /// before the swap (a modification that begins in between on the
+    /// timeline), the swap fails: on x86 a failed `lock cmpxchg` still
+    /// takes the line and hands back the current value, and the loop tries
+    /// again at once with it, while the line is still here, so the retry is
+    /// one local atomic more inside the same occupancy. Retries after that
+    /// (another CPU taking the line within those few cycles) are not
+    /// modelled. Counted in `mmsim_cmpxchg_retries`.
     pub fn cmpxchg_loop(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let waited = self.read(ctx, symbol);
-        waited + self.rmw(ctx, symbol)
+        let read_done = ctx.now();
+        let cpu = ctx.cur();
+        waited
+            + self.access(ctx, symbol, |line, ctx, begun| {
+                let swap = line.rmw_need(ctx, cpu, begun);
+                match swap {
+                    Need::Occupy {
+                        cost,
+                        access,
+                        counted,
+                        ..
+                    } if line.modified_by_other_since(cpu, read_done, begun) => Need::Occupy {
+                        cost: cost + ctx.machine().costs.atomic_rmw_local.cycles(),
+                        access,
+                        counted,
+                        retried: true,
+                    },
+                    other => other,
+                }
+            })
+    }
+
+    /// Whether a CPU other than `cpu` began a modification at or after
+    /// `since`, among the first `begun` transfers. Walks back from the
+    /// latest and stops at the first modification found or at `since`.
+    fn modified_by_other_since(&self, cpu: CpuId, since: Cycles, begun: usize) -> bool {
+        for span in self.transfers.first_spans(begun).rev() {
+            if span.start < since {
+                return false;
+            }
+            if let Access::Modify(other) = span.data
+                && other != cpu
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// Finds the earliest moment at or after the current CPU's clock when
@@ -246,6 +290,7 @@ impl CacheLine {
                 cost,
                 access,
                 counted,
+                retried,
             } => {
                 assert!(
                     cost > Cycles::ZERO,
@@ -253,6 +298,9 @@ impl CacheLine {
                 );
                 if counted {
                     ctx.count(Event::LineTransfers, 1);
+                }
+                if retried {
+                    ctx.count(Event::CmpxchgRetries, 1);
                 }
                 self.record(
                     begun,
@@ -289,6 +337,7 @@ impl CacheLine {
                     cost,
                     access,
                     counted,
+                    retried: false,
                 }
             }
             // Held here only, or never modified (from memory, at the cost of
@@ -302,6 +351,7 @@ impl CacheLine {
                     cost: local,
                     access,
                     counted: false,
+                    retried: false,
                 }
             }
         }
@@ -323,6 +373,7 @@ impl CacheLine {
                 cost,
                 access: Access::Read(cpu),
                 counted: true,
+                retried: false,
             },
             // Held here, or never modified (in memory; not modelled).
             _ => Need::Free,

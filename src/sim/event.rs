@@ -70,6 +70,7 @@ events! {
     DramBytes => "mmsim_dram_bytes", "bytes of DRAM traffic charged to nodes' memory bandwidth by page clears and copies",
     DramWaitCycles => "mmsim_dram_wait_cycles", "cycles page clears and copies took beyond the CPU's own rate, waiting for a node's memory bandwidth",
     LineTransfers => "mmsim_cacheline_transfers", "cache-line ownership transfers between CPUs",
+    CmpxchgRetries => "mmsim_cmpxchg_retries", "cmpxchg loops whose first swap failed because another CPU modified the line after the read",
     IpiSent => "mmsim_ipi_sent", "inter-processor interrupts sent",
     SlabAlloc => "mmsim_slab_page_alloc", "slab pages allocated (allocate_slab)",
     SlabFree => "mmsim_slab_page_free", "slab pages freed (discard_slab)",

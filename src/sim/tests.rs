@@ -305,6 +305,40 @@ fn a_cpu_uses_the_line_as_of_its_own_clock() {
     assert_eq!(ctx.clock_of(CpuId(0)), far + local_rmw(ctx));
 }
 
+/// cpu1 owns the line and modifies it again at `again`; cpu0 runs a
+/// `cmpxchg` loop from cycle 100. Returns cpu0's clock after it and the
+/// retries counted.
+fn cmpxchg_after_a_modification_at(again: impl Fn(&Ctx) -> Cycles) -> (Ctx, Cycles, u64) {
+    let mut ctx = ctx_with_cpus(72, 1);
+    let mut line = CacheLine::new();
+    ctx.set_cur(CpuId(1));
+    line.rmw(&mut ctx, RMW);
+    let at = again(&ctx);
+    ctx.idle_until(at);
+    line.rmw(&mut ctx, RMW);
+    ctx.set_cur(CpuId(0));
+    ctx.idle_until(Cycles(100));
+    line.cmpxchg_loop(&mut ctx, RMW);
+    let clock = ctx.clock_of(CpuId(0));
+    let retries = ctx.stats.event(Event::CmpxchgRetries);
+    (ctx, clock, retries)
+}
+
+#[test]
+fn a_cmpxchg_fails_and_retries_once_if_the_line_was_modified_after_its_read() {
+    let far = |ctx: &Ctx| Cycles(100 + 4 * transfer_cost(ctx, CpuId(1), CpuId(0)).0);
+    // The modification comes long after the read: the swap fits before it.
+    let (ctx, clock, retries) = cmpxchg_after_a_modification_at(far);
+    let c = transfer_cost(&ctx, CpuId(1), CpuId(0));
+    assert_eq!((clock, retries), (Cycles(100) + c + c, 0));
+    // The modification comes just after the read: the swap can only go
+    // after it, fails, takes the line anyway and retries at once.
+    let soon = |ctx: &Ctx| Cycles(110) + transfer_cost(ctx, CpuId(1), CpuId(0));
+    let (ctx, clock, retries) = cmpxchg_after_a_modification_at(soon);
+    let again_end = Cycles(110) + c + local_rmw(&ctx);
+    assert_eq!((clock, retries), (again_end + c + local_rmw(&ctx), 1));
+}
+
 // ---------------------------------------------------------------------------
 // Spinlocks
 

@@ -164,8 +164,14 @@ impl Kernel {
     /// within the caller's step.
     pub fn mmput(&mut self, ctx: &mut Ctx, mm: MmId) {
         if self.mmput_last(mm) {
-            while self.exit_mmap_step(ctx, mm) == Teardown::More {}
+            self.exit_mmap(ctx, mm);
         }
+    }
+
+    /// The whole of `exit_mmap` for an mm with no users left, within the
+    /// caller's step.
+    pub fn exit_mmap(&mut self, ctx: &mut Ctx, mm: MmId) {
+        while self.exit_mmap_step(ctx, mm) == Teardown::More {}
     }
 
     /// Drops a user of `mm`; returns whether it was the last, so that the
@@ -207,7 +213,7 @@ impl Kernel {
         // order as a walk per piece would.
         let mut pieces_left = u64::from(EXIT_ZAP_PMDS_PER_STEP);
         while pieces_left > 0 {
-            let Some(vma) = self.mm(mm).vmas.iter().find(|v| v.end > cursor).copied() else {
+            let Some(vma) = self.mm(mm).vmas.find_vma(cursor).0 else {
                 break;
             };
             let start = cursor.max(vma.start);
@@ -221,8 +227,7 @@ impl Kernel {
             pieces_left -= pieces;
             cursor = end;
         }
-        let unmapped_all = self.mm(mm).vmas.iter().all(|v| v.end <= cursor);
-        if !unmapped_all {
+        if self.mm(mm).vmas.find_vma(cursor).0.is_some() {
             self.mm_mut(mm).exit_cursor = Some(cursor);
             return Teardown::More;
         }
@@ -230,9 +235,9 @@ impl Kernel {
         // Tearing down: the VMAs go, so every table becomes freeable. One
         // unmap of the whole span (the host pays O(n), not O(n^2) for
         // removing VMAs one by one from the front).
-        let span = self.mm(mm).vmas.iter().next().map(|first| first.start);
+        let first = self.mm(mm).vmas.iter().next().map(|first| first.start);
         let last = self.mm(mm).vmas.iter().last().map(|last| last.end);
-        if let (Some(start), Some(end)) = (span, last) {
+        if let (Some(start), Some(end)) = (first, last) {
             let unmapped = self.mm_mut(mm).vmas.munmap(start, end - start);
             assert!(unmapped.is_ok(), "exit_mmap: {unmapped:?}");
             assert!(self.mm(mm).vmas.is_empty(), "VMAs left at exit");

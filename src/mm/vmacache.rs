@@ -54,7 +54,6 @@
 //!   and a maple node scans several pivots where an rbtree node compares
 //!   once, so this is a guess in both directions.
 
-use super::fork::Teardown;
 use super::kernel::{Fault, Kernel, MmId};
 use super::mm_types::Vma;
 use super::mmap::{VmaId, VmaTree};
@@ -466,7 +465,7 @@ impl Kernel {
     /// the whole teardown within this step if it was the last user).
     pub fn exit_task(&mut self, ctx: &mut Ctx, task: TaskId) {
         if let Some(mm) = self.exit_task_deferred(task) {
-            while self.exit_mmap_step(ctx, mm) == Teardown::More {}
+            self.exit_mmap(ctx, mm);
         }
     }
 

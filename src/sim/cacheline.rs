@@ -198,21 +198,14 @@ impl CacheLine {
         let cpu = ctx.cur();
         waited
             + self.access(ctx, symbol, |line, ctx, begun| {
-                let swap = line.rmw_need(ctx, cpu, begun);
-                match swap {
-                    Need::Occupy {
-                        cost,
-                        access,
-                        counted,
-                        ..
-                    } if line.modified_by_other_since(cpu, read_done, begun) => Need::Occupy {
-                        cost: cost + ctx.machine().costs.atomic_rmw_local.cycles(),
-                        access,
-                        counted,
-                        retried: true,
-                    },
-                    other => other,
+                let mut swap = line.rmw_need(ctx, cpu, begun);
+                if let Need::Occupy { cost, retried, .. } = &mut swap
+                    && line.modified_by_other_since(cpu, read_done, begun)
+                {
+                    *cost += ctx.machine().costs.atomic_rmw_local.cycles();
+                    *retried = true;
                 }
+                swap
             })
     }
 

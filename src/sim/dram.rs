@@ -52,12 +52,7 @@ impl Dram {
     fn occupy(&mut self, node: u32, t: Cycles, len: Cycles, horizon: Cycles) -> Cycles {
         let timeline = &mut self.nodes[node as usize];
         timeline.prune(horizon, |_| {});
-        // Uncontended memory (the common case) needs no search.
-        let (start, begun) = if timeline.idle_from(t) {
-            (t, timeline.len())
-        } else {
-            timeline.earliest_fit(t, |_, _| len)
-        };
+        let (start, begun) = timeline.earliest_fit_len(t, len);
         let end = start + len;
         timeline.push_at(
             begun,

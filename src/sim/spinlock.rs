@@ -107,7 +107,7 @@ impl SpinLock {
         }
         self.holds.prune(ctx.horizon(), |_| {});
         let now = ctx.now();
-        let free = self.free_at(now, Cycles::ZERO);
+        let (free, _) = self.holds.earliest_fit_len(now, Cycles::ZERO);
         let spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);
         let transfer_symbol = if spun > Cycles::ZERO {
             Symbol::QueuedSpinLockSlowpath
@@ -141,11 +141,12 @@ impl SpinLock {
     /// hold placed by another step. Returns how much later.
     fn place(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
         let len = ctx.now() - holder.since;
-        let start = self.free_at(holder.since, len);
+        let (start, begun) = self.holds.earliest_fit_len(holder.since, len);
         let late = start - holder.since;
         ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
         if len > Cycles::ZERO {
-            self.holds.push(
+            self.holds.push_at(
+                begun,
                 Span {
                     start,
                     end: start + len,
@@ -155,14 +156,5 @@ impl SpinLock {
             );
         }
         late
-    }
-
-    /// The earliest moment at or after `t` from which the lock is free for
-    /// `len` (for `len` zero: not inside a hold).
-    fn free_at(&self, t: Cycles, len: Cycles) -> Cycles {
-        if self.holds.idle_from(t) {
-            return t;
-        }
-        self.holds.earliest_fit(t, |_, _| len).0
     }
 }

@@ -176,18 +176,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// the span beginning at `next_start` followed it after a gap.
     fn unlink(&mut self, end: Cycles, next_start: Option<Cycles>) {
         if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
-            let at = self.gap_index(end);
-            assert_eq!(
-                self.gaps.get(at),
-                Some(&end),
-                "gap after {} missing from the index",
-                end.0
-            );
-            if at == 0 {
-                self.gaps.pop_front();
-            } else {
-                self.gaps.remove(at);
-            }
+            self.edit_gaps(Some(end), [None, None]);
         }
     }
 
@@ -276,6 +265,16 @@ impl<T: Copy + PartialEq> Timeline<T> {
         len_at: impl FnMut(Cycles, usize) -> Cycles,
     ) -> (Cycles, usize) {
         self.earliest_fit_from(t, self.count_begun_by(t), len_at)
+    }
+
+    /// [`Timeline::earliest_fit`] for a use of fixed length `len`, with no
+    /// search when nothing is placed from `t` on (the uncontended case).
+    pub(crate) fn earliest_fit_len(&self, t: Cycles, len: Cycles) -> (Cycles, usize) {
+        if self.idle_from(t) {
+            (t, self.len())
+        } else {
+            self.earliest_fit(t, |_, _| len)
+        }
     }
 
     /// [`Timeline::earliest_fit`] for a caller that knows how many spans

@@ -357,7 +357,11 @@ pub fn run(
         id: experiment.id,
         problem,
     };
-    let (benchmark, machine) = prepare(experiment)?;
+    let Prepared {
+        machine,
+        benchmark,
+        extra: extra_benchmarks,
+    } = prepare(experiment)?;
     // The experiment's own runs, then each extra run, take equal shares of
     // the progress bar.
     let parts = 1 + experiment.extra.len();
@@ -380,8 +384,7 @@ pub fn run(
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
     let mut extra = Vec::with_capacity(experiment.extra.len());
-    for (i, run) in experiment.extra.iter().enumerate() {
-        let benchmark = parse_workload(run.workload, run.args).map_err(err)?;
+    for (i, (run, benchmark)) in experiment.extra.iter().zip(extra_benchmarks).enumerate() {
         let to_whole = part_progress(i + 1);
         let [before, after] = run_before_after(
             benchmark.as_ref(),
@@ -427,14 +430,7 @@ fn extra_value(
     before: &RunOutput,
     after: &RunOutput,
 ) -> Result<ExtraValue, Problem> {
-    let find = |run: &RunOutput| {
-        run.metrics
-            .iter()
-            .find(|m| m.name == name)
-            .cloned()
-            .ok_or(Problem::MissingMetric(name))
-    };
-    let (b, a) = (find(before)?, find(after)?);
+    let (b, a) = (find_metric(before, name)?, find_metric(after, name)?);
     Ok(ExtraValue {
         name,
         unit: b.unit,
@@ -444,22 +440,30 @@ fn extra_value(
     })
 }
 
+/// An experiment ready to run: its machine, its benchmark and those of its
+/// extra runs (in `Experiment::extra` order), flags parsed.
+pub struct Prepared {
+    pub machine: Machine,
+    pub benchmark: Box<dyn Benchmark>,
+    pub extra: Vec<Box<dyn Benchmark>>,
+}
+
 /// Everything about an experiment that can be checked without running it:
 /// its machine loads, its workload (and every extra run's) exists and takes
-/// its flags, its symbols exist, and it publishes something. Returns the
-/// parsed benchmark and the machine, ready to run.
-pub fn prepare(
-    experiment: &'static Experiment,
-) -> Result<(Box<dyn Benchmark>, Machine), ExperimentError> {
+/// its flags, its symbols exist, and it publishes something.
+pub fn prepare(experiment: &'static Experiment) -> Result<Prepared, ExperimentError> {
     let err = |problem| ExperimentError {
         id: experiment.id,
         problem,
     };
     let machine = machine::builtin(experiment.machine).map_err(|e| err(Problem::Machine(e)))?;
     let benchmark = parse_workload(experiment.workload, experiment.args).map_err(err)?;
-    for run in experiment.extra {
-        parse_workload(run.workload, run.args).map_err(err)?;
-    }
+    let extra = experiment
+        .extra
+        .iter()
+        .map(|run| parse_workload(run.workload, run.args))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
     if experiment.rows.is_empty() {
         return Err(err(Problem::NoRows));
     }
@@ -470,7 +474,11 @@ pub fn prepare(
             return Err(err(Problem::UnknownSymbol(name)));
         }
     }
-    Ok((benchmark, machine))
+    Ok(Prepared {
+        machine,
+        benchmark,
+        extra,
+    })
 }
 
 fn compare_row(
@@ -502,13 +510,21 @@ fn compare_row(
     })
 }
 
+/// The metric `name` of a run.
+fn find_metric<'a>(
+    run: &'a RunOutput,
+    name: &'static str,
+) -> Result<&'a workload::Metric, Problem> {
+    let found = run.metrics.iter().find(|m| m.name == name);
+    found.ok_or(Problem::MissingMetric(name))
+}
+
 fn metric<'a>(
     run: &'a RunOutput,
     name: &'static str,
     unit: &'static str,
 ) -> Result<&'a workload::Metric, Problem> {
-    let found = run.metrics.iter().find(|m| m.name == name);
-    let metric = found.ok_or(Problem::MissingMetric(name))?;
+    let metric = find_metric(run, name)?;
     if metric.unit != unit {
         return Err(Problem::UnitMismatch {
             metric: name,

@@ -42,10 +42,6 @@
 
 use crate::sim::{CpuId, Ctx, Event, Symbol};
 
-/// Where a radix flush's cycles go in the profile: Linux's function
-/// (`_tlbiel_pid` and `_tlbie_pid` are inlined into it).
-const RADIX_FLUSH_SYMBOL: Symbol = Symbol::RadixFlushTlbMm;
-
 /// How `radix__flush_tlb_mm` invalidated an mm's TLB entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RadixFlush {
@@ -63,7 +59,8 @@ pub fn radix_flush_tlb_mm(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
         RadixFlush::Local => ctx.machine().costs.tlb_flush_local.cycles(),
         RadixFlush::Broadcast => ctx.machine().costs.tlbie_broadcast.cycles(),
     };
-    ctx.charge(RADIX_FLUSH_SYMBOL, cost);
+    // `_tlbiel_pid` and `_tlbie_pid` are inlined into `radix__flush_tlb_mm`.
+    ctx.charge(Symbol::RadixFlushTlbMm, cost);
     if flush == RadixFlush::Broadcast {
         ctx.count(Event::TlbieBroadcast, 1);
     }

@@ -54,6 +54,14 @@ pub struct RwSemaphore {
     /// Past writer holds, each with when its writer arrived: from then on,
     /// new readers queue behind it.
     writers: Timeline<Cycles>,
+    /// The reader hold released last, not yet on `readers`. A hold is kept
+    /// aside until the next acquisition or release, which puts it on the
+    /// timeline first, exactly as an immediate push would have. Only when
+    /// the timeline is empty and the hold ends by the next acquisition's
+    /// horizon (a single-threaded process's faults, one after the other) is
+    /// it dropped instead: a push followed by the prune in `forget_before`
+    /// would have left the timeline as it is.
+    pending_reader: Option<Span<()>>,
 }
 
 impl Default for RwSemaphore {
@@ -63,6 +71,7 @@ impl Default for RwSemaphore {
             holders: Vec::new(),
             readers: Timeline::new(Sharing::Shared),
             writers: Timeline::new(Sharing::Exclusive),
+            pending_reader: None,
         }
     }
 }
@@ -127,6 +136,7 @@ impl RwSemaphore {
 
     fn release(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
         let cpu = ctx.cur();
+        self.push_pending_reader();
         let i = self.holders.iter().rposition(|h| h.mode == mode);
         let holder = self
             .holders
@@ -147,14 +157,11 @@ impl RwSemaphore {
             // being too many; no writer can be placed there anyway.
             Mode::Read if len > Cycles::ZERO && end > self.readers.floor() => {
                 let start = start.max(self.readers.floor());
-                self.readers.push(
-                    Span {
-                        start,
-                        end,
-                        data: (),
-                    },
-                    |_| {},
-                );
+                self.pending_reader = Some(Span {
+                    start,
+                    end,
+                    data: (),
+                });
             }
             Mode::Write if len > Cycles::ZERO => {
                 let arrived = holder.arrived;
@@ -175,11 +182,21 @@ impl RwSemaphore {
     /// The earliest moment at or after `t` from which a `mode` hold of `len`
     /// conflicts with no recorded hold (for `len` zero: may begin).
     fn free_at(&self, t: Cycles, len: Cycles, mode: Mode) -> Cycles {
+        debug_assert!(self.pending_reader.is_none(), "free_at before the push");
         let floor = match mode {
             // A forgotten reader only ever blocked writers.
             Mode::Read => self.writers.floor(),
             Mode::Write => self.writers.floor().max(self.readers.floor()),
         };
+        // Nothing recorded that could conflict (the uncontended case): the
+        // search below would stop at once.
+        let unopposed = match mode {
+            Mode::Read => self.writers.len() == 0,
+            Mode::Write => self.writers.len() == 0 && self.readers.len() == 0,
+        };
+        if unopposed {
+            return t.max(floor);
+        }
         let spans_max = 2 * SPANS_MAX;
         earliest(t.max(floor), spans_max, |s| match mode {
             // Not inside a writer's hold, nor after its arrival (queued
@@ -200,7 +217,21 @@ impl RwSemaphore {
         })
     }
 
+    /// Puts the reader hold kept aside onto `readers`.
+    fn push_pending_reader(&mut self) {
+        if let Some(span) = self.pending_reader.take() {
+            self.readers.push(span, |_| {});
+        }
+    }
+
     fn forget_before(&mut self, horizon: Cycles) {
+        match self.pending_reader {
+            // Pushed and at once pruned: the timeline would end up as it is.
+            Some(span) if self.readers.len() == 0 && span.end <= horizon => {
+                self.pending_reader = None;
+            }
+            _ => self.push_pending_reader(),
+        }
         self.readers.prune(horizon, |_| {});
         self.writers.prune(horizon, |_| {});
     }

@@ -44,6 +44,14 @@ pub struct SpinLock {
     holder: Option<Holder>,
     /// Past holds still in reach of some CPU's clock.
     holds: Timeline<CpuId>,
+    /// The hold released last, not yet on `holds`, with how many holds had
+    /// begun by its start. It goes onto the timeline at the next
+    /// acquisition, exactly as an immediate push would have, unless the
+    /// timeline is empty and the hold ends by that acquisition's horizon
+    /// (a lock only one CPU takes, one hold after another): then a push and
+    /// the prune right after it would leave the timeline as it is, so it is
+    /// dropped.
+    pending: Option<(usize, Span<CpuId>)>,
 }
 
 impl SpinLock {
@@ -105,7 +113,13 @@ impl SpinLock {
                 holder.cpu, holder.since
             );
         }
-        self.holds.prune(ctx.horizon(), |_| {});
+        let horizon = ctx.horizon();
+        if let Some((begun, span)) = self.pending.take() {
+            if self.holds.len() > 0 || span.end > horizon {
+                self.holds.push_at(begun, span, |_| {});
+            }
+        }
+        self.holds.prune(horizon, |_| {});
         let now = ctx.now();
         let (free, _) = self.holds.earliest_fit_len(now, Cycles::ZERO);
         let spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);
@@ -140,20 +154,18 @@ impl SpinLock {
     /// Records the hold that ends now, moving it later if it overlaps a
     /// hold placed by another step. Returns how much later.
     fn place(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
+        debug_assert!(self.pending.is_none(), "a hold kept aside under a hold");
         let len = ctx.now() - holder.since;
         let (start, begun) = self.holds.earliest_fit_len(holder.since, len);
         let late = start - holder.since;
         ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
         if len > Cycles::ZERO {
-            self.holds.push_at(
-                begun,
-                Span {
-                    start,
-                    end: start + len,
-                    data: holder.cpu,
-                },
-                |_| {},
-            );
+            let span = Span {
+                start,
+                end: start + len,
+                data: holder.cpu,
+            };
+            self.pending = Some((begun, span));
         }
         late
     }

@@ -8,9 +8,7 @@
 //! which the current step began is the *horizon*; no CPU acts on shared state
 //! before it, which is what lets primitives forget their older history.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
+use super::clock_queue::ClockQueue;
 use super::dram::Dram;
 use super::event::Event;
 use super::ipi::{self, PendingIpi};
@@ -385,17 +383,18 @@ pub trait Workload {
 pub struct Engine {
     pub ctx: Ctx,
     /// Runnable CPUs by clock. An entry whose clock or state no longer
-    /// matches its CPU is stale and skipped: a CPU is pushed again whenever
-    /// its clock moves, and old entries are not removed.
-    queue: BinaryHeap<Reverse<(Cycles, CpuId)>>,
+    /// matches its CPU is stale and skipped: a CPU is queued again whenever
+    /// its clock moves (`clock_queue.rs`).
+    queue: ClockQueue,
     steps: u64,
 }
 
 impl Engine {
     pub fn new(ctx: Ctx) -> Engine {
+        let queue = ClockQueue::new(ctx.cpus.len());
         Engine {
             ctx,
-            queue: BinaryHeap::new(),
+            queue,
             steps: 0,
         }
     }
@@ -410,39 +409,33 @@ impl Engine {
         self.queue.clear();
         for (i, cpu) in self.ctx.cpus.iter().enumerate() {
             if cpu.state == RunState::Runnable {
-                self.queue.push(Reverse((cpu.clock, CpuId(i as u32))));
+                self.queue.push(cpu.clock, CpuId(i as u32));
             }
         }
-        while let Some(&Reverse((clock, cpu))) = self.queue.peek() {
+        while let Some((clock, cpu)) = self.queue.peek() {
             let state = &self.ctx.cpus[cpu.index()];
             if state.state != RunState::Runnable || state.clock != clock {
-                // Stale: the CPU blocked, finished, or was queued again later.
-                self.queue.pop();
+                // Stale: the CPU blocked, finished, or moved on unqueued.
+                self.queue.remove(cpu);
                 continue;
             }
             if until.is_some_and(|u| clock >= u) {
                 return false;
             }
-            self.queue.pop();
-            // A CPU queued twice at the same clock is stepped once.
-            while self.queue.peek() == Some(&Reverse((clock, cpu))) {
-                self.queue.pop();
-            }
             // Keep stepping this CPU while it stays the earliest: the queue
             // would hand it straight back (ties to the lower id, as above).
-            let mut cpu = Some(cpu);
-            while let Some(current) = cpu {
-                cpu = self.step_one(workload, current);
-                if let Some(c) = cpu {
-                    let clock = self.ctx.cpus[c.index()].clock;
-                    let first = self
-                        .queue
-                        .peek()
-                        .is_none_or(|&Reverse(top)| (clock, c) < top);
-                    if until.is_some_and(|u| clock >= u) || !first {
-                        self.queue.push(Reverse((clock, c)));
-                        cpu = None;
-                    }
+            // Its entry stays put during the step (nothing reads the queue
+            // then) and is replaced after it, one pass up the tree.
+            loop {
+                let Some(c) = self.step_one(workload, cpu) else {
+                    self.queue.remove(cpu);
+                    break;
+                };
+                let clock = self.ctx.cpus[c.index()].clock;
+                self.queue.push(clock, c);
+                let first = self.queue.peek() == Some((clock, c));
+                if until.is_some_and(|u| clock >= u) || !first {
+                    break;
                 }
             }
         }
@@ -476,7 +469,7 @@ impl Engine {
             let other = self.ctx.requeue[i];
             let state = &self.ctx.cpus[other.index()];
             if state.state == RunState::Runnable && other != cpu {
-                self.queue.push(Reverse((state.clock, other)));
+                self.queue.push(state.clock, other);
             }
         }
         self.ctx.requeue.clear();

@@ -7,6 +7,7 @@
 //! in virtual time. See `docs/engine.md` for the model and its limits.
 
 mod cacheline;
+mod clock_queue;
 mod dram;
 mod engine;
 mod event;

@@ -1,0 +1,166 @@
+//! The step loop's queue of CPUs by (clock, CPU id): one entry per CPU, kept
+//! in a tournament tree indexed by CPU id.
+//!
+//! The loop queues a CPU at its clock whenever the clock or the state moves
+//! (`Engine::run`), and an entry whose CPU has since moved on is stale and
+//! dropped when it comes first. Clocks never go back, and a CPU is always
+//! queued at its clock of the moment, so of all the entries a CPU was given
+//! only the latest can still match its clock: keeping that one alone, in
+//! place of a heap of every entry ever pushed, picks the same CPU at every
+//! turn. Requeueing a CPU replays one path of the tree (about log2 of the
+//! CPU count comparisons), with no stale entries to pop later.
+
+use super::time::{CpuId, Cycles};
+
+/// The key of an empty entry: later than any queued CPU's.
+const EMPTY: u64 = u64::MAX;
+
+#[derive(Clone, Debug)]
+pub(crate) struct ClockQueue {
+    /// The tree of keys, each a clock and a CPU id packed so that one
+    /// integer comparison orders them by clock, then id (`key`): node
+    /// `leaves + i` is CPU `i`'s entry ([`EMPTY`] if it is not queued), and
+    /// node `n < leaves` holds the lesser of nodes `2n` and `2n + 1`, so
+    /// node 1 is the earliest entry. Node 0 is unused.
+    nodes: Vec<u64>,
+    /// Leaves of the tree: the CPU count rounded up to a power of two.
+    leaves: usize,
+    /// Bits of a key taken by the CPU id: log2 of `leaves`.
+    id_bits: u32,
+}
+
+impl ClockQueue {
+    pub(crate) fn new(nr_cpus: usize) -> ClockQueue {
+        let leaves = nr_cpus.max(1).next_power_of_two();
+        let mut queue = ClockQueue {
+            nodes: vec![EMPTY; 2 * leaves],
+            leaves,
+            id_bits: leaves.trailing_zeros(),
+        };
+        queue.clear();
+        queue
+    }
+
+    /// Empties the queue.
+    pub(crate) fn clear(&mut self) {
+        self.nodes.iter_mut().for_each(|node| *node = EMPTY);
+    }
+
+    /// `cpu` at `clock` as one integer. The clock must leave room for the
+    /// id: with 1024 CPUs, 2^54 cycles, months of virtual time.
+    fn key(&self, clock: Cycles, cpu: CpuId) -> u64 {
+        assert!(
+            clock.0 < EMPTY >> self.id_bits,
+            "{cpu} queued at {clock}, beyond the queue's range"
+        );
+        (clock.0 << self.id_bits) | u64::from(cpu.0)
+    }
+
+    /// Queues `cpu` at `clock`, replacing its entry.
+    pub(crate) fn push(&mut self, clock: Cycles, cpu: CpuId) {
+        let key = self.key(clock, cpu);
+        let old = self.nodes[self.leaves + cpu.index()];
+        debug_assert!(
+            old == EMPTY || old <= key,
+            "{cpu} queued back from {} to {clock}",
+            old >> self.id_bits
+        );
+        self.set(cpu, key);
+    }
+
+    /// The earliest entry, ties to the lower CPU id.
+    #[inline]
+    pub(crate) fn peek(&self) -> Option<(Cycles, CpuId)> {
+        let key = self.nodes[1];
+        let id_mask = (1 << self.id_bits) - 1;
+        (key != EMPTY).then(|| (Cycles(key >> self.id_bits), CpuId((key & id_mask) as u32)))
+    }
+
+    /// Drops `cpu`'s entry.
+    pub(crate) fn remove(&mut self, cpu: CpuId) {
+        self.set(cpu, EMPTY);
+    }
+
+    /// Replays the matches on the way from `cpu`'s leaf to the final, up
+    /// to the first whose winner stays the same (the rest then do too).
+    fn set(&mut self, cpu: CpuId, key: u64) {
+        let mut node = self.leaves + cpu.index();
+        self.nodes[node] = key;
+        while node > 1 {
+            let winner = self.nodes[node].min(self.nodes[node ^ 1]);
+            node /= 2;
+            if self.nodes[node] == winner {
+                break;
+            }
+            self.nodes[node] = winner;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Rng;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    #[test]
+    fn one_cpu_and_ties_go_to_the_lower_id() {
+        let mut q = ClockQueue::new(1);
+        assert_eq!(q.peek(), None);
+        q.push(Cycles(5), CpuId(0));
+        assert_eq!(q.peek(), Some((Cycles(5), CpuId(0))));
+        let mut q = ClockQueue::new(5);
+        q.push(Cycles(7), CpuId(4));
+        q.push(Cycles(7), CpuId(2));
+        q.push(Cycles(9), CpuId(0));
+        assert_eq!(q.peek(), Some((Cycles(7), CpuId(2))));
+        q.remove(CpuId(2));
+        assert_eq!(q.peek(), Some((Cycles(7), CpuId(4))));
+        q.push(Cycles(9), CpuId(4));
+        assert_eq!(q.peek(), Some((Cycles(9), CpuId(0))));
+        q.clear();
+        assert_eq!(q.peek(), None);
+    }
+
+    /// The heap of every entry the loop used to keep, with its stale
+    /// entries: the earliest entry whose clock is the CPU's latest.
+    fn heap_first(
+        heap: &mut BinaryHeap<Reverse<(Cycles, CpuId)>>,
+        latest: &[Option<Cycles>],
+    ) -> Option<(Cycles, CpuId)> {
+        while let Some(&Reverse((clock, cpu))) = heap.peek() {
+            if latest[cpu.index()] == Some(clock) {
+                return Some((clock, cpu));
+            }
+            heap.pop();
+        }
+        None
+    }
+
+    #[test]
+    fn random_pushes_and_removals_agree_with_a_heap_of_every_entry() {
+        let mut rng = Rng::new(7);
+        for nr_cpus in [1, 2, 3, 8, 72, 73] {
+            let mut q = ClockQueue::new(nr_cpus);
+            let mut heap = BinaryHeap::new();
+            let mut latest: Vec<Option<Cycles>> = vec![None; nr_cpus];
+            let mut clocks = vec![Cycles::ZERO; nr_cpus];
+            for _ in 0..5_000 {
+                let cpu = CpuId(rng.below(nr_cpus as u64) as u32);
+                if rng.below(4) == 0 {
+                    q.remove(cpu);
+                    latest[cpu.index()] = None;
+                } else {
+                    // Clocks only move forward, often not at all.
+                    clocks[cpu.index()] += Cycles(rng.below(3) * 10);
+                    let clock = clocks[cpu.index()];
+                    q.push(clock, cpu);
+                    heap.push(Reverse((clock, cpu)));
+                    latest[cpu.index()] = Some(clock);
+                }
+                assert_eq!(q.peek(), heap_first(&mut heap, &latest));
+            }
+        }
+    }
+}

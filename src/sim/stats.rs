@@ -2,8 +2,6 @@
 //! few symbols charged with their caller, the cycles per caller (one level
 //! of `perf report -g caller`).
 
-use std::collections::BTreeMap;
-
 use super::event::Event;
 use super::symbol::Symbol;
 use super::time::Cycles;
@@ -12,9 +10,11 @@ use super::time::Cycles;
 pub struct Stats {
     cycles: Vec<u64>,
     events: Vec<u64>,
-    /// Cycles of (symbol, caller) for charges that name their caller: a
-    /// subset of `cycles`, never in addition to them.
-    callers: BTreeMap<(Symbol, Symbol), u64>,
+    /// Per symbol, the cycles of each caller for charges that name their
+    /// caller, in caller order: a subset of `cycles`, never in addition to
+    /// them. A symbol has a handful of callers at most, so a short sorted
+    /// list is searched faster than a map.
+    callers: Vec<Vec<(Symbol, u64)>>,
 }
 
 impl Default for Stats {
@@ -28,7 +28,7 @@ impl Stats {
         Stats {
             cycles: vec![0; Symbol::COUNT],
             events: vec![0; Event::COUNT],
-            callers: BTreeMap::new(),
+            callers: vec![Vec::new(); Symbol::COUNT],
         }
     }
 
@@ -45,15 +45,14 @@ impl Stats {
     /// Records that `cycles` already added to `symbol` were spent on behalf
     /// of `caller`.
     pub fn add_caller_cycles(&mut self, symbol: Symbol, caller: Symbol, cycles: Cycles) {
-        *self.callers.entry((symbol, caller)).or_default() += cycles.0;
+        *caller_entry(&mut self.callers[symbol as usize], caller) += cycles.0;
     }
 
     /// The callers recorded for `symbol` and their cycles, in symbol order.
     pub fn callers(&self, symbol: Symbol) -> impl Iterator<Item = (Symbol, Cycles)> + '_ {
-        self.callers
-            .range((symbol, Symbol::ALL[0])..)
-            .take_while(move |((s, _), _)| *s == symbol)
-            .map(|(&(_, caller), &cycles)| (caller, Cycles(cycles)))
+        self.callers[symbol as usize]
+            .iter()
+            .map(|&(caller, cycles)| (caller, Cycles(cycles)))
     }
 
     pub fn cycles(&self, symbol: Symbol) -> Cycles {
@@ -76,10 +75,29 @@ impl Stats {
         for (a, b) in self.events.iter_mut().zip(&other.events) {
             *a += b;
         }
-        for (&key, &cycles) in &other.callers {
-            *self.callers.entry(key).or_default() += cycles;
+        for (mine, theirs) in self.callers.iter_mut().zip(&other.callers) {
+            for &(caller, cycles) in theirs {
+                *caller_entry(mine, caller) += cycles;
+            }
         }
     }
+}
+
+/// `caller`'s cycles in a symbol's list of callers, added (at zero, in
+/// caller order) if it is not there yet.
+fn caller_entry(callers: &mut Vec<(Symbol, u64)>, caller: Symbol) -> &mut u64 {
+    let at = match callers.iter().position(|&(c, _)| c >= caller) {
+        Some(at) if callers[at].0 == caller => at,
+        Some(at) => {
+            callers.insert(at, (caller, 0));
+            at
+        }
+        None => {
+            callers.push((caller, 0));
+            callers.len() - 1
+        }
+    };
+    &mut callers[at].1
 }
 
 #[cfg(test)]

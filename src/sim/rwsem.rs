@@ -232,7 +232,12 @@ impl RwSemaphore {
             }
             _ => self.push_pending_reader(),
         }
-        self.readers.prune(horizon, |_| {});
-        self.writers.prune(horizon, |_| {});
+        // (An empty timeline has nothing to forget: skip the call.)
+        if self.readers.len() > 0 {
+            self.readers.prune(horizon, |_| {});
+        }
+        if self.writers.len() > 0 {
+            self.writers.prune(horizon, |_| {});
+        }
     }
 }

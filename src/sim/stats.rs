@@ -8,8 +8,11 @@ use super::time::Cycles;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stats {
-    cycles: Vec<u64>,
-    events: Vec<u64>,
+    /// By symbol. Arrays of the enums' sizes, so that charging (on every
+    /// path of every step) indexes them without a bounds check.
+    cycles: Box<[u64; Symbol::COUNT]>,
+    /// By event.
+    events: Box<[u64; Event::COUNT]>,
     /// Per symbol, the cycles of each caller for charges that name their
     /// caller, in caller order: a subset of `cycles`, never in addition to
     /// them. A symbol has a handful of callers at most, so a short sorted
@@ -26,8 +29,8 @@ impl Default for Stats {
 impl Stats {
     pub fn new() -> Stats {
         Stats {
-            cycles: vec![0; Symbol::COUNT],
-            events: vec![0; Event::COUNT],
+            cycles: Box::new([0; Symbol::COUNT]),
+            events: Box::new([0; Event::COUNT]),
             callers: vec![Vec::new(); Symbol::COUNT],
         }
     }
@@ -69,10 +72,10 @@ impl Stats {
 
     /// Adds another run's figures to these (for merging iterations).
     pub fn merge(&mut self, other: &Stats) {
-        for (a, b) in self.cycles.iter_mut().zip(&other.cycles) {
+        for (a, b) in self.cycles.iter_mut().zip(other.cycles.iter()) {
             *a += b;
         }
-        for (a, b) in self.events.iter_mut().zip(&other.events) {
+        for (a, b) in self.events.iter_mut().zip(other.events.iter()) {
             *a += b;
         }
         for (mine, theirs) in self.callers.iter_mut().zip(&other.callers) {

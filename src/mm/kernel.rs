@@ -110,6 +110,13 @@ impl Kernel {
         self.mms[id.0 as usize].as_mut().expect("live mm")
     }
 
+    /// An mm's VMAs beside every task: the VMA cache reads the one while it
+    /// updates the other's slots.
+    pub(super) fn vmas_and_tasks(&mut self, id: MmId) -> (&VmaTree, &mut Tasks) {
+        let mm = self.mms[id.0 as usize].as_ref().expect("live mm");
+        (&mm.vmas, &mut self.tasks)
+    }
+
     /// Address spaces still alive.
     pub fn live_mms(&self) -> impl Iterator<Item = MmId> + '_ {
         self.mms

@@ -299,7 +299,8 @@ impl Kernel {
             return None;
         };
         let mm_seqnum = self.mm(mm).vmacache.seqnum;
-        let cache = &mut self.tasks.get_mut(task).vmacache;
+        let (tree, tasks) = self.vmas_and_tasks(mm);
+        let cache = &mut tasks.get_mut(task).vmacache;
         if cache.seqnum != mm_seqnum {
             // First use after an invalidation: take the mm's seqnum, flush.
             cache.seqnum = mm_seqnum;
@@ -307,30 +308,20 @@ impl Kernel {
             charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
             return None;
         }
-        let slots = cache.vmas;
-        let tree = &self.mms_vmas(mm);
         let mut checked = 0;
         let mut hit = None;
-        for (slot, cached) in slots.iter().enumerate() {
+        for (slot, cached) in cache.vmas.iter_mut().enumerate() {
             let Some(cached) = cached else { continue };
             checked += 1;
             let vma = vma_of_slot(tree, task, slot, cached);
             if vma.contains(addr) {
-                hit = Some((slot, vma));
+                cached.start_hint = vma.start;
+                hit = Some(vma);
                 break;
             }
         }
         charge_nodes(ctx, Symbol::VmacacheFind, caller, checked.max(1));
-        let (slot, vma) = hit?;
-        self.tasks.get_mut(task).vmacache.vmas[slot] = Some(CachedVma {
-            id: slots[slot].expect("hit slot").id,
-            start_hint: vma.start,
-        });
-        Some(vma)
-    }
-
-    fn mms_vmas(&self, mm: MmId) -> &VmaTree {
-        &self.mm(mm).vmas
+        hit
     }
 
     /// `vmacache_update`: the tree walk's result for `addr` goes into the

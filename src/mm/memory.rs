@@ -101,6 +101,7 @@ impl Kernel {
 
     /// The next-level table under `parent`'s entry for `addr`, allocated
     /// (`__pud_alloc`, `__pmd_alloc`, `__pte_alloc`) if absent.
+    #[inline]
     fn ensure_table(
         &mut self,
         ctx: &mut Ctx,
@@ -113,6 +114,24 @@ impl Kernel {
         let index = level.index(addr);
         match self.tables.get(parent, index) {
             Entry::Table(next) => Ok(next),
+            // Kept out of line: once per table in the mm's life.
+            _ => self.alloc_table_at(ctx, mm, parent, level, addr),
+        }
+    }
+
+    /// [`Kernel::ensure_table`] for an entry that holds no table yet.
+    #[cold]
+    #[inline(never)]
+    fn alloc_table_at(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        parent: TableId,
+        level: Level,
+        addr: u64,
+    ) -> Result<TableId, Fault> {
+        let index = level.index(addr);
+        match self.tables.get(parent, index) {
             Entry::None => {
                 let next_level = level.next().expect("a leaf level has no next table");
                 let table = self.alloc_table(ctx, next_level)?;

@@ -400,11 +400,19 @@ impl Kernel {
     /// reads it off the VMA, which gives the same answer (`memory.rs` says
     /// why that is enough).
     pub fn translate(&self, mm: MmId, addr: u64, write: bool) -> Option<Target> {
-        let (vma, _) = self.mm(mm).vmas.find_vma(addr);
-        if !vma.is_some_and(|v| v.start <= addr && super::memory::vma_is_accessible(&v)) {
-            return None;
-        }
-        let mut table = self.mm(mm).pgd;
+        let mm = self.mm(mm);
+        // The walk first: an access that will fault (most of them, the
+        // first time) needs no VMA look-up to know it.
+        let target = self.walk(mm.pgd, addr, write)?;
+        let (vma, _) = mm.vmas.find_vma(addr);
+        vma.is_some_and(|v| v.start <= addr && super::memory::vma_is_accessible(&v))
+            .then_some(target)
+    }
+
+    /// The page-table part of [`Kernel::translate`]: where the entries
+    /// from `pgd` down lead `addr`, if they allow the access.
+    fn walk(&self, pgd: TableId, addr: u64, write: bool) -> Option<Target> {
+        let mut table = pgd;
         for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
             let entry = self.tables.get(table, level.index(addr));
             match entry {

@@ -114,10 +114,10 @@ impl SpinLock {
             );
         }
         let horizon = ctx.horizon();
-        if let Some((begun, span)) = self.pending.take() {
-            if self.holds.len() > 0 || span.end > horizon {
-                self.holds.push_at(begun, span, |_| {});
-            }
+        if let Some((begun, span)) = self.pending.take()
+            && (self.holds.len() > 0 || span.end > horizon)
+        {
+            self.holds.push_at(begun, span, |_| {});
         }
         // (An empty timeline has nothing to forget: skip the call.)
         if self.holds.len() > 0 {

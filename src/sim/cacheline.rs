@@ -245,7 +245,7 @@ impl CacheLine {
         let begun_now = if idle {
             self.transfers.len()
         } else {
-            self.transfers.count_begun_by_early(now)
+            self.transfers.count_begun_by(now)
         };
         let at_now = need(self, ctx, begun_now);
         if let Need::Free = at_now {

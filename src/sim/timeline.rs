@@ -106,13 +106,6 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.spans.partition_point(|span| span.start <= s)
     }
 
-    /// [`Timeline::count_begun_by`] for an `s` likely close to the oldest
-    /// span (a CPU's clock is seldom far past the horizon): gallops from
-    /// the front instead of halving the whole timeline.
-    pub(crate) fn count_begun_by_early(&self, s: Cycles) -> usize {
-        gallop(0, self.spans.len(), |k| self.spans[k].start <= s)
-    }
-
     /// The first `count` spans, latest last. By index: callers walk back a
     /// span or two from `count`, cheaper so than through a range over the
     /// deque's two halves.

@@ -96,6 +96,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
         t >= self.floor && self.spans.back().is_none_or(|last| last.end <= t)
     }
 
+    /// The latest-starting span remembered, if any.
+    pub(crate) fn last(&self) -> Option<&Span<T>> {
+        self.spans.back()
+    }
+
     /// How many spans are remembered.
     pub(crate) fn len(&self) -> usize {
         self.spans.len()

@@ -98,6 +98,10 @@ impl CpuSet {
         self.words[word] |= 1 << bit;
     }
 
+    fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+
     fn clear(&mut self) {
         self.words.iter_mut().for_each(|w| *w = 0);
     }
@@ -168,9 +172,35 @@ impl CacheLine {
     /// Returns the cycles spent waiting behind other CPUs' transfers.
     pub fn rmw(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let cpu = ctx.cur();
+        let now = ctx.now();
+        self.forget_before(ctx.horizon());
+        if self.transfers.idle_from(now) && self.only_here_at_end(cpu) {
+            // What `access` would find, without the search: the line is
+            // free from now on and this CPU holds the only copy, so the
+            // modification is a local atomic at once (the common case of
+            // a line only one CPU uses).
+            let cost = ctx.machine().costs.atomic_rmw_local.cycles();
+            let span = Span {
+                start: now,
+                end: now + cost,
+                data: Access::Modify(cpu),
+            };
+            self.record(self.transfers.len(), span);
+            ctx.charge(symbol, cost);
+            return Cycles::ZERO;
+        }
         self.access(ctx, symbol, |line, ctx, begun| {
             line.rmw_need(ctx, cpu, begun)
         })
+    }
+
+    /// Whether, after every remembered transfer, `cpu` holds the only copy
+    /// of the line: it modified it last and nobody read it since.
+    fn only_here_at_end(&self, cpu: CpuId) -> bool {
+        match self.transfers.last() {
+            Some(span) => span.data == Access::Modify(cpu),
+            None => self.owner_base == Some(cpu) && self.sharers_base.is_empty(),
+        }
     }
 
     /// A read by the current CPU. A line held elsewhere and not here is
@@ -245,7 +275,7 @@ impl CacheLine {
         let begun_now = if idle {
             self.transfers.len()
         } else {
-            self.transfers.count_begun_by_early(now)
+            self.transfers.count_begun_by(now)
         };
         let at_now = need(self, ctx, begun_now);
         if let Need::Free = at_now {

@@ -96,6 +96,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
         t >= self.floor && self.spans.back().is_none_or(|last| last.end <= t)
     }
 
+    /// The latest-starting span remembered, if any.
+    pub(crate) fn last(&self) -> Option<&Span<T>> {
+        self.spans.back()
+    }
+
     /// How many spans are remembered.
     pub(crate) fn len(&self) -> usize {
         self.spans.len()
@@ -104,13 +109,6 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// How many spans have begun by `s`.
     pub(crate) fn count_begun_by(&self, s: Cycles) -> usize {
         self.spans.partition_point(|span| span.start <= s)
-    }
-
-    /// [`Timeline::count_begun_by`] for an `s` likely close to the oldest
-    /// span (a CPU's clock is seldom far past the horizon): gallops from
-    /// the front instead of halving the whole timeline.
-    pub(crate) fn count_begun_by_early(&self, s: Cycles) -> usize {
-        gallop(0, self.spans.len(), |k| self.spans[k].start <= s)
     }
 
     /// The first `count` spans, latest last. By index: callers walk back a
@@ -130,11 +128,24 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
     }
 
-    /// Removes the oldest span, and the gap after it from the index.
+    /// Removes the oldest span, and the gap after it from the index: the
+    /// first gap, as no span begins earlier.
     fn pop_oldest(&mut self) -> Span<T> {
         let oldest = self.spans.pop_front().expect("a span to pop");
-        let next_start = self.spans.front().map(|next| next.start);
-        self.unlink(oldest.end, next_start);
+        if self.sharing == Sharing::Exclusive
+            && self
+                .spans
+                .front()
+                .is_some_and(|next| oldest.end < next.start)
+        {
+            let gap = self.gaps.pop_front();
+            assert_eq!(
+                gap,
+                Some(oldest.end),
+                "gap after {} missing from the index",
+                oldest.end.0
+            );
+        }
         oldest
     }
 
@@ -172,14 +183,6 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
     }
 
-    /// Removes from the gap index the gap after a span ending at `end`, if
-    /// the span beginning at `next_start` followed it after a gap.
-    fn unlink(&mut self, end: Cycles, next_start: Option<Cycles>) {
-        if self.sharing == Sharing::Exclusive && next_start.is_some_and(|next| end < next) {
-            self.edit_gaps(Some(end), [None, None]);
-        }
-    }
-
     /// How many gaps begin before `end`. Spans come and go mostly at the
     /// ends of the timeline, so the ends of the index are tried first.
     fn gap_index(&self, end: Cycles) -> usize {
@@ -202,7 +205,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
 
     /// [`Timeline::push`] for a caller that knows how many spans have begun
     /// by `span.start` (from [`Timeline::earliest_fit`]).
-    pub(crate) fn push_at(&mut self, begun: usize, span: Span<T>, mut fold: impl FnMut(&Span<T>)) {
+    pub(crate) fn push_at(&mut self, begun: usize, span: Span<T>, fold: impl FnMut(&Span<T>)) {
         assert!(
             span.start < span.end,
             "empty span {}..{}",
@@ -217,6 +220,9 @@ impl<T: Copy + PartialEq> Timeline<T> {
         );
         let at = begun;
         debug_assert_eq!(at, self.count_begun_by(span.start), "push_at's count");
+        if at == self.spans.len() {
+            return self.push_back(span, fold);
+        }
         let next_start = self.spans.get(at).map(|next| next.start);
         let prev = at.checked_sub(1).map(|i| self.spans[i]);
         let prev_end = prev.map(|prev| prev.end);
@@ -246,11 +252,41 @@ impl<T: Copy + PartialEq> Timeline<T> {
             return;
         }
         insert(&mut self.spans, at, span);
+        self.forget_beyond_max(fold);
+    }
+
+    /// Past [`SPANS_MAX`] spans, passes the oldest to `fold` and raises the
+    /// floor to its end.
+    fn forget_beyond_max(&mut self, mut fold: impl FnMut(&Span<T>)) {
         if self.spans.len() > SPANS_MAX {
             let oldest = self.pop_oldest();
             self.floor = self.floor.max(oldest.end);
             fold(&oldest);
         }
+    }
+
+    /// [`Timeline::push_at`] for a span that begins no earlier than any
+    /// remembered one (most do: a busy line's requests queue at its end).
+    /// Only the gap before it, if any, joins the index, at its end.
+    fn push_back(&mut self, span: Span<T>, fold: impl FnMut(&Span<T>)) {
+        if let Some(prev) = self.spans.back_mut() {
+            if prev.end == span.start && prev.data == span.data {
+                prev.end = span.end;
+                return;
+            }
+            if self.sharing == Sharing::Exclusive {
+                assert!(
+                    prev.end <= span.start,
+                    "span at {} overlaps the one before",
+                    span.start.0
+                );
+                if prev.end < span.start {
+                    self.gaps.push_back(prev.end);
+                }
+            }
+        }
+        self.spans.push_back(span);
+        self.forget_beyond_max(fold);
     }
 
     /// For an exclusive timeline: the earliest `s` at or after `t` (and the

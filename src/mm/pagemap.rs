@@ -76,7 +76,27 @@ struct Pageblock {
     migratetype: MigrateType,
     /// Metadata of the first page while `pages` is None.
     head: PageMeta,
-    pages: Option<Box<[PageMeta]>>,
+    /// A fixed-size array, so that indexing by an offset below `PB_PAGES`
+    /// needs no bounds check.
+    pages: Option<Box<[PageMeta; PB_PAGES]>>,
+}
+
+impl Pageblock {
+    /// Gives the pageblock per-page metadata, its head's moved to page 0.
+    /// Rare (once per pageblock split below pageblock order), and kept out
+    /// of line so that [`PageMap::get_mut`] inlines.
+    #[cold]
+    #[inline(never)]
+    fn materialize(&mut self) {
+        // Built on the heap: `Box::new([..])` would build 14 KiB on the
+        // stack and copy it.
+        let mut pages: Box<[PageMeta; PB_PAGES]> = vec![PageMeta::TAIL; PB_PAGES]
+            .into_boxed_slice()
+            .try_into()
+            .expect("PB_PAGES entries");
+        pages[0] = std::mem::replace(&mut self.head, PageMeta::TAIL);
+        self.pages = Some(pages);
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -143,16 +163,14 @@ impl PageMap {
     pub fn get_mut(&mut self, idx: u32) -> &mut PageMeta {
         let (b, off) = Self::split(idx);
         let block = &mut self.blocks[b];
-        if block.pages.is_none() {
-            if off == 0 {
-                return &mut block.head;
-            }
-            let mut pages = vec![PageMeta::TAIL; PB_PAGES].into_boxed_slice();
-            pages[0] = std::mem::replace(&mut block.head, PageMeta::TAIL);
-            block.pages = Some(pages);
+        if block.pages.is_none() && off != 0 {
+            block.materialize();
             self.materialized += 1;
         }
-        &mut block.pages.as_mut().expect("materialized above")[off]
+        match &mut block.pages {
+            Some(pages) => &mut pages[off],
+            None => &mut block.head,
+        }
     }
 
     /// Drops per-page metadata of the pageblocks in `[idx, idx + nr_pages)`,

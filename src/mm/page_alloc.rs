@@ -486,7 +486,7 @@ impl Zone {
         let top = (MAX_ORDER - 1) as u8;
         let mut idx = 0u64;
         while idx < nr_pages {
-            zone.link_free_block(idx as u32, top, MigrateType::Movable, true);
+            zone.link_free_block(idx as u32, top, MigrateType::Movable, true, |_| {});
             zone.nr_free_pages += 1 << top;
             idx += 1 << top;
         }
@@ -518,9 +518,17 @@ impl Zone {
     }
 
     /// Puts a free block on a buddy list and marks its head (`set_buddy_order`
-    /// and `add_to_free_list[_tail]`), without charging: boot uses it
-    /// directly. Returns the neighbour whose link changed, or NIL.
-    fn link_free_block(&mut self, idx: u32, order: u8, mt: MigrateType, to_tail: bool) -> u32 {
+    /// and `add_to_free_list[_tail]`). `written` sees each struct page whose
+    /// links change (the block's head, then its new neighbour if any): boot
+    /// links without charging.
+    fn link_free_block(
+        &mut self,
+        idx: u32,
+        order: u8,
+        mt: MigrateType,
+        to_tail: bool,
+        written: impl FnMut(&mut PageMeta),
+    ) {
         {
             let meta = self.map.get_mut(idx);
             meta.state = PageState::Buddy;
@@ -528,25 +536,12 @@ impl Zone {
             meta.migratetype = mt;
         }
         let list = &mut self.free_area[order as usize][mt as usize];
-        let neighbour = if to_tail { list.tail } else { list.head };
         if to_tail {
-            list.push_tail(&mut self.map, idx);
+            list.push_tail(&mut self.map, idx, written);
         } else {
-            list.push_head(&mut self.map, idx);
+            list.push_head(&mut self.map, idx, written);
         }
         self.nr_free[order as usize] += 1;
-        neighbour
-    }
-
-    /// Takes a free block off its list without charging. Returns the
-    /// neighbours whose links changed (NIL where none).
-    fn unlink_free_block(&mut self, idx: u32) -> [u32; 2] {
-        let meta = self.map.get(idx);
-        debug_assert_eq!(meta.state, PageState::Buddy);
-        let neighbours = [meta.prev, meta.next];
-        self.free_area[meta.order as usize][meta.migratetype as usize].remove(&mut self.map, idx);
-        self.nr_free[meta.order as usize] -= 1;
-        neighbours
     }
 
     /// `add_to_free_list[_tail]` as the CPU pays for it: the list work, the
@@ -561,19 +556,30 @@ impl Zone {
         to_tail: bool,
         symbol: Symbol,
     ) {
-        let neighbour = self.link_free_block(idx, order, mt, to_tail);
-        self.charge_list_op(ctx, order, [idx, neighbour], symbol);
+        self.link_free_block(idx, order, mt, to_tail, |meta| {
+            write_page(ctx, meta, symbol)
+        });
+        self.charge_list_op(ctx, order, symbol);
     }
 
-    /// `del_page_from_free_list` as the CPU pays for it.
+    /// `del_page_from_free_list` as the CPU pays for it: as
+    /// [`Zone::add_free_block`], for the block and the neighbours it leaves.
     fn del_free_block(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        let order = self.map.get(idx).order;
-        let [prev, next] = self.unlink_free_block(idx);
-        self.charge_list_op(ctx, order, [prev, next], symbol);
-        self.touch_page(ctx, idx, symbol);
+        let meta = self.map.get(idx);
+        debug_assert_eq!(meta.state, PageState::Buddy);
+        let order = meta.order;
+        self.free_area[order as usize][meta.migratetype as usize].remove(
+            &mut self.map,
+            idx,
+            |meta| write_page(ctx, meta, symbol),
+        );
+        self.nr_free[order as usize] -= 1;
+        self.charge_list_op(ctx, order, symbol);
     }
 
-    fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, pages: [u32; 2], symbol: Symbol) {
+    /// The list work of a buddy list operation and the free area's line;
+    /// the struct pages are the caller's.
+    fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, symbol: Symbol) {
         let cost = ctx.machine().costs.buddy_list_op.cycles();
         ctx.charge(symbol, cost);
         touch_line(
@@ -582,21 +588,11 @@ impl Zone {
             symbol,
             LineAccess::Write,
         );
-        for page in pages {
-            if page != NIL {
-                self.touch_page(ctx, page, symbol);
-            }
-        }
     }
 
     /// This CPU writes the `struct page` at `idx`.
     fn touch_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        touch_line(
-            ctx,
-            &mut self.map.get_mut(idx).last_cpu,
-            symbol,
-            LineAccess::Write,
-        );
+        write_page(ctx, self.map.get_mut(idx), symbol);
     }
 
     /// This CPU reads the `struct page` at `idx` (a merge check).
@@ -1141,6 +1137,11 @@ impl Zone {
             }
         }
     }
+}
+
+/// This CPU writes a `struct page`: a transfer if another CPU wrote it last.
+fn write_page(ctx: &mut Ctx, meta: &mut PageMeta, symbol: Symbol) {
+    touch_line(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
 }
 
 /// `can_steal_fallback`: may an allocation of `order` and `start_mt` claim

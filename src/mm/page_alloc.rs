@@ -1140,8 +1140,14 @@ impl Zone {
 }
 
 /// This CPU writes a `struct page`: a transfer if another CPU wrote it last.
+#[inline]
 fn write_page(ctx: &mut Ctx, meta: &mut PageMeta, symbol: Symbol) {
-    touch_line(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
+    // Most struct pages this CPU writes it wrote last (its own per-CPU
+    // pages, its own merges): `touch_line` would charge nothing and leave
+    // the line as it is, so the call is skipped.
+    if meta.last_cpu as u32 != ctx.cur().0 {
+        touch_line(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
+    }
 }
 
 /// `can_steal_fallback`: may an allocation of `order` and `start_mt` claim

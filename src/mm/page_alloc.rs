@@ -582,7 +582,7 @@ impl Zone {
     fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, symbol: Symbol) {
         let cost = ctx.machine().costs.buddy_list_op.cycles();
         ctx.charge(symbol, cost);
-        touch_line(
+        touch(
             ctx,
             &mut self.area_lines[order as usize],
             symbol,
@@ -598,7 +598,7 @@ impl Zone {
     /// This CPU reads the `struct page` at `idx` (a merge check).
     fn peek_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
         let mut last = self.map.get(idx).last_cpu;
-        touch_line(ctx, &mut last, symbol, LineAccess::Read);
+        touch(ctx, &mut last, symbol, LineAccess::Read);
     }
 
     /// `page_is_buddy`: is `idx` the head of a free block of exactly `order`?
@@ -1142,11 +1142,17 @@ impl Zone {
 /// This CPU writes a `struct page`: a transfer if another CPU wrote it last.
 #[inline]
 fn write_page(ctx: &mut Ctx, meta: &mut PageMeta, symbol: Symbol) {
-    // Most struct pages this CPU writes it wrote last (its own per-CPU
-    // pages, its own merges): `touch_line` would charge nothing and leave
-    // the line as it is, so the call is skipped.
-    if meta.last_cpu as u32 != ctx.cur().0 {
-        touch_line(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
+    touch(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
+}
+
+/// [`touch_line`], skipping the call for a line this CPU wrote last, where
+/// it would charge nothing and change nothing. Most lines the allocator
+/// touches are such (its own per-CPU pages, its own merges, a free area it
+/// just used).
+#[inline]
+fn touch(ctx: &mut Ctx, last_writer: &mut u16, symbol: Symbol, access: LineAccess) {
+    if *last_writer as u32 != ctx.cur().0 {
+        touch_line(ctx, last_writer, symbol, access);
     }
 }
 

@@ -195,6 +195,9 @@ pub struct Zone {
     map: PageMap,
     /// Lists walked round-robin by `free_pcppages_bulk`: 3 or 15.
     nr_pcp_lists: usize,
+    /// `free_pcppages_bulk`'s list of the blocks it takes, empty between
+    /// drains; kept only to reuse its allocation.
+    drained: Vec<(u32, Order)>,
 }
 
 /// The page allocator of the whole machine.
@@ -482,6 +485,7 @@ impl Zone {
             } else {
                 MIGRATE_PCPTYPES
             },
+            drained: Vec::new(),
         };
         let top = (MAX_ORDER - 1) as u8;
         let mut idx = 0u64;
@@ -917,7 +921,10 @@ impl Zone {
         let mut count = count.min(pcp.count) as i64;
         let mut pindex = 0usize;
         let mut batch_free = 0usize;
-        let mut freed = Vec::new();
+        // The blocks taken, kept in the zone's scratch vector so that a drain
+        // does not allocate.
+        let mut freed = std::mem::take(&mut self.drained);
+        freed.clear();
         while count > 0 {
             // Next non-empty list; each empty one passed lets the next list
             // give one more page this round.
@@ -956,11 +963,12 @@ impl Zone {
         let order0: u64 = freed.iter().filter(|(_, o)| o.0 == 0).count() as u64;
         ctx.count(Event::PcpDrainOrder0Pages, order0);
         self.lock_zone(ctx, LockKind::Plain);
-        for (idx, order) in freed {
+        for &(idx, order) in &freed {
             let mt = self.map.get(idx).migratetype;
             self.free_one_page(ctx, idx, order, mt);
         }
         self.unlock_zone(ctx, LockKind::Plain);
+        self.drained = freed;
     }
 
     /// `__free_pages_ok`: a block the per-CPU lists do not take goes straight

@@ -568,15 +568,19 @@ impl Zone {
 
     /// `del_page_from_free_list` as the CPU pays for it: as
     /// [`Zone::add_free_block`], for the block and the neighbours it leaves.
-    fn del_free_block(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        let meta = self.map.get(idx);
-        debug_assert_eq!(meta.state, PageState::Buddy);
-        let order = meta.order;
-        self.free_area[order as usize][meta.migratetype as usize].remove(
-            &mut self.map,
-            idx,
-            |meta| write_page(ctx, meta, symbol),
-        );
+    /// The caller knows the block's order and the list it is on (`mt`).
+    fn del_free_block(
+        &mut self,
+        ctx: &mut Ctx,
+        idx: u32,
+        order: u8,
+        mt: MigrateType,
+        symbol: Symbol,
+    ) {
+        debug_assert!(self.page_is_buddy(idx, order), "{:?}", self.map.get(idx));
+        debug_assert_eq!(self.map.get(idx).migratetype, mt);
+        self.free_area[order as usize][mt as usize]
+            .remove(&mut self.map, idx, |meta| write_page(ctx, meta, symbol));
         self.nr_free[order as usize] -= 1;
         self.charge_list_op(ctx, order, symbol);
     }
@@ -599,16 +603,9 @@ impl Zone {
         write_page(ctx, self.map.get_mut(idx), symbol);
     }
 
-    /// This CPU reads the `struct page` at `idx` (a merge check).
-    fn peek_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        let mut last = self.map.get(idx).last_cpu;
-        touch(ctx, &mut last, symbol, LineAccess::Read);
-    }
-
     /// `page_is_buddy`: is `idx` the head of a free block of exactly `order`?
     fn page_is_buddy(&self, idx: u32, order: u8) -> bool {
-        let meta = self.map.get(idx);
-        meta.state == PageState::Buddy && meta.order == order
+        is_buddy(&self.map.get(idx), order)
     }
 
     /// `rmqueue`: from the per-CPU list where allowed, else under zone->lock.
@@ -740,6 +737,7 @@ impl Zone {
 
     /// `__rmqueue_smallest`: the first block of the lowest order >= `order`
     /// on `mt`'s lists, split down to `order` (`expand`).
+    #[inline]
     fn rmqueue_smallest(
         &mut self,
         ctx: &mut Ctx,
@@ -750,7 +748,7 @@ impl Zone {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
         let idx = self.free_area[current][mt as usize].head;
-        self.del_free_block(ctx, idx, symbol);
+        self.del_free_block(ctx, idx, current as u8, mt, symbol);
         // expand: hand the upper halves back, largest first, at the list head.
         let mut high = current as u8;
         while high > order.0 {
@@ -853,9 +851,15 @@ impl Zone {
 
     /// `move_to_free_list`: the block at `idx` to the tail of `mt`'s list.
     fn move_to_free_list(&mut self, ctx: &mut Ctx, idx: u32, mt: MigrateType) {
-        let order = self.map.get(idx).order;
-        self.del_free_block(ctx, idx, Symbol::RmqueueFallback);
-        self.add_free_block(ctx, idx, order, mt, true, Symbol::RmqueueFallback);
+        let meta = self.map.get(idx);
+        self.del_free_block(
+            ctx,
+            idx,
+            meta.order,
+            meta.migratetype,
+            Symbol::RmqueueFallback,
+        );
+        self.add_free_block(ctx, idx, meta.order, mt, true, Symbol::RmqueueFallback);
     }
 
     /// `move_freepages_block`: moves every free block in the pageblock of
@@ -992,11 +996,18 @@ impl Zone {
         while (order as usize) < MAX_ORDER - 1 {
             let buddy = idx ^ (1u32 << order);
             ctx.charge(Symbol::FreeOnePage, check);
-            self.peek_page(ctx, buddy, Symbol::FreeOnePage);
-            if !self.page_is_buddy(buddy, order) {
+            // The merge check reads the buddy's struct page.
+            let meta = self.map.get(buddy);
+            touch(
+                ctx,
+                &mut { meta.last_cpu },
+                Symbol::FreeOnePage,
+                LineAccess::Read,
+            );
+            if !is_buddy(&meta, order) {
                 break;
             }
-            self.del_free_block(ctx, buddy, Symbol::FreeOnePage);
+            self.del_free_block(ctx, buddy, order, meta.migratetype, Symbol::FreeOnePage);
             self.map.get_mut(buddy).state = PageState::Tail;
             ctx.count(Event::BuddyMerge, 1);
             idx &= buddy;
@@ -1145,6 +1156,11 @@ impl Zone {
             }
         }
     }
+}
+
+/// Does `meta` head a free block of exactly `order`?
+fn is_buddy(meta: &PageMeta, order: u8) -> bool {
+    meta.state == PageState::Buddy && meta.order == order
 }
 
 /// This CPU writes a `struct page`: a transfer if another CPU wrote it last.

@@ -337,7 +337,8 @@ impl PageAllocator {
         let (z, idx) = self.zone_of(pfn);
         let pcp_high_order = self.pcp_high_order;
         let zone = &mut self.zones[z];
-        let meta = zone.map.get(idx);
+        let mt = zone.map.pageblock_migratetype(idx);
+        let meta = zone.map.get_mut(idx);
         assert!(
             meta.state == PageState::Allocated && meta.order == order.0,
             "bad free of {pfn} as {order}: page is {meta:?}"
@@ -345,17 +346,23 @@ impl PageAllocator {
         zone.nr_allocated_pages -= order.nr_pages();
         ctx.count(Event::Pgfree, order.nr_pages());
         let cost = ctx.machine().costs.free_pages_entry.cycles();
-        let mt = zone.map.pageblock_migratetype(idx);
         let to_pcp = uses_pcp(order, pcp_high_order);
+        let symbol = if to_pcp {
+            Symbol::FreeUnrefPage
+        } else {
+            Symbol::FreePagesOk
+        };
+        ctx.charge(symbol, cost);
         // free_pages_prepare writes the struct page: a transfer if another
         // CPU (the allocator, say) wrote it last.
+        write_page(ctx, meta, symbol);
         if to_pcp {
-            ctx.charge(Symbol::FreeUnrefPage, cost);
-            zone.touch_page(ctx, idx, Symbol::FreeUnrefPage);
+            // free_unref_page_prepare: the page belongs to the per-CPU lists
+            // now, as its pageblock's type.
+            meta.state = PageState::Pcp;
+            meta.migratetype = mt;
             zone.free_unref_page(ctx, idx, order, mt);
         } else {
-            ctx.charge(Symbol::FreePagesOk, cost);
-            zone.touch_page(ctx, idx, Symbol::FreePagesOk);
             zone.free_pages_ok(ctx, idx, order, mt);
         }
     }
@@ -893,12 +900,10 @@ impl Zone {
 
     /// `free_unref_page` + `free_unref_page_commit`: onto this CPU's list,
     /// draining a batch to the buddy lists when the list reaches `high`.
+    /// The caller has marked the page (`free_unref_page_prepare`).
     fn free_unref_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
         let cpu = ctx.cur().index();
         LocalLock::lock_irqsave(ctx, Symbol::FreeUnrefPage);
-        let meta = self.map.get_mut(idx);
-        meta.state = PageState::Pcp;
-        meta.migratetype = mt;
         let pindex = order_to_pindex(mt, order);
         let pcp = &mut self.pcp[cpu];
         pcp.lists[pindex].push_front(idx);

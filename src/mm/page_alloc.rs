@@ -973,8 +973,7 @@ impl Zone {
         ctx.count(Event::PcpDrainOrder0Pages, order0);
         self.lock_zone(ctx, LockKind::Plain);
         for &(idx, order) in &freed {
-            let mt = self.map.get(idx).migratetype;
-            self.free_one_page(ctx, idx, order, mt);
+            self.free_one_page(ctx, idx, order, None);
         }
         self.unlock_zone(ctx, LockKind::Plain);
         self.drained = freed;
@@ -984,20 +983,26 @@ impl Zone {
     /// to the buddy lists under zone->lock.
     fn free_pages_ok(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
         self.lock_zone(ctx, LockKind::Irqsave);
-        self.free_one_page(ctx, idx, order, mt);
+        self.free_one_page(ctx, idx, order, Some(mt));
         self.unlock_zone(ctx, LockKind::Irqsave);
     }
 
     /// `__free_one_page`: merges the block with its buddy while the buddy is
     /// free and of the same order, then lists the result: at the tail if its
     /// own buddy one order up is free (it will likely merge soon), else at
-    /// the head. Caller holds zone->lock.
-    fn free_one_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
+    /// the head. `mt` None means the type recorded in the struct page (a
+    /// page from a per-CPU list, `get_pcppage_migratetype`). Caller holds
+    /// zone->lock.
+    fn free_one_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: Option<MigrateType>) {
         let check = ctx.machine().costs.buddy_merge_check.cycles();
         self.nr_free_pages += order.nr_pages();
         let mut idx = idx;
         let mut order = order.0;
-        self.map.get_mut(idx).state = PageState::Tail;
+        let mt = {
+            let meta = self.map.get_mut(idx);
+            meta.state = PageState::Tail;
+            mt.unwrap_or(meta.migratetype)
+        };
         while (order as usize) < MAX_ORDER - 1 {
             let buddy = idx ^ (1u32 << order);
             ctx.charge(Symbol::FreeOnePage, check);

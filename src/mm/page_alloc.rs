@@ -195,6 +195,9 @@ pub struct Zone {
     map: PageMap,
     /// Lists walked round-robin by `free_pcppages_bulk`: 3 or 15.
     nr_pcp_lists: usize,
+    /// `free_pcppages_bulk`'s list of the blocks it takes, empty between
+    /// drains; kept only to reuse its allocation.
+    drained: Vec<(u32, Order)>,
 }
 
 /// The page allocator of the whole machine.
@@ -334,7 +337,8 @@ impl PageAllocator {
         let (z, idx) = self.zone_of(pfn);
         let pcp_high_order = self.pcp_high_order;
         let zone = &mut self.zones[z];
-        let meta = zone.map.get(idx);
+        let mt = zone.map.pageblock_migratetype(idx);
+        let meta = zone.map.get_mut(idx);
         assert!(
             meta.state == PageState::Allocated && meta.order == order.0,
             "bad free of {pfn} as {order}: page is {meta:?}"
@@ -342,17 +346,23 @@ impl PageAllocator {
         zone.nr_allocated_pages -= order.nr_pages();
         ctx.count(Event::Pgfree, order.nr_pages());
         let cost = ctx.machine().costs.free_pages_entry.cycles();
-        let mt = zone.map.pageblock_migratetype(idx);
         let to_pcp = uses_pcp(order, pcp_high_order);
+        let symbol = if to_pcp {
+            Symbol::FreeUnrefPage
+        } else {
+            Symbol::FreePagesOk
+        };
+        ctx.charge(symbol, cost);
         // free_pages_prepare writes the struct page: a transfer if another
         // CPU (the allocator, say) wrote it last.
+        write_page(ctx, meta, symbol);
         if to_pcp {
-            ctx.charge(Symbol::FreeUnrefPage, cost);
-            zone.touch_page(ctx, idx, Symbol::FreeUnrefPage);
+            // free_unref_page_prepare: the page belongs to the per-CPU lists
+            // now, as its pageblock's type.
+            meta.state = PageState::Pcp;
+            meta.migratetype = mt;
             zone.free_unref_page(ctx, idx, order, mt);
         } else {
-            ctx.charge(Symbol::FreePagesOk, cost);
-            zone.touch_page(ctx, idx, Symbol::FreePagesOk);
             zone.free_pages_ok(ctx, idx, order, mt);
         }
     }
@@ -482,11 +492,12 @@ impl Zone {
             } else {
                 MIGRATE_PCPTYPES
             },
+            drained: Vec::new(),
         };
         let top = (MAX_ORDER - 1) as u8;
         let mut idx = 0u64;
         while idx < nr_pages {
-            zone.link_free_block(idx as u32, top, MigrateType::Movable, true);
+            zone.link_free_block(idx as u32, top, MigrateType::Movable, true, |_| {});
             zone.nr_free_pages += 1 << top;
             idx += 1 << top;
         }
@@ -518,9 +529,17 @@ impl Zone {
     }
 
     /// Puts a free block on a buddy list and marks its head (`set_buddy_order`
-    /// and `add_to_free_list[_tail]`), without charging: boot uses it
-    /// directly. Returns the neighbour whose link changed, or NIL.
-    fn link_free_block(&mut self, idx: u32, order: u8, mt: MigrateType, to_tail: bool) -> u32 {
+    /// and `add_to_free_list[_tail]`). `written` sees each struct page whose
+    /// links change (the block's head, then its new neighbour if any): boot
+    /// links without charging.
+    fn link_free_block(
+        &mut self,
+        idx: u32,
+        order: u8,
+        mt: MigrateType,
+        to_tail: bool,
+        written: impl FnMut(&mut PageMeta),
+    ) {
         {
             let meta = self.map.get_mut(idx);
             meta.state = PageState::Buddy;
@@ -528,25 +547,12 @@ impl Zone {
             meta.migratetype = mt;
         }
         let list = &mut self.free_area[order as usize][mt as usize];
-        let neighbour = if to_tail { list.tail } else { list.head };
         if to_tail {
-            list.push_tail(&mut self.map, idx);
+            list.push_tail(&mut self.map, idx, written);
         } else {
-            list.push_head(&mut self.map, idx);
+            list.push_head(&mut self.map, idx, written);
         }
         self.nr_free[order as usize] += 1;
-        neighbour
-    }
-
-    /// Takes a free block off its list without charging. Returns the
-    /// neighbours whose links changed (NIL where none).
-    fn unlink_free_block(&mut self, idx: u32) -> [u32; 2] {
-        let meta = self.map.get(idx);
-        debug_assert_eq!(meta.state, PageState::Buddy);
-        let neighbours = [meta.prev, meta.next];
-        self.free_area[meta.order as usize][meta.migratetype as usize].remove(&mut self.map, idx);
-        self.nr_free[meta.order as usize] -= 1;
-        neighbours
     }
 
     /// `add_to_free_list[_tail]` as the CPU pays for it: the list work, the
@@ -561,54 +567,52 @@ impl Zone {
         to_tail: bool,
         symbol: Symbol,
     ) {
-        let neighbour = self.link_free_block(idx, order, mt, to_tail);
-        self.charge_list_op(ctx, order, [idx, neighbour], symbol);
+        self.link_free_block(idx, order, mt, to_tail, |meta| {
+            write_page(ctx, meta, symbol)
+        });
+        self.charge_list_op(ctx, order, symbol);
     }
 
-    /// `del_page_from_free_list` as the CPU pays for it.
-    fn del_free_block(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        let order = self.map.get(idx).order;
-        let [prev, next] = self.unlink_free_block(idx);
-        self.charge_list_op(ctx, order, [prev, next], symbol);
-        self.touch_page(ctx, idx, symbol);
+    /// `del_page_from_free_list` as the CPU pays for it: as
+    /// [`Zone::add_free_block`], for the block and the neighbours it leaves.
+    /// The caller knows the block's order and the list it is on (`mt`).
+    fn del_free_block(
+        &mut self,
+        ctx: &mut Ctx,
+        idx: u32,
+        order: u8,
+        mt: MigrateType,
+        symbol: Symbol,
+    ) {
+        debug_assert!(self.page_is_buddy(idx, order), "{:?}", self.map.get(idx));
+        debug_assert_eq!(self.map.get(idx).migratetype, mt);
+        self.free_area[order as usize][mt as usize]
+            .remove(&mut self.map, idx, |meta| write_page(ctx, meta, symbol));
+        self.nr_free[order as usize] -= 1;
+        self.charge_list_op(ctx, order, symbol);
     }
 
-    fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, pages: [u32; 2], symbol: Symbol) {
+    /// The list work of a buddy list operation and the free area's line;
+    /// the struct pages are the caller's.
+    fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, symbol: Symbol) {
         let cost = ctx.machine().costs.buddy_list_op.cycles();
         ctx.charge(symbol, cost);
-        touch_line(
+        touch(
             ctx,
             &mut self.area_lines[order as usize],
             symbol,
             LineAccess::Write,
         );
-        for page in pages {
-            if page != NIL {
-                self.touch_page(ctx, page, symbol);
-            }
-        }
     }
 
     /// This CPU writes the `struct page` at `idx`.
     fn touch_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        touch_line(
-            ctx,
-            &mut self.map.get_mut(idx).last_cpu,
-            symbol,
-            LineAccess::Write,
-        );
-    }
-
-    /// This CPU reads the `struct page` at `idx` (a merge check).
-    fn peek_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        let mut last = self.map.get(idx).last_cpu;
-        touch_line(ctx, &mut last, symbol, LineAccess::Read);
+        write_page(ctx, self.map.get_mut(idx), symbol);
     }
 
     /// `page_is_buddy`: is `idx` the head of a free block of exactly `order`?
     fn page_is_buddy(&self, idx: u32, order: u8) -> bool {
-        let meta = self.map.get(idx);
-        meta.state == PageState::Buddy && meta.order == order
+        is_buddy(&self.map.get(idx), order)
     }
 
     /// `rmqueue`: from the per-CPU list where allowed, else under zone->lock.
@@ -740,6 +744,7 @@ impl Zone {
 
     /// `__rmqueue_smallest`: the first block of the lowest order >= `order`
     /// on `mt`'s lists, split down to `order` (`expand`).
+    #[inline]
     fn rmqueue_smallest(
         &mut self,
         ctx: &mut Ctx,
@@ -750,7 +755,7 @@ impl Zone {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
         let idx = self.free_area[current][mt as usize].head;
-        self.del_free_block(ctx, idx, symbol);
+        self.del_free_block(ctx, idx, current as u8, mt, symbol);
         // expand: hand the upper halves back, largest first, at the list head.
         let mut high = current as u8;
         while high > order.0 {
@@ -853,9 +858,15 @@ impl Zone {
 
     /// `move_to_free_list`: the block at `idx` to the tail of `mt`'s list.
     fn move_to_free_list(&mut self, ctx: &mut Ctx, idx: u32, mt: MigrateType) {
-        let order = self.map.get(idx).order;
-        self.del_free_block(ctx, idx, Symbol::RmqueueFallback);
-        self.add_free_block(ctx, idx, order, mt, true, Symbol::RmqueueFallback);
+        let meta = self.map.get(idx);
+        self.del_free_block(
+            ctx,
+            idx,
+            meta.order,
+            meta.migratetype,
+            Symbol::RmqueueFallback,
+        );
+        self.add_free_block(ctx, idx, meta.order, mt, true, Symbol::RmqueueFallback);
     }
 
     /// `move_freepages_block`: moves every free block in the pageblock of
@@ -889,12 +900,10 @@ impl Zone {
 
     /// `free_unref_page` + `free_unref_page_commit`: onto this CPU's list,
     /// draining a batch to the buddy lists when the list reaches `high`.
+    /// The caller has marked the page (`free_unref_page_prepare`).
     fn free_unref_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
         let cpu = ctx.cur().index();
         LocalLock::lock_irqsave(ctx, Symbol::FreeUnrefPage);
-        let meta = self.map.get_mut(idx);
-        meta.state = PageState::Pcp;
-        meta.migratetype = mt;
         let pindex = order_to_pindex(mt, order);
         let pcp = &mut self.pcp[cpu];
         pcp.lists[pindex].push_front(idx);
@@ -921,7 +930,10 @@ impl Zone {
         let mut count = count.min(pcp.count) as i64;
         let mut pindex = 0usize;
         let mut batch_free = 0usize;
-        let mut freed = Vec::new();
+        // The blocks taken, kept in the zone's scratch vector so that a drain
+        // does not allocate.
+        let mut freed = std::mem::take(&mut self.drained);
+        freed.clear();
         while count > 0 {
             // Next non-empty list; each empty one passed lets the next list
             // give one more page this round.
@@ -960,39 +972,52 @@ impl Zone {
         let order0: u64 = freed.iter().filter(|(_, o)| o.0 == 0).count() as u64;
         ctx.count(Event::PcpDrainOrder0Pages, order0);
         self.lock_zone(ctx, LockKind::Plain);
-        for (idx, order) in freed {
-            let mt = self.map.get(idx).migratetype;
-            self.free_one_page(ctx, idx, order, mt);
+        for &(idx, order) in &freed {
+            self.free_one_page(ctx, idx, order, None);
         }
         self.unlock_zone(ctx, LockKind::Plain);
+        self.drained = freed;
     }
 
     /// `__free_pages_ok`: a block the per-CPU lists do not take goes straight
     /// to the buddy lists under zone->lock.
     fn free_pages_ok(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
         self.lock_zone(ctx, LockKind::Irqsave);
-        self.free_one_page(ctx, idx, order, mt);
+        self.free_one_page(ctx, idx, order, Some(mt));
         self.unlock_zone(ctx, LockKind::Irqsave);
     }
 
     /// `__free_one_page`: merges the block with its buddy while the buddy is
     /// free and of the same order, then lists the result: at the tail if its
     /// own buddy one order up is free (it will likely merge soon), else at
-    /// the head. Caller holds zone->lock.
-    fn free_one_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: MigrateType) {
+    /// the head. `mt` None means the type recorded in the struct page (a
+    /// page from a per-CPU list, `get_pcppage_migratetype`). Caller holds
+    /// zone->lock.
+    fn free_one_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: Option<MigrateType>) {
         let check = ctx.machine().costs.buddy_merge_check.cycles();
         self.nr_free_pages += order.nr_pages();
         let mut idx = idx;
         let mut order = order.0;
-        self.map.get_mut(idx).state = PageState::Tail;
+        let mt = {
+            let meta = self.map.get_mut(idx);
+            meta.state = PageState::Tail;
+            mt.unwrap_or(meta.migratetype)
+        };
         while (order as usize) < MAX_ORDER - 1 {
             let buddy = idx ^ (1u32 << order);
             ctx.charge(Symbol::FreeOnePage, check);
-            self.peek_page(ctx, buddy, Symbol::FreeOnePage);
-            if !self.page_is_buddy(buddy, order) {
+            // The merge check reads the buddy's struct page.
+            let meta = self.map.get(buddy);
+            touch(
+                ctx,
+                &mut { meta.last_cpu },
+                Symbol::FreeOnePage,
+                LineAccess::Read,
+            );
+            if !is_buddy(&meta, order) {
                 break;
             }
-            self.del_free_block(ctx, buddy, Symbol::FreeOnePage);
+            self.del_free_block(ctx, buddy, order, meta.migratetype, Symbol::FreeOnePage);
             self.map.get_mut(buddy).state = PageState::Tail;
             ctx.count(Event::BuddyMerge, 1);
             idx &= buddy;
@@ -1140,6 +1165,28 @@ impl Zone {
                 }
             }
         }
+    }
+}
+
+/// Does `meta` head a free block of exactly `order`?
+fn is_buddy(meta: &PageMeta, order: u8) -> bool {
+    meta.state == PageState::Buddy && meta.order == order
+}
+
+/// This CPU writes a `struct page`: a transfer if another CPU wrote it last.
+#[inline]
+fn write_page(ctx: &mut Ctx, meta: &mut PageMeta, symbol: Symbol) {
+    touch(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
+}
+
+/// [`touch_line`], skipping the call for a line this CPU wrote last, where
+/// it would charge nothing and change nothing. Most lines the allocator
+/// touches are such (its own per-CPU pages, its own merges, a free area it
+/// just used).
+#[inline]
+fn touch(ctx: &mut Ctx, last_writer: &mut u16, symbol: Symbol, access: LineAccess) {
+    if *last_writer as u32 != ctx.cur().0 {
+        touch_line(ctx, last_writer, symbol, access);
     }
 }
 

@@ -76,7 +76,27 @@ struct Pageblock {
     migratetype: MigrateType,
     /// Metadata of the first page while `pages` is None.
     head: PageMeta,
-    pages: Option<Box<[PageMeta]>>,
+    /// A fixed-size array, so that indexing by an offset below `PB_PAGES`
+    /// needs no bounds check.
+    pages: Option<Box<[PageMeta; PB_PAGES]>>,
+}
+
+impl Pageblock {
+    /// Gives the pageblock per-page metadata, its head's moved to page 0.
+    /// Rare (once per pageblock split below pageblock order), and kept out
+    /// of line so that [`PageMap::get_mut`] inlines.
+    #[cold]
+    #[inline(never)]
+    fn materialize(&mut self) {
+        // Built on the heap: `Box::new([..])` would build 14 KiB on the
+        // stack and copy it.
+        let mut pages: Box<[PageMeta; PB_PAGES]> = vec![PageMeta::TAIL; PB_PAGES]
+            .into_boxed_slice()
+            .try_into()
+            .expect("PB_PAGES entries");
+        pages[0] = std::mem::replace(&mut self.head, PageMeta::TAIL);
+        self.pages = Some(pages);
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -143,16 +163,14 @@ impl PageMap {
     pub fn get_mut(&mut self, idx: u32) -> &mut PageMeta {
         let (b, off) = Self::split(idx);
         let block = &mut self.blocks[b];
-        if block.pages.is_none() {
-            if off == 0 {
-                return &mut block.head;
-            }
-            let mut pages = vec![PageMeta::TAIL; PB_PAGES].into_boxed_slice();
-            pages[0] = std::mem::replace(&mut block.head, PageMeta::TAIL);
-            block.pages = Some(pages);
+        if block.pages.is_none() && off != 0 {
+            block.materialize();
             self.materialized += 1;
         }
-        &mut block.pages.as_mut().expect("materialized above")[off]
+        match &mut block.pages {
+            Some(pages) => &mut pages[off],
+            None => &mut block.head,
+        }
     }
 
     /// Drops per-page metadata of the pageblocks in `[idx, idx + nr_pages)`,
@@ -206,55 +224,82 @@ impl FreeList {
         self.head == NIL
     }
 
-    pub fn push_head(&mut self, map: &mut PageMap, idx: u32) {
+    /// Links `idx` at the head. `written` sees each struct page whose links
+    /// change: `idx`, then the old head if there was one. Returns the old
+    /// head, or NIL.
+    #[inline]
+    pub fn push_head(
+        &mut self,
+        map: &mut PageMap,
+        idx: u32,
+        mut written: impl FnMut(&mut PageMeta),
+    ) -> u32 {
         let old = self.head;
-        {
-            let m = map.get_mut(idx);
-            m.prev = NIL;
-            m.next = old;
-        }
+        let m = map.get_mut(idx);
+        m.prev = NIL;
+        m.next = old;
+        written(m);
         if old == NIL {
             self.tail = idx;
         } else {
-            map.get_mut(old).prev = idx;
+            let m = map.get_mut(old);
+            m.prev = idx;
+            written(m);
         }
         self.head = idx;
         self.len += 1;
+        old
     }
 
-    pub fn push_tail(&mut self, map: &mut PageMap, idx: u32) {
+    /// Links `idx` at the tail; otherwise as [`FreeList::push_head`].
+    #[inline]
+    pub fn push_tail(
+        &mut self,
+        map: &mut PageMap,
+        idx: u32,
+        mut written: impl FnMut(&mut PageMeta),
+    ) -> u32 {
         let old = self.tail;
-        {
-            let m = map.get_mut(idx);
-            m.prev = old;
-            m.next = NIL;
-        }
+        let m = map.get_mut(idx);
+        m.prev = old;
+        m.next = NIL;
+        written(m);
         if old == NIL {
             self.head = idx;
         } else {
-            map.get_mut(old).next = idx;
+            let m = map.get_mut(old);
+            m.next = idx;
+            written(m);
         }
         self.tail = idx;
         self.len += 1;
+        old
     }
 
-    /// Unlinks `idx`, which must be on this list.
-    pub fn remove(&mut self, map: &mut PageMap, idx: u32) {
-        let PageMeta { prev, next, .. } = map.get(idx);
+    /// Unlinks `idx`, which must be on this list. `written` sees each struct
+    /// page whose links change: `idx`, then its neighbours that exist.
+    #[inline]
+    pub fn remove(&mut self, map: &mut PageMap, idx: u32, mut written: impl FnMut(&mut PageMeta)) {
+        let m = map.get_mut(idx);
+        let (prev, next) = (m.prev, m.next);
+        m.prev = NIL;
+        m.next = NIL;
+        written(m);
         if prev == NIL {
             debug_assert_eq!(self.head, idx, "page {idx} is not on this list");
             self.head = next;
         } else {
-            map.get_mut(prev).next = next;
+            let m = map.get_mut(prev);
+            m.next = next;
+            written(m);
         }
         if next == NIL {
             self.tail = prev;
         } else {
-            map.get_mut(next).prev = prev;
+            let m = map.get_mut(next);
+            m.prev = prev;
+            written(m);
         }
-        let m = map.get_mut(idx);
-        m.prev = NIL;
-        m.next = NIL;
         self.len -= 1;
     }
 }
@@ -298,15 +343,32 @@ mod tests {
     fn free_list_links() {
         let mut map = PageMap::new(PAGEBLOCK_NR_PAGES);
         let mut list = FreeList::default();
-        list.push_tail(&mut map, 1);
-        list.push_tail(&mut map, 2);
-        list.push_head(&mut map, 0);
+        let mut written = Vec::new();
+        let mut record = |m: &mut PageMeta| written.push((m.prev, m.next));
+        assert_eq!(list.push_tail(&mut map, 1, &mut record), NIL);
+        assert_eq!(list.push_tail(&mut map, 2, &mut record), 1);
+        assert_eq!(list.push_head(&mut map, 0, &mut record), 1);
         assert_eq!((list.head, list.tail, list.len), (0, 2, 3));
-        list.remove(&mut map, 1);
+        list.remove(&mut map, 1, &mut record);
         assert_eq!(map.get(0).next, 2);
         assert_eq!(map.get(2).prev, 0);
-        list.remove(&mut map, 0);
-        list.remove(&mut map, 2);
+        // Each page whose links changed, as it was left: page 1 alone; 2
+        // then 1; 0 then 1; 1 then 0 and 2.
+        assert_eq!(
+            written,
+            [
+                (NIL, NIL),
+                (1, NIL),
+                (NIL, 2),
+                (NIL, 1),
+                (0, 2),
+                (NIL, NIL),
+                (NIL, 2),
+                (0, NIL)
+            ]
+        );
+        list.remove(&mut map, 0, |_| {});
+        list.remove(&mut map, 2, |_| {});
         assert!(list.is_empty());
         assert_eq!(list.tail, NIL);
     }

@@ -597,7 +597,7 @@ impl Zone {
     fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, symbol: Symbol) {
         let cost = ctx.machine().costs.buddy_list_op.cycles();
         ctx.charge(symbol, cost);
-        touch(
+        touch_line(
             ctx,
             &mut self.area_lines[order as usize],
             symbol,
@@ -1008,7 +1008,7 @@ impl Zone {
             ctx.charge(Symbol::FreeOnePage, check);
             // The merge check reads the buddy's struct page.
             let meta = self.map.get(buddy);
-            touch(
+            touch_line(
                 ctx,
                 &mut { meta.last_cpu },
                 Symbol::FreeOnePage,
@@ -1176,18 +1176,7 @@ fn is_buddy(meta: &PageMeta, order: u8) -> bool {
 /// This CPU writes a `struct page`: a transfer if another CPU wrote it last.
 #[inline]
 fn write_page(ctx: &mut Ctx, meta: &mut PageMeta, symbol: Symbol) {
-    touch(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
-}
-
-/// [`touch_line`], skipping the call for a line this CPU wrote last, where
-/// it would charge nothing and change nothing. Most lines the allocator
-/// touches are such (its own per-CPU pages, its own merges, a free area it
-/// just used).
-#[inline]
-fn touch(ctx: &mut Ctx, last_writer: &mut u16, symbol: Symbol, access: LineAccess) {
-    if *last_writer as u32 != ctx.cur().0 {
-        touch_line(ctx, last_writer, symbol, access);
-    }
+    touch_line(ctx, &mut meta.last_cpu, symbol, LineAccess::Write);
 }
 
 /// `can_steal_fallback`: may an allocation of `order` and `start_mt` claim

@@ -61,14 +61,30 @@ pub enum LineAccess {
 /// same moment. Only the transfer is charged (to `symbol`), not queueing; a
 /// read leaves the line with its writer (so a second remote read pays again,
 /// a small overcount), a write takes it over. Returns the cycles charged.
+#[inline]
 pub fn touch_line(
     ctx: &mut Ctx,
     last_writer: &mut u16,
     symbol: Symbol,
     access: LineAccess,
 ) -> Cycles {
+    // Most touches are of a line this CPU wrote last: nothing to charge or
+    // change, decided inline at the caller.
+    if *last_writer as u32 == ctx.cur().0 {
+        return Cycles::ZERO;
+    }
+    touch_other_line(ctx, last_writer, symbol, access)
+}
+
+/// [`touch_line`] of a line this CPU did not write last.
+fn touch_other_line(
+    ctx: &mut Ctx,
+    last_writer: &mut u16,
+    symbol: Symbol,
+    access: LineAccess,
+) -> Cycles {
     let me = ctx.cur();
-    let cost = if *last_writer == NO_WRITER || *last_writer as u32 == me.0 {
+    let cost = if *last_writer == NO_WRITER {
         Cycles::ZERO
     } else {
         ctx.count(Event::LineTransfers, 1);

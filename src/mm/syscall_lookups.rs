@@ -31,25 +31,12 @@
 //! exec and exit walk the VMA list and look nothing up.
 
 use super::kernel::{Kernel, MmId};
-use super::mm_types::{Errno, PROT_READ, PROT_WRITE, Vma};
+use super::mm_types::{Errno, PROT_READ, PROT_WRITE};
 use super::mmap::{madvise_end, mprotect_end, munmap_range};
 use super::mmzone::PAGE_SIZE;
 use crate::sim::{Ctx, Symbol};
 
 impl Kernel {
-    /// `find_vma(mm, addr)` on behalf of `caller`, by the task current on
-    /// this CPU: the VMA cache the features select, then the tree walk,
-    /// both charged with `caller` recorded (`vmacache.rs`).
-    pub(super) fn find_vma(
-        &mut self,
-        ctx: &mut Ctx,
-        mm: MmId,
-        addr: u64,
-        caller: Symbol,
-    ) -> Option<Vma> {
-        self.find_vma_cached(ctx, mm, addr, caller)
-    }
-
     /// `munmap`'s lookups (and its split between them), before the tree
     /// unmaps. Invalid arguments look nothing up.
     pub(super) fn munmap_lookups(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, len: u64) {

@@ -214,7 +214,9 @@ impl Kernel {
     /// ends above `addr`, through the cache the features select. Counts
     /// `vmacache_find_calls` and `vmacache_find_hits`, and charges the cache
     /// check and the tree walk to their own symbols, on behalf of `caller`.
-    pub(super) fn find_vma_cached(
+    /// Every lookup goes through here: the page fault's (`memory.rs`) and
+    /// the system calls' (`syscall_lookups.rs`).
+    pub(super) fn find_vma(
         &mut self,
         ctx: &mut Ctx,
         mm: MmId,

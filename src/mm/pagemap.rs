@@ -225,15 +225,14 @@ impl FreeList {
     }
 
     /// Links `idx` at the head. `written` sees each struct page whose links
-    /// change: `idx`, then the old head if there was one. Returns the old
-    /// head, or NIL.
+    /// change: `idx`, then the old head if there was one.
     #[inline]
     pub fn push_head(
         &mut self,
         map: &mut PageMap,
         idx: u32,
         mut written: impl FnMut(&mut PageMeta),
-    ) -> u32 {
+    ) {
         let old = self.head;
         let m = map.get_mut(idx);
         m.prev = NIL;
@@ -248,7 +247,6 @@ impl FreeList {
         }
         self.head = idx;
         self.len += 1;
-        old
     }
 
     /// Links `idx` at the tail; otherwise as [`FreeList::push_head`].
@@ -258,7 +256,7 @@ impl FreeList {
         map: &mut PageMap,
         idx: u32,
         mut written: impl FnMut(&mut PageMeta),
-    ) -> u32 {
+    ) {
         let old = self.tail;
         let m = map.get_mut(idx);
         m.prev = old;
@@ -273,7 +271,6 @@ impl FreeList {
         }
         self.tail = idx;
         self.len += 1;
-        old
     }
 
     /// Unlinks `idx`, which must be on this list. `written` sees each struct
@@ -345,9 +342,9 @@ mod tests {
         let mut list = FreeList::default();
         let mut written = Vec::new();
         let mut record = |m: &mut PageMeta| written.push((m.prev, m.next));
-        assert_eq!(list.push_tail(&mut map, 1, &mut record), NIL);
-        assert_eq!(list.push_tail(&mut map, 2, &mut record), 1);
-        assert_eq!(list.push_head(&mut map, 0, &mut record), 1);
+        list.push_tail(&mut map, 1, &mut record);
+        list.push_tail(&mut map, 2, &mut record);
+        list.push_head(&mut map, 0, &mut record);
         assert_eq!((list.head, list.tail, list.len), (0, 2, 3));
         list.remove(&mut map, 1, &mut record);
         assert_eq!(map.get(0).next, 2);

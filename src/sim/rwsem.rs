@@ -54,13 +54,9 @@ pub struct RwSemaphore {
     /// Past writer holds, each with when its writer arrived: from then on,
     /// new readers queue behind it.
     writers: Timeline<Cycles>,
-    /// The reader hold released last, not yet on `readers`. A hold is kept
-    /// aside until the next acquisition or release, which puts it on the
-    /// timeline first, exactly as an immediate push would have. Only when
-    /// the timeline is empty and the hold ends by the next acquisition's
-    /// horizon (a single-threaded process's faults, one after the other) is
-    /// it dropped instead: a push followed by the prune in `forget_before`
-    /// would have left the timeline as it is.
+    /// The reader hold released last, not yet on `readers`: the next
+    /// acquisition or release records it first ([`Timeline::settle`],
+    /// `push_pending_reader`), exactly as an immediate push would have.
     pending_reader: Option<Span<()>>,
 }
 
@@ -234,19 +230,8 @@ impl RwSemaphore {
     }
 
     fn forget_before(&mut self, horizon: Cycles) {
-        match self.pending_reader {
-            // Pushed and at once pruned: the timeline would end up as it is.
-            Some(span) if self.readers.len() == 0 && span.end <= horizon => {
-                self.pending_reader = None;
-            }
-            _ => self.push_pending_reader(),
-        }
-        // (An empty timeline has nothing to forget: skip the call.)
-        if self.readers.len() > 0 {
-            self.readers.prune(horizon, |_| {});
-        }
-        if self.writers.len() > 0 {
-            self.writers.prune(horizon, |_| {});
-        }
+        let aside = self.pending_reader.take();
+        self.readers.settle(aside, None, horizon, |_| {});
+        self.writers.prune(horizon, |_| {});
     }
 }

@@ -45,12 +45,8 @@ pub struct SpinLock {
     /// Past holds still in reach of some CPU's clock.
     holds: Timeline<CpuId>,
     /// The hold released last, not yet on `holds`, with how many holds had
-    /// begun by its start. It goes onto the timeline at the next
-    /// acquisition, exactly as an immediate push would have, unless the
-    /// timeline is empty and the hold ends by that acquisition's horizon
-    /// (a lock only one CPU takes, one hold after another): then a push and
-    /// the prune right after it would leave the timeline as it is, so it is
-    /// dropped.
+    /// begun by its start: the next acquisition records it
+    /// ([`Timeline::settle`]), exactly as an immediate push would have.
     pending: Option<(usize, Span<CpuId>)>,
 }
 
@@ -113,16 +109,8 @@ impl SpinLock {
                 holder.cpu, holder.since
             );
         }
-        let horizon = ctx.horizon();
-        if let Some((begun, span)) = self.pending.take()
-            && (self.holds.len() > 0 || span.end > horizon)
-        {
-            self.holds.push_at(begun, span, |_| {});
-        }
-        // (An empty timeline has nothing to forget: skip the call.)
-        if self.holds.len() > 0 {
-            self.holds.prune(horizon, |_| {});
-        }
+        let (begun, span) = self.pending.take().unzip();
+        self.holds.settle(span, begun, ctx.horizon(), |_| {});
         let now = ctx.now();
         let (free, _) = self.holds.earliest_fit_len(now, Cycles::ZERO);
         let spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);

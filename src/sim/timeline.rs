@@ -128,6 +128,32 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
     }
 
+    /// Records `aside`, a span its owner held back since its last use (a
+    /// lock's last hold: most are never looked at by another CPU), with how
+    /// many spans had begun by its start if known, then forgets what ended
+    /// by `horizon` as [`Timeline::prune`] does. Onto an empty timeline, a
+    /// span that ends by the horizon would be forgotten at once: it is
+    /// dropped instead, which leaves the timeline as recording it would.
+    pub(crate) fn settle(
+        &mut self,
+        aside: Option<Span<T>>,
+        begun: Option<usize>,
+        horizon: Cycles,
+        mut fold: impl FnMut(&Span<T>),
+    ) {
+        if let Some(span) = aside {
+            if self.spans.is_empty() && span.end <= horizon {
+                fold(&span);
+            } else {
+                match begun {
+                    Some(begun) => self.push_at(begun, span, &mut fold),
+                    None => self.push(span, &mut fold),
+                }
+            }
+        }
+        self.prune(horizon, fold);
+    }
+
     /// Removes the oldest span, and the gap after it from the index: the
     /// first gap, as no span begins earlier.
     fn pop_oldest(&mut self) -> Span<T> {
@@ -547,6 +573,32 @@ mod tests {
         t.prune(Cycles(450), |s| folded.push((s.start.0, s.end.0)));
         assert_eq!(folded, vec![(100, 200)]);
         assert_eq!(spans(&t), vec![span(150, 500), span(300, 400)]);
+    }
+
+    #[test]
+    fn settle_records_the_span_aside_then_prunes() {
+        // Onto an empty timeline, a span over by the horizon is forgotten
+        // at once, as recording and pruning it would.
+        let mut t = Timeline::default();
+        let mut folded = Vec::new();
+        t.settle(Some(span(100, 200)), None, Cycles(200), |s| {
+            folded.push((s.start.0, s.end.0))
+        });
+        assert_eq!(spans(&t), vec![]);
+        assert_eq!(folded, vec![(100, 200)]);
+        // One still under way at the horizon is recorded.
+        t.settle(Some(span(300, 400)), Some(0), Cycles(350), |_| {});
+        assert_eq!(spans(&t), vec![span(300, 400)]);
+        // Beside a remembered span, it is recorded, and both go when the
+        // horizon passes them.
+        let mut folded = Vec::new();
+        t.settle(Some(span(500, 600)), None, Cycles(350), |_| {});
+        assert_eq!(spans(&t), vec![span(300, 400), span(500, 600)]);
+        t.settle(None, None, Cycles(600), |s| {
+            folded.push((s.start.0, s.end.0))
+        });
+        assert_eq!(folded, vec![(300, 400), (500, 600)]);
+        assert_eq!(spans(&t), vec![]);
     }
 
     /// The gap index lists exactly the ends of spans followed by a gap.

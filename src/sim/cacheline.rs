@@ -172,6 +172,12 @@ pub struct CacheLine {
     sharers_base: CpuSet,
     /// Transfers still in reach of some CPU's clock.
     transfers: Timeline<Access>,
+    /// The last local atomic, begun after every transfer on `transfers`,
+    /// kept beside them until the next access records it
+    /// ([`Timeline::settle`]) exactly as an immediate push would have. Most
+    /// lines are only ever used by one CPU, whose every atomic would
+    /// otherwise be pushed onto the timeline and popped at the next.
+    pending: Option<Span<Access>>,
 }
 
 impl CacheLine {
@@ -181,7 +187,13 @@ impl CacheLine {
 
     /// The CPU that modified the line last in virtual time, if any.
     pub fn owner(&self) -> Option<CpuId> {
-        self.owner_at(self.transfers.count_begun_by(Cycles(u64::MAX)))
+        match self.pending {
+            Some(Span {
+                data: Access::Modify(cpu),
+                ..
+            }) => Some(cpu),
+            _ => self.owner_at(self.transfers.len()),
+        }
     }
 
     /// An atomic read-modify-write (or a plain store) by the current CPU.
@@ -196,12 +208,11 @@ impl CacheLine {
             // modification is a local atomic at once (the common case of
             // a line only one CPU uses).
             let cost = ctx.machine().costs.atomic_rmw_local.cycles();
-            let span = Span {
+            self.pending = Some(Span {
                 start: now,
                 end: now + cost,
                 data: Access::Modify(cpu),
-            };
-            self.record(self.transfers.len(), span);
+            });
             ctx.charge(symbol, cost);
             return Cycles::ZERO;
         }
@@ -457,10 +468,14 @@ impl CacheLine {
             .push_at(begun, span, |old| fold(owner, sharers, old.data));
     }
 
+    /// Records the local atomic kept aside, then forgets the transfers
+    /// that ended by `horizon`.
     fn forget_before(&mut self, horizon: Cycles) {
         let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
-        self.transfers
-            .prune(horizon, |old| fold(owner, sharers, old.data));
+        let begun = self.transfers.len();
+        self.transfers.settle(self.pending.take(), Some(begun), horizon, |old| {
+            fold(owner, sharers, old.data)
+        });
     }
 }
 

@@ -172,12 +172,52 @@ pub struct CacheLine {
     sharers_base: CpuSet,
     /// Transfers still in reach of some CPU's clock.
     transfers: Timeline<Access>,
-    /// The last local atomic, begun after every transfer on `transfers`,
-    /// kept beside them until the next access records it
-    /// ([`Timeline::settle`]) exactly as an immediate push would have. Most
-    /// lines are only ever used by one CPU, whose every atomic would
-    /// otherwise be pushed onto the timeline and popped at the next.
-    pending: Option<Span<Access>>,
+    /// The last few local atomics, kept beside `transfers` (see
+    /// [`LocalTail`]).
+    tail: LocalTail,
+}
+
+/// How many local atomics a line keeps aside at most.
+const TAIL_MAX: usize = 4;
+
+/// Local atomics of one CPU that begin after every transfer on the
+/// timeline, kept aside until another access needs them there. Most lines
+/// (an mm's semaphore count, a page table's lock) are only ever used by one
+/// CPU: its atomics of one step are forgotten at its next step, and keeping
+/// them here spares pushing each onto the timeline and popping it again.
+/// Kept so, the line behaves exactly as if they were on the timeline: they
+/// are pushed there, in order, before any other use of the line, and while
+/// the timeline is empty those that ended by the horizon are forgotten, as
+/// pruning would forget them.
+#[derive(Clone, Debug)]
+struct LocalTail {
+    /// The CPU whose atomics these are (meaningless while `len` is 0).
+    cpu: CpuId,
+    /// Start and end of each, in order.
+    spans: [(Cycles, Cycles); TAIL_MAX],
+    len: usize,
+}
+
+impl Default for LocalTail {
+    fn default() -> Self {
+        LocalTail {
+            cpu: CpuId(0),
+            spans: [(Cycles::ZERO, Cycles::ZERO); TAIL_MAX],
+            len: 0,
+        }
+    }
+}
+
+impl LocalTail {
+    fn last_end(&self) -> Option<Cycles> {
+        self.len.checked_sub(1).map(|last| self.spans[last].1)
+    }
+
+    /// Forgets the first `count`.
+    fn drop_front(&mut self, count: usize) {
+        self.spans.copy_within(count..self.len, 0);
+        self.len -= count;
+    }
 }
 
 impl CacheLine {
@@ -187,13 +227,10 @@ impl CacheLine {
 
     /// The CPU that modified the line last in virtual time, if any.
     pub fn owner(&self) -> Option<CpuId> {
-        match self.pending {
-            Some(Span {
-                data: Access::Modify(cpu),
-                ..
-            }) => Some(cpu),
-            _ => self.owner_at(self.transfers.len()),
+        if self.tail.len > 0 {
+            return Some(self.tail.cpu);
         }
+        self.owner_at(self.transfers.len())
     }
 
     /// An atomic read-modify-write (or a plain store) by the current CPU.
@@ -202,17 +239,22 @@ impl CacheLine {
         let cpu = ctx.cur();
         let now = ctx.now();
         self.forget_before(ctx.horizon());
-        if self.transfers.idle_from(now) && self.only_here_at_end(cpu) {
+        let idle = match self.tail.last_end() {
+            Some(end) => end <= now && now >= self.transfers.floor(),
+            None => self.transfers.idle_from(now),
+        };
+        if idle && self.only_here_at_end(cpu) {
             // What `access` would find, without the search: the line is
             // free from now on and this CPU holds the only copy, so the
             // modification is a local atomic at once (the common case of
             // a line only one CPU uses).
             let cost = ctx.machine().costs.atomic_rmw_local.cycles();
-            self.pending = Some(Span {
-                start: now,
-                end: now + cost,
-                data: Access::Modify(cpu),
-            });
+            if self.tail.len == TAIL_MAX {
+                self.flush_tail();
+            }
+            self.tail.cpu = cpu;
+            self.tail.spans[self.tail.len] = (now, now + cost);
+            self.tail.len += 1;
             ctx.charge(symbol, cost);
             return Cycles::ZERO;
         }
@@ -224,6 +266,9 @@ impl CacheLine {
     /// Whether, after every remembered transfer, `cpu` holds the only copy
     /// of the line: it modified it last and nobody read it since.
     fn only_here_at_end(&self, cpu: CpuId) -> bool {
+        if self.tail.len > 0 {
+            return self.tail.cpu == cpu;
+        }
         match self.transfers.last() {
             Some(span) => span.data == Access::Modify(cpu),
             None => self.owner_base == Some(cpu) && self.sharers_base.is_empty(),
@@ -294,6 +339,7 @@ impl CacheLine {
     ) -> Cycles {
         let now = ctx.now();
         self.forget_before(ctx.horizon());
+        self.flush_tail();
         // A read of a copy held here does not wait for a transfer in flight,
         // unless that transfer takes the copy away (a modification).
         // A line nobody uses from now on (the common, uncontended case)
@@ -468,14 +514,37 @@ impl CacheLine {
             .push_at(begun, span, |old| fold(owner, sharers, old.data));
     }
 
-    /// Records the local atomic kept aside, then forgets the transfers
-    /// that ended by `horizon`.
+    /// Forgets the transfers that ended by `horizon`, then, if none is left,
+    /// the local atomics kept aside that ended by it.
     fn forget_before(&mut self, horizon: Cycles) {
         let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
-        let begun = self.transfers.len();
-        self.transfers.settle(self.pending.take(), Some(begun), horizon, |old| {
-            fold(owner, sharers, old.data)
-        });
+        self.transfers
+            .prune(horizon, |old| fold(owner, sharers, old.data));
+        if self.tail.len > 0 && self.transfers.len() == 0 {
+            let ended = self.tail.spans[..self.tail.len]
+                .iter()
+                .take_while(|&&(_, end)| end <= horizon)
+                .count();
+            if ended > 0 {
+                fold(owner, sharers, Access::Modify(self.tail.cpu));
+                self.tail.drop_front(ended);
+            }
+        }
+    }
+
+    /// Puts the local atomics kept aside onto the timeline, in order.
+    fn flush_tail(&mut self) {
+        let cpu = self.tail.cpu;
+        for i in 0..self.tail.len {
+            let (start, end) = self.tail.spans[i];
+            let span = Span {
+                start,
+                end,
+                data: Access::Modify(cpu),
+            };
+            self.record(self.transfers.len(), span);
+        }
+        self.tail.len = 0;
     }
 }
 

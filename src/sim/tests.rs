@@ -305,6 +305,60 @@ fn a_cpu_uses_the_line_as_of_its_own_clock() {
     assert_eq!(ctx.clock_of(CpuId(0)), far + local_rmw(ctx));
 }
 
+#[test]
+fn a_cpu_finds_another_cpu_s_run_of_local_atomics_as_of_its_own_clock() {
+    // cpu1 modifies the line alone, every `every` cycles, more times than a
+    // line keeps aside beside its timeline; cpu0, at an earlier clock, then
+    // finds each of those atomics where it was: it waits out the one under
+    // way at its clock and takes the line in the gap after it.
+    let every = Cycles(10_000);
+    let times = 6;
+    for probe in [
+        Cycles(500),
+        Cycles(20_000),
+        Cycles(30_000),
+        Cycles(45_000),
+        Cycles(70_000),
+    ] {
+        let mut ctx = ctx_with_cpus(2, 1);
+        let mut line = CacheLine::new();
+        ctx.set_cur(CpuId(1));
+        for i in 0..times {
+            ctx.idle_until(Cycles(every.0 * i));
+            assert_eq!(line.rmw(&mut ctx, RMW), Cycles::ZERO, "cpu1 alone waits");
+        }
+        let (local, transfer) = (local_rmw(&ctx), transfer_cost(&ctx, CpuId(1), CpuId(0)));
+        assert!(transfer + local < every, "the gaps fit a transfer");
+        ctx.set_cur(CpuId(0));
+        ctx.idle_until(probe);
+        let waited = line.rmw(&mut ctx, RMW);
+        // Under way at the probe: cpu1's atomic that began at or before it.
+        let began = Cycles(probe.0 / every.0 * every.0);
+        let busy_until = if probe.0 / every.0 < times {
+            began + local
+        } else {
+            probe
+        };
+        let expected = busy_until.max(probe) - probe;
+        assert_eq!(waited, expected, "cpu0 at {probe}");
+        assert_eq!(
+            ctx.clock_of(CpuId(0)),
+            probe + expected + transfer,
+            "cpu0 at {probe}"
+        );
+        let last = if probe.0 / every.0 < times {
+            CpuId(1)
+        } else {
+            CpuId(0)
+        };
+        assert_eq!(
+            line.owner(),
+            Some(last),
+            "the last to modify it, cpu0 at {probe}"
+        );
+    }
+}
+
 /// cpu1 owns the line and modifies it again at `again`; cpu0 runs a
 /// `cmpxchg` loop from cycle 100. Returns cpu0's clock after it and the
 /// retries counted.

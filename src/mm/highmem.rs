@@ -33,8 +33,7 @@ impl Kernel {
         let costs = &ctx.machine().costs;
         let bytes = order.nr_pages() * PAGE_SIZE;
         let (symbol, own) = if order == Order::ZERO {
-            let own = costs.clear_page_bandwidth.cycles_for_bytes(bytes);
-            (Symbol::ClearPageErms, own)
+            (Symbol::ClearPageErms, ctx.clear_cycles_for_bytes(bytes))
         } else {
             let own = costs.clear_huge_page_bandwidth.cycles_for_bytes(bytes);
             (Symbol::ClearHugePage, own)

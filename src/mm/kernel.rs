@@ -384,11 +384,19 @@ impl Kernel {
         ctx.charge(Symbol::UserAccess, cost);
         // A fault is retried once it is handled; a second miss on the same
         // access would mean the handler did not map the page.
-        for _ in 0..3 {
-            if let Some(target) = self.translate(mm, addr, write) {
+        let mut target = self.translate(mm, addr, write);
+        for attempt in 0..3 {
+            if let Some(target) = target {
                 return Ok(target);
             }
             self.page_fault(ctx, mm, addr, write)?;
+            if attempt < 2 {
+                // The fault found a VMA that allows the access, and handling
+                // it changed only page tables: the retry's walk alone
+                // decides (`translate` would find the same VMA again).
+                target = self.walk(self.mm(mm).pgd, addr, write);
+                debug_assert_eq!(target, self.translate(mm, addr, write));
+            }
         }
         panic!("fault at {addr:#x} (write {write}) handled but still not mapped");
     }

@@ -15,14 +15,20 @@ use super::time::{CpuId, Cycles};
 /// The key of an empty entry: later than any queued CPU's.
 const EMPTY: u64 = u64::MAX;
 
+/// Room for the tree of the largest machine a profile may describe (4096
+/// CPUs, `machine/load.rs`): its nodes are a fixed array, indexed through
+/// a mask, so that replaying a path (on every step) needs no bounds checks.
+const NODES_MAX: usize = 2 * 4096;
+
 #[derive(Clone, Debug)]
 pub(crate) struct ClockQueue {
     /// The tree of keys, each a clock and a CPU id packed so that one
     /// integer comparison orders them by clock, then id (`key`): node
     /// `leaves + i` is CPU `i`'s entry ([`EMPTY`] if it is not queued), and
     /// node `n < leaves` holds the lesser of nodes `2n` and `2n + 1`, so
-    /// node 1 is the earliest entry. Node 0 is unused.
-    nodes: Vec<u64>,
+    /// node 1 is the earliest entry. Node 0 is unused, and so are the
+    /// nodes from `2 * leaves` on.
+    nodes: Box<[u64; NODES_MAX]>,
     /// Leaves of the tree: the CPU count rounded up to a power of two.
     leaves: usize,
     /// Bits of a key taken by the CPU id: log2 of `leaves`.
@@ -32,8 +38,16 @@ pub(crate) struct ClockQueue {
 impl ClockQueue {
     pub(crate) fn new(nr_cpus: usize) -> ClockQueue {
         let leaves = nr_cpus.max(1).next_power_of_two();
+        assert!(
+            2 * leaves <= NODES_MAX,
+            "{nr_cpus} CPUs: the step queue holds {} at most",
+            NODES_MAX / 2
+        );
         let mut queue = ClockQueue {
-            nodes: vec![EMPTY; 2 * leaves],
+            nodes: vec![EMPTY; NODES_MAX]
+                .into_boxed_slice()
+                .try_into()
+                .expect("NODES_MAX entries"),
             leaves,
             id_bits: leaves.trailing_zeros(),
         };
@@ -43,7 +57,7 @@ impl ClockQueue {
 
     /// Empties the queue.
     pub(crate) fn clear(&mut self) {
-        self.nodes.iter_mut().for_each(|node| *node = EMPTY);
+        self.nodes[..2 * self.leaves].fill(EMPTY);
     }
 
     /// `cpu` at `clock` as one integer. The clock must leave room for the
@@ -59,7 +73,7 @@ impl ClockQueue {
     /// Queues `cpu` at `clock`, replacing its entry.
     pub(crate) fn push(&mut self, clock: Cycles, cpu: CpuId) {
         let key = self.key(clock, cpu);
-        let old = self.nodes[self.leaves + cpu.index()];
+        let old = self.nodes[(self.leaves + cpu.index()) % NODES_MAX];
         debug_assert!(
             old == EMPTY || old <= key,
             "{cpu} queued back from {} to {clock}",
@@ -83,16 +97,21 @@ impl ClockQueue {
 
     /// Replays the matches on the way from `cpu`'s leaf to the final, up
     /// to the first whose winner stays the same (the rest then do too).
+    /// (Every index is taken modulo `NODES_MAX`, which changes none of
+    /// them, `new` checks, but lets the compiler drop the bounds checks.)
     fn set(&mut self, cpu: CpuId, key: u64) {
-        let mut node = self.leaves + cpu.index();
+        let mut node = (self.leaves + cpu.index()) % NODES_MAX;
         self.nodes[node] = key;
+        // The value of `node`, carried up instead of read back.
+        let mut value = key;
         while node > 1 {
-            let winner = self.nodes[node].min(self.nodes[node ^ 1]);
+            let winner = value.min(self.nodes[(node ^ 1) % NODES_MAX]);
             node /= 2;
             if self.nodes[node] == winner {
                 break;
             }
             self.nodes[node] = winner;
+            value = winner;
         }
     }
 }

@@ -38,13 +38,41 @@ pub const CHUNK_BYTES: u64 = 4096;
 #[derive(Clone, Debug)]
 pub struct Dram {
     nodes: Vec<Timeline<()>>,
+    /// `node_memory_bandwidth`, bytes per cycle.
+    bandwidth: f64,
+    /// How long the traffic of one full chunk occupies a node, for 1 and 2
+    /// bytes of traffic per byte (a clear; a copy within one node): every
+    /// chunk of every clear asks, and the float division and rounding
+    /// behind it were about 1% of a run's host instructions.
+    full_chunk_lens: [Cycles; 2],
 }
 
 impl Dram {
-    pub fn new(nr_nodes: u32) -> Dram {
-        Dram {
+    /// `bandwidth` is the machine's `node_memory_bandwidth`, bytes per cycle.
+    pub fn new(nr_nodes: u32, bandwidth: f64) -> Dram {
+        let mut dram = Dram {
             nodes: (0..nr_nodes).map(|_| Timeline::default()).collect(),
+            bandwidth,
+            full_chunk_lens: [Cycles::ZERO; 2],
+        };
+        dram.full_chunk_lens = [1, 2].map(|per_byte| dram.compute_len(CHUNK_BYTES * per_byte));
+        dram
+    }
+
+    /// How long `bytes` of traffic occupy a node's memory: at least a cycle.
+    #[inline]
+    fn traffic_len(&self, bytes: u64) -> Cycles {
+        if bytes == CHUNK_BYTES {
+            self.full_chunk_lens[0]
+        } else if bytes == 2 * CHUNK_BYTES {
+            self.full_chunk_lens[1]
+        } else {
+            self.compute_len(bytes)
         }
+    }
+
+    fn compute_len(&self, bytes: u64) -> Cycles {
+        Cycles(((bytes as f64 / self.bandwidth).round() as u64).max(1))
     }
 
     /// Occupies `node`'s memory for `len` at the earliest moment at or
@@ -88,7 +116,6 @@ pub fn dram_stream(
     traffic: &[Traffic],
 ) -> Cycles {
     assert!(bytes > 0, "a memory stream of no bytes");
-    let bandwidth = ctx.machine().costs.node_memory_bandwidth.value();
     let horizon = ctx.horizon();
     let start = ctx.now();
     let chunks = bytes.div_ceil(CHUNK_BYTES);
@@ -98,7 +125,7 @@ pub fn dram_stream(
         let mut done = t + share(own, k, chunks);
         for stream in traffic {
             let traffic_bytes = chunk * stream.bytes_per_byte;
-            let len = Cycles(((traffic_bytes as f64 / bandwidth).round() as u64).max(1));
+            let len = ctx.dram.traffic_len(traffic_bytes);
             done = done.max(ctx.dram.occupy(stream.node, t, len, horizon));
             ctx.count(Event::DramBytes, traffic_bytes);
         }

@@ -504,12 +504,33 @@ impl<V: Copy> SlideQueue<V> {
         self.head = 0;
     }
 
+    /// The live items. Taken without a bounds check: this is the engine's
+    /// most frequent call (every look at a timeline goes through it), and
+    /// checked it costs 2.7% more instructions on the 30G usemem run, 1.8%
+    /// on its "after" side (docs/engine.md, "Host speed"; a check without
+    /// a panic, `get(..).unwrap_or_default()`, saves only a quarter of
+    /// that).
     fn as_slice(&self) -> &[V] {
-        &self.items[self.head..]
+        self.check();
+        // SAFETY: `head <= items.len()` holds after every method of this
+        // type: `drop_front` asserts that it drops no more than is live,
+        // `remove` moves `head` on only past an item it overwrites, and
+        // every shrink of `items` (`clear`, `drain_dead`) resets `head`.
+        unsafe { self.items.get_unchecked(self.head..) }
     }
 
     fn as_mut_slice(&mut self) -> &mut [V] {
         &mut self.items[self.head..]
+    }
+
+    /// The invariant that makes the live part a valid range.
+    fn check(&self) {
+        debug_assert!(
+            self.head <= self.items.len(),
+            "head {} past {} items",
+            self.head,
+            self.items.len()
+        );
     }
 
     fn push_back(&mut self, value: V) {

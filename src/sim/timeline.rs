@@ -22,6 +22,7 @@
 //! searches are plain slice searches and the oldest span leaves by moving
 //! an offset.
 
+use self::slide_queue::SlideQueue;
 use super::time::Cycles;
 
 /// How many busy spans one object remembers. Beyond this, gaps before the
@@ -478,120 +479,175 @@ fn gallop(from: usize, len: usize, pred: impl Fn(usize) -> bool) -> usize {
     lo
 }
 
-/// A queue kept as one contiguous slice, so that it is searched and walked
-/// as a plain slice: the live items are `items[head..]`. Items leave at the
-/// front by moving `head` on; the dead prefix this leaves is drained once
-/// it is as long as the live part (and not tiny), so the vector holds at
-/// most twice what is live plus [`SlideQueue::DEAD_MIN`], and each item is
-/// moved by a drain at most once, amortised. An insertion or a removal
-/// moves the shorter side, into or out of the dead prefix at the front.
-#[derive(Clone, Debug)]
-struct SlideQueue<V> {
-    items: Vec<V>,
-    head: usize,
-}
+/// [`SlideQueue`] in a module of its own: its fields are private to it, so
+/// the invariant its `unsafe` relies on is kept by its methods alone.
+mod slide_queue {
+    /// A queue kept as one contiguous slice, so that it is searched and walked
+    /// as a plain slice: the live items are `items[head..]`. Items leave at the
+    /// front by moving `head` on; the dead prefix this leaves is drained once
+    /// it is as long as the live part (and not tiny), so the vector holds at
+    /// most twice what is live plus [`SlideQueue::DEAD_MIN`], and each item is
+    /// moved by a drain at most once, amortised. An insertion or a removal
+    /// moves the shorter side, into or out of the dead prefix at the front.
+    #[derive(Clone, Debug)]
+    pub(super) struct SlideQueue<V> {
+        items: Vec<V>,
+        head: usize,
+    }
 
-impl<V> SlideQueue<V> {
-    fn new() -> SlideQueue<V> {
-        SlideQueue {
-            items: Vec::new(),
-            head: 0,
+    impl<V> SlideQueue<V> {
+        pub(super) fn new() -> SlideQueue<V> {
+            SlideQueue {
+                items: Vec::new(),
+                head: 0,
+            }
         }
     }
-}
 
-impl<V: Copy> SlideQueue<V> {
-    /// The shortest dead prefix that is drained.
-    const DEAD_MIN: usize = 32;
+    impl<V: Copy> SlideQueue<V> {
+        /// The shortest dead prefix that is drained.
+        const DEAD_MIN: usize = 32;
 
-    fn clear(&mut self) {
-        self.items.clear();
-        self.head = 0;
-    }
-
-    /// The live items. Taken without a bounds check: this is the engine's
-    /// most frequent call (every look at a timeline goes through it), and
-    /// checked it costs 2.7% more instructions on the 30G usemem run, 1.8%
-    /// on its "after" side (docs/engine.md, "Host speed"; a check without
-    /// a panic, `get(..).unwrap_or_default()`, saves only a quarter of
-    /// that).
-    fn as_slice(&self) -> &[V] {
-        self.check();
-        // SAFETY: `head <= items.len()` holds after every method of this
-        // type: `drop_front` asserts that it drops no more than is live,
-        // `remove` moves `head` on only past an item it overwrites, and
-        // every shrink of `items` (`clear`, `drain_dead`) resets `head`.
-        unsafe { self.items.get_unchecked(self.head..) }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [V] {
-        &mut self.items[self.head..]
-    }
-
-    /// The invariant that makes the live part a valid range.
-    fn check(&self) {
-        debug_assert!(
-            self.head <= self.items.len(),
-            "head {} past {} items",
-            self.head,
-            self.items.len()
-        );
-    }
-
-    fn push_back(&mut self, value: V) {
-        self.items.push(value);
-    }
-
-    /// Removes the first `count` live items.
-    fn drop_front(&mut self, count: usize) {
-        let live = self.items.len() - self.head;
-        assert!(count <= live, "drop {count} of {live}");
-        self.head += count;
-        self.drain_dead();
-    }
-
-    /// Drains the dead prefix once it is as long as the live part and at
-    /// least [`SlideQueue::DEAD_MIN`] long (so that a short queue, whose
-    /// items come and go one or two at a time, is not moved at every pop).
-    fn drain_dead(&mut self) {
-        let live = self.items.len() - self.head;
-        if live == 0 {
-            self.clear();
-        } else if self.head >= live.max(Self::DEAD_MIN) {
-            self.items.copy_within(self.head.., 0);
-            self.items.truncate(live);
+        pub(super) fn clear(&mut self) {
+            self.items.clear();
             self.head = 0;
         }
-    }
 
-    /// Inserts `value` so that it becomes the live item at `at`.
-    fn insert(&mut self, at: usize, value: V) {
-        let live = self.items.len() - self.head;
-        assert!(at <= live, "insert at {at} of {live}");
-        if self.head > 0 && at < live / 2 {
-            // Move the `at` items before it one place into the dead prefix.
-            let head = self.head;
-            self.items.copy_within(head..head + at, head - 1);
-            self.head -= 1;
-            self.items[head - 1 + at] = value;
-        } else {
-            self.items.insert(self.head + at, value);
+        /// The live items. Taken without a bounds check: this is the engine's
+        /// most frequent call (every look at a timeline goes through it), and
+        /// checked it costs 2.7% more instructions on the 30G usemem run, 1.8%
+        /// on its "after" side (docs/engine.md, "Host speed"; a check without
+        /// a panic, `get(..).unwrap_or_default()`, saves only a quarter of
+        /// that).
+        pub(super) fn as_slice(&self) -> &[V] {
+            self.check();
+            // SAFETY: `head <= items.len()` holds after every method of this
+            // type: `drop_front` asserts that it drops no more than is live,
+            // `remove` moves `head` on only past an item it overwrites, and
+            // every shrink of `items` (`clear`, `drain_dead`) resets `head`.
+            unsafe { self.items.get_unchecked(self.head..) }
+        }
+
+        pub(super) fn as_mut_slice(&mut self) -> &mut [V] {
+            &mut self.items[self.head..]
+        }
+
+        /// The invariant that makes the live part a valid range.
+        fn check(&self) {
+            debug_assert!(
+                self.head <= self.items.len(),
+                "head {} past {} items",
+                self.head,
+                self.items.len()
+            );
+        }
+
+        pub(super) fn push_back(&mut self, value: V) {
+            self.items.push(value);
+        }
+
+        /// Removes the first `count` live items.
+        pub(super) fn drop_front(&mut self, count: usize) {
+            let live = self.items.len() - self.head;
+            assert!(count <= live, "drop {count} of {live}");
+            self.head += count;
+            self.drain_dead();
+        }
+
+        /// Drains the dead prefix once it is as long as the live part and at
+        /// least [`SlideQueue::DEAD_MIN`] long (so that a short queue, whose
+        /// items come and go one or two at a time, is not moved at every pop).
+        fn drain_dead(&mut self) {
+            let live = self.items.len() - self.head;
+            if live == 0 {
+                self.clear();
+            } else if self.head >= live.max(Self::DEAD_MIN) {
+                self.items.copy_within(self.head.., 0);
+                self.items.truncate(live);
+                self.head = 0;
+            }
+        }
+
+        /// Inserts `value` so that it becomes the live item at `at`.
+        pub(super) fn insert(&mut self, at: usize, value: V) {
+            let live = self.items.len() - self.head;
+            assert!(at <= live, "insert at {at} of {live}");
+            if self.head > 0 && at < live / 2 {
+                // Move the `at` items before it one place into the dead prefix.
+                let head = self.head;
+                self.items.copy_within(head..head + at, head - 1);
+                self.head -= 1;
+                self.items[head - 1 + at] = value;
+            } else {
+                self.items.insert(self.head + at, value);
+            }
+        }
+
+        /// Removes the live item at `at`.
+        pub(super) fn remove(&mut self, at: usize) {
+            let live = self.items.len() - self.head;
+            assert!(at < live, "remove at {at} of {live}");
+            if at < live / 2 {
+                // Move the `at` items before it one place toward the back.
+                let head = self.head;
+                self.items.copy_within(head..head + at, head + 1);
+                self.head += 1;
+            } else {
+                self.items.remove(self.head + at);
+            }
+            self.drain_dead();
         }
     }
 
-    /// Removes the live item at `at`.
-    fn remove(&mut self, at: usize) {
-        let live = self.items.len() - self.head;
-        assert!(at < live, "remove at {at} of {live}");
-        if at < live / 2 {
-            // Move the `at` items before it one place toward the back.
-            let head = self.head;
-            self.items.copy_within(head..head + at, head + 1);
-            self.head += 1;
-        } else {
-            self.items.remove(self.head + at);
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn slide_queue_agrees_with_a_deque_and_stays_bounded() {
+            use std::collections::VecDeque;
+            let mut rng = crate::sim::rng::Rng::new(11);
+            let mut queue = SlideQueue::new();
+            let mut model = VecDeque::new();
+            for step in 0..20_000u64 {
+                let live = model.len() as u64;
+                match rng.below(8) {
+                    // Mostly pushes and drops at the ends, as a timeline does.
+                    0..=2 => {
+                        queue.push_back(step);
+                        model.push_back(step);
+                    }
+                    3 | 4 if live > 0 => {
+                        let count = 1 + rng.below(live.min(3)) as usize;
+                        queue.drop_front(count);
+                        model.drain(..count);
+                    }
+                    5 | 6 => {
+                        let at = rng.below(live + 1) as usize;
+                        queue.insert(at, step);
+                        model.insert(at, step);
+                    }
+                    7 if live > 0 => {
+                        let at = rng.below(live) as usize;
+                        queue.remove(at);
+                        model.remove(at);
+                    }
+                    _ => {
+                        queue.clear();
+                        model.clear();
+                    }
+                }
+                assert!(queue.as_slice().iter().eq(model.iter()), "step {step}");
+                // Memory: the dead prefix never outgrows the live part by more
+                // than the few left before a drain.
+                assert!(
+                    queue.head <= model.len().max(SlideQueue::<u64>::DEAD_MIN),
+                    "step {step}: {} dead, {} live",
+                    queue.head,
+                    model.len()
+                );
+            }
         }
-        self.drain_dead();
     }
 }
 
@@ -792,52 +848,6 @@ mod tests {
                     "cut {cut} from {from}"
                 );
             }
-        }
-    }
-
-    #[test]
-    fn slide_queue_agrees_with_a_deque_and_stays_bounded() {
-        use std::collections::VecDeque;
-        let mut rng = crate::sim::rng::Rng::new(11);
-        let mut queue = SlideQueue::new();
-        let mut model = VecDeque::new();
-        for step in 0..20_000u64 {
-            let live = model.len() as u64;
-            match rng.below(8) {
-                // Mostly pushes and drops at the ends, as a timeline does.
-                0..=2 => {
-                    queue.push_back(step);
-                    model.push_back(step);
-                }
-                3 | 4 if live > 0 => {
-                    let count = 1 + rng.below(live.min(3)) as usize;
-                    queue.drop_front(count);
-                    model.drain(..count);
-                }
-                5 | 6 => {
-                    let at = rng.below(live + 1) as usize;
-                    queue.insert(at, step);
-                    model.insert(at, step);
-                }
-                7 if live > 0 => {
-                    let at = rng.below(live) as usize;
-                    queue.remove(at);
-                    model.remove(at);
-                }
-                _ => {
-                    queue.clear();
-                    model.clear();
-                }
-            }
-            assert!(queue.as_slice().iter().eq(model.iter()), "step {step}");
-            // Memory: the dead prefix never outgrows the live part by more
-            // than the few left before a drain.
-            assert!(
-                queue.head <= model.len().max(SlideQueue::<u64>::DEAD_MIN),
-                "step {step}: {} dead, {} live",
-                queue.head,
-                model.len()
-            );
         }
     }
 

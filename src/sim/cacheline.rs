@@ -99,32 +99,51 @@ fn touch_other_line(
     cost
 }
 
-/// A set of CPUs as a bitmap, empty until used (most lines never are shared).
+/// How many CPUs a [`CpuSet`] holds without a heap allocation.
+const CPUSET_INLINE: usize = 128;
+
+/// A set of CPUs as a bitmap: the first [`CPUSET_INLINE`] CPUs in place (a
+/// line's sharers are cleared at every modification, so clearing must be
+/// cheap), the rest in words allocated when first used.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct CpuSet {
-    words: Vec<u64>,
+    inline: [u64; CPUSET_INLINE / 64],
+    more: Vec<u64>,
 }
 
 impl CpuSet {
     fn insert(&mut self, cpu: CpuId) {
         let (word, bit) = (cpu.index() / 64, cpu.0 % 64);
-        if self.words.len() <= word {
-            self.words.resize(word + 1, 0);
+        match self.inline.get_mut(word) {
+            Some(w) => *w |= 1 << bit,
+            None => {
+                let word = word - self.inline.len();
+                if self.more.len() <= word {
+                    self.more.resize(word + 1, 0);
+                }
+                self.more[word] |= 1 << bit;
+            }
         }
-        self.words[word] |= 1 << bit;
     }
 
     fn is_empty(&self) -> bool {
-        self.words.iter().all(|&w| w == 0)
+        self.words().all(|w| w == 0)
     }
 
     fn clear(&mut self) {
-        self.words.iter_mut().for_each(|w| *w = 0);
+        self.inline = [0; CPUSET_INLINE / 64];
+        if !self.more.is_empty() {
+            self.more.fill(0);
+        }
+    }
+
+    fn words(&self) -> impl Iterator<Item = u64> + '_ {
+        self.inline.iter().chain(&self.more).copied()
     }
 
     /// The CPUs in the set, lowest first; one turn per CPU, not per bit.
     fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &word)| {
+        self.words().enumerate().flat_map(|(i, word)| {
             let mut rest = word;
             std::iter::from_fn(move || {
                 (rest != 0).then(|| {
@@ -549,6 +568,7 @@ impl CacheLine {
 }
 
 /// Applies a forgotten transfer to the state before the remembered ones.
+#[inline]
 fn fold(owner: &mut Option<CpuId>, sharers: &mut CpuSet, access: Access) {
     match access {
         Access::Modify(cpu) => {
@@ -556,5 +576,28 @@ fn fold(owner: &mut Option<CpuId>, sharers: &mut CpuSet, access: Access) {
             sharers.clear();
         }
         Access::Read(cpu) => sharers.insert(cpu),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_set_holds_cpus_in_place_and_beyond() {
+        let mut set = CpuSet::default();
+        assert!(set.is_empty());
+        let cpus = [CpuId(3), CpuId(127), CpuId(128), CpuId(300), CpuId(4095)];
+        for &cpu in cpus.iter().rev() {
+            set.insert(cpu);
+            set.insert(cpu);
+        }
+        assert!(!set.is_empty());
+        assert_eq!(set.iter().collect::<Vec<_>>(), cpus);
+        set.clear();
+        assert!(set.is_empty());
+        assert_eq!(set.iter().count(), 0);
+        set.insert(CpuId(200));
+        assert_eq!(set.iter().collect::<Vec<_>>(), [CpuId(200)]);
     }
 }

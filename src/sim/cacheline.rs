@@ -377,6 +377,10 @@ impl CacheLine {
         // overlapping the next one either.
         let (start, begun, at_start) = if idle {
             (now, begun_now, at_now)
+        } else if let Some((start, begun)) = self.transfers.fit_after_run(now) {
+            // Busy from before now to the last transfer without a break (a
+            // line many CPUs hammer): the access queues after the last.
+            (start, begun, need(self, ctx, begun))
         } else {
             // What an access needs depends only on how many transfers came
             // before it: the search's last answer is usually the one wanted.

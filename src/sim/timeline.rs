@@ -109,6 +109,21 @@ impl<T: Copy + PartialEq> Timeline<T> {
         t >= self.floor && self.spans().last().is_none_or(|last| last.end <= t)
     }
 
+    /// For an exclusive timeline: when the spans run back to back with no
+    /// gap between any two and `t` lies among them (not before the first),
+    /// the end of the last and how many spans have begun by it: where
+    /// [`Timeline::earliest_fit`] would place a use of any length at `t`,
+    /// found without a search.
+    pub(crate) fn fit_after_run(&self, t: Cycles) -> Option<(Cycles, usize)> {
+        let spans = self.spans();
+        let (first, last) = (spans.first()?, spans.last()?);
+        (self.sharing == Sharing::Exclusive
+            && self.gaps().is_empty()
+            && first.start <= t
+            && t < last.end)
+            .then_some((last.end, spans.len()))
+    }
+
     /// The latest-starting span remembered, if any.
     pub(crate) fn last(&self) -> Option<&Span<T>> {
         self.spans().last()
@@ -701,6 +716,9 @@ mod tests {
             t.blocked_until(s, len, |_| true)
         });
         assert_eq!(walked, searched, "at {at} for {}", len.0);
+        if let Some(after_run) = t.fit_after_run(Cycles(at)) {
+            assert_eq!(after_run, (walked, begun), "after the run, at {at}");
+        }
         walked.0
     }
 
@@ -733,6 +751,9 @@ mod tests {
             );
         }
         assert_eq!(spans(&t).len(), 3);
+        assert_eq!(t.fit_after_run(Cycles(150)), Some((Cycles(400), 3)));
+        assert_eq!(t.fit_after_run(Cycles(50)), None, "before the run");
+        assert_eq!(t.fit_after_run(Cycles(400)), None, "after the run");
         assert_eq!(fit(&t, 150, 0), 400);
         assert_eq!(fit(&t, 50, 60), 400);
     }
@@ -808,10 +829,12 @@ mod tests {
         let mut rng = crate::sim::rng::Rng::new(7);
         let mut t = Timeline::default();
         let mut horizon = 0;
+        let mut after_runs = 0;
         for step in 0..5_000u64 {
             let at = horizon + rng.below(400);
             let len = 1 + rng.below(if step % 3 == 0 { 3 } else { 60 });
             let begun = spans(&t).iter().filter(|s| s.start.0 <= at).count();
+            after_runs += usize::from(t.fit_after_run(Cycles(at)).is_some());
             assert_eq!(t.count_begun_by(Cycles(at)), begun, "begun by {at}");
             // Queries of every length, including the zero-length probe.
             for probe in [0, 1, len, 2 * len] {
@@ -834,6 +857,7 @@ mod tests {
             t.prune(Cycles(horizon), |_| {});
             check_gaps(&t);
         }
+        assert!(after_runs > 20, "only {after_runs} searches inside a run");
     }
 
     #[test]

@@ -45,10 +45,21 @@ struct Holder {
 /// writer may be waiting; a few levels are allowed here, for tests.
 const HOLDERS_MAX: usize = 8;
 
+/// An unused slot of [`RwSemaphore::holders`].
+const NO_HOLDER: Holder = Holder {
+    cpu: CpuId(0),
+    mode: Mode::Read,
+    arrived: Cycles::ZERO,
+    since: Cycles::ZERO,
+};
+
 #[derive(Clone, Debug)]
 pub struct RwSemaphore {
     count: CacheLine,
-    holders: Vec<Holder>,
+    /// The holds in progress, oldest first: `holders[..nr_holders]`. In a
+    /// fixed array, as there are few and most steps take one.
+    holders: [Holder; HOLDERS_MAX],
+    nr_holders: usize,
     /// Past reader holds (they may overlap one another).
     readers: Timeline<()>,
     /// Past writer holds, each with when its writer arrived: from then on,
@@ -64,7 +75,8 @@ impl Default for RwSemaphore {
     fn default() -> Self {
         RwSemaphore {
             count: CacheLine::new(),
-            holders: Vec::new(),
+            holders: [NO_HOLDER; HOLDERS_MAX],
+            nr_holders: 0,
             readers: Timeline::new(Sharing::Shared),
             writers: Timeline::new(Sharing::Exclusive),
             pending_reader: None,
@@ -101,7 +113,7 @@ impl RwSemaphore {
 
     fn acquire(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
         let cpu = ctx.cur();
-        if !self.holders.is_empty() {
+        if self.nr_holders > 0 {
             self.check_nested(cpu, mode);
         }
         self.forget_before(ctx.horizon());
@@ -109,12 +121,13 @@ impl RwSemaphore {
         let since = self.free_at(arrived, Cycles::ZERO, mode);
         ctx.idle_until(since);
         self.count.rmw(ctx, symbol);
-        self.holders.push(Holder {
+        self.holders[self.nr_holders] = Holder {
             cpu,
             mode,
             arrived,
             since,
-        });
+        };
+        self.nr_holders += 1;
         since - arrived
     }
 
@@ -122,19 +135,20 @@ impl RwSemaphore {
     /// within one step, and a bounded number of times.
     #[cold]
     fn check_nested(&self, cpu: CpuId, mode: Mode) {
-        if let Some(other) = self.holders.iter().find(|h| h.cpu != cpu) {
+        let holders = &self.holders[..self.nr_holders];
+        if let Some(other) = holders.iter().find(|h| h.cpu != cpu) {
             panic!(
                 "rwsem held across a step by {} (since {})",
                 other.cpu, other.since
             );
         }
-        let writing = self.holders.iter().any(|h| h.mode == Mode::Write);
+        let writing = holders.iter().any(|h| h.mode == Mode::Write);
         assert!(
             !writing && mode == Mode::Read,
             "{cpu} takes an rwsem it already holds ({mode:?}): deadlock"
         );
         assert!(
-            self.holders.len() < HOLDERS_MAX,
+            self.nr_holders < HOLDERS_MAX,
             "{cpu} holds an rwsem {HOLDERS_MAX} times"
         );
     }
@@ -142,10 +156,12 @@ impl RwSemaphore {
     fn release(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
         let cpu = ctx.cur();
         self.push_pending_reader();
-        let i = self.holders.iter().rposition(|h| h.mode == mode);
-        let holder = self
-            .holders
-            .remove(i.unwrap_or_else(|| panic!("{cpu}: up_{mode:?} without down")));
+        let n = self.nr_holders;
+        let i = self.holders[..n].iter().rposition(|h| h.mode == mode);
+        let i = i.unwrap_or_else(|| panic!("{cpu}: up_{mode:?} without down"));
+        let holder = self.holders[i];
+        self.holders.copy_within(i + 1..n, i);
+        self.nr_holders = n - 1;
         assert_eq!(
             holder.cpu, cpu,
             "{cpu} releases an rwsem held by {}",

@@ -201,7 +201,9 @@ impl RwSemaphore {
     }
 
     /// The earliest moment at or after `t` from which a `mode` hold of `len`
-    /// conflicts with no recorded hold (for `len` zero: may begin).
+    /// conflicts with no recorded hold (for `len` zero: may begin). Inlined,
+    /// so that the uncontended case costs its callers a few comparisons.
+    #[inline]
     fn free_at(&self, t: Cycles, len: Cycles, mode: Mode) -> Cycles {
         debug_assert!(self.pending_reader.is_none(), "free_at before the push");
         let floor = match mode {
@@ -218,8 +220,15 @@ impl RwSemaphore {
         if unopposed {
             return t.max(floor);
         }
+        self.search_free_at(t.max(floor), len, mode)
+    }
+
+    /// [`RwSemaphore::free_at`] past the floor `t`, with holds recorded
+    /// that may conflict: a search over them.
+    #[inline(never)]
+    fn search_free_at(&self, t: Cycles, len: Cycles, mode: Mode) -> Cycles {
         let spans_max = 2 * SPANS_MAX;
-        earliest(t.max(floor), spans_max, |s| match mode {
+        earliest(t, spans_max, |s| match mode {
             // Not inside a writer's hold, nor after its arrival (queued
             // behind it); not overlapping its hold.
             Mode::Read => self.writers.latest_end_where(|w| {

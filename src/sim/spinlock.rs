@@ -112,7 +112,7 @@ impl SpinLock {
         let (begun, span) = self.pending.take().unzip();
         self.holds.settle(span, begun, ctx.horizon(), |_| {});
         let now = ctx.now();
-        let (free, _) = self.holds.earliest_fit_len(now, Cycles::ZERO);
+        let (free, _) = earliest_fit_len(&self.holds, now, Cycles::ZERO);
         let spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);
         let transfer_symbol = if spun > Cycles::ZERO {
             Symbol::QueuedSpinLockSlowpath
@@ -147,9 +147,11 @@ impl SpinLock {
     fn place(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
         debug_assert!(self.pending.is_none(), "a hold kept aside under a hold");
         let len = ctx.now() - holder.since;
-        let (start, begun) = self.holds.earliest_fit_len(holder.since, len);
+        let (start, begun) = earliest_fit_len(&self.holds, holder.since, len);
         let late = start - holder.since;
-        ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
+        if late > Cycles::ZERO {
+            ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
+        }
         if len > Cycles::ZERO {
             let span = Span {
                 start,
@@ -159,5 +161,16 @@ impl SpinLock {
             self.pending = Some((begun, span));
         }
         late
+    }
+}
+
+/// [`Timeline::earliest_fit_len`] with its uncontended case (nothing placed
+/// from `t` on) inlined into the lock's calls, and the search out of line.
+#[inline]
+fn earliest_fit_len(holds: &Timeline<CpuId>, t: Cycles, len: Cycles) -> (Cycles, usize) {
+    if holds.idle_from(t) {
+        (t, holds.len())
+    } else {
+        holds.earliest_fit_len(t, len)
     }
 }

@@ -155,12 +155,18 @@ impl RwSemaphore {
 
     fn release(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
         let cpu = ctx.cur();
-        self.push_pending_reader();
+        // Only a nested hold's release finds one kept aside.
+        if self.pending_reader.is_some() {
+            self.push_pending_reader();
+        }
         let n = self.nr_holders;
         let i = self.holders[..n].iter().rposition(|h| h.mode == mode);
         let i = i.unwrap_or_else(|| panic!("{cpu}: up_{mode:?} without down"));
         let holder = self.holders[i];
-        self.holders.copy_within(i + 1..n, i);
+        // The last hold taken is the usual one to go: nothing to move.
+        if i + 1 < n {
+            self.holders.copy_within(i + 1..n, i);
+        }
         self.nr_holders = n - 1;
         assert_eq!(
             holder.cpu, cpu,
@@ -185,15 +191,11 @@ impl RwSemaphore {
                 });
             }
             Mode::Write if len > Cycles::ZERO => {
-                let arrived = holder.arrived;
-                self.writers.push(
-                    Span {
-                        start,
-                        end,
-                        data: arrived,
-                    },
-                    |_| {},
-                );
+                self.push_writer(Span {
+                    start,
+                    end,
+                    data: holder.arrived,
+                });
             }
             Mode::Read | Mode::Write => {}
         }
@@ -247,7 +249,16 @@ impl RwSemaphore {
         })
     }
 
-    /// Puts the reader hold kept aside onto `readers`.
+    /// Records a writer's hold. Out of line: writers are rare beside the
+    /// readers of a fault.
+    #[inline(never)]
+    fn push_writer(&mut self, span: Span<Cycles>) {
+        self.writers.push(span, |_| {});
+    }
+
+    /// Puts the reader hold kept aside onto `readers`. Out of line: only a
+    /// nested hold's release finds one.
+    #[inline(never)]
     fn push_pending_reader(&mut self) {
         if let Some(span) = self.pending_reader.take() {
             self.readers.push(span, |_| {});

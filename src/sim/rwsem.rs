@@ -45,10 +45,21 @@ struct Holder {
 /// writer may be waiting; a few levels are allowed here, for tests.
 const HOLDERS_MAX: usize = 8;
 
+/// An unused slot of [`RwSemaphore::holders`].
+const NO_HOLDER: Holder = Holder {
+    cpu: CpuId(0),
+    mode: Mode::Read,
+    arrived: Cycles::ZERO,
+    since: Cycles::ZERO,
+};
+
 #[derive(Clone, Debug)]
 pub struct RwSemaphore {
     count: CacheLine,
-    holders: Vec<Holder>,
+    /// The holds in progress, oldest first: `holders[..nr_holders]`. In a
+    /// fixed array, as there are few and most steps take one.
+    holders: [Holder; HOLDERS_MAX],
+    nr_holders: usize,
     /// Past reader holds (they may overlap one another).
     readers: Timeline<()>,
     /// Past writer holds, each with when its writer arrived: from then on,
@@ -64,7 +75,8 @@ impl Default for RwSemaphore {
     fn default() -> Self {
         RwSemaphore {
             count: CacheLine::new(),
-            holders: Vec::new(),
+            holders: [NO_HOLDER; HOLDERS_MAX],
+            nr_holders: 0,
             readers: Timeline::new(Sharing::Shared),
             writers: Timeline::new(Sharing::Exclusive),
             pending_reader: None,
@@ -101,7 +113,7 @@ impl RwSemaphore {
 
     fn acquire(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
         let cpu = ctx.cur();
-        if !self.holders.is_empty() {
+        if self.nr_holders > 0 {
             self.check_nested(cpu, mode);
         }
         self.forget_before(ctx.horizon());
@@ -109,12 +121,13 @@ impl RwSemaphore {
         let since = self.free_at(arrived, Cycles::ZERO, mode);
         ctx.idle_until(since);
         self.count.rmw(ctx, symbol);
-        self.holders.push(Holder {
+        self.holders[self.nr_holders] = Holder {
             cpu,
             mode,
             arrived,
             since,
-        });
+        };
+        self.nr_holders += 1;
         since - arrived
     }
 
@@ -122,30 +135,39 @@ impl RwSemaphore {
     /// within one step, and a bounded number of times.
     #[cold]
     fn check_nested(&self, cpu: CpuId, mode: Mode) {
-        if let Some(other) = self.holders.iter().find(|h| h.cpu != cpu) {
+        let holders = &self.holders[..self.nr_holders];
+        if let Some(other) = holders.iter().find(|h| h.cpu != cpu) {
             panic!(
                 "rwsem held across a step by {} (since {})",
                 other.cpu, other.since
             );
         }
-        let writing = self.holders.iter().any(|h| h.mode == Mode::Write);
+        let writing = holders.iter().any(|h| h.mode == Mode::Write);
         assert!(
             !writing && mode == Mode::Read,
             "{cpu} takes an rwsem it already holds ({mode:?}): deadlock"
         );
         assert!(
-            self.holders.len() < HOLDERS_MAX,
+            self.nr_holders < HOLDERS_MAX,
             "{cpu} holds an rwsem {HOLDERS_MAX} times"
         );
     }
 
     fn release(&mut self, ctx: &mut Ctx, symbol: Symbol, mode: Mode) -> Cycles {
         let cpu = ctx.cur();
-        self.push_pending_reader();
-        let i = self.holders.iter().rposition(|h| h.mode == mode);
-        let holder = self
-            .holders
-            .remove(i.unwrap_or_else(|| panic!("{cpu}: up_{mode:?} without down")));
+        // Only a nested hold's release finds one kept aside.
+        if self.pending_reader.is_some() {
+            self.push_pending_reader();
+        }
+        let n = self.nr_holders;
+        let i = self.holders[..n].iter().rposition(|h| h.mode == mode);
+        let i = i.unwrap_or_else(|| panic!("{cpu}: up_{mode:?} without down"));
+        let holder = self.holders[i];
+        // The last hold taken is the usual one to go: nothing to move.
+        if i + 1 < n {
+            self.holders.copy_within(i + 1..n, i);
+        }
+        self.nr_holders = n - 1;
         assert_eq!(
             holder.cpu, cpu,
             "{cpu} releases an rwsem held by {}",
@@ -169,15 +191,11 @@ impl RwSemaphore {
                 });
             }
             Mode::Write if len > Cycles::ZERO => {
-                let arrived = holder.arrived;
-                self.writers.push(
-                    Span {
-                        start,
-                        end,
-                        data: arrived,
-                    },
-                    |_| {},
-                );
+                self.push_writer(Span {
+                    start,
+                    end,
+                    data: holder.arrived,
+                });
             }
             Mode::Read | Mode::Write => {}
         }
@@ -185,7 +203,9 @@ impl RwSemaphore {
     }
 
     /// The earliest moment at or after `t` from which a `mode` hold of `len`
-    /// conflicts with no recorded hold (for `len` zero: may begin).
+    /// conflicts with no recorded hold (for `len` zero: may begin). Inlined,
+    /// so that the uncontended case costs its callers a few comparisons.
+    #[inline]
     fn free_at(&self, t: Cycles, len: Cycles, mode: Mode) -> Cycles {
         debug_assert!(self.pending_reader.is_none(), "free_at before the push");
         let floor = match mode {
@@ -202,8 +222,15 @@ impl RwSemaphore {
         if unopposed {
             return t.max(floor);
         }
+        self.search_free_at(t.max(floor), len, mode)
+    }
+
+    /// [`RwSemaphore::free_at`] past the floor `t`, with holds recorded
+    /// that may conflict: a search over them.
+    #[inline(never)]
+    fn search_free_at(&self, t: Cycles, len: Cycles, mode: Mode) -> Cycles {
         let spans_max = 2 * SPANS_MAX;
-        earliest(t.max(floor), spans_max, |s| match mode {
+        earliest(t, spans_max, |s| match mode {
             // Not inside a writer's hold, nor after its arrival (queued
             // behind it); not overlapping its hold.
             Mode::Read => self.writers.latest_end_where(|w| {
@@ -222,7 +249,16 @@ impl RwSemaphore {
         })
     }
 
-    /// Puts the reader hold kept aside onto `readers`.
+    /// Records a writer's hold. Out of line: writers are rare beside the
+    /// readers of a fault.
+    #[inline(never)]
+    fn push_writer(&mut self, span: Span<Cycles>) {
+        self.writers.push(span, |_| {});
+    }
+
+    /// Puts the reader hold kept aside onto `readers`. Out of line: only a
+    /// nested hold's release finds one.
+    #[inline(never)]
     fn push_pending_reader(&mut self) {
         if let Some(span) = self.pending_reader.take() {
             self.readers.push(span, |_| {});
@@ -231,7 +267,20 @@ impl RwSemaphore {
 
     fn forget_before(&mut self, horizon: Cycles) {
         let aside = self.pending_reader.take();
-        self.readers.settle(aside, None, horizon, |_| {});
+        // The usual case, a hold of the mm's one thread that ended before
+        // this step: `settle` would drop it at once onto the empty timeline
+        // and find nothing to prune, so it is not called.
+        let nothing_kept = self.readers.len() == 0 && aside.is_none_or(|span| span.end <= horizon);
+        if !nothing_kept {
+            self.settle_readers(aside, horizon);
+        }
         self.writers.prune(horizon, |_| {});
+    }
+
+    /// Records the reader hold kept aside, if any, and forgets the reader
+    /// holds that ended by `horizon`.
+    #[inline(never)]
+    fn settle_readers(&mut self, aside: Option<Span<()>>, horizon: Cycles) {
+        self.readers.settle(aside, None, horizon, |_| {});
     }
 }

@@ -82,12 +82,13 @@ struct Pageblock {
 }
 
 impl Pageblock {
-    /// Gives the pageblock per-page metadata, its head's moved to page 0.
+    /// Gives the pageblock per-page metadata, its head's moved to page 0,
+    /// and returns it.
     /// Rare (once per pageblock split below pageblock order), and kept out
     /// of line so that [`PageMap::get_mut`] inlines.
     #[cold]
     #[inline(never)]
-    fn materialize(&mut self) {
+    fn materialize(&mut self) -> &mut [PageMeta; PB_PAGES] {
         // Built on the heap: `Box::new([..])` would build 14 KiB on the
         // stack and copy it.
         let mut pages: Box<[PageMeta; PB_PAGES]> = vec![PageMeta::TAIL; PB_PAGES]
@@ -95,7 +96,7 @@ impl Pageblock {
             .try_into()
             .expect("PB_PAGES entries");
         pages[0] = std::mem::replace(&mut self.head, PageMeta::TAIL);
-        self.pages = Some(pages);
+        self.pages.insert(pages)
     }
 }
 
@@ -163,13 +164,15 @@ impl PageMap {
     pub fn get_mut(&mut self, idx: u32) -> &mut PageMeta {
         let (b, off) = Self::split(idx);
         let block = &mut self.blocks[b];
-        if block.pages.is_none() && off != 0 {
-            block.materialize();
-            self.materialized += 1;
-        }
-        match &mut block.pages {
-            Some(pages) => &mut pages[off],
-            None => &mut block.head,
+        // The fragmented pageblock first: the allocator's hot paths work
+        // in those.
+        match block.pages {
+            Some(ref mut pages) => &mut pages[off],
+            None if off == 0 => &mut block.head,
+            None => {
+                self.materialized += 1;
+                &mut block.materialize()[off]
+            }
         }
     }
 

@@ -24,7 +24,7 @@ use super::mmzone::{
     MAX_ORDER, MIGRATE_PCPTYPES, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE,
     PAGEBLOCK_NR_PAGES, Pfn, pageblock_order,
 };
-use super::pagemap::{FreeList, NIL, PageMap, PageMeta, PageState};
+use super::pagemap::{FreeList, NIL, PageMap, PageMeta, PageState, Taken, detach};
 use crate::features::{Feature, Features};
 use crate::machine::Machine;
 use crate::sim::{
@@ -315,9 +315,9 @@ impl PageAllocator {
             if !zone.watermark_ok(order, mark) {
                 continue;
             }
-            if let Some(idx) = zone.rmqueue(ctx, order, gfp.migratetype, self.pcp_high_order) {
-                zone.nr_allocated_pages += order.nr_pages();
-                let meta = zone.map.get_mut(idx);
+            if let Some((idx, meta)) =
+                zone.rmqueue(ctx, order, gfp.migratetype, self.pcp_high_order)
+            {
                 meta.state = PageState::Allocated;
                 meta.order = order.0;
                 meta.migratetype = gfp.migratetype;
@@ -325,6 +325,7 @@ impl PageAllocator {
                 meta.refcount = 1;
                 meta.mapcount = 0;
                 meta.compound_mapcount = 0;
+                zone.nr_allocated_pages += order.nr_pages();
                 return Some(Pfn(zone.start_pfn + idx as u64));
             }
         }
@@ -540,17 +541,11 @@ impl Zone {
         to_tail: bool,
         written: impl FnMut(&mut PageMeta),
     ) {
-        {
-            let meta = self.map.get_mut(idx);
-            meta.state = PageState::Buddy;
-            meta.order = order;
-            meta.migratetype = mt;
-        }
         let list = &mut self.free_area[order as usize][mt as usize];
         if to_tail {
-            list.push_tail(&mut self.map, idx, written);
+            list.push_tail(&mut self.map, idx, order, mt, written);
         } else {
-            list.push_head(&mut self.map, idx, written);
+            list.push_head(&mut self.map, idx, order, mt, written);
         }
         self.nr_free[order as usize] += 1;
     }
@@ -575,19 +570,22 @@ impl Zone {
 
     /// `del_page_from_free_list` as the CPU pays for it: as
     /// [`Zone::add_free_block`], for the block and the neighbours it leaves.
-    /// The caller knows the block's order and the list it is on (`mt`).
+    /// The caller knows the block's order and the list it is on (`mt`), and
+    /// says what the block's head becomes (`taken`).
     fn del_free_block(
         &mut self,
         ctx: &mut Ctx,
         idx: u32,
         order: u8,
         mt: MigrateType,
+        taken: Taken,
         symbol: Symbol,
     ) {
         debug_assert!(self.page_is_buddy(idx, order), "{:?}", self.map.get(idx));
         debug_assert_eq!(self.map.get(idx).migratetype, mt);
-        self.free_area[order as usize][mt as usize]
-            .remove(&mut self.map, idx, |meta| write_page(ctx, meta, symbol));
+        self.free_area[order as usize][mt as usize].remove(&mut self.map, idx, taken, |meta| {
+            write_page(ctx, meta, symbol)
+        });
         self.nr_free[order as usize] -= 1;
         self.charge_list_op(ctx, order, symbol);
     }
@@ -605,36 +603,38 @@ impl Zone {
         );
     }
 
-    /// This CPU writes the `struct page` at `idx`.
-    fn touch_page(&mut self, ctx: &mut Ctx, idx: u32, symbol: Symbol) {
-        write_page(ctx, self.map.get_mut(idx), symbol);
-    }
-
     /// `page_is_buddy`: is `idx` the head of a free block of exactly `order`?
     fn page_is_buddy(&self, idx: u32, order: u8) -> bool {
         is_buddy(&self.map.get(idx), order)
     }
 
     /// `rmqueue`: from the per-CPU list where allowed, else under zone->lock.
+    /// Returns the block and its head's struct page, for the caller to
+    /// prepare without looking it up again.
     fn rmqueue(
         &mut self,
         ctx: &mut Ctx,
         order: Order,
         mt: MigrateType,
         pcp_high_order: bool,
-    ) -> Option<u32> {
+    ) -> Option<(u32, &mut PageMeta)> {
         let via_pcp = uses_pcp(order, pcp_high_order);
         if via_pcp {
             return self.rmqueue_pcplist(ctx, order, mt);
         }
         self.lock_zone(ctx, LockKind::Irqsave);
         count_alloc_lock(ctx, order);
-        let page = self.rmqueue_one(ctx, order, mt, Symbol::GetPageFromFreelist);
+        let taken = Taken {
+            state: PageState::Allocated,
+            order: order.0,
+            migratetype: mt,
+        };
+        let page = self.rmqueue_one(ctx, order, mt, taken, Symbol::GetPageFromFreelist);
         if page.is_some() {
             self.nr_free_pages -= order.nr_pages();
         }
         self.unlock_zone(ctx, LockKind::Irqsave);
-        page
+        page.map(|idx| (idx, self.map.get_mut(idx)))
     }
 
     /// Takes zone->lock, counting the acquisition and the time spent waiting.
@@ -658,7 +658,12 @@ impl Zone {
     }
 
     /// `rmqueue_pcplist` and `__rmqueue_pcplist`.
-    fn rmqueue_pcplist(&mut self, ctx: &mut Ctx, order: Order, mt: MigrateType) -> Option<u32> {
+    fn rmqueue_pcplist(
+        &mut self,
+        ctx: &mut Ctx,
+        order: Order,
+        mt: MigrateType,
+    ) -> Option<(u32, &mut PageMeta)> {
         let cpu = ctx.cur().index();
         LocalLock::lock_irqsave(ctx, Symbol::GetPageFromFreelist);
         let pcp = &mut self.pcp[cpu];
@@ -681,13 +686,18 @@ impl Zone {
             ctx.count(Event::PcpAllocHit, 1);
         }
         let pcp = &mut self.pcp[cpu];
-        let page = pcp.lists[pindex].pop_front();
-        if let Some(idx) = page {
-            pcp.count -= order.nr_pages();
-            let cost = ctx.machine().costs.pcp_list_op.cycles();
-            ctx.charge(Symbol::GetPageFromFreelist, cost);
-            self.touch_page(ctx, idx, Symbol::GetPageFromFreelist);
-        }
+        let page = match pcp.lists[pindex].pop_front() {
+            Some(idx) => {
+                pcp.count -= order.nr_pages();
+                let cost = ctx.machine().costs.pcp_list_op.cycles();
+                ctx.charge(Symbol::GetPageFromFreelist, cost);
+                // Taking the page off the list writes its struct page.
+                let meta = self.map.get_mut(idx);
+                write_page(ctx, meta, Symbol::GetPageFromFreelist);
+                Some((idx, meta))
+            }
+            None => None,
+        };
         LocalLock::unlock_irqrestore(ctx);
         page
     }
@@ -706,14 +716,16 @@ impl Zone {
         self.lock_zone(ctx, LockKind::Plain);
         let list_op = ctx.machine().costs.pcp_list_op.cycles();
         let mut alloced = 0;
+        // Each block goes onto the per-CPU list, as its own type.
+        let taken = Taken {
+            state: PageState::Pcp,
+            order: order.0,
+            migratetype: mt,
+        };
         for _ in 0..count {
-            let Some(idx) = self.rmqueue_one(ctx, order, mt, Symbol::RmqueueBulk) else {
+            let Some(idx) = self.rmqueue_one(ctx, order, mt, taken, Symbol::RmqueueBulk) else {
                 break;
             };
-            let meta = self.map.get_mut(idx);
-            meta.state = PageState::Pcp;
-            meta.order = order.0;
-            meta.migratetype = mt;
             self.pcp[cpu].lists[pindex].push_back(idx);
             ctx.charge(Symbol::RmqueueBulk, list_op);
             alloced += 1;
@@ -725,19 +737,21 @@ impl Zone {
     }
 
     /// `__rmqueue`: the smallest suitable block of the wanted type, else one
-    /// stolen from another type. Caller holds zone->lock.
+    /// stolen from another type; its head's struct page becomes `taken`.
+    /// Caller holds zone->lock.
     fn rmqueue_one(
         &mut self,
         ctx: &mut Ctx,
         order: Order,
         mt: MigrateType,
+        taken: Taken,
         symbol: Symbol,
     ) -> Option<u32> {
-        if let Some(idx) = self.rmqueue_smallest(ctx, order, mt, symbol) {
+        if let Some(idx) = self.rmqueue_smallest(ctx, order, mt, taken, symbol) {
             return Some(idx);
         }
         if self.rmqueue_fallback(ctx, order, mt) {
-            return self.rmqueue_smallest(ctx, order, mt, symbol);
+            return self.rmqueue_smallest(ctx, order, mt, taken, symbol);
         }
         None
     }
@@ -750,12 +764,13 @@ impl Zone {
         ctx: &mut Ctx,
         order: Order,
         mt: MigrateType,
+        taken: Taken,
         symbol: Symbol,
     ) -> Option<u32> {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
         let idx = self.free_area[current][mt as usize].head;
-        self.del_free_block(ctx, idx, current as u8, mt, symbol);
+        self.del_free_block(ctx, idx, current as u8, mt, taken, symbol);
         // expand: hand the upper halves back, largest first, at the list head.
         let mut high = current as u8;
         while high > order.0 {
@@ -864,6 +879,7 @@ impl Zone {
             idx,
             meta.order,
             meta.migratetype,
+            Taken::TAIL,
             Symbol::RmqueueFallback,
         );
         self.add_free_block(ctx, idx, meta.order, mt, true, Symbol::RmqueueFallback);
@@ -1006,19 +1022,34 @@ impl Zone {
         while (order as usize) < MAX_ORDER - 1 {
             let buddy = idx ^ (1u32 << order);
             ctx.charge(Symbol::FreeOnePage, check);
-            // The merge check reads the buddy's struct page.
-            let meta = self.map.get(buddy);
+            // The merge check reads the buddy's struct page. A page without
+            // metadata of its own is a tail no CPU wrote: never a buddy.
+            let Some(meta) = self.map.get_mut_listed(buddy) else {
+                break;
+            };
             touch_line(
                 ctx,
                 &mut { meta.last_cpu },
                 Symbol::FreeOnePage,
                 LineAccess::Read,
             );
-            if !is_buddy(&meta, order) {
+            if !is_buddy(meta, order) {
                 break;
             }
-            self.del_free_block(ctx, buddy, order, meta.migratetype, Symbol::FreeOnePage);
-            self.map.get_mut(buddy).state = PageState::Tail;
+            // del_free_block, with the look-up the check made: the buddy
+            // becomes a tail of the merged block.
+            let buddy_mt = meta.migratetype;
+            let (prev, next) = detach(meta, Taken::TAIL);
+            write_page(ctx, meta, Symbol::FreeOnePage);
+            self.free_area[order as usize][buddy_mt as usize].unlink(
+                &mut self.map,
+                buddy,
+                prev,
+                next,
+                |m| write_page(ctx, m, Symbol::FreeOnePage),
+            );
+            self.nr_free[order as usize] -= 1;
+            self.charge_list_op(ctx, order, Symbol::FreeOnePage);
             ctx.count(Event::BuddyMerge, 1);
             idx &= buddy;
             order += 1;

@@ -82,12 +82,13 @@ struct Pageblock {
 }
 
 impl Pageblock {
-    /// Gives the pageblock per-page metadata, its head's moved to page 0.
+    /// Gives the pageblock per-page metadata, its head's moved to page 0,
+    /// and returns it.
     /// Rare (once per pageblock split below pageblock order), and kept out
     /// of line so that [`PageMap::get_mut`] inlines.
     #[cold]
     #[inline(never)]
-    fn materialize(&mut self) {
+    fn materialize(&mut self) -> &mut [PageMeta; PB_PAGES] {
         // Built on the heap: `Box::new([..])` would build 14 KiB on the
         // stack and copy it.
         let mut pages: Box<[PageMeta; PB_PAGES]> = vec![PageMeta::TAIL; PB_PAGES]
@@ -95,7 +96,7 @@ impl Pageblock {
             .try_into()
             .expect("PB_PAGES entries");
         pages[0] = std::mem::replace(&mut self.head, PageMeta::TAIL);
-        self.pages = Some(pages);
+        self.pages.insert(pages)
     }
 }
 
@@ -163,13 +164,31 @@ impl PageMap {
     pub fn get_mut(&mut self, idx: u32) -> &mut PageMeta {
         let (b, off) = Self::split(idx);
         let block = &mut self.blocks[b];
-        if block.pages.is_none() && off != 0 {
-            block.materialize();
-            self.materialized += 1;
+        // The fragmented pageblock first: the allocator's hot paths work
+        // in those.
+        match block.pages {
+            Some(ref mut pages) => &mut pages[off],
+            None if off == 0 => &mut block.head,
+            None => {
+                self.materialized += 1;
+                &mut block.materialize()[off]
+            }
         }
+    }
+
+    /// The struct page of `idx` to change, if it has metadata of its own;
+    /// None for a page that [`PageMap::get`] describes as a tail because its
+    /// pageblock lies whole inside a larger block. Unlike
+    /// [`PageMap::get_mut`] it never materialises a pageblock, so a caller
+    /// may look at a page and change it with one look-up.
+    #[inline]
+    pub fn get_mut_listed(&mut self, idx: u32) -> Option<&mut PageMeta> {
+        let (b, off) = Self::split(idx);
+        let block = &mut self.blocks[b];
         match &mut block.pages {
-            Some(pages) => &mut pages[off],
-            None => &mut block.head,
+            Some(pages) => Some(&mut pages[off]),
+            None if off == 0 => Some(&mut block.head),
+            None => None,
         }
     }
 
@@ -224,17 +243,22 @@ impl FreeList {
         self.head == NIL
     }
 
-    /// Links `idx` at the head. `written` sees each struct page whose links
-    /// change: `idx`, then the old head if there was one.
+    /// Links `idx` at the head and marks it the head of a free block of
+    /// `order` and `mt` (`set_buddy_order` and `__add_to_free_list`), in one
+    /// look-up of its struct page. `written` sees each struct page whose
+    /// links change: `idx`, then the old head if there was one.
     #[inline]
     pub fn push_head(
         &mut self,
         map: &mut PageMap,
         idx: u32,
+        order: u8,
+        mt: MigrateType,
         mut written: impl FnMut(&mut PageMeta),
     ) {
         let old = self.head;
         let m = map.get_mut(idx);
+        set_buddy(m, order, mt);
         m.prev = NIL;
         m.next = old;
         written(m);
@@ -255,10 +279,13 @@ impl FreeList {
         &mut self,
         map: &mut PageMap,
         idx: u32,
+        order: u8,
+        mt: MigrateType,
         mut written: impl FnMut(&mut PageMeta),
     ) {
         let old = self.tail;
         let m = map.get_mut(idx);
+        set_buddy(m, order, mt);
         m.prev = old;
         m.next = NIL;
         written(m);
@@ -273,15 +300,37 @@ impl FreeList {
         self.len += 1;
     }
 
-    /// Unlinks `idx`, which must be on this list. `written` sees each struct
-    /// page whose links change: `idx`, then its neighbours that exist.
+    /// Unlinks `idx`, which must be on this list, and gives its struct page
+    /// the fields `taken` (it is no longer a buddy: `del_page_from_free_list`
+    /// clears PageBuddy; the caller says what it becomes, so that it need
+    /// not look the page up again). `written` sees each struct page whose
+    /// links change: `idx`, then its neighbours that exist.
     #[inline]
-    pub fn remove(&mut self, map: &mut PageMap, idx: u32, mut written: impl FnMut(&mut PageMeta)) {
+    pub fn remove(
+        &mut self,
+        map: &mut PageMap,
+        idx: u32,
+        taken: Taken,
+        mut written: impl FnMut(&mut PageMeta),
+    ) {
         let m = map.get_mut(idx);
-        let (prev, next) = (m.prev, m.next);
-        m.prev = NIL;
-        m.next = NIL;
+        let (prev, next) = detach(m, taken);
         written(m);
+        self.unlink(map, idx, prev, next, written);
+    }
+
+    /// The second half of [`FreeList::remove`], for a caller that has
+    /// already [`detach`]ed the page at `idx` (whose links were `prev` and
+    /// `next`) through its own look-up: joins the neighbours.
+    #[inline]
+    pub fn unlink(
+        &mut self,
+        map: &mut PageMap,
+        idx: u32,
+        prev: u32,
+        next: u32,
+        mut written: impl FnMut(&mut PageMeta),
+    ) {
         if prev == NIL {
             debug_assert_eq!(self.head, idx, "page {idx} is not on this list");
             self.head = next;
@@ -299,6 +348,44 @@ impl FreeList {
         }
         self.len -= 1;
     }
+}
+
+/// What a struct page becomes when a free list gives it up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taken {
+    pub state: PageState,
+    pub order: u8,
+    pub migratetype: MigrateType,
+}
+
+impl Taken {
+    /// Merged into a larger block, whose head describes it.
+    pub const TAIL: Taken = Taken {
+        state: PageState::Tail,
+        order: 0,
+        migratetype: MigrateType::Movable,
+    };
+}
+
+/// Marks `m` the head of a free block (`set_buddy_order`).
+#[inline]
+fn set_buddy(m: &mut PageMeta, order: u8, mt: MigrateType) {
+    m.state = PageState::Buddy;
+    m.order = order;
+    m.migratetype = mt;
+}
+
+/// Takes a listed page off its list's links and gives it the fields
+/// `taken`; returns the links it had (prev, next) for [`FreeList::unlink`].
+#[inline]
+pub fn detach(m: &mut PageMeta, taken: Taken) -> (u32, u32) {
+    let links = (m.prev, m.next);
+    m.prev = NIL;
+    m.next = NIL;
+    m.state = taken.state;
+    m.order = taken.order;
+    m.migratetype = taken.migratetype;
+    links
 }
 
 #[cfg(test)]
@@ -342,11 +429,22 @@ mod tests {
         let mut list = FreeList::default();
         let mut written = Vec::new();
         let mut record = |m: &mut PageMeta| written.push((m.prev, m.next));
-        list.push_tail(&mut map, 1, &mut record);
-        list.push_tail(&mut map, 2, &mut record);
-        list.push_head(&mut map, 0, &mut record);
+        let mt = MigrateType::Movable;
+        list.push_tail(&mut map, 1, 0, mt, &mut record);
+        list.push_tail(&mut map, 2, 0, mt, &mut record);
+        list.push_head(&mut map, 0, 0, mt, &mut record);
+        assert_eq!(
+            map.get(1).state,
+            PageState::Buddy,
+            "a listed page is a buddy"
+        );
         assert_eq!((list.head, list.tail, list.len), (0, 2, 3));
-        list.remove(&mut map, 1, &mut record);
+        list.remove(&mut map, 1, Taken::TAIL, &mut record);
+        assert_eq!(
+            map.get(1).state,
+            PageState::Tail,
+            "taken off, no longer a buddy"
+        );
         assert_eq!(map.get(0).next, 2);
         assert_eq!(map.get(2).prev, 0);
         // Each page whose links changed, as it was left: page 1 alone; 2
@@ -364,8 +462,8 @@ mod tests {
                 (0, NIL)
             ]
         );
-        list.remove(&mut map, 0, |_| {});
-        list.remove(&mut map, 2, |_| {});
+        list.remove(&mut map, 0, Taken::TAIL, |_| {});
+        list.remove(&mut map, 2, Taken::TAIL, |_| {});
         assert!(list.is_empty());
         assert_eq!(list.tail, NIL);
     }

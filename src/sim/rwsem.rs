@@ -267,20 +267,7 @@ impl RwSemaphore {
 
     fn forget_before(&mut self, horizon: Cycles) {
         let aside = self.pending_reader.take();
-        // The usual case, a hold of the mm's one thread that ended before
-        // this step: `settle` would drop it at once onto the empty timeline
-        // and find nothing to prune, so it is not called.
-        let nothing_kept = self.readers.len() == 0 && aside.is_none_or(|span| span.end <= horizon);
-        if !nothing_kept {
-            self.settle_readers(aside, horizon);
-        }
-        self.writers.prune(horizon, |_| {});
-    }
-
-    /// Records the reader hold kept aside, if any, and forgets the reader
-    /// holds that ended by `horizon`.
-    #[inline(never)]
-    fn settle_readers(&mut self, aside: Option<Span<()>>, horizon: Cycles) {
         self.readers.settle(aside, None, horizon, |_| {});
+        self.writers.prune(horizon, |_| {});
     }
 }

@@ -104,17 +104,10 @@ impl SpinLock {
             held(cpu, holder);
         }
         let horizon = ctx.horizon();
-        let pending = self.pending.take();
-        // The usual case, a hold that ended before this step and no other
-        // remembered: `settle` would drop it at once onto the empty
-        // timeline and find nothing to prune, so it is not called.
-        let nothing_kept =
-            self.holds.len() == 0 && pending.is_none_or(|(_, span)| span.end <= horizon);
-        if !nothing_kept {
-            self.settle(pending, horizon);
-        }
+        let (begun, span) = self.pending.take().unzip();
+        self.holds.settle(span, begun, horizon, |_| {});
         let now = ctx.now();
-        let (free, _) = earliest_fit_len(&self.holds, now, Cycles::ZERO);
+        let (free, _) = self.holds.earliest_fit_len(now, Cycles::ZERO);
         let mut spun = Cycles::ZERO;
         let mut transfer_symbol = symbol;
         if free > now {
@@ -128,14 +121,6 @@ impl SpinLock {
             irqsave,
         });
         spun + line_wait
-    }
-
-    /// Records the hold kept aside, if any, and forgets the holds that
-    /// ended by `horizon`.
-    #[inline(never)]
-    fn settle(&mut self, pending: Option<(usize, Span<CpuId>)>, horizon: Cycles) {
-        let (begun, span) = pending.unzip();
-        self.holds.settle(span, begun, horizon, |_| {});
     }
 
     fn release(&mut self, ctx: &mut Ctx) -> Holder {
@@ -159,7 +144,7 @@ impl SpinLock {
     fn place(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
         debug_assert!(self.pending.is_none(), "a hold kept aside under a hold");
         let len = ctx.now() - holder.since;
-        let (start, begun) = earliest_fit_len(&self.holds, holder.since, len);
+        let (start, begun) = self.holds.earliest_fit_len(holder.since, len);
         let late = start - holder.since;
         if late > Cycles::ZERO {
             ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
@@ -187,15 +172,4 @@ fn held(cpu: CpuId, holder: Holder) -> ! {
         "spinlock held across a step by {} (taken at {})",
         holder.cpu, holder.since
     );
-}
-
-/// [`Timeline::earliest_fit_len`] with its uncontended case (nothing placed
-/// from `t` on) inlined into the lock's calls, and the search out of line.
-#[inline]
-fn earliest_fit_len(holds: &Timeline<CpuId>, t: Cycles, len: Cycles) -> (Cycles, usize) {
-    if holds.idle_from(t) {
-        (t, holds.len())
-    } else {
-        holds.earliest_fit_len(t, len)
-    }
 }

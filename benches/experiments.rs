@@ -1,26 +1,22 @@
-//! Host time and memory of each experiment at full scale, as
-//! `mmsim reproduce ID` runs it: both sides (which run at once on two host
-//! threads), seed 1. Run with `cargo bench --bench experiments`, or
-//! `cargo bench --bench experiments -- ID` for one.
+//! Host time and memory of each experiment at full scale: the wall time,
+//! CPU time and peak resident memory of `mmsim reproduce ID` (both sides,
+//! which run at once on two host threads; seed 1), one process per
+//! experiment. Run with `cargo bench --bench experiments`, or
+//! `cargo bench --bench experiments -- ID` for one; `scripts/pgo bench
+//! --bench experiments` measures the build optimised with its own profile.
 //!
-//! Each experiment runs in a fresh process (this program starting itself
-//! again) so that its peak resident memory is its own. Host time is measured
-//! here and only here: it never reaches a result.
+//! It times the `mmsim` binary that cargo builds for it, so it measures
+//! exactly the command a user runs, built the way the user built it. Host
+//! time is measured here and only here: it never reaches a result.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use mmsim::experiments::{self, EXPERIMENTS};
-
-/// Argument that makes this program run one experiment and print its figures.
-const CHILD: &str = "--child";
+use mmsim::experiments::EXPERIMENTS;
 
 fn main() {
     // `cargo bench` passes `--bench`; anything else not a flag is an id.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(id) = args.iter().position(|a| a == CHILD).map(|i| &args[i + 1]) {
-        return child(id);
-    }
     let ids: Vec<&str> = args
         .iter()
         .filter(|a| !a.starts_with("--"))
@@ -31,62 +27,65 @@ fn main() {
     } else {
         ids
     };
-    let me = std::env::current_exe().expect("the bench's own path");
+    let mmsim = env!("CARGO_BIN_EXE_mmsim");
     println!(
         "{:<22} {:>9} {:>11} {:>14}",
         "experiment", "wall s", "cpu s", "peak RSS MiB"
     );
     for id in ids {
-        let out = Command::new(&me)
-            .args([CHILD, id])
-            .output()
-            .expect("starting the bench again for one experiment");
-        let text = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            eprintln!("{id}: {}", String::from_utf8_lossy(&out.stderr).trim());
-            std::process::exit(1);
+        let start = Instant::now();
+        #[expect(clippy::zombie_processes, reason = "reaped by wait4 below")]
+        let child = Command::new(mmsim)
+            .args(["reproduce", id])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| fail(&format!("cannot start {mmsim}: {e}")));
+        let (status, usage) = wait_with_usage(child.id());
+        let wall = start.elapsed().as_secs_f64();
+        if status != 0 {
+            // mmsim said why on stderr, which is this bench's.
+            fail(&format!(
+                "mmsim reproduce {id} failed (wait status {status:#x})"
+            ));
         }
-        print!("{text}");
+        println!(
+            "{id:<22} {wall:>9.2} {:>11.2} {:>14.0}",
+            usage.cpu_seconds,
+            usage.peak_kib as f64 / 1024.0
+        );
     }
 }
 
-fn child(id: &str) {
-    let Some(experiment) = experiments::find(id) else {
-        eprintln!("unknown experiment '{id}'");
-        std::process::exit(2);
+fn fail(why: &str) -> ! {
+    eprintln!("bench experiments: {why}");
+    std::process::exit(1);
+}
+
+/// What a finished child used.
+struct Usage {
+    /// User and system time.
+    cpu_seconds: f64,
+    /// Peak resident set, KiB.
+    peak_kib: u64,
+}
+
+/// Waits for the child `pid` and returns its wait status and what it used
+/// (`wait4`, which reports one child's own usage; std's `wait` does not).
+fn wait_with_usage(pid: u32) -> (i32, Usage) {
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data that wait4 fills in; an all-zero one
+    // is a valid value to hand it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals of the right types.
+    let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+    if got != pid as libc::pid_t {
+        fail(&format!("wait4: {}", std::io::Error::last_os_error()));
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let usage = Usage {
+        cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        // Linux reports ru_maxrss in KiB.
+        peak_kib: usage.ru_maxrss as u64,
     };
-    let start = Instant::now();
-    let outcome = experiments::run(experiment, 1, &mut |_| {});
-    let wall = start.elapsed().as_secs_f64();
-    if let Err(e) = outcome {
-        eprintln!("{e}");
-        std::process::exit(1);
-    }
-    let (cpu, peak_kib) = own_usage();
-    println!(
-        "{id:<22} {wall:>9.2} {cpu:>11.2} {:>14.0}",
-        peak_kib as f64 / 1024.0
-    );
-}
-
-/// This process's CPU time (user + system, seconds) and peak resident set
-/// (KiB), from /proc (Linux; zeros elsewhere).
-fn own_usage() -> (f64, u64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line; field 3 (the state)
-    // is the first here. Clock ticks, which Linux reports at USER_HZ = 100.
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let peak = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
-    (ticks as f64 / 100.0, peak)
+    (status, usage)
 }

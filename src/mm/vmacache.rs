@@ -132,6 +132,13 @@ pub struct Tasks {
     tasks: Vec<Option<TaskStruct>>,
     /// `current`, by CPU index.
     current: Vec<Option<TaskId>>,
+    /// By CPU index, the mm whose `mm_cpumask` bit the CPU set last (x86's
+    /// `cpu_tlbstate.loaded_mm`): a switch to a task of that mm needs no
+    /// `switch_mm`, as the bit is set already (masks only grow). Kept so
+    /// that the switch on every step of a workload is not a look-up in the
+    /// mask; an mm that goes is forgotten here ([`Tasks::forget_mm`]), as
+    /// its id may be given to a new mm.
+    loaded_mm: Vec<Option<MmId>>,
 }
 
 impl Tasks {
@@ -152,6 +159,15 @@ impl Tasks {
             None => {
                 self.tasks.push(Some(task));
                 TaskId(self.tasks.len() as u32 - 1)
+            }
+        }
+    }
+
+    /// `mm` is gone: no CPU has it loaded any more.
+    pub(super) fn forget_mm(&mut self, mm: MmId) {
+        for loaded in &mut self.loaded_mm {
+            if *loaded == Some(mm) {
+                *loaded = None;
             }
         }
     }
@@ -494,16 +510,22 @@ impl Kernel {
     }
 
     /// The context switch to `task` on this CPU: it becomes `current`, and
-    /// its mm runs here (`switch_mm` sets the CPU in `mm_cpumask`).
-    /// Workloads call it each time they step a task.
+    /// its mm runs here (`switch_mm` sets the CPU in `mm_cpumask`, unless
+    /// the CPU has that mm loaded already). Workloads call it each time
+    /// they step a task.
     pub fn set_current(&mut self, ctx: &Ctx, task: TaskId) {
         let cpu = ctx.cur().index();
         if self.tasks.current.len() <= cpu {
             self.tasks.current.resize(cpu + 1, None);
+            self.tasks.loaded_mm.resize(cpu + 1, None);
         }
         self.tasks.current[cpu] = Some(task);
-        if let Some(mm) = self.tasks.get(task).mm {
+        let Some(mm) = self.tasks.get(task).mm else {
+            return;
+        };
+        if self.tasks.loaded_mm[cpu] != Some(mm) {
             self.mm_runs_here(ctx, mm);
+            self.tasks.loaded_mm[cpu] = Some(mm);
         }
     }
 }
@@ -900,5 +922,41 @@ mod tests {
                 random_threads(lookup_mode, seed);
             }
         }
+    }
+
+    #[test]
+    fn a_switch_sets_the_cpu_in_the_mask_of_a_new_mm_with_a_reused_id() {
+        // CPU 1 has mm A loaded; A goes and a new process's mm gets A's
+        // id: switching to it on CPU 1 must still set the CPU in its mask.
+        let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+        let parent = k.new_process(&mut ctx).unwrap();
+        let first = k.fork_task(&mut ctx, parent).unwrap();
+        let first_mm = k.task_mm(first).unwrap();
+        ctx.set_cur(CpuId(1));
+        k.set_current(&ctx, first);
+        k.set_current(&ctx, first);
+        assert_eq!(k.mm(first_mm).cpumask, [CpuId(1)]);
+        k.exit_task(&mut ctx, first);
+        ctx.set_cur(CpuId(0));
+        let second = k.fork_task(&mut ctx, parent).unwrap();
+        let second_mm = k.task_mm(second).unwrap();
+        assert_eq!(second_mm, first_mm, "the id is reused");
+        assert_eq!(k.mm(second_mm).cpumask, []);
+        ctx.set_cur(CpuId(1));
+        k.set_current(&ctx, second);
+        assert_eq!(k.mm(second_mm).cpumask, [CpuId(1)]);
+        // Back and forth between two mms on one CPU: each keeps its bit.
+        k.set_current(&ctx, parent);
+        k.set_current(&ctx, second);
+        let parent_mm = k.task_mm(parent).unwrap();
+        assert_eq!(k.mm(parent_mm).cpumask, [CpuId(1)]);
+        assert_eq!(k.mm(second_mm).cpumask, [CpuId(1)]);
+        // A kernel thread without an mm leaves the loaded mm as it was.
+        let kthread = k.kthread_create();
+        k.set_current(&ctx, kthread);
+        ctx.set_cur(CpuId(2));
+        k.set_current(&ctx, second);
+        assert_eq!(k.mm(second_mm).cpumask, [CpuId(1), CpuId(2)]);
+        assert_eq!(k.mm(parent_mm).cpumask, [CpuId(1)]);
     }
 }

@@ -74,11 +74,13 @@ pub fn vmacache_hash(addr: u64) -> usize {
 pub struct TaskId(pub u32);
 
 /// A cached `struct vm_area_struct *`: the VMA's identity, and where it
-/// started when last seen (to find it again quickly).
+/// started and its place in the tree's order when last seen (to find it
+/// again quickly, [`VmaTree::vma_by_id`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CachedVma {
     pub id: VmaId,
     pub start_hint: u64,
+    pub index_hint: usize,
 }
 
 /// A task's `vmacache_seqnum` and `vmacache[VMACACHE_SIZE]` (3.15).
@@ -260,10 +262,11 @@ impl Kernel {
         }
         let (found, depth) = self.mm(mm).vmas.find_vma_id(addr);
         charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
-        let (id, vma) = found?;
+        let (id, index, vma) = found?;
         let cached = CachedVma {
             id,
             start_hint: vma.start,
+            index_hint: index,
         };
         match lookup {
             VmaLookup::MmapCache => self.mm_mut(mm).vmacache.mmap_cache = Some(cached),
@@ -289,13 +292,17 @@ impl Kernel {
         }
         let cached = m.vmacache.mmap_cache?;
         charge_nodes(ctx, Symbol::FindVma, caller, 1);
-        let Some(vma) = m.vmas.vma_by_id(cached.id, cached.start_hint) else {
+        let Some((index, vma)) = m
+            .vmas
+            .vma_by_id(cached.id, cached.start_hint, cached.index_hint)
+        else {
             // Unlinked by a merge (see the module documentation).
             m.vmacache.mmap_cache = None;
             return None;
         };
         m.vmacache.mmap_cache = Some(CachedVma {
             start_hint: vma.start,
+            index_hint: index,
             ..cached
         });
         vma.contains(addr).then_some(vma)
@@ -331,9 +338,10 @@ impl Kernel {
         for (slot, cached) in cache.vmas.iter_mut().enumerate() {
             let Some(cached) = cached else { continue };
             checked += 1;
-            let vma = vma_of_slot(tree, task, slot, cached);
+            let (index, vma) = vma_of_slot(tree, task, slot, cached);
             if vma.contains(addr) {
                 cached.start_hint = vma.start;
+                cached.index_hint = index;
                 hit = Some(vma);
                 break;
             }
@@ -388,8 +396,8 @@ impl Kernel {
 
 /// Re-reads a cached VMA; an identity gone from the tree while the cache is
 /// valid is what would be a use-after-free in Linux.
-fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) -> Vma {
-    tree.vma_by_id(cached.id, cached.start_hint)
+fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) -> (usize, Vma) {
+    tree.vma_by_id(cached.id, cached.start_hint, cached.index_hint)
         .unwrap_or_else(|| {
             panic!(
                 "vmacache slot {slot} of task {task:?} holds VMA {:?} (last at {:#x}), unlinked without a seqnum bump",

@@ -158,6 +158,7 @@ impl Kernel {
     }
 
     pub(super) fn remove_mm(&mut self, id: MmId) -> MmStruct {
+        self.tasks.forget_mm(id);
         self.mms[id.0 as usize].take().expect("live mm")
     }
 

@@ -245,19 +245,28 @@ impl VmaTree {
         self.nr_detach
     }
 
-    /// [`VmaTree::find_vma`] with the identity of the VMA found.
-    pub fn find_vma_id(&self, addr: u64) -> (Option<(VmaId, Vma)>, u32) {
+    /// [`VmaTree::find_vma`] with the identity of the VMA found and its
+    /// place in address order.
+    pub fn find_vma_id(&self, addr: u64) -> (Option<(VmaId, usize, Vma)>, u32) {
         let (index, depth) = self.find_vma_index(addr);
-        let found = self.vmas.get(index).map(|vma| (self.ids[index], *vma));
+        let found = self
+            .vmas
+            .get(index)
+            .map(|vma| (self.ids[index], index, *vma));
         (found, depth)
     }
 
-    /// The VMA with identity `id` as it is now, or `None` if it has been
-    /// unlinked. `start_hint` is where the caller last saw it start: a VMA
-    /// whose start has not moved, or moved across one neighbour, is found
-    /// by bisection; otherwise every VMA is looked at (bounded by
+    /// The VMA with identity `id` as it is now and its place in address
+    /// order, or `None` if it has been unlinked. `index_hint` is the place
+    /// and `start_hint` the start the caller last saw it at: a VMA still in
+    /// its place is found at once (a cache hit, on almost every fault);
+    /// one whose start has not moved, or moved across one neighbour, by
+    /// bisection; otherwise every VMA is looked at (bounded by
     /// `max_map_count`).
-    pub fn vma_by_id(&self, id: VmaId, start_hint: u64) -> Option<Vma> {
+    pub fn vma_by_id(&self, id: VmaId, start_hint: u64, index_hint: usize) -> Option<(usize, Vma)> {
+        if self.ids.get(index_hint) == Some(&id) {
+            return Some((index_hint, self.vmas[index_hint]));
+        }
         let (index, _) = self.find_vma_index(start_hint);
         // Identities are unique, so the order of the probes changes nothing:
         // where the VMA was first (almost every look-up), then its two
@@ -272,7 +281,7 @@ impl VmaTree {
         } else {
             self.ids.iter().position(|&other| other == id)?
         };
-        Some(self.vmas[at])
+        Some((at, self.vmas[at]))
     }
 
     /// `find_vma`: the first VMA that ends above `addr` (it contains `addr`
@@ -882,6 +891,35 @@ mod tests {
     fn layout(tree: &VmaTree) -> Vec<Vma> {
         tree.check();
         tree.iter().copied().collect()
+    }
+
+    #[test]
+    fn vma_by_id_finds_a_vma_from_its_place_or_its_start_or_not_at_all() {
+        // Four VMAs; the one at index 2 is looked for with every hint.
+        let mut tree = alternating(4);
+        let (Some((id, index, want)), _) = tree.find_vma_id(BASE - 5 * P) else {
+            panic!("no VMA")
+        };
+        assert_eq!(index, 1, "the VMAs are in address order");
+        assert_eq!(tree.vma_by_id(id, want.start, index), Some((1, want)));
+        // A stale place: found by its start, then by a scan.
+        assert_eq!(tree.vma_by_id(id, want.start, 3), Some((1, want)));
+        assert_eq!(tree.vma_by_id(id, want.start, 99), Some((1, want)));
+        assert_eq!(tree.vma_by_id(id, 0, 99), Some((1, want)));
+        // A VMA mapped below moves it up one place; the old place now
+        // holds another VMA, so the hint misses and the start finds it.
+        let below = tree.mmap(2 * P, RW).unwrap();
+        assert!(below < want.start);
+        assert_eq!(tree.len(), 5, "the VMA below merges with none");
+        tree.check();
+        let found = tree.vma_by_id(id, want.start, index);
+        assert_eq!(found, Some((2, want)));
+        assert_ne!(tree.ids[index], id);
+        // Unlinked: no hint finds it.
+        tree.munmap(want.start, want.end - want.start).unwrap();
+        for hint in [0, 1, 2, 3, 99] {
+            assert_eq!(tree.vma_by_id(id, want.start, hint), None);
+        }
     }
 
     /// `nr_vmas` adjacent two-page VMAs below `BASE`, read-write at the top,

@@ -74,11 +74,13 @@ pub fn vmacache_hash(addr: u64) -> usize {
 pub struct TaskId(pub u32);
 
 /// A cached `struct vm_area_struct *`: the VMA's identity, and where it
-/// started when last seen (to find it again quickly).
+/// started and its place in the tree's order when last seen (to find it
+/// again quickly, [`VmaTree::vma_by_id`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CachedVma {
     pub id: VmaId,
     pub start_hint: u64,
+    pub index_hint: usize,
 }
 
 /// A task's `vmacache_seqnum` and `vmacache[VMACACHE_SIZE]` (3.15).
@@ -132,6 +134,13 @@ pub struct Tasks {
     tasks: Vec<Option<TaskStruct>>,
     /// `current`, by CPU index.
     current: Vec<Option<TaskId>>,
+    /// By CPU index, the mm whose `mm_cpumask` bit the CPU set last (x86's
+    /// `cpu_tlbstate.loaded_mm`): a switch to a task of that mm needs no
+    /// `switch_mm`, as the bit is set already (masks only grow). Kept so
+    /// that the switch on every step of a workload is not a look-up in the
+    /// mask; an mm that goes is forgotten here ([`Tasks::forget_mm`]), as
+    /// its id may be given to a new mm.
+    loaded_mm: Vec<Option<MmId>>,
 }
 
 impl Tasks {
@@ -152,6 +161,15 @@ impl Tasks {
             None => {
                 self.tasks.push(Some(task));
                 TaskId(self.tasks.len() as u32 - 1)
+            }
+        }
+    }
+
+    /// `mm` is gone: no CPU has it loaded any more.
+    pub(super) fn forget_mm(&mut self, mm: MmId) {
+        for loaded in &mut self.loaded_mm {
+            if *loaded == Some(mm) {
+                *loaded = None;
             }
         }
     }
@@ -244,10 +262,11 @@ impl Kernel {
         }
         let (found, depth) = self.mm(mm).vmas.find_vma_id(addr);
         charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
-        let (id, vma) = found?;
+        let (id, index, vma) = found?;
         let cached = CachedVma {
             id,
             start_hint: vma.start,
+            index_hint: index,
         };
         match lookup {
             VmaLookup::MmapCache => self.mm_mut(mm).vmacache.mmap_cache = Some(cached),
@@ -273,13 +292,17 @@ impl Kernel {
         }
         let cached = m.vmacache.mmap_cache?;
         charge_nodes(ctx, Symbol::FindVma, caller, 1);
-        let Some(vma) = m.vmas.vma_by_id(cached.id, cached.start_hint) else {
+        let Some((index, vma)) = m
+            .vmas
+            .vma_by_id(cached.id, cached.start_hint, cached.index_hint)
+        else {
             // Unlinked by a merge (see the module documentation).
             m.vmacache.mmap_cache = None;
             return None;
         };
         m.vmacache.mmap_cache = Some(CachedVma {
             start_hint: vma.start,
+            index_hint: index,
             ..cached
         });
         vma.contains(addr).then_some(vma)
@@ -315,9 +338,10 @@ impl Kernel {
         for (slot, cached) in cache.vmas.iter_mut().enumerate() {
             let Some(cached) = cached else { continue };
             checked += 1;
-            let vma = vma_of_slot(tree, task, slot, cached);
+            let (index, vma) = vma_of_slot(tree, task, slot, cached);
             if vma.contains(addr) {
                 cached.start_hint = vma.start;
+                cached.index_hint = index;
                 hit = Some(vma);
                 break;
             }
@@ -372,8 +396,8 @@ impl Kernel {
 
 /// Re-reads a cached VMA; an identity gone from the tree while the cache is
 /// valid is what would be a use-after-free in Linux.
-fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) -> Vma {
-    tree.vma_by_id(cached.id, cached.start_hint)
+fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) -> (usize, Vma) {
+    tree.vma_by_id(cached.id, cached.start_hint, cached.index_hint)
         .unwrap_or_else(|| {
             panic!(
                 "vmacache slot {slot} of task {task:?} holds VMA {:?} (last at {:#x}), unlinked without a seqnum bump",
@@ -494,16 +518,22 @@ impl Kernel {
     }
 
     /// The context switch to `task` on this CPU: it becomes `current`, and
-    /// its mm runs here (`switch_mm` sets the CPU in `mm_cpumask`).
-    /// Workloads call it each time they step a task.
+    /// its mm runs here (`switch_mm` sets the CPU in `mm_cpumask`, unless
+    /// the CPU has that mm loaded already). Workloads call it each time
+    /// they step a task.
     pub fn set_current(&mut self, ctx: &Ctx, task: TaskId) {
         let cpu = ctx.cur().index();
         if self.tasks.current.len() <= cpu {
             self.tasks.current.resize(cpu + 1, None);
+            self.tasks.loaded_mm.resize(cpu + 1, None);
         }
         self.tasks.current[cpu] = Some(task);
-        if let Some(mm) = self.tasks.get(task).mm {
+        let Some(mm) = self.tasks.get(task).mm else {
+            return;
+        };
+        if self.tasks.loaded_mm[cpu] != Some(mm) {
             self.mm_runs_here(ctx, mm);
+            self.tasks.loaded_mm[cpu] = Some(mm);
         }
     }
 }
@@ -900,5 +930,41 @@ mod tests {
                 random_threads(lookup_mode, seed);
             }
         }
+    }
+
+    #[test]
+    fn a_switch_sets_the_cpu_in_the_mask_of_a_new_mm_with_a_reused_id() {
+        // CPU 1 has mm A loaded; A goes and a new process's mm gets A's
+        // id: switching to it on CPU 1 must still set the CPU in its mask.
+        let (mut k, mut ctx) = boot(VmaLookup::PerThread);
+        let parent = k.new_process(&mut ctx).unwrap();
+        let first = k.fork_task(&mut ctx, parent).unwrap();
+        let first_mm = k.task_mm(first).unwrap();
+        ctx.set_cur(CpuId(1));
+        k.set_current(&ctx, first);
+        k.set_current(&ctx, first);
+        assert_eq!(k.mm(first_mm).cpumask, [CpuId(1)]);
+        k.exit_task(&mut ctx, first);
+        ctx.set_cur(CpuId(0));
+        let second = k.fork_task(&mut ctx, parent).unwrap();
+        let second_mm = k.task_mm(second).unwrap();
+        assert_eq!(second_mm, first_mm, "the id is reused");
+        assert_eq!(k.mm(second_mm).cpumask, []);
+        ctx.set_cur(CpuId(1));
+        k.set_current(&ctx, second);
+        assert_eq!(k.mm(second_mm).cpumask, [CpuId(1)]);
+        // Back and forth between two mms on one CPU: each keeps its bit.
+        k.set_current(&ctx, parent);
+        k.set_current(&ctx, second);
+        let parent_mm = k.task_mm(parent).unwrap();
+        assert_eq!(k.mm(parent_mm).cpumask, [CpuId(1)]);
+        assert_eq!(k.mm(second_mm).cpumask, [CpuId(1)]);
+        // A kernel thread without an mm leaves the loaded mm as it was.
+        let kthread = k.kthread_create();
+        k.set_current(&ctx, kthread);
+        ctx.set_cur(CpuId(2));
+        k.set_current(&ctx, second);
+        assert_eq!(k.mm(second_mm).cpumask, [CpuId(1), CpuId(2)]);
+        assert_eq!(k.mm(parent_mm).cpumask, [CpuId(1)]);
     }
 }

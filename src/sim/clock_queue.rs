@@ -95,23 +95,23 @@ impl ClockQueue {
         self.set(cpu, EMPTY);
     }
 
-    /// Replays the matches on the way from `cpu`'s leaf to the final, up
-    /// to the first whose winner stays the same (the rest then do too).
-    /// (Every index is taken modulo `NODES_MAX`, which changes none of
-    /// them, `new` checks, but lets the compiler drop the bounds checks.)
+    /// Replays every match on the way from `cpu`'s leaf to the final. Most
+    /// sets are of the CPU just stepped, the winner of each of those
+    /// matches, whose new key changes every one of them: a replay that
+    /// stopped at the first match whose winner stays the same would stop
+    /// nowhere for it, and testing for that costs each match a load and a
+    /// branch. (Every index is taken modulo `NODES_MAX`, which changes
+    /// none of them, `new` checks, but lets the compiler drop the bounds
+    /// checks.)
     fn set(&mut self, cpu: CpuId, key: u64) {
         let mut node = (self.leaves + cpu.index()) % NODES_MAX;
         self.nodes[node] = key;
         // The value of `node`, carried up instead of read back.
         let mut value = key;
         while node > 1 {
-            let winner = value.min(self.nodes[(node ^ 1) % NODES_MAX]);
+            value = value.min(self.nodes[(node ^ 1) % NODES_MAX]);
             node /= 2;
-            if self.nodes[node] == winner {
-                break;
-            }
-            self.nodes[node] = winner;
-            value = winner;
+            self.nodes[node] = value;
         }
     }
 }

@@ -43,8 +43,12 @@ pub(crate) struct CpuState {
     /// Start of the interrupts-off section the CPU is in, if any.
     irqs_off_since: Option<Cycles>,
     /// Closed interrupts-off sections since the start of the CPU's last step
-    /// (its own, and the interrupt handlers it ran), for IPI delivery.
-    irq_windows: Vec<(Cycles, Cycles)>,
+    /// (its own, and the interrupt handlers it ran), for IPI delivery:
+    /// `irq_windows[..nr_irq_windows]`. In a fixed array, as every
+    /// outermost `local_irq_restore` records one (two a fault), and a
+    /// `Vec`'s push carried its growth path into each of them.
+    irq_windows: [(Cycles, Cycles); IRQ_WINDOWS_MAX],
+    nr_irq_windows: usize,
     /// IPIs sent to this CPU while its clock was behind their delivery time;
     /// taken once its clock passes it (see `ipi::flush`).
     pub(crate) pending_ipis: Vec<PendingIpi>,
@@ -60,7 +64,8 @@ impl CpuState {
             state: RunState::Runnable,
             irq_depth: 0,
             irqs_off_since: None,
-            irq_windows: Vec::new(),
+            irq_windows: [(Cycles::ZERO, Cycles::ZERO); IRQ_WINDOWS_MAX],
+            nr_irq_windows: 0,
             pending_ipis: Vec::new(),
             ipi_late: Cycles::ZERO,
         }
@@ -71,11 +76,11 @@ impl CpuState {
     /// middle of a step (a step ends with interrupts on).
     pub(crate) fn irqs_on_at(&self, t: Cycles) -> Cycles {
         let mut at = t;
+        let windows = &self.irq_windows[..self.nr_irq_windows];
         // Windows may chain or overlap: every pass that moves `at` leaves a
         // window behind for good, so one pass per window is enough.
-        for _ in 0..=self.irq_windows.len() {
-            let inside = self
-                .irq_windows
+        for _ in 0..=windows.len() {
+            let inside = windows
                 .iter()
                 .filter(|&&(start, end)| start <= at && at < end);
             match inside.map(|&(_, end)| end).max() {
@@ -91,11 +96,12 @@ impl CpuState {
         if start >= end {
             return;
         }
-        if self.irq_windows.len() == IRQ_WINDOWS_MAX {
-            let last = self.irq_windows.last_mut().expect("IRQ_WINDOWS_MAX > 0");
+        if self.nr_irq_windows == IRQ_WINDOWS_MAX {
+            let last = &mut self.irq_windows[IRQ_WINDOWS_MAX - 1];
             *last = (last.0.min(start), last.1.max(end));
         } else {
-            self.irq_windows.push((start, end));
+            self.irq_windows[self.nr_irq_windows] = (start, end);
+            self.nr_irq_windows += 1;
         }
     }
 }
@@ -392,7 +398,7 @@ impl Ctx {
         self.horizon = clock;
         // Deliveries from now on are later than `clock`: older sections of
         // this CPU can no longer delay an IPI.
-        self.cpus[cpu.index()].irq_windows.clear();
+        self.cpus[cpu.index()].nr_irq_windows = 0;
     }
 }
 
@@ -500,5 +506,46 @@ impl Engine {
         }
         self.ctx.requeue.clear();
         (self.ctx.cpus[cpu.index()].state == RunState::Runnable).then_some(cpu)
+    }
+}
+
+#[cfg(test)]
+mod irq_window_tests {
+    use super::*;
+
+    fn c(t: u64) -> Cycles {
+        Cycles(t)
+    }
+
+    #[test]
+    fn windows_chain_and_the_last_absorbs_those_past_the_limit() {
+        let mut cpu = CpuState::new();
+        assert_eq!(cpu.irqs_on_at(c(5)), c(5));
+        // Empty sections are not recorded.
+        cpu.record_irq_window(c(10), c(10));
+        assert_eq!(cpu.nr_irq_windows, 0);
+        // Two windows that chain: [10, 20) then [20, 30), recorded in
+        // the other order; and one apart, [40, 50).
+        cpu.record_irq_window(c(20), c(30));
+        cpu.record_irq_window(c(10), c(20));
+        cpu.record_irq_window(c(40), c(50));
+        assert_eq!(cpu.irqs_on_at(c(9)), c(9));
+        assert_eq!(cpu.irqs_on_at(c(15)), c(30));
+        assert_eq!(cpu.irqs_on_at(c(30)), c(30));
+        assert_eq!(cpu.irqs_on_at(c(45)), c(50));
+        // Fill to the limit with one-cycle windows far apart; each one
+        // past it widens the last over the gap between them.
+        for i in cpu.nr_irq_windows as u64..IRQ_WINDOWS_MAX as u64 {
+            cpu.record_irq_window(c(1000 * i), c(1000 * i + 1));
+        }
+        assert_eq!(cpu.nr_irq_windows, IRQ_WINDOWS_MAX);
+        let last_start = 1000 * (IRQ_WINDOWS_MAX as u64 - 1);
+        assert_eq!(cpu.irqs_on_at(c(last_start)), c(last_start + 1));
+        cpu.record_irq_window(c(last_start + 500), c(last_start + 600));
+        assert_eq!(cpu.nr_irq_windows, IRQ_WINDOWS_MAX);
+        assert_eq!(cpu.irqs_on_at(c(last_start + 100)), c(last_start + 600));
+        // The windows before the last are as they were.
+        assert_eq!(cpu.irqs_on_at(c(15)), c(30));
+        assert_eq!(cpu.irqs_on_at(c(1000 * 3)), c(1000 * 3 + 1));
     }
 }

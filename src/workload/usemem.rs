@@ -130,6 +130,10 @@ struct Run<'a> {
     failure: Option<String>,
     progress: Progress<'a>,
     reported_percent: u64,
+    /// The count of done accesses at which the percentage next moves past
+    /// `reported_percent` ([`next_report_at`]): every access compares
+    /// with it instead of dividing.
+    next_report_at: u64,
 }
 
 impl Run<'_> {
@@ -269,11 +273,14 @@ impl Run<'_> {
 
     fn count_progress(&mut self) {
         self.done_accesses += 1;
-        let percent = self.done_accesses * 100 / self.total_accesses.max(1);
-        if percent > self.reported_percent {
-            self.reported_percent = percent;
-            (self.progress)(percent as f64 / 100.0);
+        if self.done_accesses < self.next_report_at {
+            return;
         }
+        let percent = self.done_accesses * 100 / self.total_accesses.max(1);
+        debug_assert!(percent > self.reported_percent, "{percent}% reported again");
+        self.reported_percent = percent;
+        self.next_report_at = next_report_at(percent, self.total_accesses);
+        (self.progress)(percent as f64 / 100.0);
     }
 
     /// `output_statistics`.
@@ -285,6 +292,15 @@ impl Run<'_> {
         self.reports.push((ctx.now(), t, bytes, delta_us, kbs));
         self.tasks[t].phase = Phase::Exit;
     }
+}
+
+/// The first count of done accesses out of `total` whose percentage,
+/// `done * 100 / total` rounded down, exceeds `percent`: the least `done`
+/// with `done * 100 >= (percent + 1) * total`.
+fn next_report_at(percent: u64, total: u64) -> u64 {
+    let total = u128::from(total.max(1));
+    let at = (u128::from(percent) + 1) * total;
+    u64::try_from(at.div_ceil(100)).unwrap_or(u64::MAX)
 }
 
 impl Workload for Run<'_> {
@@ -343,6 +359,7 @@ impl Benchmark for Usemem {
             failure: None,
             progress,
             reported_percent: 0,
+            next_report_at: next_report_at(0, workers * self.accesses() * self.repeat as u64),
         };
         run.k.mm_runs_here(&ctx, parent_mm);
         let mut engine = Engine::new(ctx);
@@ -410,6 +427,29 @@ impl Usemem {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn progress_thresholds_match_the_percentage_they_replace() {
+        // Every count at which `done * 100 / total` first exceeds the last
+        // percentage reported, found by dividing at each access, is the
+        // count `next_report_at` names.
+        for total in [0, 1, 2, 3, 7, 99, 100, 101, 250, 12_345] {
+            let (mut reported, mut next) = (0, next_report_at(0, total));
+            for done in 1..=total.max(1) + 5 {
+                let percent = done * 100 / total.max(1);
+                assert_eq!(
+                    percent > reported,
+                    done >= next,
+                    "total {total}, done {done}: {percent}% after {reported}%"
+                );
+                if percent > reported {
+                    reported = percent;
+                    next = next_report_at(percent, total);
+                }
+            }
+        }
+        assert_eq!(next_report_at(99, u64::MAX), u64::MAX);
+    }
+
     use super::*;
     use crate::features::Feature;
     use crate::machine::builtin;

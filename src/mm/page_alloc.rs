@@ -629,7 +629,16 @@ impl Zone {
             order: order.0,
             migratetype: mt,
         };
-        let page = self.rmqueue_one(ctx, order, mt, taken, Symbol::GetPageFromFreelist);
+        let page = self
+            .rmqueue_one(
+                ctx,
+                order,
+                mt,
+                taken,
+                LastHalf::Listed,
+                Symbol::GetPageFromFreelist,
+            )
+            .map(|(idx, _)| idx);
         if page.is_some() {
             self.nr_free_pages -= order.nr_pages();
         }
@@ -722,9 +731,26 @@ impl Zone {
             order: order.0,
             migratetype: mt,
         };
-        for _ in 0..count {
-            let Some(idx) = self.rmqueue_one(ctx, order, mt, taken, Symbol::RmqueueBulk) else {
-                break;
+        // The upper half that a split left for the next block (see
+        // `LastHalf::Kept`): that `__rmqueue` would take it straight back.
+        let mut kept = None;
+        for i in 0..count {
+            let idx = match kept.take() {
+                Some(idx) => idx,
+                None => {
+                    let last_half = if i + 1 < count {
+                        LastHalf::Kept
+                    } else {
+                        LastHalf::Listed
+                    };
+                    let Some((idx, half)) =
+                        self.rmqueue_one(ctx, order, mt, taken, last_half, Symbol::RmqueueBulk)
+                    else {
+                        break;
+                    };
+                    kept = half;
+                    idx
+                }
             };
             self.pcp[cpu].lists[pindex].push_back(idx);
             ctx.charge(Symbol::RmqueueBulk, list_op);
@@ -738,26 +764,29 @@ impl Zone {
 
     /// `__rmqueue`: the smallest suitable block of the wanted type, else one
     /// stolen from another type; its head's struct page becomes `taken`.
-    /// Caller holds zone->lock.
+    /// With [`LastHalf::Kept`], also the upper half of `order` a split left
+    /// for the caller's next block. Caller holds zone->lock.
     fn rmqueue_one(
         &mut self,
         ctx: &mut Ctx,
         order: Order,
         mt: MigrateType,
         taken: Taken,
+        last_half: LastHalf,
         symbol: Symbol,
-    ) -> Option<u32> {
-        if let Some(idx) = self.rmqueue_smallest(ctx, order, mt, taken, symbol) {
-            return Some(idx);
+    ) -> Option<(u32, Option<u32>)> {
+        if let Some(found) = self.rmqueue_smallest(ctx, order, mt, taken, last_half, symbol) {
+            return Some(found);
         }
         if self.rmqueue_fallback(ctx, order, mt) {
-            return self.rmqueue_smallest(ctx, order, mt, taken, symbol);
+            return self.rmqueue_smallest(ctx, order, mt, taken, last_half, symbol);
         }
         None
     }
 
     /// `__rmqueue_smallest`: the first block of the lowest order >= `order`
-    /// on `mt`'s lists, split down to `order` (`expand`).
+    /// on `mt`'s lists, split down to `order` (`expand`). Returns the block,
+    /// and the last upper half if `last_half` keeps it.
     #[inline]
     fn rmqueue_smallest(
         &mut self,
@@ -765,20 +794,54 @@ impl Zone {
         order: Order,
         mt: MigrateType,
         taken: Taken,
+        last_half: LastHalf,
         symbol: Symbol,
-    ) -> Option<u32> {
+    ) -> Option<(u32, Option<u32>)> {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
         let idx = self.free_area[current][mt as usize].head;
         self.del_free_block(ctx, idx, current as u8, mt, taken, symbol);
         // expand: hand the upper halves back, largest first, at the list head.
         let mut high = current as u8;
+        let mut kept = None;
         while high > order.0 {
             high -= 1;
-            self.add_free_block(ctx, idx + (1u32 << high), high, mt, false, symbol);
+            let half = idx + (1u32 << high);
+            if high == order.0 && last_half == LastHalf::Kept {
+                self.list_and_take_back(ctx, half, high, mt, taken, symbol);
+                kept = Some(half);
+            } else {
+                self.add_free_block(ctx, half, high, mt, false, symbol);
+            }
             ctx.count(Event::BuddySplit, 1);
         }
-        Some(idx)
+        Some((idx, kept))
+    }
+
+    /// `add_to_free_list` of the block at `idx` at the head of its list,
+    /// then `del_page_from_free_list` of the same block, as the CPU pays for
+    /// them, without the list work whose effects cancel. The list is empty
+    /// (`__rmqueue_smallest` split a larger block because no block of this
+    /// order was free), so it ends empty as it began; the block's struct
+    /// page becomes `taken`; each line the pair writes (the block's struct
+    /// page, the free area's) is touched once, the second touch of a line
+    /// this CPU has just written being free. Both list operations are
+    /// charged.
+    fn list_and_take_back(
+        &mut self,
+        ctx: &mut Ctx,
+        idx: u32,
+        order: u8,
+        mt: MigrateType,
+        taken: Taken,
+        symbol: Symbol,
+    ) {
+        debug_assert!(self.free_area[order as usize][mt as usize].is_empty());
+        let meta = self.map.get_mut(idx);
+        detach(meta, taken);
+        write_page(ctx, meta, symbol);
+        self.charge_list_op(ctx, order, symbol);
+        self.charge_list_op(ctx, order, symbol);
     }
 
     /// `__rmqueue_fallback`: steals from another migratetype, preferring the
@@ -1197,6 +1260,18 @@ impl Zone {
             }
         }
     }
+}
+
+/// What `expand` does with the last upper half it splits off, the one of
+/// the wanted order: lists it at the head of its free list, or, when the
+/// caller is about to take another block of that order and type (the next
+/// turn of `rmqueue_bulk`), keeps it for that turn. `__rmqueue_smallest`
+/// would find that list non-empty and take its head, this half: keeping it
+/// saves linking it, searching for it and unlinking it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LastHalf {
+    Listed,
+    Kept,
 }
 
 /// Does `meta` head a free block of exactly `order`?

@@ -629,16 +629,7 @@ impl Zone {
             order: order.0,
             migratetype: mt,
         };
-        let page = self
-            .rmqueue_one(
-                ctx,
-                order,
-                mt,
-                taken,
-                LastHalf::Listed,
-                Symbol::GetPageFromFreelist,
-            )
-            .map(|(idx, _)| idx);
+        let page = self.rmqueue_one(ctx, order, mt, taken, None, Symbol::GetPageFromFreelist);
         if page.is_some() {
             self.nr_free_pages -= order.nr_pages();
         }
@@ -731,30 +722,45 @@ impl Zone {
             order: order.0,
             migratetype: mt,
         };
-        // The upper half that a split left for the next block (see
-        // `LastHalf::Kept`): that `__rmqueue` would take it straight back.
-        let mut kept = None;
-        for i in 0..count {
-            let idx = match kept.take() {
-                Some(idx) => idx,
+        // The upper halves splits left for the next turns (`KeptHalves`).
+        let mut kept = KeptHalves::default();
+        for _ in 0..count {
+            let idx = match kept.pop() {
+                Some((half, high)) => {
+                    self.take_kept_half(ctx, half, high, mt, taken, Symbol::RmqueueBulk);
+                    self.expand(
+                        ctx,
+                        half,
+                        high,
+                        order,
+                        mt,
+                        Some(&mut kept),
+                        Symbol::RmqueueBulk,
+                    );
+                    half
+                }
                 None => {
-                    let last_half = if i + 1 < count {
-                        LastHalf::Kept
-                    } else {
-                        LastHalf::Listed
-                    };
-                    let Some((idx, half)) =
-                        self.rmqueue_one(ctx, order, mt, taken, last_half, Symbol::RmqueueBulk)
-                    else {
+                    let Some(idx) = self.rmqueue_one(
+                        ctx,
+                        order,
+                        mt,
+                        taken,
+                        Some(&mut kept),
+                        Symbol::RmqueueBulk,
+                    ) else {
                         break;
                     };
-                    kept = half;
                     idx
                 }
             };
             self.pcp[cpu].lists[pindex].push_back(idx);
             ctx.charge(Symbol::RmqueueBulk, list_op);
             alloced += 1;
+        }
+        // The halves no turn took go onto their lists, as `expand` left them.
+        while let Some((half, high)) = kept.pop() {
+            debug_assert!(self.free_area[high as usize][mt as usize].is_empty());
+            self.add_free_block(ctx, half, high, mt, false, Symbol::RmqueueBulk);
         }
         self.nr_free_pages -= alloced << order.0;
         ctx.count(Event::PcpRefillPages, alloced << order.0);
@@ -764,29 +770,29 @@ impl Zone {
 
     /// `__rmqueue`: the smallest suitable block of the wanted type, else one
     /// stolen from another type; its head's struct page becomes `taken`.
-    /// With [`LastHalf::Kept`], also the upper half of `order` a split left
-    /// for the caller's next block. Caller holds zone->lock.
+    /// The upper halves a split leaves go onto their lists, or into `kept`
+    /// if given. Caller holds zone->lock.
     fn rmqueue_one(
         &mut self,
         ctx: &mut Ctx,
         order: Order,
         mt: MigrateType,
         taken: Taken,
-        last_half: LastHalf,
+        mut kept: Option<&mut KeptHalves>,
         symbol: Symbol,
-    ) -> Option<(u32, Option<u32>)> {
-        if let Some(found) = self.rmqueue_smallest(ctx, order, mt, taken, last_half, symbol) {
-            return Some(found);
+    ) -> Option<u32> {
+        if let Some(idx) = self.rmqueue_smallest(ctx, order, mt, taken, kept.as_deref_mut(), symbol)
+        {
+            return Some(idx);
         }
         if self.rmqueue_fallback(ctx, order, mt) {
-            return self.rmqueue_smallest(ctx, order, mt, taken, last_half, symbol);
+            return self.rmqueue_smallest(ctx, order, mt, taken, kept, symbol);
         }
         None
     }
 
     /// `__rmqueue_smallest`: the first block of the lowest order >= `order`
-    /// on `mt`'s lists, split down to `order` (`expand`). Returns the block,
-    /// and the last upper half if `last_half` keeps it.
+    /// on `mt`'s lists, split down to `order` (`expand`).
     #[inline]
     fn rmqueue_smallest(
         &mut self,
@@ -794,40 +800,50 @@ impl Zone {
         order: Order,
         mt: MigrateType,
         taken: Taken,
-        last_half: LastHalf,
+        kept: Option<&mut KeptHalves>,
         symbol: Symbol,
-    ) -> Option<(u32, Option<u32>)> {
+    ) -> Option<u32> {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
         let idx = self.free_area[current][mt as usize].head;
         self.del_free_block(ctx, idx, current as u8, mt, taken, symbol);
-        // expand: hand the upper halves back, largest first, at the list head.
-        let mut high = current as u8;
-        let mut kept = None;
+        self.expand(ctx, idx, current as u8, order, mt, kept, symbol);
+        Some(idx)
+    }
+
+    /// `expand`: hands the upper halves of the block of order `high` at
+    /// `idx` back, largest first, at the list heads, or into `kept`.
+    #[allow(clippy::too_many_arguments)]
+    fn expand(
+        &mut self,
+        ctx: &mut Ctx,
+        idx: u32,
+        mut high: u8,
+        order: Order,
+        mt: MigrateType,
+        mut kept: Option<&mut KeptHalves>,
+        symbol: Symbol,
+    ) {
         while high > order.0 {
             high -= 1;
             let half = idx + (1u32 << high);
-            if high == order.0 && last_half == LastHalf::Kept {
-                self.list_and_take_back(ctx, half, high, mt, taken, symbol);
-                kept = Some(half);
-            } else {
-                self.add_free_block(ctx, half, high, mt, false, symbol);
+            match kept.as_deref_mut() {
+                Some(kept) => kept.push(half, high),
+                None => self.add_free_block(ctx, half, high, mt, false, symbol),
             }
             ctx.count(Event::BuddySplit, 1);
         }
-        Some((idx, kept))
     }
 
-    /// `add_to_free_list` of the block at `idx` at the head of its list,
-    /// then `del_page_from_free_list` of the same block, as the CPU pays for
-    /// them, without the list work whose effects cancel. The list is empty
-    /// (`__rmqueue_smallest` split a larger block because no block of this
-    /// order was free), so it ends empty as it began; the block's struct
-    /// page becomes `taken`; each line the pair writes (the block's struct
-    /// page, the free area's) is touched once, the second touch of a line
-    /// this CPU has just written being free. Both list operations are
-    /// charged.
-    fn list_and_take_back(
+    /// A kept half's `add_to_free_list` at the head of its list, then its
+    /// `del_page_from_free_list` by the turn that takes it, as the CPU pays
+    /// for them, without the list work whose effects cancel. The list is
+    /// empty (the split that left the half found no block of its order) and
+    /// ends empty; the half's struct page becomes `taken`; each line the
+    /// pair writes (the struct page, the free area's) is touched once, the
+    /// second touch of a line this CPU has just written being free. Both
+    /// list operations are charged.
+    fn take_kept_half(
         &mut self,
         ctx: &mut Ctx,
         idx: u32,
@@ -1262,16 +1278,33 @@ impl Zone {
     }
 }
 
-/// What `expand` does with the last upper half it splits off, the one of
-/// the wanted order: lists it at the head of its free list, or, when the
-/// caller is about to take another block of that order and type (the next
-/// turn of `rmqueue_bulk`), keeps it for that turn. `__rmqueue_smallest`
-/// would find that list non-empty and take its head, this half: keeping it
-/// saves linking it, searching for it and unlinking it again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LastHalf {
-    Listed,
-    Kept,
+/// The upper halves `expand` split off during one `rmqueue_bulk`, not yet
+/// listed, smallest on top. While the refill goes on, only its own turns
+/// change the zone's lists, and each half's list was empty when the half
+/// was split off (the split found no block of that order or any between):
+/// the next turn's `__rmqueue_smallest` would find the smallest half at the
+/// head of the lowest non-empty list and take it. A turn takes it from here
+/// instead, saving the linking, the search and the unlinking; the halves
+/// left at the end are listed then. At most one half per order.
+#[derive(Clone, Copy, Debug, Default)]
+struct KeptHalves {
+    /// (block, order), orders decreasing.
+    halves: [(u32, u8); MAX_ORDER],
+    len: usize,
+}
+
+impl KeptHalves {
+    fn push(&mut self, idx: u32, order: u8) {
+        assert!(self.len < MAX_ORDER, "more kept halves than orders");
+        debug_assert!(self.len == 0 || self.halves[self.len - 1].1 > order);
+        self.halves[self.len] = (idx, order);
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<(u32, u8)> {
+        self.len = self.len.checked_sub(1)?;
+        Some(self.halves[self.len])
+    }
 }
 
 /// Does `meta` head a free block of exactly `order`?

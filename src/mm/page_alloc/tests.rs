@@ -369,8 +369,8 @@ fn bulk_drain_walks_lists_round_robin_from_the_cold_end() {
     pa.check();
 }
 
-/// `rmqueue_bulk` as it was before `LastHalf::Kept`: every block through a
-/// whole `__rmqueue`, each split's last half listed and found again.
+/// `rmqueue_bulk` as it was before `KeptHalves`: every block through a
+/// whole `__rmqueue`, each split's halves listed and found again.
 fn rmqueue_bulk_listing_every_half(
     zone: &mut Zone,
     ctx: &mut Ctx,
@@ -389,12 +389,9 @@ fn rmqueue_bulk_listing_every_half(
     };
     let mut alloced = 0;
     for _ in 0..count {
-        let Some((idx, kept)) =
-            zone.rmqueue_one(ctx, order, mt, taken, LastHalf::Listed, Symbol::RmqueueBulk)
-        else {
+        let Some(idx) = zone.rmqueue_one(ctx, order, mt, taken, None, Symbol::RmqueueBulk) else {
             break;
         };
-        assert_eq!(kept, None, "a listed half is never kept");
         zone.pcp[cpu].lists[pindex].push_back(idx);
         ctx.charge(Symbol::RmqueueBulk, list_op);
         alloced += 1;
@@ -425,7 +422,7 @@ fn zone_state(ctx: &Ctx, pa: &PageAllocator) -> String {
 }
 
 #[test]
-fn bulk_refill_keeping_the_last_half_matches_listing_it() {
+fn bulk_refill_keeping_the_split_halves_matches_listing_them() {
     // Two allocators driven alike, on fragmented memory with all three
     // types: refills of random order, type and size, one through
     // `rmqueue_bulk`, the other listing every half.

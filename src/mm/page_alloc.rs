@@ -629,7 +629,7 @@ impl Zone {
             order: order.0,
             migratetype: mt,
         };
-        let page = self.rmqueue_one(ctx, order, mt, taken, Symbol::GetPageFromFreelist);
+        let page = self.rmqueue_one(ctx, order, mt, taken, None, Symbol::GetPageFromFreelist);
         if page.is_some() {
             self.nr_free_pages -= order.nr_pages();
         }
@@ -722,13 +722,45 @@ impl Zone {
             order: order.0,
             migratetype: mt,
         };
+        // The upper halves splits left for the next turns (`KeptHalves`).
+        let mut kept = KeptHalves::default();
         for _ in 0..count {
-            let Some(idx) = self.rmqueue_one(ctx, order, mt, taken, Symbol::RmqueueBulk) else {
-                break;
+            let idx = match kept.pop() {
+                Some((half, high)) => {
+                    self.take_kept_half(ctx, half, high, mt, taken, Symbol::RmqueueBulk);
+                    self.expand(
+                        ctx,
+                        half,
+                        high,
+                        order,
+                        mt,
+                        Some(&mut kept),
+                        Symbol::RmqueueBulk,
+                    );
+                    half
+                }
+                None => {
+                    let Some(idx) = self.rmqueue_one(
+                        ctx,
+                        order,
+                        mt,
+                        taken,
+                        Some(&mut kept),
+                        Symbol::RmqueueBulk,
+                    ) else {
+                        break;
+                    };
+                    idx
+                }
             };
             self.pcp[cpu].lists[pindex].push_back(idx);
             ctx.charge(Symbol::RmqueueBulk, list_op);
             alloced += 1;
+        }
+        // The halves no turn took go onto their lists, as `expand` left them.
+        while let Some((half, high)) = kept.pop() {
+            debug_assert!(self.free_area[high as usize][mt as usize].is_empty());
+            self.add_free_block(ctx, half, high, mt, false, Symbol::RmqueueBulk);
         }
         self.nr_free_pages -= alloced << order.0;
         ctx.count(Event::PcpRefillPages, alloced << order.0);
@@ -738,20 +770,23 @@ impl Zone {
 
     /// `__rmqueue`: the smallest suitable block of the wanted type, else one
     /// stolen from another type; its head's struct page becomes `taken`.
-    /// Caller holds zone->lock.
+    /// The upper halves a split leaves go onto their lists, or into `kept`
+    /// if given. Caller holds zone->lock.
     fn rmqueue_one(
         &mut self,
         ctx: &mut Ctx,
         order: Order,
         mt: MigrateType,
         taken: Taken,
+        mut kept: Option<&mut KeptHalves>,
         symbol: Symbol,
     ) -> Option<u32> {
-        if let Some(idx) = self.rmqueue_smallest(ctx, order, mt, taken, symbol) {
+        if let Some(idx) = self.rmqueue_smallest(ctx, order, mt, taken, kept.as_deref_mut(), symbol)
+        {
             return Some(idx);
         }
         if self.rmqueue_fallback(ctx, order, mt) {
-            return self.rmqueue_smallest(ctx, order, mt, taken, symbol);
+            return self.rmqueue_smallest(ctx, order, mt, taken, kept, symbol);
         }
         None
     }
@@ -765,20 +800,64 @@ impl Zone {
         order: Order,
         mt: MigrateType,
         taken: Taken,
+        kept: Option<&mut KeptHalves>,
         symbol: Symbol,
     ) -> Option<u32> {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
         let idx = self.free_area[current][mt as usize].head;
         self.del_free_block(ctx, idx, current as u8, mt, taken, symbol);
-        // expand: hand the upper halves back, largest first, at the list head.
-        let mut high = current as u8;
+        self.expand(ctx, idx, current as u8, order, mt, kept, symbol);
+        Some(idx)
+    }
+
+    /// `expand`: hands the upper halves of the block of order `high` at
+    /// `idx` back, largest first, at the list heads, or into `kept`.
+    #[allow(clippy::too_many_arguments)]
+    fn expand(
+        &mut self,
+        ctx: &mut Ctx,
+        idx: u32,
+        mut high: u8,
+        order: Order,
+        mt: MigrateType,
+        mut kept: Option<&mut KeptHalves>,
+        symbol: Symbol,
+    ) {
         while high > order.0 {
             high -= 1;
-            self.add_free_block(ctx, idx + (1u32 << high), high, mt, false, symbol);
+            let half = idx + (1u32 << high);
+            match kept.as_deref_mut() {
+                Some(kept) => kept.push(half, high),
+                None => self.add_free_block(ctx, half, high, mt, false, symbol),
+            }
             ctx.count(Event::BuddySplit, 1);
         }
-        Some(idx)
+    }
+
+    /// A kept half's `add_to_free_list` at the head of its list, then its
+    /// `del_page_from_free_list` by the turn that takes it, as the CPU pays
+    /// for them, without the list work whose effects cancel. The list is
+    /// empty (the split that left the half found no block of its order) and
+    /// ends empty; the half's struct page becomes `taken`; each line the
+    /// pair writes (the struct page, the free area's) is touched once, the
+    /// second touch of a line this CPU has just written being free. Both
+    /// list operations are charged.
+    fn take_kept_half(
+        &mut self,
+        ctx: &mut Ctx,
+        idx: u32,
+        order: u8,
+        mt: MigrateType,
+        taken: Taken,
+        symbol: Symbol,
+    ) {
+        debug_assert!(self.free_area[order as usize][mt as usize].is_empty());
+        let meta = self.map.get_mut(idx);
+        detach(meta, taken);
+        write_page(ctx, meta, symbol);
+        self.charge_list_op(ctx, order, symbol);
+        self.charge_list_op(ctx, order, symbol);
     }
 
     /// `__rmqueue_fallback`: steals from another migratetype, preferring the
@@ -1196,6 +1275,35 @@ impl Zone {
                 }
             }
         }
+    }
+}
+
+/// The upper halves `expand` split off during one `rmqueue_bulk`, not yet
+/// listed, smallest on top. While the refill goes on, only its own turns
+/// change the zone's lists, and each half's list was empty when the half
+/// was split off (the split found no block of that order or any between):
+/// the next turn's `__rmqueue_smallest` would find the smallest half at the
+/// head of the lowest non-empty list and take it. A turn takes it from here
+/// instead, saving the linking, the search and the unlinking; the halves
+/// left at the end are listed then. At most one half per order.
+#[derive(Clone, Copy, Debug, Default)]
+struct KeptHalves {
+    /// (block, order), orders decreasing.
+    halves: [(u32, u8); MAX_ORDER],
+    len: usize,
+}
+
+impl KeptHalves {
+    fn push(&mut self, idx: u32, order: u8) {
+        assert!(self.len < MAX_ORDER, "more kept halves than orders");
+        debug_assert!(self.len == 0 || self.halves[self.len - 1].1 > order);
+        self.halves[self.len] = (idx, order);
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<(u32, u8)> {
+        self.len = self.len.checked_sub(1)?;
+        Some(self.halves[self.len])
     }
 }
 

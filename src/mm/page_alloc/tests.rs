@@ -368,3 +368,126 @@ fn bulk_drain_walks_lists_round_robin_from_the_cold_end() {
     pa.free_pages(&mut ctx, b, Order(1));
     pa.check();
 }
+
+/// `rmqueue_bulk` as it was before `KeptHalves`: every block through a
+/// whole `__rmqueue`, each split's halves listed and found again.
+fn rmqueue_bulk_listing_every_half(
+    zone: &mut Zone,
+    ctx: &mut Ctx,
+    order: Order,
+    count: u64,
+    mt: MigrateType,
+    pindex: usize,
+) -> u64 {
+    let cpu = ctx.cur().index();
+    zone.lock_zone(ctx, LockKind::Plain);
+    let list_op = ctx.machine().costs.pcp_list_op.cycles();
+    let taken = Taken {
+        state: PageState::Pcp,
+        order: order.0,
+        migratetype: mt,
+    };
+    let mut alloced = 0;
+    for _ in 0..count {
+        let Some(idx) = zone.rmqueue_one(ctx, order, mt, taken, None, Symbol::RmqueueBulk) else {
+            break;
+        };
+        zone.pcp[cpu].lists[pindex].push_back(idx);
+        ctx.charge(Symbol::RmqueueBulk, list_op);
+        alloced += 1;
+    }
+    zone.nr_free_pages -= alloced << order.0;
+    ctx.count(Event::PcpRefillPages, alloced << order.0);
+    zone.unlock_zone(ctx, LockKind::Plain);
+    alloced
+}
+
+/// Everything a refill could change, in a comparable form.
+fn zone_state(ctx: &Ctx, pa: &PageAllocator) -> String {
+    let zone = &pa.zones[0];
+    let pages: Vec<PageMeta> = (0..zone.managed_pages)
+        .map(|i| pa.page(Pfn(zone.start_pfn + i)))
+        .collect();
+    format!(
+        "{:?} {:?} {:?} {} {:?} {:?} {:?} {:?}",
+        zone.free_area,
+        zone.area_lines,
+        zone.nr_free,
+        zone.nr_free_pages,
+        zone.pcp,
+        pages,
+        ctx.now(),
+        ctx.stats,
+    )
+}
+
+#[test]
+fn bulk_refill_keeping_the_split_halves_matches_listing_them() {
+    // Two allocators driven alike, on fragmented memory with all three
+    // types: refills of random order, type and size, one through
+    // `rmqueue_bulk`, the other listing every half.
+    for seed in 0..2 {
+        let mut runs = [setup(4, 16 << 20, true), setup(4, 16 << 20, true)];
+        let mut rngs = [crate::sim::Rng::new(seed), crate::sim::Rng::new(seed)];
+        let mut helds: [Vec<(Pfn, Order)>; 2] = [Vec::new(), Vec::new()];
+        let mut nr_refilled = 0;
+        for step in 0..1500 {
+            let mut refilled = false;
+            for (which, ((ctx, pa), rng)) in runs.iter_mut().zip(&mut rngs).enumerate() {
+                let held = &mut helds[which];
+                ctx.set_cur(CpuId(rng.below(4) as u32));
+                ctx.idle_until(Cycles(step));
+                let order = Order([0, 0, 1, 2, 3, 9][rng.below(6) as usize]);
+                let mt = [
+                    MigrateType::Unmovable,
+                    MigrateType::Movable,
+                    MigrateType::Reclaimable,
+                ][rng.below(3) as usize];
+                match rng.below(10) {
+                    0..=4 => {
+                        let gfp = Gfp {
+                            migratetype: mt,
+                            ..Gfp::KERNEL
+                        };
+                        if let Some(p) = pa.alloc_pages(ctx, gfp, order) {
+                            held.push((p, order));
+                        }
+                    }
+                    5..=8 if !held.is_empty() => {
+                        let (p, order) = held.swap_remove(rng.below(held.len() as u64) as usize);
+                        pa.free_pages(ctx, p, order);
+                    }
+                    _ if order.0 <= PAGE_ALLOC_COSTLY_ORDER => {
+                        let count = 1 + rng.below(40);
+                        let pindex = order_to_pindex(mt, order);
+                        let cpu = ctx.cur().index();
+                        let zone = &mut pa.zones[0];
+                        let alloced = if which == 0 {
+                            zone.rmqueue_bulk(ctx, order, count, mt, pindex)
+                        } else {
+                            rmqueue_bulk_listing_every_half(zone, ctx, order, count, mt, pindex)
+                        };
+                        zone.pcp[cpu].count += alloced << order.0;
+                        nr_refilled += alloced;
+                        refilled = true;
+                    }
+                    _ => {}
+                }
+                pa.check();
+            }
+            if !refilled && step % 100 != 0 {
+                continue;
+            }
+            let [(ctx0, pa0), (ctx1, pa1)] = &runs;
+            assert_eq!(
+                zone_state(ctx0, pa0),
+                zone_state(ctx1, pa1),
+                "seed {seed} step {step}"
+            );
+        }
+        assert!(
+            nr_refilled > 500,
+            "seed {seed}: {nr_refilled} blocks refilled"
+        );
+    }
+}

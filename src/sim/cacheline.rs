@@ -478,24 +478,41 @@ impl CacheLine {
 
     fn read_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let mut nearest: Option<Cycles> = None;
-        let mut here = false;
-        self.for_each_holder_at(begun, |holder| {
+        let mut nearer = |holder: CpuId| {
+            let cost = transfer_cost(ctx, holder, cpu);
+            nearest = Some(nearest.map_or(cost, |n| n.min(cost)));
+        };
+        // The holders as `for_each_holder_at` walks them, but a copy here
+        // ends the walk at once: the read is free whoever else holds one.
+        let mut reached_base = true;
+        for span in self.transfers.first_spans(begun).rev() {
+            let (Access::Read(holder) | Access::Modify(holder)) = span.data;
             if holder == cpu {
-                here = true;
-            } else {
-                let cost = transfer_cost(ctx, holder, cpu);
-                nearest = Some(nearest.map_or(cost, |n| n.min(cost)));
+                return Need::Free;
             }
-        });
+            nearer(holder);
+            if let Access::Modify(_) = span.data {
+                reached_base = false;
+                break;
+            }
+        }
+        if reached_base {
+            for holder in self.owner_base.into_iter().chain(self.sharers_base.iter()) {
+                if holder == cpu {
+                    return Need::Free;
+                }
+                nearer(holder);
+            }
+        }
         match nearest {
-            Some(cost) if !here => Need::Occupy {
+            Some(cost) => Need::Occupy {
                 cost,
                 access: Access::Read(cpu),
                 counted: true,
                 retried: false,
             },
-            // Held here, or never modified (in memory; not modelled).
-            _ => Need::Free,
+            // Never modified (in memory; not modelled).
+            None => Need::Free,
         }
     }
 
@@ -568,6 +585,54 @@ impl CacheLine {
             self.record(self.transfers.len(), span);
         }
         self.tail.len = 0;
+    }
+}
+
+#[cfg(test)]
+impl CacheLine {
+    /// Checks [`CacheLine::read_need`] against the full walk of the holders
+    /// that it cuts short, for every CPU of `ctx` and every count of
+    /// transfers begun. Returns how many reads were found free with another
+    /// CPU holding a copy, and how many occupy the line (so a test can see
+    /// that it met both).
+    pub(super) fn check_read_need(&self, ctx: &Ctx) -> (usize, usize) {
+        let (mut free_beside_others, mut occupied) = (0, 0);
+        for cpu in (0..ctx.nr_cpus()).map(CpuId) {
+            for begun in 0..=self.transfers.len() {
+                let mut nearest: Option<Cycles> = None;
+                let mut here = false;
+                self.for_each_holder_at(begun, |holder| {
+                    if holder == cpu {
+                        here = true;
+                    } else {
+                        let cost = transfer_cost(ctx, holder, cpu);
+                        nearest = Some(nearest.map_or(cost, |n| n.min(cost)));
+                    }
+                });
+                let walked = nearest.filter(|_| !here);
+                let found = match self.read_need(ctx, cpu, begun) {
+                    Need::Free => None,
+                    Need::Occupy {
+                        cost,
+                        access,
+                        counted,
+                        retried,
+                    } => {
+                        assert_eq!(access, Access::Read(cpu));
+                        assert!(counted, "a read miss by {cpu} not counted");
+                        assert!(!retried, "a read by {cpu} retried");
+                        Some(cost)
+                    }
+                };
+                assert_eq!(found, walked, "{cpu}'s read after {begun} transfers");
+                if found.is_some() {
+                    occupied += 1;
+                } else if here && nearest.is_some() {
+                    free_beside_others += 1;
+                }
+            }
+        }
+        (free_beside_others, occupied)
     }
 }
 

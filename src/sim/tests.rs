@@ -1030,6 +1030,41 @@ fn rwsem_reader_queues_behind_a_waiting_writer() {
     );
 }
 
+/// Reads, `cmpxchg` loops and RMWs of a few lines by 8 CPUs at random;
+/// before each access, a line's read cost is checked against the full walk
+/// of its holders at every point of its timeline.
+#[test]
+fn a_read_s_need_agrees_with_the_full_walk_of_the_holders() {
+    const NR_CPUS: u32 = 8;
+    const ACCESSES_PER_CPU: u32 = 300;
+    let mut lines = vec![CacheLine::new(); 2];
+    let mut accesses = vec![0; NR_CPUS as usize];
+    let (mut free_beside_others, mut occupied) = (0, 0);
+    run(ctx_with_cpus(NR_CPUS, 5), |ctx| {
+        let cpu = ctx.cur();
+        let line = &mut lines[ctx.rng.below(2) as usize];
+        let (free, occupy) = line.check_read_need(ctx);
+        free_beside_others += free;
+        occupied += occupy;
+        match ctx.rng.below(3) {
+            0 => line.read(ctx, RMW),
+            1 => line.cmpxchg_loop(ctx, RMW),
+            _ => line.rmw(ctx, RMW),
+        };
+        let work = Cycles(ctx.rng.below(300) + 1);
+        ctx.charge(WORK, work);
+        accesses[cpu.index()] += 1;
+        if accesses[cpu.index()] == ACCESSES_PER_CPU {
+            ctx.finish();
+        }
+    });
+    assert!(
+        free_beside_others > 0,
+        "no read found a copy here among others"
+    );
+    assert!(occupied > 0, "no read missed");
+}
+
 // ---------------------------------------------------------------------------
 // Determinism
 

@@ -28,6 +28,9 @@
 //! holder is free and leaves no trace: a modification placed before it later
 //! does not turn it into a miss.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
+
 use super::engine::Ctx;
 use super::event::Event;
 use super::symbol::Symbol;
@@ -478,31 +481,18 @@ impl CacheLine {
 
     fn read_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let mut nearest: Option<Cycles> = None;
-        let mut nearer = |holder: CpuId| {
+        // A copy here ends the walk at once: the read is free whoever else
+        // holds one.
+        let walk = self.try_for_each_holder_at(begun, |holder| {
+            if holder == cpu {
+                return ControlFlow::Break(());
+            }
             let cost = transfer_cost(ctx, holder, cpu);
             nearest = Some(nearest.map_or(cost, |n| n.min(cost)));
-        };
-        // The holders as `for_each_holder_at` walks them, but a copy here
-        // ends the walk at once: the read is free whoever else holds one.
-        let mut reached_base = true;
-        for span in self.transfers.first_spans(begun).rev() {
-            let (Access::Read(holder) | Access::Modify(holder)) = span.data;
-            if holder == cpu {
-                return Need::Free;
-            }
-            nearer(holder);
-            if let Access::Modify(_) = span.data {
-                reached_base = false;
-                break;
-            }
-        }
-        if reached_base {
-            for holder in self.owner_base.into_iter().chain(self.sharers_base.iter()) {
-                if holder == cpu {
-                    return Need::Free;
-                }
-                nearer(holder);
-            }
+            ControlFlow::Continue(())
+        });
+        if walk.is_break() {
+            return Need::Free;
         }
         match nearest {
             Some(cost) => Need::Occupy {
@@ -521,18 +511,38 @@ impl CacheLine {
     /// transfer that has begun counts as done. Returns the owner then, as
     /// [`CacheLine::owner_at`] would.
     fn for_each_holder_at(&self, begun: usize, mut f: impl FnMut(CpuId)) -> Option<CpuId> {
+        let walk = self.try_for_each_holder_at(begun, |holder| {
+            f(holder);
+            ControlFlow::<Infallible>::Continue(())
+        });
+        match walk {
+            ControlFlow::Continue(owner) => owner,
+        }
+    }
+
+    /// [`CacheLine::for_each_holder_at`] for an `f` that may end the walk
+    /// early (a read that finds a copy here needs to know no more).
+    fn try_for_each_holder_at<B>(
+        &self,
+        begun: usize,
+        mut f: impl FnMut(CpuId) -> ControlFlow<B>,
+    ) -> ControlFlow<B, Option<CpuId>> {
         for span in self.transfers.first_spans(begun).rev() {
             match span.data {
-                Access::Read(cpu) => f(cpu),
+                Access::Read(cpu) => f(cpu)?,
                 Access::Modify(cpu) => {
-                    f(cpu);
-                    return Some(cpu);
+                    f(cpu)?;
+                    return ControlFlow::Continue(Some(cpu));
                 }
             }
         }
-        self.owner_base.into_iter().for_each(&mut f);
-        self.sharers_base.iter().for_each(f);
-        self.owner_base
+        if let Some(owner) = self.owner_base {
+            f(owner)?;
+        }
+        for cpu in self.sharers_base.iter() {
+            f(cpu)?;
+        }
+        ControlFlow::Continue(self.owner_base)
     }
 
     fn owner_at(&self, begun: usize) -> Option<CpuId> {

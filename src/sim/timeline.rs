@@ -15,8 +15,10 @@
 //! A line that many CPUs hammer holds hundreds of back-to-back spans ahead of
 //! the earliest clock, and almost every search for a place to fit ends after
 //! the last of them. An exclusive timeline therefore also keeps the start of
-//! every gap between spans in an ordered set, so a search jumps over a run of
-//! back-to-back spans in one lookup instead of walking it span by span.
+//! every gap between spans in an ordered set, so a search jumps over a long
+//! run of back-to-back spans in one lookup instead of walking it span by
+//! span. Short runs (a few spans between gaps, as on a line whose transfers
+//! differ in length) are cheaper to step over than to look up.
 //!
 //! Both lists live in a [`SlideQueue`]: one contiguous slice, so that the
 //! searches are plain slice searches and the oldest span leaves by moving
@@ -445,6 +447,17 @@ impl<T: Copy + PartialEq> Timeline<T> {
             // Here no span is under way at `s`. If the next one begins right
             // at `s`, so does a run of back-to-back spans: jump to its end,
             // the first gap at or after `s` (or the end of the last span).
+            // Short runs (a busy line's usual) are stepped over span by
+            // span; the gap index only pays for itself over longer ones.
+            let mut stepped = 0;
+            while stepped < RUN_STEPS
+                && let Some(next) = spans.get(i)
+                && next.start <= s
+            {
+                s = next.end;
+                i += 1;
+                stepped += 1;
+            }
             if spans.get(i).is_some_and(|next| next.start <= s) {
                 g = gallop(g, gaps.len(), |k| gaps[k] < s);
                 match gaps.get(g) {
@@ -490,6 +503,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
             .max()
     }
 }
+
+/// How many back-to-back spans [`Timeline::earliest_fit_from`] steps over
+/// one by one before it looks up the end of their run in the gap index.
+const RUN_STEPS: usize = 8;
 
 /// The first index from `from` on at which `pred` fails, for a `pred` that
 /// holds below some index and fails from it on (up to `len`), known to hold
@@ -787,6 +804,38 @@ mod tests {
         assert_eq!(t.fit_after_run(Cycles(400)), None, "after the run");
         assert_eq!(fit(&t, 150, 0), 400);
         assert_eq!(fit(&t, 50, 60), 400);
+    }
+
+    #[test]
+    fn runs_longer_than_the_steps_are_jumped_through_the_gap_index() {
+        // Runs of 3 * RUN_STEPS back-to-back spans (alternating data, so
+        // that they do not merge), with gaps of 5, 20 and 40 after them.
+        let mut t = Timeline::default();
+        let mut at = 100;
+        for gap in [5, 20, 40] {
+            for i in 0..3 * RUN_STEPS as u64 {
+                t.push(
+                    Span {
+                        start: Cycles(at),
+                        end: Cycles(at + 10),
+                        data: i % 2,
+                    },
+                    |_| {},
+                );
+                at += 10;
+            }
+            at += gap;
+        }
+        let run = 30 * RUN_STEPS as u64;
+        assert_eq!(fit(&t, 105, 5), 100 + run, "the first gap");
+        assert_eq!(fit(&t, 105, 6), 100 + 2 * run + 5, "the second gap");
+        assert_eq!(fit(&t, 100, 21), 100 + 3 * run + 25, "the third gap");
+        assert_eq!(fit(&t, 100, 41), 100 + 3 * run + 25, "after the last span");
+        for at in (95..100 + 3 * run + 70).step_by(7) {
+            for len in [0, 1, 5, 6, 20, 21, 40, 41] {
+                fit(&t, at, len);
+            }
+        }
     }
 
     #[test]

@@ -169,7 +169,7 @@ enum Access {
 }
 
 /// Who holds the line at a moment, and what an access there would cost.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Need {
     /// A read of a copy already here (or of a line never modified): free,
     /// and it changes nothing.
@@ -440,7 +440,42 @@ impl CacheLine {
         waited
     }
 
+    /// The transfer just before the first `begun` if it is a modification:
+    /// then its CPU alone holds the line (the usual case on a busy line,
+    /// whose holder walks are a transfer or two long), and a need is worked
+    /// out without the walk.
+    fn modified_last_by(&self, begun: usize) -> Option<CpuId> {
+        match self.transfers.first_spans(begun).next_back()?.data {
+            Access::Modify(holder) => Some(holder),
+            Access::Read(_) => None,
+        }
+    }
+
     fn rmw_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
+        let local = ctx.machine().costs.atomic_rmw_local.cycles();
+        if let Some(holder) = self.modified_last_by(begun) {
+            let access = Access::Modify(cpu);
+            return if holder == cpu {
+                Need::Occupy {
+                    cost: local,
+                    access,
+                    counted: false,
+                    retried: false,
+                }
+            } else {
+                Need::Occupy {
+                    cost: transfer_cost(ctx, holder, cpu),
+                    access,
+                    counted: true,
+                    retried: false,
+                }
+            };
+        }
+        self.rmw_need_walked(ctx, cpu, begun)
+    }
+
+    /// [`CacheLine::rmw_need`] by a walk over every holder.
+    fn rmw_need_walked(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         let mut farthest: Option<Cycles> = None;
         let mut held = false;
@@ -480,6 +515,24 @@ impl CacheLine {
     }
 
     fn read_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
+        if let Some(holder) = self.modified_last_by(begun) {
+            return if holder == cpu {
+                Need::Free
+            } else {
+                Need::Occupy {
+                    cost: transfer_cost(ctx, holder, cpu),
+                    access: Access::Read(cpu),
+                    counted: true,
+                    retried: false,
+                }
+            };
+        }
+        self.read_need_walked(ctx, cpu, begun)
+    }
+
+    /// [`CacheLine::read_need`] by a walk over the holders, which stops at a
+    /// copy here.
+    fn read_need_walked(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let mut nearest: Option<Cycles> = None;
         // A copy here ends the walk at once: the read is free whoever else
         // holds one.
@@ -601,14 +654,26 @@ impl CacheLine {
 #[cfg(test)]
 impl CacheLine {
     /// Checks [`CacheLine::read_need`] against the full walk of the holders
-    /// that it cuts short, for every CPU of `ctx` and every count of
-    /// transfers begun. Returns how many reads were found free with another
-    /// CPU holding a copy, and how many occupy the line (so a test can see
-    /// that it met both).
-    pub(super) fn check_read_need(&self, ctx: &Ctx) -> (usize, usize) {
-        let (mut free_beside_others, mut occupied) = (0, 0);
+    /// that it cuts short, and both needs against their walks without the
+    /// shortcut after a modification, for every CPU of `ctx` and every count
+    /// of transfers begun. Returns how many reads were found free with
+    /// another CPU holding a copy, how many occupy the line, and how many
+    /// needs took the shortcut (so a test can see that it met each).
+    pub(super) fn check_needs(&self, ctx: &Ctx) -> (usize, usize, usize) {
+        let (mut free_beside_others, mut occupied, mut shortcuts) = (0, 0, 0);
         for cpu in (0..ctx.nr_cpus()).map(CpuId) {
             for begun in 0..=self.transfers.len() {
+                shortcuts += usize::from(self.modified_last_by(begun).is_some());
+                assert_eq!(
+                    self.rmw_need(ctx, cpu, begun),
+                    self.rmw_need_walked(ctx, cpu, begun),
+                    "{cpu}'s modification after {begun} transfers"
+                );
+                assert_eq!(
+                    self.read_need(ctx, cpu, begun),
+                    self.read_need_walked(ctx, cpu, begun),
+                    "{cpu}'s read after {begun} transfers"
+                );
                 let mut nearest: Option<Cycles> = None;
                 let mut here = false;
                 self.for_each_holder_at(begun, |holder| {
@@ -642,7 +707,7 @@ impl CacheLine {
                 }
             }
         }
-        (free_beside_others, occupied)
+        (free_beside_others, occupied, shortcuts)
     }
 }
 

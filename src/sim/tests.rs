@@ -1031,21 +1031,22 @@ fn rwsem_reader_queues_behind_a_waiting_writer() {
 }
 
 /// Reads, `cmpxchg` loops and RMWs of a few lines by 8 CPUs at random;
-/// before each access, a line's read cost is checked against the full walk
-/// of its holders at every point of its timeline.
+/// before each access, a line's read and modification costs are checked
+/// against the full walk of its holders at every point of its timeline.
 #[test]
-fn a_read_s_need_agrees_with_the_full_walk_of_the_holders() {
+fn needs_agree_with_the_full_walk_of_the_holders() {
     const NR_CPUS: u32 = 8;
     const ACCESSES_PER_CPU: u32 = 300;
     let mut lines = vec![CacheLine::new(); 2];
     let mut accesses = vec![0; NR_CPUS as usize];
-    let (mut free_beside_others, mut occupied) = (0, 0);
+    let (mut free_beside_others, mut occupied, mut shortcuts) = (0, 0, 0);
     run(ctx_with_cpus(NR_CPUS, 5), |ctx| {
         let cpu = ctx.cur();
         let line = &mut lines[ctx.rng.below(2) as usize];
-        let (free, occupy) = line.check_read_need(ctx);
+        let (free, occupy, shortcut) = line.check_needs(ctx);
         free_beside_others += free;
         occupied += occupy;
+        shortcuts += shortcut;
         match ctx.rng.below(3) {
             0 => line.read(ctx, RMW),
             1 => line.cmpxchg_loop(ctx, RMW),
@@ -1063,6 +1064,7 @@ fn a_read_s_need_agrees_with_the_full_walk_of_the_holders() {
         "no read found a copy here among others"
     );
     assert!(occupied > 0, "no read missed");
+    assert!(shortcuts > 0, "no need after a modification");
 }
 
 // ---------------------------------------------------------------------------

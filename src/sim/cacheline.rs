@@ -618,8 +618,22 @@ impl CacheLine {
     }
 
     /// Forgets the transfers that ended by `horizon`, then, if none is left,
-    /// the local atomics kept aside that ended by it.
+    /// the local atomics kept aside that ended by it. Inlined for the usual
+    /// case, where the oldest of them has not ended: nothing to forget.
+    #[inline]
     fn forget_before(&mut self, horizon: Cycles) {
+        let oldest_end = match self.transfers.first() {
+            Some(oldest) => Some(oldest.end),
+            None => (self.tail.len > 0).then(|| self.tail.spans[0].1),
+        };
+        if oldest_end.is_some_and(|end| end <= horizon) {
+            self.forget_ended(horizon);
+        }
+    }
+
+    /// [`CacheLine::forget_before`] once something has ended.
+    #[inline(never)]
+    fn forget_ended(&mut self, horizon: Cycles) {
         let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
         self.transfers
             .prune(horizon, |old| fold(owner, sharers, old.data));

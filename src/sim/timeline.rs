@@ -126,6 +126,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
             .then_some((last.end, spans.len()))
     }
 
+    /// The earliest-starting span remembered, if any.
+    pub(crate) fn first(&self) -> Option<&Span<T>> {
+        self.spans().first()
+    }
+
     /// The latest-starting span remembered, if any.
     pub(crate) fn last(&self) -> Option<&Span<T>> {
         self.spans().last()

@@ -451,6 +451,10 @@ impl CacheLine {
         }
     }
 
+    /// What a modification by `cpu` after the first `begun` transfers
+    /// needs. Inlined for its shortcut, which a search asks at every gap it
+    /// tries; the walk stays out of line.
+    #[inline]
     fn rmw_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         if let Some(holder) = self.modified_last_by(begun) {
@@ -475,6 +479,7 @@ impl CacheLine {
     }
 
     /// [`CacheLine::rmw_need`] by a walk over every holder.
+    #[inline(never)]
     fn rmw_need_walked(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         let mut farthest: Option<Cycles> = None;
@@ -514,6 +519,9 @@ impl CacheLine {
         }
     }
 
+    /// What a read by `cpu` after the first `begun` transfers needs; inlined
+    /// as [`CacheLine::rmw_need`] is.
+    #[inline]
     fn read_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         if let Some(holder) = self.modified_last_by(begun) {
             return if holder == cpu {
@@ -532,6 +540,7 @@ impl CacheLine {
 
     /// [`CacheLine::read_need`] by a walk over the holders, which stops at a
     /// copy here.
+    #[inline(never)]
     fn read_need_walked(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let mut nearest: Option<Cycles> = None;
         // A copy here ends the walk at once: the read is free whoever else

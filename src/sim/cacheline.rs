@@ -452,9 +452,8 @@ impl CacheLine {
     }
 
     /// What a modification by `cpu` after the first `begun` transfers
-    /// needs. Inlined for its shortcut, which a search asks at every gap it
-    /// tries; the walk stays out of line.
-    #[inline]
+    /// needs; a search asks at every gap it tries. (No inlining attributes
+    /// here or on the walks: the PGO build places them better on its own.)
     fn rmw_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         if let Some(holder) = self.modified_last_by(begun) {
@@ -479,7 +478,6 @@ impl CacheLine {
     }
 
     /// [`CacheLine::rmw_need`] by a walk over every holder.
-    #[inline(never)]
     fn rmw_need_walked(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let local = ctx.machine().costs.atomic_rmw_local.cycles();
         let mut farthest: Option<Cycles> = None;
@@ -519,9 +517,7 @@ impl CacheLine {
         }
     }
 
-    /// What a read by `cpu` after the first `begun` transfers needs; inlined
-    /// as [`CacheLine::rmw_need`] is.
-    #[inline]
+    /// What a read by `cpu` after the first `begun` transfers needs.
     fn read_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         if let Some(holder) = self.modified_last_by(begun) {
             return if holder == cpu {
@@ -540,7 +536,6 @@ impl CacheLine {
 
     /// [`CacheLine::read_need`] by a walk over the holders, which stops at a
     /// copy here.
-    #[inline(never)]
     fn read_need_walked(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
         let mut nearest: Option<Cycles> = None;
         // A copy here ends the walk at once: the read is free whoever else
@@ -627,9 +622,9 @@ impl CacheLine {
     }
 
     /// Forgets the transfers that ended by `horizon`, then, if none is left,
-    /// the local atomics kept aside that ended by it. Inlined for the usual
-    /// case, where the oldest of them has not ended: nothing to forget.
-    #[inline]
+    /// the local atomics kept aside that ended by it. The usual case, where
+    /// the oldest of them has not ended, is told apart first: nothing to
+    /// forget.
     fn forget_before(&mut self, horizon: Cycles) {
         let oldest_end = match self.transfers.first() {
             Some(oldest) => Some(oldest.end),
@@ -641,7 +636,6 @@ impl CacheLine {
     }
 
     /// [`CacheLine::forget_before`] once something has ended.
-    #[inline(never)]
     fn forget_ended(&mut self, horizon: Cycles) {
         let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
         self.transfers

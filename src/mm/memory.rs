@@ -379,8 +379,22 @@ impl Kernel {
             return;
         };
         let span = 1u64 << level.shift();
+        // The walk stops after the last entry in use: at exit every PMD
+        // table is empty by now (its huge PMDs zapped), and a PUD or PGD
+        // table maps a few entries near its start, so most of the 512
+        // reads would find None. The count is taken before the loop, which
+        // clears entries as it frees their tables.
+        let mut used_left = self.tables.table(table).used;
         for index in 0..PTRS_PER_TABLE {
-            let Entry::Table(child) = self.tables.get(table, index) else {
+            if used_left == 0 {
+                break;
+            }
+            let entry = self.tables.get(table, index);
+            if entry.is_none() {
+                continue;
+            }
+            used_left -= 1;
+            let Entry::Table(child) = entry else {
                 continue;
             };
             let start = base + index as u64 * span;

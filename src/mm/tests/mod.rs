@@ -1349,3 +1349,43 @@ fn range_calls_reaching_past_the_address_space_split_nothing_below_it() {
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+#[test]
+fn empty_tables_are_found_behind_entries_at_the_ends_of_their_tables() {
+    // `free_empty_below` stops reading a table after its last entry in use;
+    // 4 KiB mappings at the first and last entry of a PTE table, and at the
+    // last entries of the PMD and PUD tables above it, must keep exactly
+    // the tables that still map something.
+    let (mut k, mut ctx) = THP_ALWAYS_4_8.boot(6);
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    let base = 1u64 << 39;
+    let pages = [
+        base,
+        base + 511 * P,
+        base + 511 * HPAGE_PMD_SIZE,
+        base + (511 << 30),
+    ];
+    for (i, &addr) in pages.iter().enumerate() {
+        k.mmap_fixed(&mut ctx, mm, addr, P, RW).unwrap();
+        k.write_u64(&mut ctx, mm, addr, i as u64 + 1).unwrap();
+    }
+    // PGD, PUD, two PMD tables, three PTE tables.
+    let tables = k.mm(mm).nr_pgtables;
+    assert_eq!(tables, 7);
+    k.munmap(&mut ctx, mm, base, P).unwrap();
+    assert_eq!(k.mm(mm).nr_pgtables, tables, "page 511 keeps the table");
+    k.munmap(&mut ctx, mm, base + 511 * P, P).unwrap();
+    assert_eq!(k.mm(mm).nr_pgtables, tables - 1, "its PTE table went");
+    k.munmap(&mut ctx, mm, base + 511 * HPAGE_PMD_SIZE, P)
+        .unwrap();
+    assert_eq!(
+        k.mm(mm).nr_pgtables,
+        tables - 3,
+        "the last PTE and PMD tables of the first PUD entry went"
+    );
+    assert_eq!(k.read_u64(&mut ctx, mm, pages[3]), Ok(4));
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

@@ -384,8 +384,13 @@ impl Kernel {
         let cost = ctx.machine().costs.user_access.cycles();
         ctx.charge(Symbol::UserAccess, cost);
         // A fault is retried once it is handled; a second miss on the same
-        // access would mean the handler did not map the page.
-        let mut target = self.translate(mm, addr, write);
+        // access would mean the handler did not map the page. A fault
+        // changes page tables, never the mm's top table: looked up once.
+        let pgd = self.mm(mm).pgd;
+        let mut target = self
+            .walk(pgd, addr, write)
+            .filter(|_| self.vma_allows(mm, addr));
+        debug_assert_eq!(target, self.translate(mm, addr, write));
         for attempt in 0..3 {
             if let Some(target) = target {
                 return Ok(target);
@@ -395,7 +400,7 @@ impl Kernel {
                 // The fault found a VMA that allows the access, and handling
                 // it changed only page tables: the retry's walk alone
                 // decides (`translate` would find the same VMA again).
-                target = self.walk(self.mm(mm).pgd, addr, write);
+                target = self.walk(pgd, addr, write);
                 debug_assert_eq!(target, self.translate(mm, addr, write));
             }
         }
@@ -409,13 +414,17 @@ impl Kernel {
     /// reads it off the VMA, which gives the same answer (`memory.rs` says
     /// why that is enough).
     pub fn translate(&self, mm: MmId, addr: u64, write: bool) -> Option<Target> {
-        let mm = self.mm(mm);
         // The walk first: an access that will fault (most of them, the
         // first time) needs no VMA look-up to know it.
-        let target = self.walk(mm.pgd, addr, write)?;
-        let (vma, _) = mm.vmas.find_vma(addr);
+        let target = self.walk(self.mm(mm).pgd, addr, write)?;
+        self.vma_allows(mm, addr).then_some(target)
+    }
+
+    /// The VMA part of [`Kernel::translate`]: whether a VMA holds `addr`
+    /// and may be accessed at all.
+    fn vma_allows(&self, mm: MmId, addr: u64) -> bool {
+        let (vma, _) = self.mm(mm).vmas.find_vma(addr);
         vma.is_some_and(|v| v.start <= addr && super::memory::vma_is_accessible(&v))
-            .then_some(target)
     }
 
     /// The page-table part of [`Kernel::translate`]: where the entries

@@ -14,10 +14,13 @@ pub struct Stats {
     /// By event.
     events: Box<[u64; Event::COUNT]>,
     /// Per symbol, the cycles of each caller for charges that name their
-    /// caller, in caller order: a subset of `cycles`, never in addition to
-    /// them. A symbol has a handful of callers at most, so a short sorted
-    /// list is searched faster than a map.
-    callers: Vec<Vec<(Symbol, u64)>>,
+    /// caller: a subset of `cycles`, never in addition to them. A table
+    /// indexed by symbol and caller, so that recording (once per VMA
+    /// look-up) is one index, not a search.
+    callers: Box<[[u64; Symbol::COUNT]; Symbol::COUNT]>,
+    /// Per symbol, whether each caller was recorded (even at zero cycles):
+    /// which entries of `callers` a report lists, in caller order.
+    has_caller: Box<[[bool; Symbol::COUNT]; Symbol::COUNT]>,
 }
 
 impl Default for Stats {
@@ -31,7 +34,8 @@ impl Stats {
         Stats {
             cycles: Box::new([0; Symbol::COUNT]),
             events: Box::new([0; Event::COUNT]),
-            callers: vec![Vec::new(); Symbol::COUNT],
+            callers: Box::new([[0; Symbol::COUNT]; Symbol::COUNT]),
+            has_caller: Box::new([[false; Symbol::COUNT]; Symbol::COUNT]),
         }
     }
 
@@ -47,15 +51,20 @@ impl Stats {
 
     /// Records that `cycles` already added to `symbol` were spent on behalf
     /// of `caller`.
+    #[inline]
     pub fn add_caller_cycles(&mut self, symbol: Symbol, caller: Symbol, cycles: Cycles) {
-        *caller_entry(&mut self.callers[symbol as usize], caller) += cycles.0;
+        self.callers[symbol as usize][caller as usize] += cycles.0;
+        self.has_caller[symbol as usize][caller as usize] = true;
     }
 
     /// The callers recorded for `symbol` and their cycles, in symbol order.
     pub fn callers(&self, symbol: Symbol) -> impl Iterator<Item = (Symbol, Cycles)> + '_ {
-        self.callers[symbol as usize]
+        let has = &self.has_caller[symbol as usize];
+        let row = &self.callers[symbol as usize];
+        Symbol::ALL
             .iter()
-            .map(|&(caller, cycles)| (caller, Cycles(cycles)))
+            .filter(move |&&caller| has[caller as usize])
+            .map(move |&caller| (caller, Cycles(row[caller as usize])))
     }
 
     pub fn cycles(&self, symbol: Symbol) -> Cycles {
@@ -78,33 +87,17 @@ impl Stats {
         for (a, b) in self.events.iter_mut().zip(other.events.iter()) {
             *a += b;
         }
-        for (mine, theirs) in self.callers.iter_mut().zip(&other.callers) {
-            for &(caller, cycles) in theirs {
-                *caller_entry(mine, caller) += cycles;
+        for (mine, theirs) in self.callers.iter_mut().zip(other.callers.iter()) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+        for (mine, theirs) in self.has_caller.iter_mut().zip(other.has_caller.iter()) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a |= b;
             }
         }
     }
-}
-
-/// `caller`'s cycles in a symbol's list of callers, added (at zero, in
-/// caller order) if it is not there yet.
-fn caller_entry(callers: &mut Vec<(Symbol, u64)>, caller: Symbol) -> &mut u64 {
-    // Most symbols have one caller: found at the first place looked.
-    if callers.first().is_some_and(|&(c, _)| c == caller) {
-        return &mut callers[0].1;
-    }
-    let at = match callers.iter().position(|&(c, _)| c >= caller) {
-        Some(at) if callers[at].0 == caller => at,
-        Some(at) => {
-            callers.insert(at, (caller, 0));
-            at
-        }
-        None => {
-            callers.push((caller, 0));
-            callers.len() - 1
-        }
-    };
-    &mut callers[at].1
 }
 
 #[cfg(test)]
@@ -130,5 +123,36 @@ mod tests {
             ]
         );
         assert_eq!(a.callers(Symbol::Kfree).count(), 0);
+    }
+
+    /// The sorted lists of callers the table replaced, as a reference.
+    fn reference_add(lists: &mut [Vec<(Symbol, u64)>], symbol: Symbol, caller: Symbol, n: u64) {
+        let list = &mut lists[symbol as usize];
+        match list.binary_search_by_key(&caller, |&(c, _)| c) {
+            Ok(at) => list[at].1 += n,
+            Err(at) => list.insert(at, (caller, n)),
+        }
+    }
+
+    #[test]
+    fn callers_match_sorted_lists_on_random_charges() {
+        let mut rng = crate::sim::Rng::new(7);
+        let pick = |rng: &mut crate::sim::Rng, n: usize| Symbol::ALL[rng.below(n as u64) as usize];
+        let mut halves = [Stats::new(), Stats::new()];
+        let mut lists = vec![Vec::new(); Symbol::COUNT];
+        for i in 0..5_000 {
+            // A few symbols, many callers, some charges of zero cycles.
+            let symbol = pick(&mut rng, 6);
+            let caller = pick(&mut rng, Symbol::COUNT);
+            let cycles = rng.below(4) * rng.below(1_000);
+            halves[i % 2].add_caller_cycles(symbol, caller, Cycles(cycles));
+            reference_add(&mut lists, symbol, caller, cycles);
+        }
+        let [mut a, b] = halves;
+        a.merge(&b);
+        for &symbol in Symbol::ALL {
+            let got: Vec<_> = a.callers(symbol).map(|(c, n)| (c, n.0)).collect();
+            assert_eq!(got, lists[symbol as usize], "{symbol:?}");
+        }
     }
 }

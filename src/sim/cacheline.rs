@@ -637,17 +637,29 @@ impl CacheLine {
 
     /// [`CacheLine::forget_before`] once something has ended.
     fn forget_ended(&mut self, horizon: Cycles) {
-        let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
-        self.transfers
-            .prune(horizon, |old| fold(owner, sharers, old.data));
+        if self.transfers.len() > 0 {
+            let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
+            self.transfers
+                .prune(horizon, |old| fold(owner, sharers, old.data));
+        }
+        // Most lines are used by one CPU only: the timeline is empty and the
+        // atomics of its last step, kept aside, are over.
         if self.tail.len > 0 && self.transfers.len() == 0 {
             let ended = self.tail.spans[..self.tail.len]
                 .iter()
                 .take_while(|&&(_, end)| end <= horizon)
                 .count();
             if ended > 0 {
-                fold(owner, sharers, Access::Modify(self.tail.cpu));
-                self.tail.drop_front(ended);
+                fold(
+                    &mut self.owner_base,
+                    &mut self.sharers_base,
+                    Access::Modify(self.tail.cpu),
+                );
+                if ended == self.tail.len {
+                    self.tail.len = 0;
+                } else {
+                    self.tail.drop_front(ended);
+                }
             }
         }
     }

@@ -235,9 +235,13 @@ impl LocalTail {
         self.len.checked_sub(1).map(|last| self.spans[last].1)
     }
 
-    /// Forgets the first `count`.
+    /// Forgets the first `count`. Most often that is all of them (the
+    /// atomics of a CPU's last step, all over by its next): nothing moves.
     fn drop_front(&mut self, count: usize) {
-        self.spans.copy_within(count..self.len, 0);
+        assert!(count <= self.len, "drop {count} of {}", self.len);
+        if count < self.len {
+            self.spans.copy_within(count..self.len, 0);
+        }
         self.len -= count;
     }
 }
@@ -455,12 +459,11 @@ impl CacheLine {
     /// needs; a search asks at every gap it tries. (No inlining attributes
     /// here or on the walks: the PGO build places them better on its own.)
     fn rmw_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
-        let local = ctx.machine().costs.atomic_rmw_local.cycles();
         if let Some(holder) = self.modified_last_by(begun) {
             let access = Access::Modify(cpu);
             return if holder == cpu {
                 Need::Occupy {
-                    cost: local,
+                    cost: ctx.machine().costs.atomic_rmw_local.cycles(),
                     access,
                     counted: false,
                     retried: false,
@@ -655,11 +658,7 @@ impl CacheLine {
                     &mut self.sharers_base,
                     Access::Modify(self.tail.cpu),
                 );
-                if ended == self.tail.len {
-                    self.tail.len = 0;
-                } else {
-                    self.tail.drop_front(ended);
-                }
+                self.tail.drop_front(ended);
             }
         }
     }

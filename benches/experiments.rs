@@ -5,6 +5,11 @@
 //! `cargo bench --bench experiments -- ID` for one; `scripts/pgo bench
 //! --bench experiments` measures the build optimised with its own profile.
 //!
+//! A small VM's speed swings from run to run and hour to hour, so one run
+//! says little: `--runs N` (default 5) runs each experiment N times, one
+//! after another, and prints the fastest, the median and the slowest wall
+//! and CPU times, and the largest peak memory.
+//!
 //! It times the `mmsim` binary that cargo builds for it, so it measures
 //! exactly the command a user runs, built the way the user built it. Host
 //! time is measured here and only here: it never reaches a result.
@@ -14,46 +19,82 @@ use std::time::Instant;
 
 use mmsim::experiments::EXPERIMENTS;
 
+/// Runs of each experiment unless `--runs` says otherwise.
+const RUNS: usize = 5;
+
 fn main() {
-    // `cargo bench` passes `--bench`; anything else not a flag is an id.
+    // `cargo bench` passes `--bench`; `--runs N` sets the runs; anything
+    // else not a flag is an id.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let ids: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.starts_with("--"))
-        .map(String::as_str)
-        .collect();
+    let mut runs = RUNS;
+    let mut ids: Vec<&str> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--runs" {
+            let n = rest.next().map(String::as_str).unwrap_or("");
+            runs = match n.parse() {
+                Ok(n) if n > 0 => n,
+                _ => fail(&format!("--runs takes a count of at least 1, not '{n}'")),
+            };
+        } else if !arg.starts_with("--") {
+            ids.push(arg);
+        }
+    }
     let ids: Vec<&str> = if ids.is_empty() {
         EXPERIMENTS.iter().map(|e| e.id).collect()
     } else {
         ids
     };
     let mmsim = env!("CARGO_BIN_EXE_mmsim");
+    println!("{runs} runs of each; fastest / median / slowest");
     println!(
-        "{:<22} {:>9} {:>11} {:>14}",
+        "{:<22} {:>20} {:>20} {:>14}",
         "experiment", "wall s", "cpu s", "peak RSS MiB"
     );
     for id in ids {
-        let start = Instant::now();
-        #[expect(clippy::zombie_processes, reason = "reaped by wait4 below")]
-        let child = Command::new(mmsim)
-            .args(["reproduce", id])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| fail(&format!("cannot start {mmsim}: {e}")));
-        let (status, usage) = wait_with_usage(child.id());
-        let wall = start.elapsed().as_secs_f64();
-        if status != 0 {
-            // mmsim said why on stderr, which is this bench's.
-            fail(&format!(
-                "mmsim reproduce {id} failed (wait status {status:#x})"
-            ));
+        let (mut walls, mut cpus, mut peak_kib) = (Vec::new(), Vec::new(), 0);
+        for _ in 0..runs {
+            let (wall, usage) = run(mmsim, id);
+            walls.push(wall);
+            cpus.push(usage.cpu_seconds);
+            peak_kib = peak_kib.max(usage.peak_kib);
         }
         println!(
-            "{id:<22} {wall:>9.2} {:>11.2} {:>14.0}",
-            usage.cpu_seconds,
-            usage.peak_kib as f64 / 1024.0
+            "{id:<22} {:>20} {:>20} {:>14.0}",
+            spread(&mut walls),
+            spread(&mut cpus),
+            peak_kib as f64 / 1024.0
         );
     }
+}
+
+/// `fastest / median / slowest` of `times` (the median of an even count
+/// is the mean of the middle two).
+fn spread(times: &mut [f64]) -> String {
+    times.sort_by(f64::total_cmp);
+    let n = times.len();
+    let median = (times[(n - 1) / 2] + times[n / 2]) / 2.0;
+    format!("{:.2} / {median:.2} / {:.2}", times[0], times[n - 1])
+}
+
+/// Runs `mmsim reproduce id` once: its wall time and what it used.
+fn run(mmsim: &str, id: &str) -> (f64, Usage) {
+    let start = Instant::now();
+    #[expect(clippy::zombie_processes, reason = "reaped by wait4 below")]
+    let child = Command::new(mmsim)
+        .args(["reproduce", id])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| fail(&format!("cannot start {mmsim}: {e}")));
+    let (status, usage) = wait_with_usage(child.id());
+    let wall = start.elapsed().as_secs_f64();
+    if status != 0 {
+        // mmsim said why on stderr, which is this bench's.
+        fail(&format!(
+            "mmsim reproduce {id} failed (wait status {status:#x})"
+        ));
+    }
+    (wall, usage)
 }
 
 fn fail(why: &str) -> ! {

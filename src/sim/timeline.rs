@@ -70,6 +70,13 @@ pub(crate) struct Timeline<T> {
     /// between two.) Spans come and go mostly at the ends, so a sorted
     /// slice is cheaper than a tree here.
     gaps: SlideQueue<Cycles>,
+    /// The index of the span recorded last, while it is remembered. A CPU's
+    /// next use of the object in the same step comes after its last one, so
+    /// [`Timeline::count_begun_by`] looks from there first.
+    finger: Option<usize>,
+    /// Where in the gap index the last edit was, for
+    /// [`Timeline::gap_index`] to look from, as `finger` is for spans.
+    gap_finger: usize,
 }
 
 impl<T> Default for Timeline<T> {
@@ -85,6 +92,8 @@ impl<T> Timeline<T> {
             floor: Cycles::ZERO,
             spans: SlideQueue::new(),
             gaps: SlideQueue::new(),
+            finger: None,
+            gap_finger: 0,
         }
     }
 }
@@ -142,13 +151,23 @@ impl<T: Copy + PartialEq> Timeline<T> {
     }
 
     /// How many spans have begun by `s`.
+    ///
+    /// Most asks are about a time inside or after the last span. Of the
+    /// others, most come a little after the span recorded last (the same
+    /// CPU again, later in its step) or a little after the oldest span (a
+    /// CPU at the start of its step, when what ended before it is
+    /// forgotten): the count is galloped to from there, in a few probes
+    /// where a binary search's chain of dependent loads would take many.
     pub(crate) fn count_begun_by(&self, s: Cycles) -> usize {
         let spans = self.spans();
-        // Most asks are about a time inside or after the last span.
         if spans.last().is_none_or(|last| last.start <= s) {
             return spans.len();
         }
-        spans.partition_point(|span| span.start <= s)
+        let from = match self.finger {
+            Some(finger) if spans[finger].start <= s => finger + 1,
+            _ => 0,
+        };
+        gallop(from, spans.len(), |k| spans[k].start <= s)
     }
 
     /// The first `count` spans, latest last (callers walk back a span or two
@@ -173,6 +192,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
             // over by the next step. No gap index to search.
             self.spans.clear();
             self.gaps.clear();
+            self.finger = None;
         } else {
             self.forget_oldest(gone);
         }
@@ -239,8 +259,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
             };
             debug_assert!(gaps_gone <= count, "{gaps_gone} gaps after {count} spans");
             self.gaps.drop_front(gaps_gone);
+            self.gap_finger = self.gap_finger.saturating_sub(gaps_gone);
         }
         self.spans.drop_front(count);
+        self.finger = self.finger.and_then(|finger| finger.checked_sub(count));
     }
 
     /// Replaces the gap `old` (if any) by the gaps `new` (in order) in the
@@ -252,6 +274,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
             return;
         };
         let mut at = self.gap_index(first);
+        self.gap_finger = at;
         if let Some(old) = old {
             assert_eq!(
                 self.gaps().get(at),
@@ -282,7 +305,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
     }
 
     /// How many gaps begin before `end`. Spans come and go mostly at the
-    /// ends of the timeline, so the ends of the index are tried first.
+    /// ends of the timeline, so the ends of the index are tried first; then
+    /// the count is galloped to from the last edit if it lies before `end`
+    /// (a CPU placing one use after another in a step), or else from the
+    /// start, as [`Timeline::count_begun_by`] does.
     fn gap_index(&self, end: Cycles) -> usize {
         let gaps = self.gaps();
         if gaps.first().is_none_or(|&first| first >= end) {
@@ -290,7 +316,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
         } else if gaps.last().is_some_and(|&last| last < end) {
             gaps.len()
         } else {
-            gaps.partition_point(|&gap| gap < end)
+            let from = match gaps.get(self.gap_finger) {
+                Some(&gap) if gap < end => self.gap_finger + 1,
+                _ => 0,
+            };
+            gallop(from, gaps.len(), |k| gaps[k] < end)
         }
     }
 
@@ -348,9 +378,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
         if continues {
             self.spans.as_mut_slice()[at - 1].end = span.end;
+            self.finger = Some(at - 1);
             return;
         }
         self.spans.insert(at, span);
+        self.finger = Some(at);
         self.forget_beyond_max(fold);
     }
 
@@ -372,6 +404,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
         if let Some(prev) = self.spans.as_mut_slice().last_mut() {
             if prev.end == span.start && prev.data == span.data {
                 prev.end = span.end;
+                self.finger = Some(self.spans().len() - 1);
                 return;
             }
             if self.sharing == Sharing::Exclusive {
@@ -386,6 +419,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
             }
         }
         self.spans.push_back(span);
+        self.finger = Some(self.spans().len() - 1);
         self.forget_beyond_max(fold);
     }
 
@@ -841,6 +875,27 @@ mod tests {
                 fit(&t, at, len);
             }
         }
+    }
+
+    #[test]
+    fn counts_look_from_the_span_recorded_last_and_follow_a_prune() {
+        let mut t = timeline(&[(100, 200), (300, 400), (500, 600), (700, 800)]);
+        t.push(span(220, 250), |_| {});
+        assert_eq!(t.finger, Some(1));
+        // After the finger, before it, and between the oldest spans.
+        assert_eq!(t.count_begun_by(Cycles(260)), 2);
+        assert_eq!(t.count_begun_by(Cycles(550)), 4);
+        assert_eq!(t.count_begun_by(Cycles(150)), 1);
+        assert_eq!(t.count_begun_by(Cycles(50)), 0);
+        t.prune(Cycles(260), |_| {});
+        assert_eq!(t.finger, None, "the span recorded last is forgotten");
+        assert_eq!(t.count_begun_by(Cycles(350)), 1);
+        t.push(span(420, 450), |_| {});
+        t.prune(Cycles(410), |_| {});
+        assert_eq!(t.finger, Some(0), "the finger moves with the prune");
+        assert_eq!(t.count_begun_by(Cycles(460)), 1);
+        assert_eq!(t.count_begun_by(Cycles(650)), 2);
+        check_gaps(&t);
     }
 
     #[test]

@@ -34,27 +34,31 @@ pub enum RunState {
 /// gap between them (a conservative loss: interrupts look off for longer).
 const IRQ_WINDOWS_MAX: usize = 64;
 
+/// In declaration order (`repr(C)`): the fields the step loop reads of every
+/// CPU, its clock and state, share the first cache line; the interrupt
+/// windows, a kilobyte, come last.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub(crate) struct CpuState {
     pub(crate) clock: Cycles,
     pub(crate) state: RunState,
     /// Nesting depth of `local_irq_save` (and `local_irq_disable`).
     irq_depth: u32,
+    nr_irq_windows: usize,
     /// Start of the interrupts-off section the CPU is in, if any.
     irqs_off_since: Option<Cycles>,
+    /// Total time this CPU, as an IPI sender, was found to have waited
+    /// longer than it assumed (late acknowledgements). See `ipi::flush`.
+    pub(crate) ipi_late: Cycles,
+    /// IPIs sent to this CPU while its clock was behind their delivery time;
+    /// taken once its clock passes it (see `ipi::flush`).
+    pub(crate) pending_ipis: Vec<PendingIpi>,
     /// Closed interrupts-off sections since the start of the CPU's last step
     /// (its own, and the interrupt handlers it ran), for IPI delivery:
     /// `irq_windows[..nr_irq_windows]`. In a fixed array, as every
     /// outermost `local_irq_restore` records one (two a fault), and a
     /// `Vec`'s push carried its growth path into each of them.
     irq_windows: [(Cycles, Cycles); IRQ_WINDOWS_MAX],
-    nr_irq_windows: usize,
-    /// IPIs sent to this CPU while its clock was behind their delivery time;
-    /// taken once its clock passes it (see `ipi::flush`).
-    pub(crate) pending_ipis: Vec<PendingIpi>,
-    /// Total time this CPU, as an IPI sender, was found to have waited
-    /// longer than it assumed (late acknowledgements). See `ipi::flush`.
-    pub(crate) ipi_late: Cycles,
 }
 
 impl CpuState {

@@ -187,16 +187,22 @@ enum Need {
     },
 }
 
+/// In declaration order (`repr(C)`): what every use reads first (the atomics
+/// kept aside, then the timeline's floor and spans) in the first two cache
+/// lines it spans, what only a forgotten transfer changes last. A fault
+/// touches a dozen lines of 72 processes' kernels in turn, few of them still
+/// in the host's L1 cache: each line of this struct read is a likely miss.
 #[derive(Clone, Debug, Default)]
+#[repr(C)]
 pub struct CacheLine {
-    /// Who held the line when its forgotten history ended.
-    owner_base: Option<CpuId>,
-    sharers_base: CpuSet,
-    /// Transfers still in reach of some CPU's clock.
-    transfers: Timeline<Access>,
     /// The last few local atomics, kept beside `transfers` (see
     /// [`LocalTail`]).
     tail: LocalTail,
+    /// Transfers still in reach of some CPU's clock.
+    transfers: Timeline<Access>,
+    /// Who held the line when its forgotten history ended.
+    owner_base: Option<CpuId>,
+    sharers_base: CpuSet,
 }
 
 /// How many local atomics a line keeps aside at most.
@@ -212,12 +218,13 @@ const TAIL_MAX: usize = 4;
 /// the timeline is empty those that ended by the horizon are forgotten, as
 /// pruning would forget them.
 #[derive(Clone, Debug)]
+#[repr(C)]
 struct LocalTail {
+    len: usize,
     /// The CPU whose atomics these are (meaningless while `len` is 0).
     cpu: CpuId,
     /// Start and end of each, in order.
     spans: [(Cycles, Cycles); TAIL_MAX],
-    len: usize,
 }
 
 impl Default for LocalTail {

@@ -57,13 +57,15 @@ pub(crate) enum Sharing {
     Shared,
 }
 
-/// Spans in order of start.
+/// Spans in order of start. In declaration order (`repr(C)`): the fields
+/// every use reads come first.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub(crate) struct Timeline<T> {
-    sharing: Sharing,
     /// Nothing may be placed before this: spans before it were forgotten.
     floor: Cycles,
     spans: SlideQueue<Span<T>>,
+    sharing: Sharing,
     /// Exclusive timelines only: the end of every span that the next span
     /// does not begin at, that is, where each gap between spans begins, in
     /// order. (No entry for the last span: the time after it is not a gap

@@ -190,8 +190,9 @@ enum Need {
 /// In declaration order (`repr(C)`): what every use reads first (the atomics
 /// kept aside, then the timeline's floor and spans) in the first two cache
 /// lines it spans, what only a forgotten transfer changes last. A fault
-/// touches a dozen lines of 72 processes' kernels in turn, few of them still
-/// in the host's L1 cache: each line of this struct read is a likely miss.
+/// touches some forty lines of the kernels of 72 processes taken in turn,
+/// few of them still in the host's L1 cache: each line of this struct read
+/// is a likely miss.
 #[derive(Clone, Debug, Default)]
 #[repr(C)]
 pub struct CacheLine {

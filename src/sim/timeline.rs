@@ -165,11 +165,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
         if spans.last().is_none_or(|last| last.start <= s) {
             return spans.len();
         }
-        let from = match self.finger {
-            Some(finger) if spans[finger].start <= s => finger + 1,
-            _ => 0,
-        };
-        gallop(from, spans.len(), |k| spans[k].start <= s)
+        gallop_past(self.finger, spans.len(), |k| spans[k].start <= s)
     }
 
     /// The first `count` spans, latest last (callers walk back a span or two
@@ -318,11 +314,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
         } else if gaps.last().is_some_and(|&last| last < end) {
             gaps.len()
         } else {
-            let from = match gaps.get(self.gap_finger) {
-                Some(&gap) if gap < end => self.gap_finger + 1,
-                _ => 0,
-            };
-            gallop(from, gaps.len(), |k| gaps[k] < end)
+            gallop_past(Some(self.gap_finger), gaps.len(), |k| gaps[k] < end)
         }
     }
 
@@ -581,6 +573,17 @@ fn gallop(from: usize, len: usize, pred: impl Fn(usize) -> bool) -> usize {
         }
     }
     lo
+}
+
+/// [`gallop`] from just past `hint` when `pred` holds there (an index kept
+/// from the last edit, which may lie beyond `len` or after the answer), else
+/// from the start.
+fn gallop_past(hint: Option<usize>, len: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let from = match hint {
+        Some(hint) if hint < len && pred(hint) => hint + 1,
+        _ => 0,
+    };
+    gallop(from, len, pred)
 }
 
 /// [`SlideQueue`] in a module of its own: its fields are private to it, so
@@ -1012,6 +1015,14 @@ mod tests {
                     gallop(from, values.len(), |k| values[k] < cut),
                     expected,
                     "cut {cut} from {from}"
+                );
+            }
+            // A hint anywhere, before or after the answer or past the end.
+            for hint in (0..=values.len() + 1).map(Some).chain([None]) {
+                assert_eq!(
+                    gallop_past(hint, values.len(), |k| values[k] < cut),
+                    expected,
+                    "cut {cut} past {hint:?}"
                 );
             }
         }

@@ -436,3 +436,37 @@ fn thp_knobs_are_kernel_configuration() {
         "usemem does not madvise"
     );
 }
+
+#[test]
+fn running_out_of_memory_is_one_line_naming_the_fault() {
+    // x86-2s-server with 64 MiB a node: 3 processes each writing every
+    // 64 KiB of 64 MiB (THPs while they last, then a 4 KiB page a step)
+    // need more than the 128 MiB there is, and mmsim has no reclaim or OOM
+    // killer to make room (docs/design.md).
+    let dir = TempDir::new("oom");
+    let builtin = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles/x86-2s-server.toml"),
+    )
+    .expect("the built-in profile is readable");
+    let small = builtin.replace("memory_per_node = \"192G\"", "memory_per_node = \"64M\"");
+    assert_ne!(small, builtin, "the profile's memory_per_node line moved");
+    let path = dir.file("small.toml", &small);
+    let stderr = fails_with(
+        &[
+            "run",
+            "usemem",
+            "-n",
+            "3",
+            "-j",
+            "0x10000",
+            "64M",
+            "--machine",
+            &path,
+        ],
+        "usemem: run failed: usemem: write fault at 0x",
+    );
+    assert!(
+        stderr.contains(": out of memory (VM_FAULT_OOM)"),
+        "{stderr}"
+    );
+}

@@ -40,6 +40,16 @@ pub enum Fault {
     Oom,
 }
 
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fault::Segv => "SIGSEGV (no VMA allows the access)",
+            // mmsim has no reclaim and no OOM killer (docs/design.md).
+            Fault::Oom => "out of memory (VM_FAULT_OOM)",
+        })
+    }
+}
+
 /// `struct mm_struct`: one address space.
 pub struct MmStruct {
     pub vmas: VmaTree,

@@ -434,7 +434,7 @@ impl Run<'_> {
             let index = (word - dest) / RECORD;
             self.k
                 .write_u64(ctx, self.mm, word, index)
-                .map_err(|e| format!("{NAME}: write fault {e:?} at {word:#x}"))?;
+                .map_err(|e| format!("{NAME}: write fault at {word:#x}: {e}"))?;
         }
         if !self.e.touch_pages {
             let bytes = to - from;
@@ -481,7 +481,7 @@ impl Run<'_> {
         let got = self
             .k
             .read_u64(ctx, self.mm, word)
-            .map_err(|e| format!("{NAME}: read fault {e:?} at {word:#x}"))?;
+            .map_err(|e| format!("{NAME}: read fault at {word:#x}: {e}"))?;
         let expected = (word - dest) / RECORD;
         if got != expected {
             return Err(format!(
@@ -616,7 +616,7 @@ impl Ebizzy {
                 let word = page.max(addr);
                 run.k
                     .write_u64(ctx, run.mm, word, (word - addr) / RECORD)
-                    .map_err(|e| format!("{NAME}: write fault {e:?} at {word:#x}"))?;
+                    .map_err(|e| format!("{NAME}: write fault at {word:#x}: {e}"))?;
                 page += PAGE_SIZE;
             }
         }
@@ -644,7 +644,7 @@ impl Ebizzy {
         let mut k = Kernel::new(machine, features);
         let main = k
             .new_process(&mut ctx)
-            .map_err(|e| RunError(format!("{NAME}: no memory for the process: {e:?}")))?;
+            .map_err(|e| RunError(format!("{NAME}: no memory for the process: {e}")))?;
         let mm = k.task_mm(main).expect("a new process has an mm");
         k.set_current(&ctx, main);
         let nr_cpus = ctx.nr_cpus();

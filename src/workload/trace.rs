@@ -193,7 +193,7 @@ impl Run<'_> {
                     }
                     self.new_task(ctx, child, child, child_task);
                 }
-                Err(e) => self.fail(ctx, format!("{NAME}: fork failed: {e:?}")),
+                Err(e) => self.fail(ctx, format!("{NAME}: fork failed: {e}")),
             },
             Op::Clone { child } => {
                 let child_task = self.k.clone_task(task);
@@ -276,7 +276,7 @@ impl Run<'_> {
                 let mm = self.k.task_mm(task).expect("exec gives an mm");
                 self.tasks.get_mut(&event.tid).expect("live").mm = mm;
             }
-            Err(e) => self.fail(ctx, format!("{NAME}: no memory for exec: {e:?}")),
+            Err(e) => self.fail(ctx, format!("{NAME}: no memory for exec: {e}")),
         }
     }
 
@@ -386,7 +386,7 @@ pub fn replay(
         let task = run
             .k
             .new_process(&mut ctx)
-            .map_err(|e| RunError(format!("{NAME}: no memory for the first process: {e:?}")))?;
+            .map_err(|e| RunError(format!("{NAME}: no memory for the first process: {e}")))?;
         run.new_task(&ctx, first.tid, first.pid, task);
     }
     let first_cpu = events.first().map_or(CpuId(0), |e| run.cpu_of(e));

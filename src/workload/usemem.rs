@@ -170,7 +170,7 @@ impl Run<'_> {
         let parent = self.tasks[t].task.expect("parent task");
         let child = match self.k.fork_task(ctx, parent) {
             Ok(child) => child,
-            Err(e) => return self.fail(ctx, format!("{NAME}: fork failed: {e:?}")),
+            Err(e) => return self.fail(ctx, format!("{NAME}: fork failed: {e}")),
         };
         let child_mm = self.k.task_mm(child).expect("a forked task has an mm");
         let workers = self.u.nr_thread.max(1);
@@ -229,7 +229,7 @@ impl Run<'_> {
             self.k
                 .read_u64(ctx, mm, addr)
                 .map(|_| ())
-                .map_err(|e| format!("{NAME}: read fault {e:?} at {addr:#x}"))
+                .map_err(|e| format!("{NAME}: read fault at {addr:#x}: {e}"))
         } else {
             self.write_checked(ctx, mm, addr, idx, rep)
         };
@@ -258,7 +258,7 @@ impl Run<'_> {
             let got = self
                 .k
                 .read_u64(ctx, mm, addr)
-                .map_err(|e| format!("{NAME}: read fault {e:?}"))?;
+                .map_err(|e| format!("{NAME}: read fault: {e}"))?;
             if got != idx {
                 return Err(format!(
                     "Data wrong at offset {:#x}. Expected {idx:#010x}, got {got:#010x}",
@@ -268,7 +268,7 @@ impl Run<'_> {
         }
         self.k
             .write_u64(ctx, mm, addr, idx)
-            .map_err(|e| format!("{NAME}: write fault {e:?} at {addr:#x}"))
+            .map_err(|e| format!("{NAME}: write fault at {addr:#x}: {e}"))
     }
 
     fn count_progress(&mut self) {
@@ -335,7 +335,7 @@ impl Benchmark for Usemem {
         let mut k = Kernel::new(machine, features);
         let parent_task = k
             .new_process(&mut ctx)
-            .map_err(|e| RunError(format!("{NAME}: no memory for the parent: {e:?}")))?;
+            .map_err(|e| RunError(format!("{NAME}: no memory for the parent: {e}")))?;
         let parent_mm = k.task_mm(parent_task).expect("a new process has an mm");
         let mut runqueues = RunQueues::new(ctx.nr_cpus());
         ctx.start_on(CpuId(0));

@@ -1,8 +1,13 @@
-//! What differs between the architectures mmsim models. Today that is how
-//! an mm's TLB entries are invalidated on other CPUs: x86_64 sends IPIs to
-//! the CPUs in `mm_cpumask` (`x86.rs`); powerpc64 with the radix MMU uses a
-//! broadcast `tlbie` instead (`powerpc.rs`). The kernel calls
-//! [`flush_tlb_mm_range`] and never names an architecture itself.
+//! What differs between the architectures mmsim models:
+//! - how an mm's TLB entries are invalidated on other CPUs: x86_64 sends
+//!   IPIs to the CPUs in `mm_cpumask` (`x86.rs`); powerpc64 with the radix
+//!   MMU uses a broadcast `tlbie` instead (`powerpc.rs`);
+//! - what clearing a huge PMD costs besides: nothing on x86_64; on
+//!   powerpc64 an IPI round to the CPUs in `mm_cpumask`, so that no
+//!   lockless page-table walker still uses the old entry (seed 002).
+//!
+//! The kernel calls [`flush_tlb_mm_range`] and [`huge_pmd_cleared`] and
+//! never names an architecture itself.
 
 pub mod powerpc;
 pub mod x86;
@@ -42,6 +47,20 @@ pub fn flush_tlb_mm_range(ctx: &mut Ctx, cpumask: &[CpuId]) {
         Arch::X86_64 => x86::flush_tlb_mm_range(ctx, cpumask),
         Arch::Powerpc64 => {
             powerpc::radix_flush_tlb_mm(ctx, cpumask);
+        }
+    }
+}
+
+/// A huge PMD of an mm whose `mm_cpumask` is `cpumask` was just cleared or
+/// invalidated (zapped, split, copied on write, or its protection changed;
+/// not write-protected for fork), with the PMD lock held. x86_64 needs
+/// nothing more: its lockless walker, GUP-fast, is held off by the TLB
+/// flush's IPIs that follow. powerpc64 runs `serialize_against_pte_lookup`.
+pub fn huge_pmd_cleared(ctx: &mut Ctx, cpumask: &[CpuId]) {
+    match ctx.machine().arch {
+        Arch::X86_64 => {}
+        Arch::Powerpc64 => {
+            powerpc::serialize_against_pte_lookup(ctx, cpumask);
         }
     }
 }

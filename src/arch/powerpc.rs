@@ -29,18 +29,23 @@
 //!   the POWER9 errata fix-ups, which add a `ptesync; tlbie` to every
 //!   broadcast; the latter are part of `tlbie_broadcast`'s cost.
 //!
-//! Where seed 002's mechanism goes next: clearing or invalidating a huge
-//! PMD on book3s64 (`pmdp_invalidate` and `pmdp_huge_get_and_clear`, via
-//! `radix__pmdp_huge_get_and_clear` and collapse's
-//! `radix__pmdp_collapse_flush`) calls `serialize_against_pte_lookup(mm)`
-//! after the PMD changes and before the TLB flush: a full barrier, then a
-//! synchronous `smp_call_function_many` of an empty function to every
-//! CPU in `mm_cpumask`, so that no lockless walker (running with
-//! interrupts off) still uses the old PMD. It belongs in this module,
-//! beside the flush, as a function the huge-PMD zap and split paths call
-//! on powerpc64; unlike the flush it does send IPIs.
+//! Clearing or invalidating a huge PMD (`radix__pmdp_huge_get_and_clear`
+//! on zap, `pmdp_invalidate` on split and protection changes, and the
+//! generic `pmdp_huge_clear_flush` a copy-on-write of a whole PMD uses)
+//! calls [`serialize_against_pte_lookup`]: a full barrier, then a
+//! synchronous `smp_call_function_many` of an empty function to every other
+//! CPU in `mm_cpumask`. Lockless page-table walkers (`__find_linux_pte`,
+//! GUP-fast, KVM's radix fault path) run with interrupts off, so once every
+//! CPU has taken the IPI none of them can still hold the old PMD. It is
+//! seed 002's cost: one IPI round per huge PMD, to every CPU that ever ran
+//! a thread of the mm, since radix never trims the mask. The `smp_mb` (one
+//! `hwsync`, tens of cycles against an IPI round of microseconds) is not
+//! charged. Not modelled yet: the seed's change (a count of running
+//! lockless walkers that lets the round be skipped), its January 2020
+//! variant that skips the round when unmapping (also an RFC), and the later
+//! upstream patches that removed calls to it.
 
-use crate::sim::{CpuId, Ctx, Event, Symbol};
+use crate::sim::{CpuId, Ctx, Cycles, Event, IpiHandler, Symbol, smp_call_function_many};
 
 /// How `radix__flush_tlb_mm` invalidated an mm's TLB entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +70,24 @@ pub fn radix_flush_tlb_mm(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
         ctx.count(Event::TlbieBroadcast, 1);
     }
     flush
+}
+
+/// `serialize_against_pte_lookup` on the current CPU for an mm whose
+/// `mm_cpumask` is `cpumask` (ascending CPU ids): `do_nothing` by IPI on
+/// every other CPU in the mask, waiting until all have run it. Returns the
+/// number of CPUs interrupted.
+pub fn serialize_against_pte_lookup(ctx: &mut Ctx, cpumask: &[CpuId]) -> usize {
+    ctx.count(Event::SerializePteLookup, 1);
+    let me = ctx.cur();
+    let targets: Vec<CpuId> = cpumask.iter().copied().filter(|&c| c != me).collect();
+    if !targets.is_empty() {
+        let handler = IpiHandler {
+            symbol: Symbol::DoNothing,
+            cycles: Cycles(0),
+        };
+        smp_call_function_many(ctx, &targets, handler, true);
+    }
+    targets.len()
 }
 
 /// `mm_is_thread_local`: the mask is exactly this CPU. Any other mask, an

@@ -5,7 +5,7 @@ use super::Arch;
 use crate::features::Features;
 use crate::machine::{Machine, builtin};
 use crate::mm::kernel::{Kernel, MmId};
-use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
+use crate::mm::mm_types::{Advice, HPAGE_PMD_SIZE, PROT_READ, PROT_WRITE};
 use crate::mm::mmzone::PAGE_SIZE;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Symbol};
 
@@ -130,4 +130,100 @@ fn powerpc_flushes_locally_when_only_this_cpu_ran_the_mm() {
     assert_eq!(ctx.stats.cycles(Symbol::RadixFlushTlbMm) - before, local);
     assert_eq!(ctx.stats.event(Event::IpiSent), 0);
     assert_eq!(ctx.stats.event(Event::TlbieBroadcast), 0);
+}
+
+/// One process whose four threads, one on each CPU of `CPUS`, each
+/// read-faulted one whole 2 MiB window of an 8 MiB region (each maps the
+/// huge zero page); the caller continues on CPU 0. Returns the first
+/// window.
+fn huge_zero_windows_by_threads(name: &str) -> (Kernel, Ctx, MmId, u64) {
+    let machine = machine(name);
+    let mut k = Kernel::new(&machine, Features::all());
+    let mut ctx = Ctx::new(machine, 1);
+    let leader = k.new_process(&mut ctx).expect("memory for a process");
+    let mm = k.task_mm(leader).expect("a user task");
+    k.set_current(&ctx, leader);
+    let len = (CPUS.len() as u64 + 1) * HPAGE_PMD_SIZE;
+    let start = k.mmap(&mut ctx, mm, len, PROT_READ | PROT_WRITE).unwrap();
+    let first = start.next_multiple_of(HPAGE_PMD_SIZE);
+    let mut threads = vec![leader];
+    threads.extend((1..CPUS.len()).map(|_| k.clone_task(leader)));
+    for (i, (&task, &cpu)) in threads.iter().zip(&CPUS).enumerate() {
+        ctx.set_cur(cpu);
+        k.set_current(&ctx, task);
+        k.read_u64(&mut ctx, mm, first + i as u64 * HPAGE_PMD_SIZE)
+            .unwrap();
+    }
+    ctx.set_cur(CPUS[0]);
+    k.set_current(&ctx, leader);
+    assert_eq!(k.mm(mm).cpumask, CPUS);
+    assert_eq!(
+        ctx.stats.event(Event::HugeZeroPmdInstalls),
+        CPUS.len() as u64
+    );
+    (k, ctx, mm, first)
+}
+
+/// `serialize_against_pte_lookup` rounds and IPIs that `call` caused.
+fn serialized_by(name: &str, call: impl FnOnce(&mut Kernel, &mut Ctx, MmId, u64)) -> (u64, u64) {
+    let (mut k, mut ctx, mm, first) = huge_zero_windows_by_threads(name);
+    let rounds = ctx.stats.event(Event::SerializePteLookup);
+    let ipis = ctx.stats.event(Event::IpiSent);
+    call(&mut k, &mut ctx, mm, first);
+    k.check();
+    (
+        ctx.stats.event(Event::SerializePteLookup) - rounds,
+        ctx.stats.event(Event::IpiSent) - ipis,
+    )
+}
+
+#[test]
+fn clearing_a_huge_pmd_ipis_the_mm_cpumask_on_powerpc_only() {
+    const WINDOWS: u64 = CPUS.len() as u64;
+    let others = CPUS.len() as u64 - 1;
+    let unmap = |k: &mut Kernel, ctx: &mut Ctx, mm: MmId, first: u64| {
+        k.munmap(ctx, mm, first, WINDOWS * HPAGE_PMD_SIZE).unwrap();
+    };
+    let dontneed = |k: &mut Kernel, ctx: &mut Ctx, mm: MmId, first: u64| {
+        k.madvise(ctx, mm, first, WINDOWS * HPAGE_PMD_SIZE, Advice::DontNeed)
+            .unwrap();
+    };
+    let read_only = |k: &mut Kernel, ctx: &mut Ctx, mm: MmId, first: u64| {
+        k.mprotect(ctx, mm, first, WINDOWS * HPAGE_PMD_SIZE, PROT_READ)
+            .unwrap();
+    };
+    // One 4 KiB page out of one window: that PMD is split, not zapped.
+    let split = |k: &mut Kernel, ctx: &mut Ctx, mm: MmId, first: u64| {
+        k.munmap(ctx, mm, first, PAGE_SIZE).unwrap();
+    };
+    // A write to the huge zero page: a THP replaces it in the PMD.
+    let cow = |k: &mut Kernel, ctx: &mut Ctx, mm: MmId, first: u64| {
+        k.write_u64(ctx, mm, first, 7).unwrap();
+    };
+    // Fork write-protects huge PMDs in place: nothing is cleared.
+    let fork = |k: &mut Kernel, ctx: &mut Ctx, mm: MmId, _: u64| {
+        k.fork(ctx, mm).unwrap();
+    };
+    type Call = fn(&mut Kernel, &mut Ctx, MmId, u64);
+    let calls: [(&str, Call, u64); 6] = [
+        ("munmap", unmap, WINDOWS),
+        ("MADV_DONTNEED", dontneed, WINDOWS),
+        ("mprotect", read_only, WINDOWS),
+        ("split", split, 1),
+        ("cow", cow, 1),
+        ("fork", fork, 0),
+    ];
+    for (what, call, cleared) in calls {
+        // x86: no rounds; the IPIs are the TLB shootdown's (one each to
+        // the other CPUs, where the call flushes).
+        let (rounds, _) = serialized_by("haswell-ep-2s", call);
+        assert_eq!(rounds, 0, "x86 {what}");
+        // powerpc64: a round per huge PMD cleared, an IPI to each other
+        // CPU in the mask per round; its TLB flushes send none.
+        assert_eq!(
+            serialized_by("power9-2s", call),
+            (cleared, cleared * others),
+            "powerpc64 {what}"
+        );
+    }
 }

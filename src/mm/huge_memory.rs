@@ -249,6 +249,8 @@ impl Kernel {
             }
         }
         self.pa.page_mut(new).compound_mapcount = 1;
+        // `pmdp_huge_clear_flush_notify`, then the new entry.
+        self.huge_pmd_cleared(ctx, mm);
         self.set_huge_pmd(
             ctx,
             pmd,
@@ -300,7 +302,9 @@ impl Kernel {
         let cost = ctx.machine().costs.zap_pte.cycles();
         ctx.charge(Symbol::ZapHugePmd, cost);
         let entry = self.tables.get(pmd, index);
+        // `pmdp_huge_get_and_clear_full`.
         self.tables.set(pmd, index, Entry::None);
+        self.huge_pmd_cleared(ctx, mm);
         let deposit = match entry {
             Entry::HugeZero { deposit } => {
                 self.huge_zero_pmd_gone(ctx, Symbol::ZapHugePmd);
@@ -350,6 +354,10 @@ impl Kernel {
             ),
             other => panic!("split_huge_pmd on {other:?}"),
         };
+        // `pmdp_invalidate` for a THP, `pmdp_huge_clear_flush` for the huge
+        // zero page: either way the PMD stops mapping before the table
+        // takes its place.
+        self.huge_pmd_cleared(ctx, mm);
         let pte = self.tables.create(Level::Pte, deposit);
         self.ensure_ptlock(pte);
         for i in 0..HPAGE_PMD_NR {

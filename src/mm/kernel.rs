@@ -355,6 +355,13 @@ impl Kernel {
         crate::arch::flush_tlb_mm_range(ctx, &mask);
     }
 
+    /// What the architecture does after a huge PMD of `mm` was cleared or
+    /// invalidated, with the PMD lock held (`crate::arch`; powerpc64 IPIs
+    /// the CPUs in the mm's cpumask).
+    pub(super) fn huge_pmd_cleared(&self, ctx: &mut Ctx, mm: MmId) {
+        crate::arch::huge_pmd_cleared(ctx, &self.mm(mm).cpumask);
+    }
+
     /// A user load of the 8-byte word at `addr` (8-aligned), faulting as
     /// needed.
     pub fn read_u64(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Result<u64, Fault> {

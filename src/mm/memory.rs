@@ -35,6 +35,14 @@ use crate::sim::{Ctx, Cycles, Event, Symbol};
 /// Pages in a THP.
 pub const HPAGE_PMD_NR: u64 = HPAGE_PMD_SIZE / PAGE_SIZE;
 
+/// The present entries a protection walk rewrote.
+#[derive(Clone, Copy, Debug, Default)]
+struct Visited {
+    entries: u64,
+    /// Of them, huge PMDs (the huge zero page or a THP).
+    huge_pmds: u64,
+}
+
 impl Kernel {
     /// `__do_page_fault`: find the VMA, check the access, handle the fault,
     /// all under `mmap_lock` for reading. `pgfault` is counted where
@@ -446,17 +454,23 @@ impl Kernel {
     /// present entry.
     pub(super) fn change_protection(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, end: u64) {
         let pgd = self.mm(mm).pgd;
-        let nr_entries = self.wrprotect_level(pgd, Level::Pgd, start, end);
+        let visited = self.wrprotect_level(pgd, Level::Pgd, start, end);
         let cost = ctx.machine().costs.pgtable_level.cycles();
-        ctx.charge(Symbol::ChangeProtection, Cycles(cost.0 * 2 * nr_entries));
+        ctx.charge(
+            Symbol::ChangeProtection,
+            Cycles(cost.0 * 2 * visited.entries),
+        );
+        // `change_huge_pmd` invalidates each huge PMD before rewriting it.
+        for _ in 0..visited.huge_pmds {
+            self.huge_pmd_cleared(ctx, mm);
+        }
     }
 
-    /// Clears the write bit of every entry mapping `[start, end)`; returns
-    /// how many present entries it visited.
-    fn wrprotect_level(&mut self, table: TableId, level: Level, start: u64, end: u64) -> u64 {
+    /// Clears the write bit of every entry mapping `[start, end)`.
+    fn wrprotect_level(&mut self, table: TableId, level: Level, start: u64, end: u64) -> Visited {
         let span = 1u64 << level.shift();
         let mut addr = start;
-        let mut nr_entries = 0;
+        let mut visited = Visited::default();
         while addr < end {
             let next = ((addr / span) + 1) * span;
             let index = level.index(addr);
@@ -465,7 +479,9 @@ impl Kernel {
                 Entry::None => None,
                 Entry::Table(child) => {
                     let child_level = level.next().expect("table above PTE");
-                    nr_entries += self.wrprotect_level(child, child_level, addr, next.min(end));
+                    let below = self.wrprotect_level(child, child_level, addr, next.min(end));
+                    visited.entries += below.entries;
+                    visited.huge_pmds += below.huge_pmds;
                     None
                 }
                 Entry::Page { pfn, .. } => Some(Entry::Page { pfn, write: false }),
@@ -477,12 +493,15 @@ impl Kernel {
                 Entry::ZeroPage | Entry::HugeZero { .. } => Some(entry),
             };
             if let Some(read_only) = read_only {
-                nr_entries += 1;
+                visited.entries += 1;
+                if matches!(read_only, Entry::Huge { .. } | Entry::HugeZero { .. }) {
+                    visited.huge_pmds += 1;
+                }
                 self.tables.set(table, index, read_only);
             }
             addr = next;
         }
-        nr_entries
+        visited
     }
 
     /// Splits the huge PMD mapping `addr`, if any, when its 2 MiB window is

@@ -43,6 +43,7 @@ events! {
     NrTlbRemoteFlush => "nr_tlb_remote_flush", "TLB flushes that sent IPIs to other CPUs",
     NrTlbRemoteFlushReceived => "nr_tlb_remote_flush_received", "TLB flush IPIs received",
     TlbieBroadcast => "mmsim_tlbie_broadcast", "broadcast tlbie flushes of a whole mm (powerpc64 radix)",
+    SerializePteLookup => "mmsim_serialize_pte_lookup", "serialize_against_pte_lookup calls: an IPI round to mm_cpumask per huge PMD cleared (powerpc64)",
     NrTlbLocalFlushAll => "nr_tlb_local_flush_all", "local TLB flushes of a whole mm or range",
     HugeZeroRefcountRmw => "mmsim_huge_zero_refcount_rmw", "atomic operations on the global huge zero page refcount",
     HugeZeroPmdInstalls => "mmsim_huge_zero_pmd_installs", "PMDs set to map the huge zero page",

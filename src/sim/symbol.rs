@@ -98,6 +98,7 @@ symbols! {
     FlushTlbMmRange => "flush_tlb_mm_range",
     FlushTlbFunc => "flush_tlb_func",
     RadixFlushTlbMm => "radix__flush_tlb_mm",
+    DoNothing => "do_nothing",
     DownRead => "down_read",
     UpRead => "up_read",
     DownWrite => "down_write",

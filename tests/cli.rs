@@ -470,3 +470,13 @@ fn running_out_of_memory_is_one_line_naming_the_fault() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_failing_mmap_ends_the_run_with_one_line() {
+    // 128 TiB is a valid size but more than the address space below
+    // mmap_base: each child's mmap fails while the others still run.
+    fails_with(
+        &["run", "usemem", "-n", "2", "--readonly", "-j", "1g", "128t"],
+        "usemem: run failed: usemem: mmap failed: ENOMEM (cannot allocate memory)",
+    );
+}

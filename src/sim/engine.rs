@@ -348,6 +348,14 @@ impl Ctx {
         self.cpus[self.cur.index()].state = RunState::Idle;
     }
 
+    /// Ends the run on every CPU, as when the workload failed: the loop
+    /// steps no CPU after this step.
+    pub fn stop_all(&mut self) {
+        for cpu in &mut self.cpus {
+            cpu.state = RunState::Idle;
+        }
+    }
+
     /// Wakes a blocked CPU; it resumes no earlier than `at`, and no earlier
     /// than the waker's clock (a wake-up cannot take effect before it is
     /// sent). Waking a CPU that is not blocked does nothing.

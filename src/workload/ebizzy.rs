@@ -289,7 +289,8 @@ struct Run<'a> {
 impl Run<'_> {
     fn fail(&mut self, ctx: &mut Ctx, why: String) {
         self.failure.get_or_insert(why);
-        ctx.finish();
+        // Nothing after a failure counts: every CPU stops.
+        ctx.stop_all();
     }
 
     fn mmap(&mut self, ctx: &mut Ctx, len: u64, prot: u32) -> Result<u64, String> {

@@ -189,7 +189,8 @@ impl Stream {
     fn fail(&mut self, ctx: &mut Ctx, why: &str) {
         self.failed = Some(why.to_string());
         self.sender_done = true;
-        ctx.finish();
+        // Nothing after a failure counts: every CPU stops.
+        ctx.stop_all();
     }
 }
 

@@ -158,7 +158,8 @@ impl Run<'_> {
 
     fn fail(&mut self, ctx: &mut Ctx, why: String) {
         self.failure.get_or_insert(why);
-        ctx.finish();
+        // Nothing after a failure counts: every CPU stops.
+        ctx.stop_all();
     }
 
     fn syscall<E>(&mut self, op: &'static str, result: Result<(), E>) {

@@ -139,7 +139,8 @@ struct Run<'a> {
 impl Run<'_> {
     fn fail(&mut self, ctx: &mut Ctx, why: String) {
         self.failure.get_or_insert(why);
-        ctx.finish();
+        // Nothing after a failure counts: every CPU stops.
+        ctx.stop_all();
     }
 
     fn step_task(&mut self, ctx: &mut Ctx, t: usize) {

@@ -446,6 +446,8 @@ struct World {
     nr_ooms: u64,
     /// Threads that exited while their mm had other users.
     nr_thread_exits: u64,
+    /// Huge PMDs zapped whole.
+    zapped: HugePmds,
     trace: bool,
 }
 
@@ -462,6 +464,7 @@ impl World {
             setup,
             nr_ooms: 0,
             nr_thread_exits: 0,
+            zapped: HugePmds::default(),
             trace: env_flag("MMSIM_PROP_TRACE"),
         }
     }
@@ -632,11 +635,52 @@ impl World {
             }
             _ => {}
         }
+        // Some programs give the window back whole, before anything else
+        // writes to it or splits it: the huge PMD goes in one zap.
+        match self.rng.below(4) {
+            0 => self.munmap(p, aligned, HPAGE_PMD_SIZE),
+            1 => self.madvise_range(p, aligned, HPAGE_PMD_SIZE, Advice::DontNeed),
+            _ => {}
+        }
+    }
+
+    /// The huge PMDs of process `p` that lie wholly inside `[start, end)`:
+    /// what zapping that range takes away whole.
+    fn whole_huge_pmds(&self, p: usize, start: u64, end: u64) -> HugePmds {
+        let proc = &self.procs[p];
+        let mut found = HugePmds::default();
+        let mut seen = None;
+        for &page in proc
+            .shadow
+            .pages
+            .range(start..end.max(start))
+            .map(|(a, _)| a)
+        {
+            let window = page & !(HPAGE_PMD_SIZE - 1);
+            if seen == Some(window) || window < start || window + HPAGE_PMD_SIZE > end {
+                continue;
+            }
+            seen = Some(window);
+            let Some((pmd, index)) = self.k.find_pmd(proc.mm, window) else {
+                continue;
+            };
+            match self.k.tables.get(pmd, index) {
+                Entry::HugeZero { .. } => found.zero += 1,
+                Entry::Huge { .. } => found.thp += 1,
+                _ => {}
+            }
+        }
+        found
     }
 
     fn munmap(&mut self, p: usize, start: u64, len: u64) {
         let mm = self.procs[p].mm;
+        let end = start.saturating_add(page_align(len).unwrap_or(u64::MAX));
+        let whole = self.whole_huge_pmds(p, start, end);
         let got = self.k.munmap(&mut self.ctx, mm, start, len);
+        if got.is_ok() {
+            self.zapped.add(whole);
+        }
         self.note(|| format!("mm {}: munmap({start:#x}, {len:#x}) = {got:?}", mm.0));
         let want = self.procs[p].shadow.munmap(start, len);
         assert_eq!(got, want, "mm {}: munmap({start:#x}, {len:#x})", mm.0);
@@ -678,7 +722,13 @@ impl World {
 
     fn madvise_range(&mut self, p: usize, start: u64, len: u64, advice: Advice) {
         let mm = self.procs[p].mm;
+        let end = start.saturating_add(page_align(len).unwrap_or(u64::MAX));
+        let whole = self.whole_huge_pmds(p, start, end);
         let got = self.k.madvise(&mut self.ctx, mm, start, len, advice);
+        // A hole ends the call with ENOMEM after the VMAs were advised.
+        if advice == Advice::DontNeed && matches!(got, Ok(()) | Err(Errno::ENOMEM)) {
+            self.zapped.add(whole);
+        }
         self.note(|| {
             format!(
                 "mm {}: madvise({start:#x}, {len:#x}, {advice:?}) = {got:?}",
@@ -819,6 +869,10 @@ impl World {
     fn exit_thread(&mut self, p: usize, t: usize) {
         let task = self.procs[p].tasks.swap_remove(t);
         self.note(|| format!("mm {} task {}: exit", self.procs[p].mm.0, task.0));
+        if self.procs[p].tasks.is_empty() {
+            let whole = self.whole_huge_pmds(p, 0, u64::MAX);
+            self.zapped.add(whole);
+        }
         self.k.exit_task(&mut self.ctx, task);
         if self.procs[p].tasks.is_empty() {
             self.procs.swap_remove(p);
@@ -849,7 +903,10 @@ impl World {
     /// then nothing may be left but the huge zero page, and the shrinker
     /// frees that.
     fn exit_all(&mut self) {
-        while let Some(mut proc) = self.procs.pop() {
+        while !self.procs.is_empty() {
+            let whole = self.whole_huge_pmds(self.procs.len() - 1, 0, u64::MAX);
+            self.zapped.add(whole);
+            let mut proc = self.procs.pop().expect("a process");
             while let Some(task) = proc.tasks.pop() {
                 self.note(|| format!("mm {} task {}: exit", proc.mm.0, task.0));
                 self.k.exit_task(&mut self.ctx, task);
@@ -950,6 +1007,8 @@ struct Counts {
     nr_ooms: u64,
     /// Threads that exited while their mm had other users.
     nr_thread_exits: u64,
+    /// Huge PMDs zapped whole (by munmap, MADV_DONTNEED or exit).
+    zapped: HugePmds,
 }
 
 impl Counts {
@@ -959,6 +1018,21 @@ impl Counts {
         }
         self.nr_ooms += other.nr_ooms;
         self.nr_thread_exits += other.nr_thread_exits;
+        self.zapped.add(other.zapped);
+    }
+}
+
+/// Huge PMDs by what they map.
+#[derive(Clone, Copy, Debug, Default)]
+struct HugePmds {
+    zero: u64,
+    thp: u64,
+}
+
+impl HugePmds {
+    fn add(&mut self, other: HugePmds) {
+        self.zero += other.zero;
+        self.thp += other.thp;
     }
 }
 
@@ -976,6 +1050,18 @@ fn check_coverage(test: &str, setup: Setup, totals: Counts) {
     assert!(
         totals.nr_thread_exits > 0,
         "{test}: no thread exited from a shared mm"
+    );
+    // Zapping a whole huge PMD has its own path (`zap_huge_pmd`), apart
+    // from the splits that partial ranges make.
+    assert_eq!(
+        totals.zapped.zero > 0,
+        setup.thp.use_zero_page,
+        "{test}: {} huge zero PMDs zapped whole over all seeds",
+        totals.zapped.zero
+    );
+    assert!(
+        totals.zapped.thp > 0,
+        "{test}: no THP PMD zapped whole over all seeds"
     );
     for (event, &count) in COVERAGE.iter().zip(&totals.events) {
         let expected = match event {
@@ -1007,6 +1093,7 @@ fn run_seed(test: &'static str, setup: Setup, seed: u64, nr_ops: usize) -> Count
         events: COVERAGE.map(|event| world.ctx.stats.event(event)),
         nr_ooms: world.nr_ooms,
         nr_thread_exits: world.nr_thread_exits,
+        zapped: world.zapped,
     };
     world.note(|| format!("seed {seed}: {COVERAGE:?} = {counts:?}"));
     counts

@@ -20,9 +20,13 @@
 //! - `mprotect` changes the VMAs up to the first hole in the range and then
 //!   returns ENOMEM; `madvise` advises every mapped part of the range and then
 //!   returns ENOMEM if there was a hole. Both are what Linux does.
-//! - `mprotect` checks the protection bits only after a zero length has
-//!   already returned 0, and accepts `PROT_SEM` (and ignores it); `mmap`
-//!   ignores unknown protection bits altogether.
+//! - `mprotect` refuses `PROT_GROWSDOWN | PROT_GROWSUP` together before
+//!   anything else, checks the other protection bits only after a zero
+//!   length has already returned 0, and accepts `PROT_SEM` (and ignores
+//!   it). One grows bit asks to extend the change to the VMA's end that
+//!   grows; no VMA here grows (there are no stacks), so it is EINVAL once a
+//!   VMA is found, ENOMEM where the range starts in a hole. `mmap` ignores
+//!   unknown protection bits altogether.
 //!
 //! Where mmsim departs from Linux, and why:
 //! - Merging: Linux merges two adjacent anonymous VMAs with equal flags only
@@ -63,6 +67,10 @@ pub const DEFAULT_MAX_MAP_COUNT: usize = 65530;
 
 /// `PROT_SEM`: `mprotect` accepts it (`arch_validate_prot`) and ignores it.
 const PROT_SEM: u32 = 0x8;
+/// `mprotect`'s request to extend the change down to the start of a
+/// `VM_GROWSDOWN` VMA, or up to the end of a `VM_GROWSUP` one.
+pub const PROT_GROWSDOWN: u32 = 0x0100_0000;
+pub const PROT_GROWSUP: u32 = 0x0200_0000;
 
 /// `PAGE_ALIGN`, or `None` where Linux's would wrap around to 0.
 fn page_align(len: u64) -> Option<u64> {
@@ -516,10 +524,14 @@ impl VmaTree {
     /// range, splitting VMAs at the ends of the range and merging neighbours
     /// that end up with equal flags.
     ///
-    /// EINVAL if `start` is not page aligned; then a zero length succeeds
-    /// (whatever `prot` is); ENOMEM if the range wraps around; EINVAL if
-    /// `prot` has bits other than `PROT_READ | PROT_WRITE | PROT_EXEC |
-    /// PROT_SEM`. ENOMEM if the range is not wholly mapped: as in Linux, the
+    /// EINVAL for both grows bits or if `start` is not page aligned; then a
+    /// zero length succeeds (whatever else `prot` is); ENOMEM if the range
+    /// wraps around; EINVAL if `prot` has bits other than `PROT_READ |
+    /// PROT_WRITE | PROT_EXEC | PROT_SEM` and one grows bit. With a grows
+    /// bit: ENOMEM if no VMA holds or follows `start` (for `PROT_GROWSUP`,
+    /// if none holds it; for `PROT_GROWSDOWN`, if the next one starts at or
+    /// past the end), else EINVAL, as no VMA here grows. Otherwise ENOMEM
+    /// if the range is not wholly mapped: as in Linux, the
     /// VMAs before the first hole have been changed by then (none if the
     /// range starts in a hole). ENOMEM also if a split would go above
     /// `max_map_count`, with the VMAs before that one changed.
@@ -527,6 +539,21 @@ impl VmaTree {
         let Some(end) = mprotect_end(start, len, prot)? else {
             return Ok(());
         };
+        if prot & (PROT_GROWSDOWN | PROT_GROWSUP) != 0 {
+            let (index, _) = self.find_vma_index(start);
+            let vma = self.vmas.get(index).ok_or(Errno::ENOMEM)?;
+            let before_it = if prot & PROT_GROWSDOWN != 0 {
+                vma.start >= end
+            } else {
+                vma.start > start
+            };
+            // Where a VMA is found it does not grow: EINVAL.
+            return Err(if before_it {
+                Errno::ENOMEM
+            } else {
+                Errno::EINVAL
+            });
+        }
         let prot_flags = calc_vm_prot_bits(prot);
         let mut addr = start;
         // Each pass moves addr up to the next VMA boundary (or to end), so
@@ -638,7 +665,8 @@ pub(super) fn munmap_range(start: u64, len: u64) -> Result<(u64, u64), Errno> {
 /// `mprotect`'s checks of its arguments: the end of the range, or `None`
 /// for a zero length (which succeeds at once).
 pub(super) fn mprotect_end(start: u64, len: u64, prot: u32) -> Result<Option<u64>, Errno> {
-    if !start.is_multiple_of(PAGE_SIZE) {
+    let grows = PROT_GROWSDOWN | PROT_GROWSUP;
+    if prot & grows == grows || !start.is_multiple_of(PAGE_SIZE) {
         return Err(Errno::EINVAL);
     }
     if len == 0 {
@@ -647,7 +675,7 @@ pub(super) fn mprotect_end(start: u64, len: u64, prot: u32) -> Result<Option<u64
     let end = page_align(len)
         .and_then(|len| start.checked_add(len))
         .ok_or(Errno::ENOMEM)?;
-    if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM) != 0 {
+    if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | grows) != 0 {
         return Err(Errno::EINVAL);
     }
     Ok(Some(end))
@@ -1351,11 +1379,30 @@ mod tests {
             "wraps"
         );
         assert_eq!(tree.mprotect(BASE - P, P, 0x10), Err(Errno::EINVAL));
+        // The one VMA is [BASE - 2P, BASE); nothing grows.
+        let both = PROT_GROWSDOWN | PROT_GROWSUP;
+        assert_eq!(tree.mprotect(BASE - P, 0, both), Err(Errno::EINVAL));
         assert_eq!(
-            tree.mprotect(BASE - P, P, 0x0100_0000),
-            Err(Errno::EINVAL),
-            "PROT_GROWSDOWN"
+            tree.mprotect(BASE - P, P, PROT_GROWSDOWN),
+            Err(Errno::EINVAL)
         );
+        assert_eq!(tree.mprotect(BASE - P, P, PROT_GROWSUP), Err(Errno::EINVAL));
+        assert_eq!(
+            tree.mprotect(BASE - 4 * P, 3 * P, PROT_GROWSDOWN),
+            Err(Errno::EINVAL),
+            "a VMA starts inside the range"
+        );
+        assert_eq!(
+            tree.mprotect(BASE - 4 * P, 2 * P, PROT_GROWSDOWN),
+            Err(Errno::ENOMEM),
+            "the next VMA starts at the end"
+        );
+        assert_eq!(
+            tree.mprotect(BASE - 4 * P, 3 * P, PROT_GROWSUP),
+            Err(Errno::ENOMEM),
+            "start in a hole"
+        );
+        assert_eq!(tree.mprotect(BASE, P, PROT_GROWSDOWN), Err(Errno::ENOMEM));
         assert_eq!(layout(&tree), [vma(BASE - 2 * P, BASE, RW)]);
         assert_eq!(tree.mprotect(BASE - 2 * P, 2 * P, RO | PROT_SEM), Ok(()));
         assert_eq!(

@@ -290,7 +290,11 @@ impl Run<'_> {
         let delta_us =
             (ctx.machine().topology.cycles_to_ns(ctx.now() - self.start) / 1000.0) as u64;
         let kbs = ((bytes as u128 * 1_000_000) >> 10) as u64 / delta_us.max(1);
-        self.reports.push((ctx.now(), t, bytes, delta_us, kbs));
+        // usemem prints its line only when it counted bytes: not for a
+        // SIZE under one word.
+        if bytes > 0 {
+            self.reports.push((ctx.now(), t, bytes, delta_us, kbs));
+        }
         self.tasks[t].phase = Phase::Exit;
     }
 }
@@ -499,6 +503,14 @@ mod tests {
         };
         assert_eq!(after.stats.cycles(Symbol::GetHugeZeroPage), Cycles::ZERO);
         assert!(refcount_cycles(&after) < refcount_cycles(&before));
+    }
+
+    #[test]
+    fn a_size_under_one_word_prints_no_line() {
+        // bytes = 4 / 8 + 8 x 0 accesses = 0, and usemem then prints nothing.
+        let out = run(&["-n", "2", "4"], true);
+        assert!(!out.lines.iter().any(|l| l.contains(" bytes / ")));
+        assert!(out.lines.iter().any(|l| l.contains("sum over 0 tasks")));
     }
 
     #[test]

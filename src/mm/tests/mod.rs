@@ -35,6 +35,7 @@ use super::memory::HPAGE_PMD_NR;
 use super::mm_types::{
     Advice, Errno, HPAGE_PMD_SIZE, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFlags,
 };
+use super::mmap::{PROT_GROWSDOWN, PROT_GROWSUP};
 use super::mmzone::{PAGE_SIZE, Pfn};
 use super::pgtable::{Entry, Level};
 use super::vmacache::{TaskId, VmaLookup};
@@ -222,8 +223,11 @@ impl Shadow {
     }
 
     /// Changes every page up to the first hole; ENOMEM at the hole.
+    /// With one grows bit: ENOMEM where no VMA is found to extend the
+    /// change to, else EINVAL (no VMA grows).
     fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        if !start.is_multiple_of(P) {
+        let grows = PROT_GROWSDOWN | PROT_GROWSUP;
+        if prot & grows == grows || !start.is_multiple_of(P) {
             return Err(Errno::EINVAL);
         }
         if len == 0 {
@@ -232,8 +236,24 @@ impl Shadow {
         let end = page_align(len)
             .and_then(|len| start.checked_add(len))
             .ok_or(Errno::ENOMEM)?;
-        if prot & !(PROT_ALL | PROT_SEM) != 0 {
+        if prot & !(PROT_ALL | PROT_SEM | grows) != 0 {
             return Err(Errno::EINVAL);
+        }
+        if prot & PROT_GROWSDOWN != 0 {
+            // The VMA holding or following `start` begins at the first
+            // mapped page from `start` on.
+            let first = self.pages.range(start..).next().map(|(&a, _)| a);
+            return Err(match first {
+                Some(page) if page < end => Errno::EINVAL,
+                _ => Errno::ENOMEM,
+            });
+        }
+        if prot & PROT_GROWSUP != 0 {
+            return Err(if self.pages.contains_key(&start) {
+                Errno::EINVAL
+            } else {
+                Errno::ENOMEM
+            });
         }
         let mut expected = start;
         for (&page, sp) in self.pages.range_mut(start..end) {
@@ -692,6 +712,9 @@ impl World {
         match self.rng.below(32) {
             0 => prot |= PROT_SEM,
             1 => prot |= 0x10,
+            2 => prot |= PROT_GROWSDOWN,
+            3 => prot |= PROT_GROWSUP,
+            4 => prot |= PROT_GROWSDOWN | PROT_GROWSUP,
             _ => {}
         }
         let mm = self.procs[p].mm;

@@ -41,12 +41,15 @@ impl Kernel {
     /// `get_huge_zero_page`: `atomic_inc_not_zero` on the global count; on
     /// zero, allocate the page and set the count to 2 (one for the shrinker).
     pub fn get_huge_zero_page(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Option<Pfn> {
-        self.huge_zero.line.cmpxchg_loop(ctx, symbol);
-        ctx.count(Event::HugeZeroRefcountRmw, 1);
+        ctx.count(Event::HugeZeroGet, 1);
         if self.huge_zero.refcount > 0 {
+            self.huge_zero.line.cmpxchg_loop(ctx, symbol);
+            ctx.count(Event::HugeZeroRefcountRmw, 1);
             self.huge_zero.refcount += 1;
             return self.huge_zero.page;
         }
+        // `atomic_inc_not_zero` reads 0 and gives up without a cmpxchg.
+        self.huge_zero.line.read(ctx, symbol);
         let Some(pfn) = self.pa.alloc_pages(ctx, GFP_TRANSHUGE, Order::THP) else {
             ctx.count(Event::ThpZeroPageAllocFailed, 1);
             return None;
@@ -63,6 +66,7 @@ impl Kernel {
     /// `put_huge_zero_page`: an atomic decrement. The shrinker's reference
     /// keeps the count above zero here.
     pub fn put_huge_zero_page(&mut self, ctx: &mut Ctx, symbol: Symbol) {
+        ctx.count(Event::HugeZeroPut, 1);
         self.huge_zero.line.rmw(ctx, symbol);
         ctx.count(Event::HugeZeroRefcountRmw, 1);
         assert!(

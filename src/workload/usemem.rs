@@ -482,14 +482,21 @@ mod tests {
         assert_eq!(s.event(Event::HugeZeroPmdInstalls), 4 * 31);
         assert_eq!(s.event(Event::ZeroPageInstalls), 4);
         assert_eq!(s.event(Event::ThpZeroPageAlloc), 1);
-        // A get per install, a put per zap at exit, and the first get's
-        // setting of the count to 2.
-        assert_eq!(s.event(Event::HugeZeroRefcountRmw), 4 * 31 * 2 + 1);
+        // A get per install, a put per zap at exit. The first get finds the
+        // count at 0 (a read, no write) and allocates, then sets it to 2.
+        assert_eq!(s.event(Event::HugeZeroGet), 4 * 31);
+        assert_eq!(s.event(Event::HugeZeroPut), 4 * 31);
+        assert_eq!(
+            s.event(Event::HugeZeroRefcountRmw),
+            (4 * 31 - 1) + 1 + 4 * 31
+        );
         let after = run(&args, true);
         let s = &after.stats;
         assert_eq!(s.event(Event::HugeZeroPmdInstalls), 4 * 31);
         // One get per mm on first use, one put per mm at exit.
-        assert_eq!(s.event(Event::HugeZeroRefcountRmw), 4 * 2 + 1);
+        assert_eq!(s.event(Event::HugeZeroGet), 4);
+        assert_eq!(s.event(Event::HugeZeroPut), 4);
+        assert_eq!(s.event(Event::HugeZeroRefcountRmw), (4 - 1) + 1 + 4);
         let metric = |out: &RunOutput, name: &str| {
             out.metrics.iter().find(|m| m.name == name).unwrap().value
         };

@@ -325,7 +325,7 @@ fn exit_mmap_in_steps_ends_as_in_one_go() {
             k.read_u64(&mut ctx, mm, a).unwrap();
             a += HPAGE_PMD_SIZE;
         }
-        let puts = ctx.stats.event(Event::HugeZeroRefcountRmw);
+        let puts = ctx.stats.event(Event::HugeZeroPut);
         let freed = ctx.stats.event(Event::Pgfree);
         let mut steps = 0;
         if stepwise {
@@ -344,7 +344,7 @@ fn exit_mmap_in_steps_ends_as_in_one_go() {
             k.mmput(&mut ctx, mm);
         }
         counts.push((
-            ctx.stats.event(Event::HugeZeroRefcountRmw) - puts,
+            ctx.stats.event(Event::HugeZeroPut) - puts,
             ctx.stats.event(Event::Pgfree) - freed,
         ));
         assert_all_freed(&mut k, &mut ctx);

@@ -49,3 +49,42 @@ pub const EXPERIMENT: Experiment = Experiment {
     ],
     extra: &[],
 };
+
+#[cfg(test)]
+mod tests {
+    use super::EXPERIMENT;
+    use crate::machine::builtin;
+    use crate::sim::{Event, Stats};
+    use crate::workload::usemem;
+
+    fn counters(mm_flag: bool) -> Stats {
+        let args: Vec<String> = EXPERIMENT.args.iter().map(|s| s.to_string()).collect();
+        let machine = builtin(EXPERIMENT.machine).unwrap();
+        let features = EXPERIMENT.base_features().with(EXPERIMENT.feature, mm_flag);
+        usemem::parse(&args)
+            .unwrap()
+            .run(&machine, features, 1, &mut |_| {})
+            .unwrap()
+            .stats
+    }
+
+    /// The counts the issue names, at full scale. Each process's 100 GiB
+    /// mapping ends at `mmap_base`, 4 KiB below a 2 MiB boundary, so its
+    /// first read falls in a window only partly inside the VMA and maps the
+    /// 4 KiB zero page; the other 51,199 map the huge zero page.
+    #[test]
+    fn full_scale_huge_zero_counts() {
+        let installs = 72 * 51_199;
+        let before = counters(false);
+        assert_eq!(before.event(Event::ZeroPageInstalls), 72);
+        assert_eq!(before.event(Event::HugeZeroPmdInstalls), installs);
+        assert_eq!(before.event(Event::HugeZeroGet), installs);
+        assert_eq!(before.event(Event::HugeZeroPut), installs);
+        assert_eq!(before.event(Event::ThpZeroPageAlloc), 1);
+        let after = counters(true);
+        assert_eq!(after.event(Event::HugeZeroPmdInstalls), installs);
+        assert_eq!(after.event(Event::HugeZeroGet), 72);
+        assert_eq!(after.event(Event::HugeZeroPut), 72);
+        assert_eq!(after.event(Event::ThpZeroPageAlloc), 1);
+    }
+}

@@ -79,9 +79,18 @@ impl Kernel {
         addr: u64,
         write: bool,
     ) -> Result<(), Fault> {
-        let pgd = self.mm(mm).pgd;
-        let pud = self.ensure_table(ctx, mm, pgd, Level::Pgd, addr)?;
-        let pmd = self.ensure_table(ctx, mm, pud, Level::Pud, addr)?;
+        let pmd = match self.pmd_table(mm, addr) {
+            // The same two levels charged as the walk below would.
+            Some(pmd) => {
+                self.charge_walk(ctx, 2);
+                pmd
+            }
+            None => {
+                let pgd = self.mm(mm).pgd;
+                let pud = self.ensure_table(ctx, mm, pgd, Level::Pgd, addr)?;
+                self.ensure_table(ctx, mm, pud, Level::Pud, addr)?
+            }
+        };
         let index = Level::Pmd.index(addr);
         self.charge_walk(ctx, 1);
         let handled = match self.tables.get(pmd, index) {
@@ -526,14 +535,7 @@ impl Kernel {
 
     /// The PMD table and index covering `addr`, if the upper levels exist.
     pub(super) fn find_pmd(&self, mm: MmId, addr: u64) -> Option<(TableId, usize)> {
-        let mut table = self.mm(mm).pgd;
-        for level in [Level::Pgd, Level::Pud] {
-            match self.tables.get(table, level.index(addr)) {
-                Entry::Table(next) => table = next,
-                _ => return None,
-            }
-        }
-        Some((table, Level::Pmd.index(addr)))
+        Some((self.pmd_table(mm, addr)?, Level::Pmd.index(addr)))
     }
 }
 

@@ -101,6 +101,9 @@ pub struct PageTables {
     entries: Vec<Entry>,
     free_ids: Vec<TableId>,
     live: usize,
+    /// Bumped whenever a table is destroyed: a table id remembered under
+    /// an older generation may name another table now.
+    generation: u64,
 }
 
 impl PageTables {
@@ -147,7 +150,14 @@ impl PageTables {
         );
         self.free_ids.push(id);
         self.live -= 1;
+        self.generation += 1;
         table.pfn
+    }
+
+    /// See [`PageTables::generation`]'s field: how many tables were ever
+    /// destroyed.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub fn table(&self, id: TableId) -> &Table {

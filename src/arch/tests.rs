@@ -20,30 +20,41 @@ fn machine(name: &str) -> Machine {
     machine
 }
 
-/// One process whose four threads each wrote one page of a 4-page region
-/// from their own CPU in `CPUS`; the caller continues on CPU 0, so the
-/// flush is sent from a CPU in the mask. Returns the region's start.
-fn touched_by_threads(name: &str) -> (Kernel, Ctx, MmId, u64) {
+/// One process with a `len`-byte mapping and four threads, one for each CPU
+/// in `CPUS`, that `touch(k, ctx, mm, start, i)` runs on its CPU (thread
+/// `i`); the caller continues on CPU 0, so what it sends goes from a CPU in
+/// the mask. Returns the mapping's start.
+fn threads_touch(
+    name: &str,
+    len: u64,
+    touch: impl Fn(&mut Kernel, &mut Ctx, MmId, u64, u64),
+) -> (Kernel, Ctx, MmId, u64) {
     let machine = machine(name);
     let mut k = Kernel::new(&machine, Features::all());
     let mut ctx = Ctx::new(machine, 1);
     let leader = k.new_process(&mut ctx).expect("memory for a process");
     let mm = k.task_mm(leader).expect("a user task");
     k.set_current(&ctx, leader);
-    let len = CPUS.len() as u64 * PAGE_SIZE;
     let start = k.mmap(&mut ctx, mm, len, PROT_READ | PROT_WRITE).unwrap();
     let mut threads = vec![leader];
     threads.extend((1..CPUS.len()).map(|_| k.clone_task(leader)));
     for (i, (&task, &cpu)) in threads.iter().zip(&CPUS).enumerate() {
         ctx.set_cur(cpu);
         k.set_current(&ctx, task);
-        k.write_u64(&mut ctx, mm, start + i as u64 * PAGE_SIZE, 1)
-            .unwrap();
+        touch(&mut k, &mut ctx, mm, start, i as u64);
     }
     ctx.set_cur(CPUS[0]);
     k.set_current(&ctx, leader);
     assert_eq!(k.mm(mm).cpumask, CPUS);
     (k, ctx, mm, start)
+}
+
+/// Each thread wrote one page of a 4-page region from its own CPU.
+fn touched_by_threads(name: &str) -> (Kernel, Ctx, MmId, u64) {
+    let len = CPUS.len() as u64 * PAGE_SIZE;
+    threads_touch(name, len, |k, ctx, mm, start, i| {
+        k.write_u64(ctx, mm, start + i * PAGE_SIZE, 1).unwrap();
+    })
 }
 
 /// What one call on the touched region did, from the counters.
@@ -132,36 +143,19 @@ fn powerpc_flushes_locally_when_only_this_cpu_ran_the_mm() {
     assert_eq!(ctx.stats.event(Event::TlbieBroadcast), 0);
 }
 
-/// One process whose four threads, one on each CPU of `CPUS`, each
-/// read-faulted one whole 2 MiB window of an 8 MiB region (each maps the
-/// huge zero page); the caller continues on CPU 0. Returns the first
-/// window.
+/// Each thread read-faulted one whole 2 MiB window of an 8 MiB region
+/// (each maps the huge zero page). Returns the first window.
 fn huge_zero_windows_by_threads(name: &str) -> (Kernel, Ctx, MmId, u64) {
-    let machine = machine(name);
-    let mut k = Kernel::new(&machine, Features::all());
-    let mut ctx = Ctx::new(machine, 1);
-    let leader = k.new_process(&mut ctx).expect("memory for a process");
-    let mm = k.task_mm(leader).expect("a user task");
-    k.set_current(&ctx, leader);
     let len = (CPUS.len() as u64 + 1) * HPAGE_PMD_SIZE;
-    let start = k.mmap(&mut ctx, mm, len, PROT_READ | PROT_WRITE).unwrap();
-    let first = start.next_multiple_of(HPAGE_PMD_SIZE);
-    let mut threads = vec![leader];
-    threads.extend((1..CPUS.len()).map(|_| k.clone_task(leader)));
-    for (i, (&task, &cpu)) in threads.iter().zip(&CPUS).enumerate() {
-        ctx.set_cur(cpu);
-        k.set_current(&ctx, task);
-        k.read_u64(&mut ctx, mm, first + i as u64 * HPAGE_PMD_SIZE)
-            .unwrap();
-    }
-    ctx.set_cur(CPUS[0]);
-    k.set_current(&ctx, leader);
-    assert_eq!(k.mm(mm).cpumask, CPUS);
+    let window = |start: u64, i: u64| start.next_multiple_of(HPAGE_PMD_SIZE) + i * HPAGE_PMD_SIZE;
+    let (k, ctx, mm, start) = threads_touch(name, len, |k, ctx, mm, start, i| {
+        k.read_u64(ctx, mm, window(start, i)).unwrap();
+    });
     assert_eq!(
         ctx.stats.event(Event::HugeZeroPmdInstalls),
         CPUS.len() as u64
     );
-    (k, ctx, mm, first)
+    (k, ctx, mm, window(start, 0))
 }
 
 /// `serialize_against_pte_lookup` rounds and IPIs that `call` caused.

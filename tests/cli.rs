@@ -463,7 +463,7 @@ fn running_out_of_memory_is_one_line_naming_the_fault() {
             "--machine",
             &path,
         ],
-        "usemem: run failed: usemem: write fault at 0x",
+        "usemem: run failed: write fault at 0x",
     );
     assert!(
         stderr.contains(": out of memory (VM_FAULT_OOM)"),
@@ -477,6 +477,6 @@ fn a_failing_mmap_ends_the_run_with_one_line() {
     // mmap_base: each child's mmap fails while the others still run.
     fails_with(
         &["run", "usemem", "-n", "2", "--readonly", "-j", "1g", "128t"],
-        "usemem: run failed: usemem: mmap failed: ENOMEM (cannot allocate memory)",
+        "usemem: run failed: mmap failed: ENOMEM (cannot allocate memory)",
     );
 }

@@ -90,7 +90,10 @@ pub fn run_command(
         .run(&setup.machine, setup.features, setup.seed, &mut |f| {
             bar.update(f)
         })
-        .map_err(|e| CliError::new(format!("{}: run failed: {e}", setup.info.name)))?;
+        .map_err(|e| {
+            let name = setup.info.name;
+            CliError::new(format!("{name}: run failed: {}", without_name(name, &e)))
+        })?;
     bar.finish();
     Ok(if setup.json {
         to_json_string(&RunJson::new(&run))
@@ -120,10 +123,11 @@ pub fn compare_command(
         &mut |f| bar.update(f),
     )
     .map_err(|(side, e)| {
+        let name = setup.info.name;
         CliError::new(format!(
-            "{}: the {} run failed: {e}",
-            setup.info.name,
-            side.name()
+            "{name}: the {} run failed: {}",
+            side.name(),
+            without_name(name, &e)
         ))
     })?;
     bar.finish();
@@ -317,6 +321,19 @@ fn format_comparison(
         &format_lines(&after.lines),
     );
     out
+}
+
+/// A workload's error without the workload's name in front, which the
+/// line already starts with.
+fn without_name(name: &str, error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    match text
+        .strip_prefix(name)
+        .and_then(|rest| rest.strip_prefix(": "))
+    {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
 }
 
 #[cfg(test)]

@@ -211,9 +211,19 @@ fn parse_arch(ctx: &Ctx, root: &toml::Table) -> Result<Arch, LoadError> {
 /// Upper bounds on the machine's shape. They keep every product of counts far from
 /// overflow and every per-CPU or per-node structure the simulator builds bounded.
 const CPUS_MAX: u64 = 4096;
+/// Every CPU has per-CPU page lists for every node's zone, so their memory
+/// grows with CPUs x nodes; 64 nodes is more than the largest machines have.
+const NUMA_NODES_MAX: u64 = 64;
 const FREQUENCY_MHZ_MAX: u64 = 10_000;
-const MEMORY_PER_NODE_MAX: u64 = 64 << 40;
+/// A zone numbers its pages in 32 bits (`PageMap`): below 16 TiB a node.
+const MEMORY_PER_NODE_MAX: u64 = 8 << 40;
 const MEMORY_PER_NODE_MIN: u64 = 64 << 20;
+/// The longest latency a cost may be, in ns: 1 s. Longer ones push virtual
+/// time past what the engine holds within ordinary runs.
+const LATENCY_NS_MAX: f64 = 1e9;
+/// Bandwidths between 1 MB/s and 100 TB/s, in GB/s.
+const BANDWIDTH_GBS_MIN: f64 = 1e-3;
+const BANDWIDTH_GBS_MAX: f64 = 1e5;
 
 fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
     const P: &str = "topology";
@@ -238,13 +248,16 @@ fn parse_topology(ctx: &Ctx, t: &toml::Table) -> Result<Topology, LoadError> {
         return Err(ctx.err("topology.memory_per_node", "must be at least 64M"));
     }
     if memory_per_node_bytes > MEMORY_PER_NODE_MAX {
-        return Err(ctx.err("topology.memory_per_node", "must be at most 64T"));
+        return Err(ctx.err(
+            "topology.memory_per_node",
+            "must be at most 8T (a node's pages are numbered in 32 bits)",
+        ));
     }
     // Each count is at most CPUS_MAX, so their product fits easily in a u64.
     let sockets = ctx.positive(t, P, "sockets", CPUS_MAX)?;
     let cores_per_socket = ctx.positive(t, P, "cores_per_socket", CPUS_MAX)?;
     let threads_per_core = ctx.positive(t, P, "threads_per_core", CPUS_MAX)?;
-    let numa_nodes = ctx.positive(t, P, "numa_nodes", CPUS_MAX)?;
+    let numa_nodes = ctx.positive(t, P, "numa_nodes", NUMA_NODES_MAX)?;
     let frequency_mhz = ctx.positive(t, P, "frequency_mhz", FREQUENCY_MHZ_MAX)?;
     let nr_cpus = sockets * cores_per_socket * threads_per_core;
     if nr_cpus > CPUS_MAX {
@@ -333,8 +346,47 @@ fn parse_costs(
                 ));
             }
         };
+        check_range(
+            ctx,
+            &full,
+            kind,
+            converted,
+            per_cycle,
+            topology.frequency_mhz,
+        )?;
         let cost = costs.get_mut(key).expect("declared parameter");
         cost.set(converted, source);
     }
     Ok(costs)
+}
+
+/// A latency must be at least one whole cycle (the engine charges whole
+/// cycles, and a line transfer of none would be no transfer) and at most
+/// [`LATENCY_NS_MAX`]; a bandwidth within its bounds.
+fn check_range(
+    ctx: &Ctx,
+    key: &str,
+    kind: CostKind,
+    converted: f64,
+    ns_per_cycle: f64,
+    frequency_mhz: u64,
+) -> Result<(), LoadError> {
+    let problem = match kind {
+        CostKind::Latency if converted.round() < 1.0 => Some(format!(
+            "{converted} cycles at {frequency_mhz} MHz rounds to 0; must be at least one cycle"
+        )),
+        CostKind::Latency if converted * ns_per_cycle > LATENCY_NS_MAX => {
+            Some("must be at most 1 s".to_string())
+        }
+        CostKind::Bandwidth => {
+            let gbs = converted / ns_per_cycle;
+            (!(BANDWIDTH_GBS_MIN..=BANDWIDTH_GBS_MAX).contains(&gbs))
+                .then(|| format!("{gbs} GB/s is outside 0.001..=100000 GB/s"))
+        }
+        CostKind::Latency => None,
+    };
+    match problem {
+        Some(problem) => Err(ctx.err(&join(key, "value"), problem)),
+        None => Ok(()),
+    }
 }

@@ -558,7 +558,10 @@ fn bad_memory_size() {
         ("", "must not be empty"),
         ("G", "invalid size 'G': no digits"),
         ("1M", "must be at least 64M"),
-        ("65T", "must be at most 64T"),
+        (
+            "9T",
+            "must be at most 8T (a node's pages are numbered in 32 bits)",
+        ),
         ("99999999999T", "invalid size '99999999999T': too large"),
     ];
     for (size, problem) in cases {
@@ -765,4 +768,69 @@ fn one_cpu_alone_cannot_saturate_its_node_memory() {
             );
         }
     }
+}
+
+#[test]
+fn cost_values_out_of_range() {
+    let latency = first_latency();
+    let bandwidth = first_bandwidth();
+    let set = |key: &'static str, value: f64, unit: &'static str| {
+        edited(move |root| {
+            let c = cost(root, key);
+            c.insert("value".into(), value.into());
+            c.insert("unit".into(), unit.into());
+        })
+    };
+    let cases = [
+        (
+            set(latency, 0.4, "cycles"),
+            latency,
+            "0.4 cycles at",
+            "rounds to 0; must be at least one cycle",
+        ),
+        (set(latency, 2e9, "ns"), latency, "", "must be at most 1 s"),
+        (
+            set(bandwidth, 1e-300, "GB/s"),
+            bandwidth,
+            "",
+            "GB/s is outside 0.001..=100000 GB/s",
+        ),
+        (
+            set(bandwidth, 1e9, "GB/s"),
+            bandwidth,
+            "",
+            "GB/s is outside 0.001..=100000 GB/s",
+        ),
+    ];
+    for (text, key, start, end) in cases {
+        let error = error_of(&text);
+        let prefix = format!("test.toml: costs.{key}.value: {start}");
+        assert!(
+            error.starts_with(&prefix) && error.ends_with(end),
+            "{error}"
+        );
+    }
+    // A frequency so low that a nanosecond cost is less than a cycle.
+    let text = edited(|root| {
+        table(root, "topology").insert("frequency_mhz".into(), 1.into());
+    });
+    assert!(
+        error_of(&text).contains("rounds to 0"),
+        "{}",
+        error_of(&text)
+    );
+}
+
+#[test]
+fn too_many_nodes() {
+    let text = edited(|root| {
+        let t = table(root, "topology");
+        t.insert("sockets".into(), 128.into());
+        t.insert("cores_per_socket".into(), 1.into());
+        t.insert("numa_nodes".into(), 128.into());
+    });
+    assert_eq!(
+        error_of(&text),
+        "test.toml: topology.numa_nodes: must be at most 64, not 128"
+    );
 }

@@ -60,6 +60,13 @@ impl ClockQueue {
         self.nodes[..2 * self.leaves].fill(EMPTY);
     }
 
+    /// The first clock [`ClockQueue::push`] cannot take: the key leaves the
+    /// low bits to the CPU id (with 1024 CPUs, 2^54 cycles, months of
+    /// virtual time).
+    pub(crate) fn clock_limit(&self) -> Cycles {
+        Cycles(EMPTY >> self.id_bits)
+    }
+
     /// `cpu` at `clock` as one integer. The clock must leave room for the
     /// id: with 1024 CPUs, 2^54 cycles, months of virtual time.
     fn key(&self, clock: Cycles, cpu: CpuId) -> u64 {

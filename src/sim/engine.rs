@@ -431,6 +431,10 @@ pub struct Engine {
     /// its clock moves (`clock_queue.rs`).
     queue: ClockQueue,
     steps: u64,
+    /// The clock a CPU reached past what the queue can hold, if one did:
+    /// the run was stopped there (a profile whose costs are absurdly large,
+    /// or a run far longer than any benchmark).
+    out_of_range: Option<Cycles>,
 }
 
 impl Engine {
@@ -440,7 +444,25 @@ impl Engine {
             ctx,
             queue,
             steps: 0,
+            out_of_range: None,
         }
+    }
+
+    /// Where virtual time ran past the queue's range, stopping the run.
+    pub fn out_of_range(&self) -> Option<Cycles> {
+        self.out_of_range
+    }
+
+    /// Queues `cpu` at `clock`, or, past the queue's range, stops the run
+    /// on every CPU and records where.
+    fn queue_at(&mut self, clock: Cycles, cpu: CpuId) {
+        if clock >= self.queue.clock_limit() {
+            self.out_of_range.get_or_insert(clock);
+            self.ctx.stop_all();
+            self.queue.clear();
+            return;
+        }
+        self.queue.push(clock, cpu);
     }
 
     pub fn steps(&self) -> u64 {
@@ -451,9 +473,10 @@ impl Engine {
     /// `until`. Returns false if it stopped because of `until`.
     pub fn run<W: Workload + ?Sized>(&mut self, workload: &mut W, until: Option<Cycles>) -> bool {
         self.queue.clear();
-        for (i, cpu) in self.ctx.cpus.iter().enumerate() {
+        for i in 0..self.ctx.cpus.len() {
+            let cpu = &self.ctx.cpus[i];
             if cpu.state == RunState::Runnable {
-                self.queue.push(cpu.clock, CpuId(i as u32));
+                self.queue_at(cpu.clock, CpuId(i as u32));
             }
         }
         while let Some((clock, cpu)) = self.queue.peek() {
@@ -476,7 +499,7 @@ impl Engine {
                     break;
                 };
                 let clock = self.ctx.cpus[c.index()].clock;
-                self.queue.push(clock, c);
+                self.queue_at(clock, c);
                 let first = self.queue.peek() == Some((clock, c));
                 if until.is_some_and(|u| clock >= u) || !first {
                     break;
@@ -513,7 +536,7 @@ impl Engine {
             let other = self.ctx.requeue[i];
             let state = &self.ctx.cpus[other.index()];
             if state.state == RunState::Runnable && other != cpu {
-                self.queue.push(state.clock, other);
+                self.queue_at(state.clock, other);
             }
         }
         self.ctx.requeue.clear();

@@ -5,6 +5,7 @@
 //! every expectation is derived from the loaded profile's costs and topology.
 
 use super::cacheline::transfer_cost;
+use super::clock_queue::ClockQueue;
 use super::*;
 use crate::machine::{self, Machine};
 
@@ -1526,4 +1527,23 @@ fn dram_a_huge_clear_leaves_gaps_that_another_cpu_uses() {
     let ctx = &engine.ctx;
     assert_eq!(ctx.clock_of(CpuId(0)), own_clear(ctx, huge));
     assert_eq!(ctx.clock_of(CpuId(1)), Cycles(1) + one_page);
+}
+
+#[test]
+fn virtual_time_past_the_queue_s_range_stops_the_run() {
+    // Each step of each CPU charges a quarter of the range: the fourth
+    // step of the first CPU reaches it, and nothing runs after that.
+    let ctx = ctx_with_cpus(4, 1);
+    let limit = ClockQueue::new(ctx.nr_cpus() as usize).clock_limit();
+    let mut steps = 0;
+    let engine = run(ctx, |ctx| {
+        steps += 1;
+        ctx.charge(Symbol::UserAccess, Cycles(limit.0 / 4 + 1));
+    });
+    assert!(engine.out_of_range().is_some_and(|at| at >= limit));
+    assert!(steps < 4 * 4, "{steps} steps after the range was passed");
+    assert!(
+        (0..4).all(|c| engine.ctx.clock_of(CpuId(c)) <= Cycles(4 * (limit.0 / 4 + 1))),
+        "a CPU stepped past the range"
+    );
 }

@@ -294,6 +294,8 @@ pub enum Problem {
         tid: u32,
     },
     TooManyTasks,
+    /// A pid or tid of 0 (the idle task's, never a user task's).
+    ZeroId(&'static str),
 }
 
 impl fmt::Display for Problem {
@@ -317,6 +319,7 @@ impl fmt::Display for Problem {
                 write!(f, "{field} {value:#x} is not a multiple of the page size")
             }
             Problem::ZeroLength => f.write_str("zero length"),
+            Problem::ZeroId(field) => write!(f, "{field}: 0 is not a task id (they start at 1)"),
             Problem::BeyondUserSpace { addr, len } => write!(
                 f,
                 "range {addr:#x}+{len:#x} ends beyond the user address space ({USER_ADDR_END:#x})"
@@ -522,11 +525,7 @@ fn bounded(field: &'static str, text: Option<&str>, max: u64) -> Result<u64, Pro
 fn id(field: &'static str, text: Option<&str>) -> Result<u32, Problem> {
     let value = bounded(field, text, PID_MAX as u64)?;
     if value == 0 {
-        return Err(Problem::OutOfRange {
-            field,
-            value,
-            max: PID_MAX as u64,
-        });
+        return Err(Problem::ZeroId(field));
     }
     Ok(value as u32)
 }

@@ -110,6 +110,10 @@ fn absurd_values_are_rejected() {
         "t.trace:1: PID: 5000000 is larger than 4194304"
     );
     assert_eq!(
+        error("0 0 0 exec\n"),
+        "t.trace:1: PID: 0 is not a task id (they start at 1)"
+    );
+    assert_eq!(
         error("2000000000000000 10 10 exit\n"),
         "t.trace:1: TIME_NS: 2000000000000000 is larger than 1000000000000000"
     );
@@ -219,6 +223,15 @@ mod import_tests {
             e.to_string(),
             "s.txt:1: bad timestamp '12:00' (record with -ttt or -tt)"
         );
+        // A time whose nanoseconds would not fit in 64 bits.
+        let e = strace::parse("s.txt", "100 1099511627776.0 brk(NULL) = 0x1000\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s.txt:1: bad timestamp '1099511627776.0' (record with -ttt or -tt)"
+        );
+        let e =
+            perf::parse("p.txt", "  x 100/100 1099511627776.5: page-faults: 7f00\n").unwrap_err();
+        assert!(e.to_string().contains("bad time"), "{e}");
         let e = perf::parse("p.txt", "\n  x 100/100 1.5: page-faults:\n").unwrap_err();
         assert_eq!(
             e.to_string(),

@@ -11,6 +11,8 @@ pub struct Args<'a> {
     pos: usize,
 }
 
+/// The shortest run length a `seconds` flag takes: one microsecond.
+const MIN_SECONDS: f64 = 1e-6;
 impl<'a> Args<'a> {
     pub fn new(workload: &'static str, args: &'a [String]) -> Args<'a> {
         Args {
@@ -76,8 +78,12 @@ impl<'a> Args<'a> {
         let s: f64 = text
             .parse()
             .map_err(|_| self.error(format!("{flag}: '{text}' is not a number of seconds")))?;
-        if !(s > 0.0 && s <= max) {
-            return Err(self.error(format!("{flag}: {text} is outside (0, {max}] seconds")));
+        // Below a microsecond a run is shorter than its first step, and its
+        // rates divide by next to nothing.
+        if !(MIN_SECONDS..=max).contains(&s) {
+            return Err(self.error(format!(
+                "{flag}: {text} is outside [{MIN_SECONDS}, {max}] seconds"
+            )));
         }
         Ok(s)
     }

@@ -679,6 +679,7 @@ impl Ebizzy {
         ctx.start_on(CpuId(0));
         let mut engine = Engine::new(ctx);
         engine.run(&mut run, None);
+        RunError::out_of_range(NAME, &engine)?;
         if let Some(why) = run.failure {
             return Err(RunError(why));
         }

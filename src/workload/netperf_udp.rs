@@ -299,6 +299,7 @@ impl NetperfUdp {
         }
         let mut engine = Engine::new(ctx);
         engine.run(&mut stream, None);
+        RunError::out_of_range(NAME, &engine)?;
         if let Some(why) = stream.failed {
             return Err(RunError(format!("{NAME}: {why}")));
         }

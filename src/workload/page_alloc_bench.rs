@@ -265,6 +265,7 @@ impl Benchmark for PageAllocBench {
         };
         let mut engine = Engine::new(ctx);
         engine.run(&mut run, None);
+        RunError::out_of_range(NAME, &engine)?;
         debug_assert!(run.cpus.iter().all(|c| c.finished));
         let ctx = engine.ctx;
         let elapsed = (0..self.cpus)

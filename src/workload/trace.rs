@@ -394,6 +394,7 @@ pub fn replay(
     ctx.start_on(first_cpu);
     let mut engine = Engine::new(ctx);
     engine.run(&mut run, None);
+    RunError::out_of_range(NAME, &engine)?;
     if let Some(why) = run.failure {
         return Err(RunError(why));
     }

@@ -369,6 +369,7 @@ impl Benchmark for Usemem {
         run.k.mm_runs_here(&ctx, parent_mm);
         let mut engine = Engine::new(ctx);
         engine.run(&mut run, None);
+        RunError::out_of_range(NAME, &engine)?;
         if let Some(why) = run.failure {
             return Err(RunError(why));
         }

@@ -51,6 +51,12 @@ pub fn flush_tlb_mm_range(ctx: &mut Ctx, cpumask: &[CpuId]) {
     }
 }
 
+/// The CPUs of `cpumask` other than `me`, in order: where a cross-CPU call
+/// from `me` goes.
+fn other_cpus(cpumask: &[CpuId], me: CpuId) -> Vec<CpuId> {
+    cpumask.iter().copied().filter(|&c| c != me).collect()
+}
+
 /// A huge PMD of an mm whose `mm_cpumask` is `cpumask` was just cleared or
 /// invalidated (zapped, split, copied on write, or its protection changed;
 /// not write-protected for fork), with the PMD lock held. x86_64 needs

@@ -78,8 +78,7 @@ pub fn radix_flush_tlb_mm(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
 /// number of CPUs interrupted.
 pub fn serialize_against_pte_lookup(ctx: &mut Ctx, cpumask: &[CpuId]) -> usize {
     ctx.count(Event::SerializePteLookup, 1);
-    let me = ctx.cur();
-    let targets: Vec<CpuId> = cpumask.iter().copied().filter(|&c| c != me).collect();
+    let targets = super::other_cpus(cpumask, ctx.cur());
     if !targets.is_empty() {
         let handler = IpiHandler {
             symbol: Symbol::DoNothing,

@@ -16,16 +16,15 @@ pub fn flush_tlb_mm_range(ctx: &mut Ctx, cpumask: &[CpuId]) {
         ctx.charge(Symbol::FlushTlbFunc, flush);
         ctx.count(Event::NrTlbLocalFlushAll, 1);
     }
-    let others = cpumask.iter().filter(|&&c| c != me).count() as u64;
-    if others == 0 {
+    let targets = super::other_cpus(cpumask, me);
+    if targets.is_empty() {
         return;
     }
     ctx.count(Event::NrTlbRemoteFlush, 1);
-    ctx.count(Event::NrTlbRemoteFlushReceived, others);
+    ctx.count(Event::NrTlbRemoteFlushReceived, targets.len() as u64);
     let handler = IpiHandler {
         symbol: Symbol::FlushTlbFunc,
         cycles: flush,
     };
-    let targets: Vec<CpuId> = cpumask.iter().copied().filter(|&c| c != me).collect();
     smp_call_function_many(ctx, &targets, handler, true);
 }

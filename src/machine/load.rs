@@ -346,14 +346,7 @@ fn parse_costs(
                 ));
             }
         };
-        check_range(
-            ctx,
-            &full,
-            kind,
-            converted,
-            per_cycle,
-            topology.frequency_mhz,
-        )?;
+        check_range(ctx, &full, kind, converted, topology.frequency_mhz)?;
         let cost = costs.get_mut(key).expect("declared parameter");
         cost.set(converted, source);
     }
@@ -368,9 +361,9 @@ fn check_range(
     key: &str,
     kind: CostKind,
     converted: f64,
-    ns_per_cycle: f64,
     frequency_mhz: u64,
 ) -> Result<(), LoadError> {
+    let ns_per_cycle = 1000.0 / frequency_mhz as f64;
     let problem = match kind {
         CostKind::Latency if converted.round() < 1.0 => Some(format!(
             "{converted} cycles at {frequency_mhz} MHz rounds to 0; must be at least one cycle"

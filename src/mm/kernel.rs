@@ -425,8 +425,7 @@ impl Kernel {
         let cost = ctx.machine().costs.user_access.cycles();
         ctx.charge(Symbol::UserAccess, cost);
         // A fault is retried once it is handled; a second miss on the same
-        // access would mean the handler did not map the page. A fault
-        // changes page tables, never the mm's top table: looked up once.
+        // access would mean the handler did not map the page.
         let mut target = self
             .walk(mm, addr, write)
             .filter(|_| self.vma_allows(mm, addr));
@@ -468,7 +467,7 @@ impl Kernel {
     }
 
     /// The page-table part of [`Kernel::translate`]: where the entries
-    /// from `pgd` down lead `addr`, if they allow the access.
+    /// of `mm`'s tables lead `addr`, if they allow the access.
     fn walk(&self, mm: MmId, addr: u64, write: bool) -> Option<Target> {
         let mut table = self.pmd_table(mm, addr)?;
         for level in [Level::Pmd, Level::Pte] {

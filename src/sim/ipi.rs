@@ -33,7 +33,8 @@ use super::time::{CpuId, Cycles};
 /// to reach them: a guard against a run that never lets a CPU catch up.
 /// Each comes from a step of another CPU, and a busy machine of a few
 /// thousand CPUs has had more than one per CPU waiting on a CPU behind
-/// (ebizzy -t 2600 on 2600 CPUs); this is far more than that needs.
+/// (ebizzy -t 2600 on 2600 CPUs); this is far more than that needs. Small
+/// machines keep the floor of 4096 (256 CPUs' worth) the guard always had.
 const PENDING_IPIS_PER_CPU: usize = 16;
 
 /// The function run on each target, and its cost there.

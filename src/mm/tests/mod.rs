@@ -670,12 +670,7 @@ impl World {
         let proc = &self.procs[p];
         let mut found = HugePmds::default();
         let mut seen = None;
-        for &page in proc
-            .shadow
-            .pages
-            .range(start..end.max(start))
-            .map(|(a, _)| a)
-        {
+        for &page in proc.shadow.pages.range(start..end).map(|(a, _)| a) {
             let window = page & !(HPAGE_PMD_SIZE - 1);
             if seen == Some(window) || window < start || window + HPAGE_PMD_SIZE > end {
                 continue;
@@ -892,12 +887,13 @@ impl World {
     fn exit_thread(&mut self, p: usize, t: usize) {
         let task = self.procs[p].tasks.swap_remove(t);
         self.note(|| format!("mm {} task {}: exit", self.procs[p].mm.0, task.0));
-        if self.procs[p].tasks.is_empty() {
+        let last = self.procs[p].tasks.is_empty();
+        if last {
             let whole = self.whole_huge_pmds(p, 0, u64::MAX);
             self.zapped.add(whole);
         }
         self.k.exit_task(&mut self.ctx, task);
-        if self.procs[p].tasks.is_empty() {
+        if last {
             self.procs.swap_remove(p);
         } else {
             self.nr_thread_exits += 1;

@@ -26,6 +26,10 @@ pub const USER_ADDR_END: u64 = 1 << 47;
 pub const PID_MAX: u32 = 4 << 20;
 /// Timestamps are bounded to about 11.5 days from the trace's start.
 pub const TIME_NS_MAX: u64 = 1_000_000_000_000_000;
+/// The largest whole second an imported strace or perf time may give: five
+/// centuries past the epoch, far beyond any recording, and small enough
+/// that the time in ns fits in a u64.
+const IMPORT_SECONDS_MAX: u64 = 1 << 34;
 /// Tasks alive at once; a trace with more is rejected rather than
 /// replayed with unbounded host memory.
 pub const TASKS_LIVE_MAX: usize = 4096;

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use super::{PAGE_SIZE, Prot, USER_ADDR_END};
+use super::{IMPORT_SECONDS_MAX, PAGE_SIZE, Prot, USER_ADDR_END};
 
 /// What a perf line said.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,8 +181,7 @@ fn time(text: &str) -> Result<u64, String> {
         return Err(bad());
     }
     let seconds: u64 = seconds.parse().map_err(|_| bad())?;
-    // 2^34 s (five centuries) in ns still fits in a u64.
-    if seconds > 1 << 34 {
+    if seconds > IMPORT_SECONDS_MAX {
         return Err(bad());
     }
     let fraction_ns: u64 = format!("{fraction:0<9}").parse().map_err(|_| bad())?;

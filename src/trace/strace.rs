@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{Advice, Op, PAGE_SIZE, Prot, USER_ADDR_END};
+use super::{Advice, IMPORT_SECONDS_MAX, Op, PAGE_SIZE, Prot, USER_ADDR_END};
 
 /// Which clock the timestamps are on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,9 +197,7 @@ fn parse_time(text: &str) -> Result<(u64, Clock), String> {
         }
     } else {
         let s: u64 = whole.parse().map_err(|_| bad())?;
-        // Far beyond any wall clock this century; keeps the ns in range
-        // (2^34 s in ns fits in a u64).
-        if s > 1 << 34 {
+        if s > IMPORT_SECONDS_MAX {
             return Err(bad());
         }
         (s, Clock::Epoch)

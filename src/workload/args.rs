@@ -13,6 +13,7 @@ pub struct Args<'a> {
 
 /// The shortest run length a `seconds` flag takes: one microsecond.
 const MIN_SECONDS: f64 = 1e-6;
+
 impl<'a> Args<'a> {
     pub fn new(workload: &'static str, args: &'a [String]) -> Args<'a> {
         Args {

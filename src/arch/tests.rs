@@ -3,6 +3,7 @@
 
 use super::Arch;
 use crate::features::Features;
+use crate::kernel::Tasks;
 use crate::machine::{Machine, builtin};
 use crate::mm::kernel::{Kernel, MmId};
 use crate::mm::mm_types::{Advice, HPAGE_PMD_SIZE, PROT_READ, PROT_WRITE};
@@ -32,19 +33,22 @@ fn threads_touch(
     let machine = machine(name);
     let mut k = Kernel::new(&machine, Features::all());
     let mut ctx = Ctx::new(machine, 1);
-    let leader = k.new_process(&mut ctx).expect("memory for a process");
-    let mm = k.task_mm(leader).expect("a user task");
-    k.set_current(&ctx, leader);
+    let mut ts = Tasks::new();
+    let leader = ts
+        .new_process(&mut k, &mut ctx)
+        .expect("memory for a process");
+    let mm = ts.task_mm(leader).expect("a user task");
+    ts.switch_to(&mut k, &ctx, leader);
     let start = k.mmap(&mut ctx, mm, len, PROT_READ | PROT_WRITE).unwrap();
     let mut threads = vec![leader];
-    threads.extend((1..CPUS.len()).map(|_| k.clone_task(leader)));
+    threads.extend((1..CPUS.len()).map(|_| ts.clone_task(&mut k, leader)));
     for (i, (&task, &cpu)) in threads.iter().zip(&CPUS).enumerate() {
         ctx.set_cur(cpu);
-        k.set_current(&ctx, task);
+        ts.switch_to(&mut k, &ctx, task);
         touch(&mut k, &mut ctx, mm, start, i as u64);
     }
     ctx.set_cur(CPUS[0]);
-    k.set_current(&ctx, leader);
+    ts.switch_to(&mut k, &ctx, leader);
     assert_eq!(k.mm(mm).cpumask, CPUS);
     (k, ctx, mm, start)
 }
@@ -128,10 +132,11 @@ fn powerpc_flushes_locally_when_only_this_cpu_ran_the_mm() {
     let local = machine.costs.tlb_flush_local.cycles();
     let mut k = Kernel::new(&machine, Features::all());
     let mut ctx = Ctx::new(machine, 1);
-    let task = k.new_process(&mut ctx).unwrap();
-    let mm = k.task_mm(task).unwrap();
+    let mut ts = Tasks::new();
+    let task = ts.new_process(&mut k, &mut ctx).unwrap();
+    let mm = ts.task_mm(task).unwrap();
     ctx.set_cur(CpuId(5));
-    k.set_current(&ctx, task);
+    ts.switch_to(&mut k, &ctx, task);
     let start = k
         .mmap(&mut ctx, mm, PAGE_SIZE, PROT_READ | PROT_WRITE)
         .unwrap();

@@ -16,7 +16,7 @@ use crate::report::text::{
 };
 use crate::report::units::format_duration;
 use crate::report::{RunJson, TOP_DEFAULT, format_run, to_json_string};
-use crate::workload::{Benchmark, RunOutput, WorkloadInfo};
+use crate::workload::{self, RunOutput, WorkloadInfo};
 
 const COMPARE_OPTS: &[Opt] = &[
     Opt::value("feature"),
@@ -60,7 +60,7 @@ impl Mode {
 /// A workload with its flags parsed and everything it runs on.
 struct Setup {
     info: &'static WorkloadInfo,
-    benchmark: Box<dyn Benchmark>,
+    benchmark: workload::Parsed,
     machine: Machine,
     features: Features,
     /// The feature `compare` turns off and on; `None` for `run`.
@@ -115,7 +115,7 @@ pub fn compare_command(
         .expect("compare mode always has a compared feature");
     let mut bar = ProgressBar::stderr(&format!("{} {}", setup.info.name, feature.name()));
     let [before, after] = run_before_after(
-        setup.benchmark.as_ref(),
+        &setup.benchmark,
         &setup.machine,
         setup.features,
         feature,
@@ -173,7 +173,8 @@ fn prepare(
     if parsed.has("help") {
         return Ok(Request::Help(workload_help(info)));
     }
-    let benchmark = (info.parse)(&parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
+    let benchmark =
+        workload::parse(info, &parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
     let json = parsed.has("json");
     let setup = Setup {
         info,
@@ -348,14 +349,14 @@ mod tests {
         fail: bool,
     }
 
-    impl Benchmark for Fake {
+    impl crate::workload::Benchmark for Fake {
         fn run(
             &self,
             machine: &Machine,
             features: Features,
             seed: u64,
             progress: Progress,
-        ) -> Result<RunOutput, RunError> {
+        ) -> Result<crate::workload::Report, RunError> {
             if self.fail {
                 return Err(RunError("the machine is too small".to_string()));
             }
@@ -365,12 +366,8 @@ mod tests {
             stats.add_cycles(Symbol::AllocPages, Cycles(100 + seed));
             stats.add_cycles(Symbol::UserNetperf, Cycles(if on { 50 } else { 100 }));
             progress(1.0);
-            Ok(RunOutput {
-                workload: "fake".to_string(),
-                args: Vec::new(),
-                machine: machine.clone(),
-                features,
-                seed,
+            let _ = (machine, features);
+            Ok(crate::workload::Report {
                 lines: vec![format!("fake done, seed {seed}")],
                 metrics: vec![Metric {
                     name: "rate".to_string(),
@@ -384,7 +381,7 @@ mod tests {
         }
     }
 
-    fn parse_fake(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
+    fn parse_fake(args: &[String]) -> Result<Box<dyn crate::workload::Benchmark>, UsageError> {
         match args {
             [] => Ok(Box::new(Fake { fail: false })),
             [flag] if flag == "--fail" => Ok(Box::new(Fake { fail: true })),

@@ -27,7 +27,7 @@ use crate::features::{Feature, Features};
 use crate::machine::{self, LoadError, Machine};
 use crate::report::profile::is_symbol;
 use crate::report::{gain_percent, share_of};
-use crate::workload::{self, Benchmark, Progress, RunError, RunOutput, UsageError};
+use crate::workload::{self, Progress, RunError, RunOutput, UsageError};
 
 /// A figure the seed publishes for both kernels.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -239,7 +239,7 @@ impl std::error::Error for ExperimentError {}
 /// the host schedules them. Only progress crosses threads, as messages to
 /// the calling thread, which alone calls `progress`.
 pub fn run_before_after(
-    benchmark: &dyn Benchmark,
+    benchmark: &workload::Parsed,
     machine: &Machine,
     base: Features,
     feature: Feature,
@@ -369,7 +369,7 @@ pub fn run(
     let base = experiment.base_features();
     let to_whole = part_progress(0);
     let [before, after] = run_before_after(
-        benchmark.as_ref(),
+        &benchmark,
         &machine,
         base,
         experiment.feature,
@@ -387,7 +387,7 @@ pub fn run(
     for (i, (run, benchmark)) in experiment.extra.iter().zip(extra_benchmarks).enumerate() {
         let to_whole = part_progress(i + 1);
         let [before, after] = run_before_after(
-            benchmark.as_ref(),
+            &benchmark,
             &machine,
             base,
             experiment.feature,
@@ -418,10 +418,10 @@ pub fn run(
 }
 
 /// A registered workload with its flags parsed.
-fn parse_workload(name: &'static str, args: &[&str]) -> Result<Box<dyn Benchmark>, Problem> {
+fn parse_workload(name: &'static str, args: &[&str]) -> Result<workload::Parsed, Problem> {
     let info = workload::find(name).ok_or(Problem::UnknownWorkload(name))?;
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    (info.parse)(&args).map_err(Problem::Usage)
+    workload::parse(info, &args).map_err(Problem::Usage)
 }
 
 /// An extra run's metric, before and after.
@@ -444,8 +444,8 @@ fn extra_value(
 /// extra runs (in `Experiment::extra` order), flags parsed.
 pub struct Prepared {
     pub machine: Machine,
-    pub benchmark: Box<dyn Benchmark>,
-    pub extra: Vec<Box<dyn Benchmark>>,
+    pub benchmark: workload::Parsed,
+    pub extra: Vec<workload::Parsed>,
 }
 
 /// Everything about an experiment that can be checked without running it:

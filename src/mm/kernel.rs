@@ -14,13 +14,14 @@
 use std::cell::Cell;
 
 use super::contents::Contents;
+use super::current::{CpuCurrent, TaskMm};
 use super::huge_memory::HugeZeroPage;
 use super::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, TASK_SIZE, VmFlags, Vma};
 use super::mmap::VmaTree;
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::{Gfp, PageAllocator};
 use super::pgtable::{Entry, Level, PUD_SHIFT, PageTables, TableId};
-use super::vmacache::{MmVmacache, Tasks};
+use super::vmacache::MmVmacache;
 pub use crate::features::{Features, ThpConfig, ThpEnabled};
 use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, RwSemaphore, SpinLock, Symbol};
@@ -110,8 +111,8 @@ pub struct Kernel {
     pub thp: ThpConfig,
     pub features: Features,
     mms: Vec<Option<MmStruct>>,
-    /// Every task and each CPU's `current` (`vmacache.rs`).
-    pub tasks: Tasks,
+    /// Each CPU's `current` mm fields and loaded mm (`current.rs`).
+    pub(super) cpu_current: Vec<CpuCurrent>,
     /// Per page-table page: its split lock (`ptlock_ptr`), by table id.
     ptlocks: Vec<SpinLock>,
 }
@@ -130,7 +131,7 @@ impl Kernel {
             thp: features.thp,
             features,
             mms: Vec::new(),
-            tasks: Tasks::default(),
+            cpu_current: Vec::new(),
             ptlocks: Vec::new(),
         }
     }
@@ -143,11 +144,19 @@ impl Kernel {
         self.mms[id.0 as usize].as_mut().expect("live mm")
     }
 
-    /// An mm's VMAs beside every task: the VMA cache reads the one while it
-    /// updates the other's slots.
-    pub(super) fn vmas_and_tasks(&mut self, id: MmId) -> (&VmaTree, &mut Tasks) {
+    /// An mm beside the mm fields of the task current on `cpu`: the VMA
+    /// cache reads the one's VMAs while it updates the other's slots.
+    pub(super) fn mm_and_current(
+        &mut self,
+        id: MmId,
+        cpu: CpuId,
+    ) -> (&MmStruct, Option<&mut TaskMm>) {
         let mm = self.mms[id.0 as usize].as_ref().expect("live mm");
-        (&mm.vmas, &mut self.tasks)
+        let current = self
+            .cpu_current
+            .get_mut(cpu.index())
+            .and_then(|slot| slot.task.as_mut());
+        (mm, current)
     }
 
     /// Address spaces still alive.
@@ -192,7 +201,7 @@ impl Kernel {
     }
 
     pub(super) fn remove_mm(&mut self, id: MmId) -> MmStruct {
-        self.tasks.forget_mm(id);
+        self.forget_loaded_mm(id);
         self.mms[id.0 as usize].take().expect("live mm")
     }
 

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod contents;
+pub mod current;
 pub mod fork;
 mod highmem;
 pub mod huge_memory;

@@ -73,16 +73,15 @@
 //! accepted and ignored.
 
 use super::args::Args;
-use super::runqueue::{RunQueues, ensure_progress};
-use super::{Benchmark, FindVmaStats, Metric, Progress, RunError, RunOutput, UsageError};
+use super::{Benchmark, FindVmaStats, Metric, Progress, Report, RunError, UsageError};
 use crate::features::Features;
+use crate::kernel::{self, Next, Program, Sys};
 use crate::machine::Machine;
-use crate::mm::kernel::{Kernel, MmId};
+use crate::mm::current::TaskId;
 use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
 use crate::mm::mmzone::PAGE_SIZE;
-use crate::mm::vmacache::TaskId;
 use crate::report::profile::{Space, symbol_display};
-use crate::sim::{CpuId, Ctx, Cycles, Engine, Event, Symbol, Workload};
+use crate::sim::{CpuId, Cycles, Event, Stats, Symbol};
 
 pub const NAME: &str = "ebizzy";
 pub const SUMMARY: &str =
@@ -247,8 +246,22 @@ enum Phase {
     Done,
 }
 
-struct Thread {
-    task: TaskId,
+/// A task of the process: the main thread, or one of the `-t` threads.
+enum Thread {
+    Main(MainPhase),
+    Worker(Worker),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MainPhase {
+    /// Allocates and fills the chunks, starts the threads, then waits for
+    /// them (`pthread_join`).
+    Start,
+    /// Woken by the last thread to finish: takes the time and exits.
+    Joined,
+}
+
+struct Worker {
     arena: Option<Arena>,
     phase: Phase,
     /// The record in progress: its copy size, buffer and where the copy
@@ -269,64 +282,57 @@ pub struct Calls {
     pub madvise_dontneed: u64,
 }
 
+/// The process's program: what its threads share (glibc's `mp_`, the
+/// time limit) and what the run counts.
 struct Run<'a> {
     e: &'a Ebizzy,
-    k: Kernel,
-    mm: MmId,
     params: MallocParams,
-    threads: Vec<Thread>,
-    runqueues: RunQueues,
     start: Cycles,
     end: Cycles,
     calls: Calls,
-    /// The main task and the threads it has yet to start.
-    main: Option<(TaskId, u32)>,
-    failure: Option<String>,
-    progress: Progress<'a>,
+    /// The main task, and the threads still running.
+    main: Option<TaskId>,
+    running: u32,
+    /// Records of the threads that finished.
+    records: u64,
+    /// When the main thread was woken from its join, and the user and
+    /// system cycles spent by then (what `getrusage` would say).
+    joined: Option<(Cycles, u64, u64)>,
     reported_percent: u64,
 }
 
 impl Run<'_> {
-    fn fail(&mut self, ctx: &mut Ctx, why: String) {
-        self.failure.get_or_insert(why);
-        // Nothing after a failure counts: every CPU stops.
-        ctx.stop_all();
-    }
-
-    fn mmap(&mut self, ctx: &mut Ctx, len: u64, prot: u32) -> Result<u64, String> {
+    fn mmap(&mut self, sys: &mut S, len: u64, prot: u32) -> Result<u64, String> {
         self.calls.mmap += 1;
-        self.k
-            .mmap(ctx, self.mm, len, prot)
+        sys.mmap(len, prot)
             .map_err(|e| format!("{NAME}: mmap of {len} bytes failed: {e}"))
     }
 
-    fn munmap(&mut self, ctx: &mut Ctx, addr: u64, len: u64) -> Result<(), String> {
+    fn munmap(&mut self, sys: &mut S, addr: u64, len: u64) -> Result<(), String> {
         self.calls.munmap += 1;
-        self.k
-            .munmap(ctx, self.mm, addr, len)
+        sys.munmap(addr, len)
             .map_err(|e| format!("{NAME}: munmap failed: {e}"))
     }
 
-    fn mprotect_rw(&mut self, ctx: &mut Ctx, addr: u64, len: u64) -> Result<(), String> {
+    fn mprotect_rw(&mut self, sys: &mut S, addr: u64, len: u64) -> Result<(), String> {
         self.calls.mprotect += 1;
-        self.k
-            .mprotect(ctx, self.mm, addr, len, PROT_READ | PROT_WRITE)
+        sys.mprotect(addr, len, PROT_READ | PROT_WRITE)
             .map_err(|e| format!("{NAME}: mprotect failed: {e}"))
     }
 
     /// `new_heap`: a 64 MiB-aligned heap, its first page read-write.
-    fn new_heap(&mut self, ctx: &mut Ctx) -> Result<Arena, String> {
-        let p1 = self.mmap(ctx, HEAP_MAX_SIZE << 1, 0)?;
+    fn new_heap(&mut self, sys: &mut S) -> Result<Arena, String> {
+        let p1 = self.mmap(sys, HEAP_MAX_SIZE << 1, 0)?;
         let p2 = p1.next_multiple_of(HEAP_MAX_SIZE);
         let ul = p2 - p1;
         if ul > 0 {
-            self.munmap(ctx, p1, ul)?;
+            self.munmap(sys, p1, ul)?;
         }
         if HEAP_MAX_SIZE - ul > 0 {
-            self.munmap(ctx, p2 + HEAP_MAX_SIZE, HEAP_MAX_SIZE - ul)?;
+            self.munmap(sys, p2 + HEAP_MAX_SIZE, HEAP_MAX_SIZE - ul)?;
         }
         let size = page_align(ARENA_HEADER + MINSIZE);
-        self.mprotect_rw(ctx, p2, size)?;
+        self.mprotect_rw(sys, p2, size)?;
         Ok(Arena {
             heap: p2,
             size,
@@ -335,32 +341,32 @@ impl Run<'_> {
         })
     }
 
-    fn step_thread(&mut self, ctx: &mut Ctx, t: usize) -> Result<(), String> {
-        match self.threads[t].phase {
-            Phase::Malloc => self.malloc(ctx, t),
-            Phase::Copy { page } => self.copy_page(ctx, t, page),
-            Phase::Search => self.search(ctx, t),
-            Phase::Free => self.free(ctx, t),
+    fn step_worker(&mut self, sys: &mut S, w: &mut Worker) -> Result<(), String> {
+        match w.phase {
+            Phase::Malloc => self.malloc(sys, w),
+            Phase::Copy { page } => self.copy_page(sys, w, page),
+            Phase::Search => self.search(sys, w),
+            Phase::Free => self.free(sys, w),
             Phase::Done => unreachable!("a finished thread is not stepped"),
         }
     }
 
     /// Picks the record's chunk and size and allocates the copy buffer.
-    fn malloc(&mut self, ctx: &mut Ctx, t: usize) -> Result<(), String> {
-        let records = self.threads[t].records;
+    fn malloc(&mut self, sys: &mut S, w: &mut Worker) -> Result<(), String> {
+        let records = w.records;
         let done = match self.e.records_per_thread {
             Some(limit) => records >= limit,
-            None => ctx.now() >= self.end,
+            None => sys.ctx.now() >= self.end,
         };
         if done {
-            self.threads[t].phase = Phase::Done;
+            w.phase = Phase::Done;
             return Ok(());
         }
         // `rand_num(chunks)`: which chunk is copied changes no page the
         // kernel sees, but the draw keeps the random stream as ebizzy's.
-        let _chunk = ctx.rng.below(self.e.chunks as u64);
+        let _chunk = sys.ctx.rng.below(self.e.chunks as u64);
         let copy_size = if self.e.random_size {
-            (ctx.rng.below(self.e.chunk_size / RECORD) + 1) * RECORD
+            (sys.ctx.rng.below(self.e.chunk_size / RECORD) + 1) * RECORD
         } else {
             self.e.chunk_size
         };
@@ -368,12 +374,12 @@ impl Run<'_> {
             let len = copy_size;
             (
                 Buffer::EbizzyMmap(len),
-                self.mmap(ctx, len, PROT_READ | PROT_WRITE)?,
+                self.mmap(sys, len, PROT_READ | PROT_WRITE)?,
             )
         } else {
-            self.glibc_malloc(ctx, t, copy_size)?
+            self.glibc_malloc(sys, w, copy_size)?
         };
-        let th = &mut self.threads[t];
+        let th = &mut *w;
         th.copy_size = copy_size;
         th.buffer = buffer;
         th.dest = dest;
@@ -382,10 +388,15 @@ impl Run<'_> {
     }
 
     /// `malloc(n)` in the thread's arena.
-    fn glibc_malloc(&mut self, ctx: &mut Ctx, t: usize, n: u64) -> Result<(Buffer, u64), String> {
-        let mut arena = match self.threads[t].arena {
+    fn glibc_malloc(
+        &mut self,
+        sys: &mut S,
+        w: &mut Worker,
+        n: u64,
+    ) -> Result<(Buffer, u64), String> {
+        let mut arena = match w.arena {
             Some(a) => a,
-            None => self.new_heap(ctx)?,
+            None => self.new_heap(sys)?,
         };
         let nb = request2size(n);
         let result = if arena.top_size >= nb + MINSIZE {
@@ -393,7 +404,7 @@ impl Run<'_> {
             (Buffer::Arena(nb), arena.top_start() + 2 * SIZE_SZ)
         } else if self.params.mmaps_allowed && nb >= self.params.mmap_threshold {
             let size = page_align(nb + SIZE_SZ);
-            let p = self.mmap(ctx, size, PROT_READ | PROT_WRITE)?;
+            let p = self.mmap(sys, size, PROT_READ | PROT_WRITE)?;
             (Buffer::GlibcMmap(size), p + 2 * SIZE_SZ)
         } else {
             // `grow_heap(h, MINSIZE + nb - old_size)`.
@@ -409,20 +420,20 @@ impl Run<'_> {
                     arena.heap + arena.mprotect_size,
                     new_size - arena.mprotect_size,
                 );
-                self.mprotect_rw(ctx, at, len)?;
+                self.mprotect_rw(sys, at, len)?;
                 arena.mprotect_size = new_size;
             }
             arena.size = new_size;
             arena.top_size = arena.top_size + diff - nb;
             (Buffer::Arena(nb), arena.top_start() + 2 * SIZE_SZ)
         };
-        self.threads[t].arena = Some(arena);
+        w.arena = Some(arena);
         Ok(result)
     }
 
     /// One page of the memcpy (or of `-T`'s touching).
-    fn copy_page(&mut self, ctx: &mut Ctx, t: usize, page: u64) -> Result<(), String> {
-        let th = &self.threads[t];
+    fn copy_page(&mut self, sys: &mut S, w: &mut Worker, page: u64) -> Result<(), String> {
+        let th = &*w;
         let (dest, size) = (th.dest, th.copy_size);
         let first_page = dest & !(PAGE_SIZE - 1);
         let page_start = first_page + page * PAGE_SIZE;
@@ -433,8 +444,7 @@ impl Run<'_> {
         let word = from.next_multiple_of(RECORD);
         if word < to {
             let index = (word - dest) / RECORD;
-            self.k
-                .write_u64(ctx, self.mm, word, index)
+            sys.write_u64(word, index)
                 .map_err(|e| format!("{NAME}: write fault at {word:#x}: {e}"))?;
         }
         if !self.e.touch_pages {
@@ -442,15 +452,16 @@ impl Run<'_> {
             let cost = if self.e.no_lib_memcpy {
                 Cycles(bytes)
             } else {
-                ctx.machine()
+                sys.ctx
+                    .machine()
                     .costs
                     .copy_user_bandwidth
                     .cycles_for_bytes(bytes)
             };
-            ctx.charge(Symbol::UserEbizzy, cost);
+            sys.ctx.charge(Symbol::UserEbizzy, cost);
         }
         let last_page = (dest + size - 1) & !(PAGE_SIZE - 1);
-        self.threads[t].phase = if page_start < last_page {
+        w.phase = if page_start < last_page {
             Phase::Copy { page: page + 1 }
         } else if self.e.touch_pages {
             Phase::Free
@@ -461,27 +472,27 @@ impl Run<'_> {
     }
 
     /// `bsearch` (or `linear_search`) for a random key in the copy.
-    fn search(&mut self, ctx: &mut Ctx, t: usize) -> Result<(), String> {
-        let th = &self.threads[t];
+    fn search(&mut self, sys: &mut S, w: &mut Worker) -> Result<(), String> {
+        let th = &*w;
         let (dest, records) = (th.dest, th.copy_size / RECORD);
-        let key = ctx.rng.below(records);
+        let key = sys.ctx.rng.below(records);
         let cost = if self.e.linear {
-            ctx.machine()
+            sys.ctx
+                .machine()
                 .costs
                 .copy_user_bandwidth
                 .cycles_for_bytes((key + 1) * RECORD)
         } else {
             let probes = u64::from(64 - records.leading_zeros());
-            Cycles(ctx.machine().costs.user_access.cycles().0 * probes.saturating_sub(1))
+            Cycles(sys.ctx.machine().costs.user_access.cycles().0 * probes.saturating_sub(1))
         };
-        ctx.charge(Symbol::UserEbizzy, cost);
+        sys.ctx.charge(Symbol::UserEbizzy, cost);
         // The first record that starts in the key's page.
         let addr = dest + key * RECORD;
         let page = addr & !(PAGE_SIZE - 1);
         let word = page.max(dest).next_multiple_of(RECORD);
-        let got = self
-            .k
-            .read_u64(ctx, self.mm, word)
+        let got = sys
+            .read_u64(word)
             .map_err(|e| format!("{NAME}: read fault at {word:#x}: {e}"))?;
         let expected = (word - dest) / RECORD;
         if got != expected {
@@ -489,16 +500,16 @@ impl Run<'_> {
                 "Couldn't find key {key} (record {expected} reads {got})"
             ));
         }
-        self.threads[t].phase = Phase::Free;
+        w.phase = Phase::Free;
         Ok(())
     }
 
-    fn free(&mut self, ctx: &mut Ctx, t: usize) -> Result<(), String> {
-        let dest = self.threads[t].dest;
-        match self.threads[t].buffer {
-            Buffer::EbizzyMmap(len) => self.munmap(ctx, dest, len)?,
+    fn free(&mut self, sys: &mut S, w: &mut Worker) -> Result<(), String> {
+        let dest = w.dest;
+        match w.buffer {
+            Buffer::EbizzyMmap(len) => self.munmap(sys, dest, len)?,
             Buffer::GlibcMmap(size) => {
-                self.munmap(ctx, dest - 2 * SIZE_SZ, size)?;
+                self.munmap(sys, dest - 2 * SIZE_SZ, size)?;
                 let p = &mut self.params;
                 if !p.no_dyn_threshold
                     && size > p.mmap_threshold
@@ -509,22 +520,22 @@ impl Run<'_> {
                 }
             }
             Buffer::Arena(nb) => {
-                let mut arena = self.threads[t].arena.expect("an arena chunk has an arena");
+                let mut arena = w.arena.expect("an arena chunk has an arena");
                 arena.top_size += nb;
                 if arena.top_size >= FASTBIN_CONSOLIDATION_THRESHOLD {
-                    self.heap_trim(ctx, &mut arena)?;
+                    self.heap_trim(sys, &mut arena)?;
                 }
-                self.threads[t].arena = Some(arena);
+                w.arena = Some(arena);
             }
         }
-        let th = &mut self.threads[t];
+        let th = &mut *w;
         th.records += 1;
         th.phase = Phase::Malloc;
         Ok(())
     }
 
     /// `heap_trim` of the arena's only heap (`top_pad` 0).
-    fn heap_trim(&mut self, ctx: &mut Ctx, arena: &mut Arena) -> Result<(), String> {
+    fn heap_trim(&mut self, sys: &mut S, arena: &mut Arena) -> Result<(), String> {
         if self.e.glibc == GlibcTrim::New && arena.top_size < self.params.trim_threshold {
             return Ok(());
         }
@@ -535,8 +546,7 @@ impl Run<'_> {
         // `shrink_heap`: MADV_DONTNEED, the mapping stays read-write.
         let new_size = arena.size - extra;
         self.calls.madvise_dontneed += 1;
-        self.k
-            .madvise(ctx, self.mm, arena.heap + new_size, extra, Advice::DontNeed)
+        sys.madvise(arena.heap + new_size, extra, Advice::DontNeed)
             .map_err(|e| format!("{NAME}: madvise failed: {e}"))?;
         arena.size = new_size;
         arena.top_size -= extra;
@@ -545,83 +555,119 @@ impl Run<'_> {
 
     /// `pthread_create` of every thread by the main task (on CPU 0), one
     /// per CPU round-robin; the time starts now.
-    fn start_threads(&mut self, ctx: &mut Ctx, main: TaskId, nr_threads: u32) {
-        self.k.set_current(ctx, main);
+    fn start_threads(&mut self, sys: &mut S, nr_threads: u32) {
+        self.start = sys.now();
+        self.end = self.start
+            + sys
+                .ctx
+                .machine()
+                .topology
+                .ns_to_cycles(self.e.seconds * 1e9);
+        self.main = Some(sys.task());
         for i in 0..nr_threads {
-            let task = self.k.clone_task(main);
-            self.threads.push(Thread {
-                task,
+            let worker = Worker {
                 arena: None,
                 phase: Phase::Malloc,
                 copy_size: 0,
                 buffer: Buffer::Arena(0),
                 dest: 0,
                 records: 0,
-            });
-            let cpu = CpuId(i % ctx.nr_cpus());
-            self.runqueues.enqueue(ctx, cpu, i as usize);
+            };
+            let cpu = CpuId(i % sys.ctx.nr_cpus());
+            sys.clone_thread(cpu, Thread::Worker(worker));
         }
+        self.running = nr_threads;
     }
 
-    fn count_progress(&mut self, ctx: &Ctx) {
+    fn count_progress(&mut self, sys: &mut S) {
         let span = (self.end.0 - self.start.0).max(1);
-        let percent = (ctx.now().0.saturating_sub(self.start.0) * 100 / span).min(100);
+        let percent = (sys.now().0.saturating_sub(self.start.0) * 100 / span).min(100);
         if percent > self.reported_percent {
             self.reported_percent = percent;
-            (self.progress)(percent as f64 / 100.0);
+            sys.progress(percent as f64 / 100.0);
         }
     }
-}
 
-impl Workload for Run<'_> {
-    fn step(&mut self, ctx: &mut Ctx) {
-        if let Some((main, nr_threads)) = self.main.take() {
-            self.start_threads(ctx, main, nr_threads);
-        }
-        let Some(t) = self.runqueues.current(ctx) else {
-            return;
-        };
-        let before = ctx.now();
-        self.k.set_current(ctx, self.threads[t].task);
-        if let Err(why) = self.step_thread(ctx, t) {
-            return self.fail(ctx, why);
-        }
-        match self.threads[t].phase {
-            Phase::Done => self.runqueues.dequeue_current(ctx),
-            // A record finished: the next thread of this CPU runs.
-            Phase::Malloc => {
-                self.runqueues.rotate(ctx);
-                self.count_progress(ctx);
-            }
-            _ => {}
-        }
-        ensure_progress(ctx, before);
-    }
-}
-
-impl Ebizzy {
     /// The main thread: mappings for the chunks, their records written.
-    fn allocate(&self, run: &mut Run, ctx: &mut Ctx) -> Result<(), String> {
-        for _ in 0..self.chunks {
-            let addr = if self.always_mmap {
-                run.mmap(ctx, self.chunk_size, PROT_READ | PROT_WRITE)?
+    fn allocate(&mut self, sys: &mut S) -> Result<(), String> {
+        let e = self.e;
+        for _ in 0..e.chunks {
+            let addr = if e.always_mmap {
+                self.mmap(sys, e.chunk_size, PROT_READ | PROT_WRITE)?
             } else {
                 // glibc mmaps a chunk at or above the threshold; below it (or
                 // with -M) the brk heap is stood in for by a mapping.
-                let size = page_align(request2size(self.chunk_size) + SIZE_SZ);
-                run.mmap(ctx, size, PROT_READ | PROT_WRITE)? + 2 * SIZE_SZ
+                let size = page_align(request2size(e.chunk_size) + SIZE_SZ);
+                self.mmap(sys, size, PROT_READ | PROT_WRITE)? + 2 * SIZE_SZ
             };
             // `write_pattern`: chunk[j] = j, one record per page kept.
             let mut page = addr & !(PAGE_SIZE - 1);
-            while page < addr + self.chunk_size {
+            while page < addr + e.chunk_size {
                 let word = page.max(addr);
-                run.k
-                    .write_u64(ctx, run.mm, word, (word - addr) / RECORD)
+                sys.write_u64(word, (word - addr) / RECORD)
                     .map_err(|e| format!("{NAME}: write fault at {word:#x}: {e}"))?;
                 page += PAGE_SIZE;
             }
         }
         Ok(())
+    }
+
+    /// The main thread's step.
+    fn step_main(&mut self, sys: &mut S, phase: &mut MainPhase) -> Result<Next, String> {
+        match *phase {
+            MainPhase::Start => {
+                self.allocate(sys)?;
+                let nr_threads = self.e.threads.unwrap_or(2 * sys.ctx.nr_cpus());
+                self.start_threads(sys, nr_threads);
+                *phase = MainPhase::Joined;
+                Ok(Next::Sleep)
+            }
+            MainPhase::Joined => {
+                let (mut user, mut kernel) = (0, 0);
+                for &symbol in Symbol::ALL {
+                    let cycles = sys.ctx.stats.cycles(symbol).0;
+                    match symbol_display(symbol).1 {
+                        Space::User => user += cycles,
+                        Space::Kernel => kernel += cycles,
+                    }
+                }
+                self.joined = Some((sys.now(), user, kernel));
+                Ok(Next::Exit)
+            }
+        }
+    }
+}
+
+type S<'s, 'a> = Sys<'s, Thread>;
+
+impl Program for Run<'_> {
+    type Thread = Thread;
+
+    fn step(&mut self, sys: &mut S, thread: &mut Thread) -> Next {
+        let result = match thread {
+            Thread::Main(phase) => self.step_main(sys, phase),
+            Thread::Worker(w) => self.step_worker(sys, w).map(|()| match w.phase {
+                Phase::Done => {
+                    self.records += w.records;
+                    self.running -= 1;
+                    if self.running == 0 {
+                        let main = self.main.expect("threads have a main thread");
+                        sys.wake(main);
+                    }
+                    Next::Exit
+                }
+                // A record finished: the next thread of this CPU runs.
+                Phase::Malloc => {
+                    self.count_progress(sys);
+                    Next::Yield
+                }
+                _ => Next::Run,
+            }),
+        };
+        result.unwrap_or_else(|why| {
+            sys.fail(why);
+            Next::Run
+        })
     }
 }
 
@@ -640,87 +686,52 @@ impl Ebizzy {
         features: Features,
         seed: u64,
         progress: Progress,
-    ) -> Result<(RunOutput, Summary), RunError> {
-        let mut ctx = Ctx::new(machine.clone(), seed);
-        let mut k = Kernel::new(machine, features);
-        let main = k
-            .new_process(&mut ctx)
-            .map_err(|e| RunError(format!("{NAME}: no memory for the process: {e}")))?;
-        let mm = k.task_mm(main).expect("a new process has an mm");
-        k.set_current(&ctx, main);
-        let nr_cpus = ctx.nr_cpus();
-        let nr_threads = self.threads.unwrap_or(2 * nr_cpus);
-        let params = MallocParams {
-            mmap_threshold: DEFAULT_MMAP_THRESHOLD,
-            trim_threshold: DEFAULT_MMAP_THRESHOLD,
-            no_dyn_threshold: self.never_mmap,
-            mmaps_allowed: !self.never_mmap,
-        };
-        let mut run = Run {
+    ) -> Result<(Report, Summary), RunError> {
+        let program = Run {
             e: self,
-            k,
-            mm,
-            params,
-            threads: Vec::new(),
-            runqueues: RunQueues::new(nr_cpus),
+            params: MallocParams {
+                mmap_threshold: DEFAULT_MMAP_THRESHOLD,
+                trim_threshold: DEFAULT_MMAP_THRESHOLD,
+                no_dyn_threshold: self.never_mmap,
+                mmaps_allowed: !self.never_mmap,
+            },
             start: Cycles::ZERO,
             end: Cycles::ZERO,
             calls: Calls::default(),
             main: None,
-            failure: None,
-            progress,
+            running: 0,
+            records: 0,
+            joined: None,
             reported_percent: 0,
         };
-        self.allocate(&mut run, &mut ctx).map_err(RunError)?;
-        let start = ctx.now();
-        run.start = start;
-        run.end = start + machine.topology.ns_to_cycles(self.seconds * 1e9);
-        run.main = Some((main, nr_threads));
-        ctx.start_on(CpuId(0));
-        let mut engine = Engine::new(ctx);
-        engine.run(&mut run, None);
-        RunError::out_of_range(NAME, &engine)?;
-        if let Some(why) = run.failure {
-            return Err(RunError(why));
-        }
-        let ctx = engine.ctx;
+        let main = Thread::Main(MainPhase::Start);
+        let done = kernel::run(machine, features, seed, program, progress, |ctx, core| {
+            core.spawn_process(ctx, CpuId(0), main).map(|_| ())
+        })
+        .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+        let run = done.program;
         let summary = Summary {
-            records: run.threads.iter().map(|t| t.records).sum(),
+            records: run.records,
             calls: run.calls,
         };
-        Ok((self.output(machine, features, seed, &ctx, &run), summary))
+        Ok((
+            self.output(machine, features, &done.ctx.stats, &run),
+            summary,
+        ))
     }
 
-    fn output(
-        &self,
-        machine: &Machine,
-        features: Features,
-        seed: u64,
-        ctx: &Ctx,
-        run: &Run,
-    ) -> RunOutput {
+    fn output(&self, machine: &Machine, features: Features, stats: &Stats, run: &Run) -> Report {
         let topo = &machine.topology;
-        let finish = (0..ctx.nr_cpus())
-            .map(|c| ctx.clock_of(CpuId(c)))
-            .max()
-            .unwrap_or_default();
-        let elapsed = finish.saturating_sub(run.start);
+        let (joined, user, sys) = run.joined.expect("the main thread joined its threads");
+        let elapsed = joined.saturating_sub(run.start);
         let real = topo.cycles_to_secs(elapsed);
-        let records: u64 = run.threads.iter().map(|t| t.records).sum();
+        let records = run.records;
         let records_per_sec = (records as f64 / real.max(1e-12)) as u64;
-        let (mut user, mut sys) = (0u64, 0u64);
-        for &symbol in Symbol::ALL {
-            let cycles = ctx.stats.cycles(symbol).0;
-            match symbol_display(symbol).1 {
-                Space::User => user += cycles,
-                Space::Kernel => sys += cycles,
-            }
-        }
-        let find_vma = FindVmaStats::of(&ctx.stats);
+        let find_vma = FindVmaStats::of(stats);
         let hit_rate = find_vma.hit_rate_percent();
         let find_vma_cycles = find_vma.cycles;
         let per_record = find_vma_cycles as f64 / records.max(1) as f64;
-        let faults = ctx.stats.event(Event::Pgfault);
+        let faults = stats.event(Event::Pgfault);
         let cache = find_vma.describe_cache(features);
         let c = run.calls;
         let lines = vec![
@@ -730,7 +741,7 @@ impl Ebizzy {
             format!("sys  {:5.2} s", topo.cycles_to_secs(Cycles(sys))),
             format!(
                 "mmsim: {records} records by {} threads; {faults} page faults; find_vma: {cache}, {per_record:.0} cycles per record",
-                run.threads.len(),
+                self.threads.unwrap_or(2 * topo.nr_cpus()),
             ),
             format!(
                 "mmsim: glibc {}: {} mmap, {} munmap, {} mprotect, {} madvise(MADV_DONTNEED); {} TLB-flush IPIs",
@@ -742,16 +753,11 @@ impl Ebizzy {
                 c.munmap,
                 c.mprotect,
                 c.madvise_dontneed,
-                ctx.stats.event(Event::NrTlbRemoteFlushReceived),
+                stats.event(Event::NrTlbRemoteFlushReceived),
             ),
-            faults_verdict(faults, records, find_vma_cycles, ctx.stats.total_cycles().0),
+            faults_verdict(faults, records, find_vma_cycles, stats.total_cycles().0),
         ];
-        RunOutput {
-            workload: NAME.to_string(),
-            args: Vec::new(),
-            machine: machine.clone(),
-            features,
-            seed,
+        Report {
             lines,
             metrics: vec![
                 Metric {
@@ -773,7 +779,7 @@ impl Ebizzy {
                     higher_is_better: false,
                 },
             ],
-            stats: ctx.stats.clone(),
+            stats: stats.clone(),
             elapsed,
         }
     }
@@ -802,7 +808,7 @@ impl Benchmark for Ebizzy {
         features: Features,
         seed: u64,
         progress: Progress,
-    ) -> Result<RunOutput, RunError> {
+    ) -> Result<Report, RunError> {
         self.run_counted(machine, features, seed, progress)
             .map(|(out, _)| out)
     }
@@ -819,7 +825,7 @@ mod tests {
         parse_flags(&args).unwrap()
     }
 
-    fn run(args: &[&str], records: u64, per_thread: bool) -> (RunOutput, Summary) {
+    fn run(args: &[&str], records: u64, per_thread: bool) -> (Report, Summary) {
         let mut e = ebizzy(args);
         e.records_per_thread = Some(records);
         let features = Features::all()
@@ -831,7 +837,7 @@ mod tests {
 
     const TINY: &[&str] = &["-t", "2", "-n", "2", "-s", "64k"];
 
-    fn ev(out: &RunOutput, event: Event) -> u64 {
+    fn ev(out: &Report, event: Event) -> u64 {
         out.stats.event(event)
     }
 
@@ -883,8 +889,10 @@ mod tests {
             ev(&out, Event::NrTlbRemoteFlushReceived) - ev(&new, Event::NrTlbRemoteFlushReceived),
             6
         );
+        // 9 while the threads run, and one more when the main thread, having
+        // joined them, exits and its exit_mmap flushes the other CPU.
         assert!(
-            out.lines[5].contains("6 madvise(MADV_DONTNEED); 9 TLB-flush IPIs"),
+            out.lines[5].contains("6 madvise(MADV_DONTNEED); 10 TLB-flush IPIs"),
             "{}",
             out.lines[5]
         );

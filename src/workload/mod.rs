@@ -5,7 +5,6 @@ pub mod args;
 pub mod ebizzy;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
-pub mod runqueue;
 pub mod trace;
 pub mod usemem;
 
@@ -130,6 +129,19 @@ impl std::error::Error for RunError {}
 /// Reports how far a run has got, as a fraction in 0..=1.
 pub type Progress<'a> = &'a mut dyn FnMut(f64);
 
+/// What a workload's run produced, before [`Parsed::run`] adds what every
+/// run carries (the workload, its flags, the machine, the kernel, the seed).
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The benchmark tool's own output lines.
+    pub lines: Vec<String>,
+    pub metrics: Vec<Metric>,
+    /// Cycles per symbol and event counts, summed over every CPU.
+    pub stats: Stats,
+    /// Virtual time from the start of the measured run to its end.
+    pub elapsed: Cycles,
+}
+
 /// A workload with its flags parsed, ready to run on any machine and kernel.
 /// `Sync` so that the two sides of a comparison can run at once on two host
 /// threads (each run is single-threaded and owns its whole state).
@@ -140,7 +152,56 @@ pub trait Benchmark: Sync {
         features: Features,
         seed: u64,
         progress: Progress,
-    ) -> Result<RunOutput, RunError>;
+    ) -> Result<Report, RunError>;
+}
+
+/// A registered workload with its flags parsed: runs it and fills in the
+/// rest of the [`RunOutput`].
+pub struct Parsed {
+    pub info: &'static WorkloadInfo,
+    /// The flags as given.
+    pub args: Vec<String>,
+    benchmark: Box<dyn Benchmark>,
+}
+
+impl Parsed {
+    pub fn run(
+        &self,
+        machine: &Machine,
+        features: Features,
+        seed: u64,
+        progress: Progress,
+    ) -> Result<RunOutput, RunError> {
+        let report = self.benchmark.run(machine, features, seed, progress)?;
+        Ok(RunOutput {
+            workload: self.info.name.to_string(),
+            args: self.args.clone(),
+            machine: machine.clone(),
+            features,
+            seed,
+            lines: report.lines,
+            metrics: report.metrics,
+            stats: report.stats,
+            elapsed: report.elapsed,
+        })
+    }
+}
+
+/// Parses `args` as the flags of `info`.
+pub fn parse(info: &'static WorkloadInfo, args: &[String]) -> Result<Parsed, UsageError> {
+    Ok(Parsed {
+        info,
+        args: args.to_vec(),
+        benchmark: (info.parse)(args)?,
+    })
+}
+
+/// The last clock of any CPU: when the run's last task finished.
+pub fn last_clock(ctx: &crate::sim::Ctx) -> Cycles {
+    (0..ctx.nr_cpus())
+        .map(|c| ctx.clock_of(crate::sim::CpuId(c)))
+        .max()
+        .unwrap_or_default()
 }
 
 /// Parses a workload's own flags.

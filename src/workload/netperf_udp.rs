@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 
 use super::args::Args;
-use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
+use super::{Benchmark, Metric, Progress, Report, RunError, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::PageAllocator;
@@ -328,7 +328,7 @@ impl Benchmark for NetperfUdp {
         features: Features,
         seed: u64,
         progress: Progress,
-    ) -> Result<RunOutput, RunError> {
+    ) -> Result<Report, RunError> {
         let mut lines = Vec::new();
         let mut metrics = Vec::new();
         let mut stats = Stats::new();
@@ -378,12 +378,7 @@ impl Benchmark for NetperfUdp {
         for m in metrics.iter().filter(|m| m.name.starts_with("send-")) {
             lines.push(format!("Hmean     {:<12} {:>10.2}", m.name, m.value));
         }
-        Ok(RunOutput {
-            workload: NAME.to_string(),
-            args: Vec::new(),
-            machine: machine.clone(),
-            features,
-            seed,
+        Ok(Report {
             lines,
             metrics,
             stats,
@@ -438,7 +433,7 @@ mod stream_tests {
     use crate::machine::builtin;
     use crate::sim::Event;
 
-    fn run(size: &str, pcp_high_order: bool) -> RunOutput {
+    fn run(size: &str, pcp_high_order: bool) -> Report {
         let args: Vec<String> = ["-m", size, "-i", "1", "-l", "0.002"]
             .iter()
             .map(|s| s.to_string())

@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 
 use super::args::Args;
-use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
+use super::{Benchmark, Metric, Progress, Report, RunError, UsageError};
 use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::{Gfp, MAX_ORDER, Order, PageAllocator, Pfn};
@@ -225,7 +225,7 @@ impl Benchmark for PageAllocBench {
         features: Features,
         seed: u64,
         progress: Progress,
-    ) -> Result<RunOutput, RunError> {
+    ) -> Result<Report, RunError> {
         if self.cpus > machine.topology.nr_cpus() {
             return Err(RunError(format!(
                 "{NAME}: --cpus {} but machine {} has {} CPUs",
@@ -280,12 +280,12 @@ impl PageAllocBench {
     fn report(
         &self,
         machine: &Machine,
-        features: Features,
-        seed: u64,
+        _features: Features,
+        _seed: u64,
         ctx: &Ctx,
         elapsed: Cycles,
         failures: u64,
-    ) -> RunOutput {
+    ) -> Report {
         let s = &ctx.stats;
         let (allocs, locks) = match self.order.0 {
             0 => (
@@ -361,12 +361,7 @@ impl PageAllocBench {
         if failures > 0 {
             lines.push(format!("allocation failures: {failures}"));
         }
-        RunOutput {
-            workload: NAME.to_string(),
-            args: Vec::new(),
-            machine: machine.clone(),
-            features,
-            seed,
+        Report {
             lines,
             metrics,
             stats: ctx.stats.clone(),
@@ -381,7 +376,7 @@ mod tests {
     use crate::features::Feature;
     use crate::machine::builtin;
 
-    fn run(args: &[&str], pcp_high_order: bool) -> RunOutput {
+    fn run(args: &[&str], pcp_high_order: bool) -> Report {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let bench = parse(&args).expect("valid flags");
         let features = Features::all().with(Feature::PcpHighOrder, pcp_high_order);
@@ -390,7 +385,7 @@ mod tests {
             .expect("run")
     }
 
-    fn metric(out: &RunOutput, name: &str) -> f64 {
+    fn metric(out: &Report, name: &str) -> f64 {
         out.metrics
             .iter()
             .find(|m| m.name == name)
@@ -434,7 +429,7 @@ mod tests {
             "THPs bypass the lists before"
         );
         assert!(after.stats.event(Event::PcpDrainOrder0Pages) > 0);
-        let lock_rate = |out: &RunOutput| metric(out, "order0-zone-lock-per-alloc");
+        let lock_rate = |out: &Report| metric(out, "order0-zone-lock-per-alloc");
         assert!(
             lock_rate(&after) > 10.0 * lock_rate(&before),
             "order-0 refills more often after"

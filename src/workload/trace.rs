@@ -1,12 +1,15 @@
 //! `mmsim run trace FILE`: replays a recorded trace (`docs/trace-format.md`)
 //! on the simulated kernel.
 //!
-//! Every task (a process or a thread) is pinned to a CPU, round-robin in
-//! the order the tasks appear. Events run one at a time in the trace's
-//! order, each one step of its task's CPU: the CPU of the next event is
-//! woken when the current one finishes, so the replay keeps the recorded
-//! order exactly and never runs two events at once (the recorded
-//! timestamps order the events but do not pace them).
+//! Every task (a process or a thread) is a task of the scheduler, pinned
+//! to a CPU, round-robin in the order the tasks appear. Events run one at
+//! a time in the trace's order, each one step of its task: a task that has
+//! run its event wakes the task of the next one and sleeps, so the replay
+//! keeps the recorded order exactly and never runs two events at once (the
+//! recorded timestamps order the events but do not pace them). A task's
+//! exit, and the teardown of an address space it leaves, run on its own
+//! CPU while the next events go on. Tasks alive at the end of the trace
+//! exit then, each on its CPU.
 //!
 //! - `mmap` maps the recorded address with MAP_FIXED semantics
 //!   (`Kernel::mmap_fixed`), as a private anonymous mapping whatever it
@@ -27,13 +30,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Benchmark, FindVmaStats, Metric, Progress, RunError, RunOutput, UsageError};
+use super::{Benchmark, FindVmaStats, Metric, Progress, Report, RunError, UsageError, last_clock};
 use crate::features::Features;
+use crate::kernel::{self, Core, Next, Program, Sys};
 use crate::machine::Machine;
+use crate::mm::current::TaskId;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice as MmAdvice, VmFlags};
-use crate::mm::vmacache::TaskId;
-use crate::sim::{CpuId, Ctx, Cycles, Engine, Workload};
+use crate::sim::{CpuId, Ctx};
 use crate::trace::{self, Access, Event, Op};
 
 pub const NAME: &str = "trace";
@@ -109,12 +113,16 @@ pub struct Counts {
     pub advice_not_modelled: u64,
 }
 
+/// A task of the trace, as the replay knows it.
 struct Task {
     pid: u32,
     /// The kernel's task: `current` while its events run.
     task: TaskId,
-    mm: MmId,
-    cpu: CpuId,
+}
+
+/// What each scheduler task runs: the trace's task id.
+struct Thread {
+    tid: u32,
 }
 
 /// The program break of an address space: where it started, where it is.
@@ -124,42 +132,38 @@ struct Brk {
     cur: u64,
 }
 
+type S<'s> = Sys<'s, Thread>;
+
 struct Run<'a> {
     events: &'a [Event],
     next: usize,
-    k: Kernel,
     tasks: BTreeMap<u32, Task>,
     brk: BTreeMap<MmId, Brk>,
     next_cpu: u32,
     counts: Counts,
-    failure: Option<String>,
-    progress: Progress<'a>,
+    end_check: EndCheck,
+    /// The events are done: every task exits at its next step.
+    ended: bool,
+    /// The trace's first task (tid, pid), until it first runs and its
+    /// kernel task is known.
+    first: Option<(u32, u32)>,
     reported_percent: u64,
 }
 
 impl Run<'_> {
-    fn new_task(&mut self, ctx: &Ctx, tid: u32, pid: u32, task: TaskId) {
-        let mm = self.k.task_mm(task).expect("a user task has an mm");
-        let cpu = CpuId(self.next_cpu % ctx.nr_cpus());
+    /// The CPU the next new task goes to.
+    fn place(&mut self, nr_cpus: u32) -> CpuId {
+        let cpu = CpuId(self.next_cpu % nr_cpus);
         self.next_cpu += 1;
+        cpu
+    }
+
+    fn new_task(&mut self, tid: u32, pid: u32, task: TaskId) {
         self.counts.tasks += 1;
         if tid == pid {
             self.counts.processes += 1;
         }
-        self.tasks.insert(tid, Task { pid, task, mm, cpu });
-    }
-
-    fn cpu_of(&self, event: &Event) -> CpuId {
-        self.tasks
-            .get(&event.tid)
-            .expect("the parser checked the task")
-            .cpu
-    }
-
-    fn fail(&mut self, ctx: &mut Ctx, why: String) {
-        self.failure.get_or_insert(why);
-        // Nothing after a failure counts: every CPU stops.
-        ctx.stop_all();
+        self.tasks.insert(tid, Task { pid, task });
     }
 
     fn syscall<E>(&mut self, op: &'static str, result: Result<(), E>) {
@@ -168,59 +172,61 @@ impl Run<'_> {
         }
     }
 
-    fn apply(&mut self, ctx: &mut Ctx, event: &Event) {
-        let (task, mm) = (self.tasks[&event.tid].task, self.tasks[&event.tid].mm);
-        self.k.set_current(ctx, task);
+    /// Runs `event` as current; returns whether current exited.
+    fn apply(&mut self, sys: &mut S, event: &Event) -> Result<bool, String> {
         match event.op {
             Op::Mmap { addr, len, prot } => {
-                let r = self.k.mmap_fixed(ctx, mm, addr, len, prot.0);
+                let r = sys.mmap_fixed(addr, len, prot.0);
                 self.syscall("mmap", r);
             }
             Op::Munmap { addr, len } => {
-                let r = self.k.munmap(ctx, mm, addr, len);
+                let r = sys.munmap(addr, len);
                 self.syscall("munmap", r);
             }
             Op::Mprotect { addr, len, prot } => {
-                let r = self.k.mprotect(ctx, mm, addr, len, prot.0);
+                let r = sys.mprotect(addr, len, prot.0);
                 self.syscall("mprotect", r);
             }
-            Op::Madvise { addr, len, advice } => self.madvise(ctx, mm, addr, len, advice.0),
-            Op::Brk { addr } => self.brk(ctx, mm, addr),
-            Op::Fork { child } => match self.k.fork_task(ctx, task) {
-                Ok(child_task) => {
-                    let child_mm = self.k.task_mm(child_task).expect("forked");
-                    if let Some(&brk) = self.brk.get(&mm) {
-                        self.brk.insert(child_mm, brk);
-                    }
-                    self.new_task(ctx, child, child, child_task);
+            Op::Madvise { addr, len, advice } => self.madvise(sys, addr, len, advice.0),
+            Op::Brk { addr } => self.brk(sys, addr),
+            Op::Fork { child } => {
+                let cpu = self.place(sys.ctx.nr_cpus());
+                let child_task = sys
+                    .fork(cpu, Thread { tid: child })
+                    .map_err(|e| format!("{NAME}: {e}"))?;
+                let child_mm = sys.mm_of(child_task).expect("forked");
+                if let Some(&brk) = self.brk.get(&sys.mm()) {
+                    self.brk.insert(child_mm, brk);
                 }
-                Err(e) => self.fail(ctx, format!("{NAME}: fork failed: {e}")),
-            },
-            Op::Clone { child } => {
-                let child_task = self.k.clone_task(task);
-                self.new_task(ctx, child, event.pid, child_task);
+                self.new_task(child, child, child_task);
             }
-            Op::Exec => self.exec(ctx, event),
+            Op::Clone { child } => {
+                let cpu = self.place(sys.ctx.nr_cpus());
+                let child_task = sys.clone_thread(cpu, Thread { tid: child });
+                self.new_task(child, event.pid, child_task);
+            }
+            Op::Exec => self.exec(sys, event)?,
             Op::Exit => {
                 self.tasks.remove(&event.tid);
-                self.exit_task(ctx, task, mm);
+                self.forget_brk(sys, sys.mm());
+                return Ok(true);
             }
             Op::Fault { addr, access } | Op::Access { addr, access } => {
-                self.access(ctx, mm, addr, access)
+                self.access(sys, addr, access)
             }
         }
+        Ok(false)
     }
 
-    /// The task exits, dropping its user of `mm`.
-    fn exit_task(&mut self, ctx: &mut Ctx, task: TaskId, mm: MmId) {
-        if self.k.mm(mm).users == 1 {
-            // Ids of dead mms are reused.
+    /// The break of `mm` is forgotten when its last task goes: ids of dead
+    /// mms are reused.
+    fn forget_brk(&mut self, sys: &mut S, mm: MmId) {
+        if sys.kernel().0.mm(mm).users == 1 {
             self.brk.remove(&mm);
         }
-        self.k.exit_task(ctx, task);
     }
 
-    fn madvise(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, len: u64, advice: &str) {
+    fn madvise(&mut self, sys: &mut S, addr: u64, len: u64, advice: &str) {
         let advice = match advice {
             // MADV_FREE frees lazily; replayed as the eager DONTNEED.
             "dontneed" | "free" => MmAdvice::DontNeed,
@@ -231,13 +237,14 @@ impl Run<'_> {
                 return;
             }
         };
-        let r = self.k.madvise(ctx, mm, addr, len, advice);
+        let r = sys.madvise(addr, len, advice);
         self.syscall("madvise", r);
     }
 
     /// `brk`: the heap is `[page_align(start), page_align(cur))`; a break
     /// the kernel refuses (something mapped in the way) stays where it was.
-    fn brk(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) {
+    fn brk(&mut self, sys: &mut S, addr: u64) {
+        let mm = sys.mm();
         let Some(brk) = self.brk.get(&mm).copied() else {
             self.brk.insert(
                 mm,
@@ -249,7 +256,7 @@ impl Run<'_> {
             return;
         };
         let new = addr.max(brk.start);
-        let r = self.k.brk(ctx, mm, brk.cur, new);
+        let r = sys.brk(brk.cur, new);
         if r.is_ok() {
             self.brk.insert(mm, Brk { cur: new, ..brk });
         }
@@ -257,7 +264,7 @@ impl Run<'_> {
     }
 
     /// `execve`: the process's other threads exit, the task gets a fresh mm.
-    fn exec(&mut self, ctx: &mut Ctx, event: &Event) {
+    fn exec(&mut self, sys: &mut S, event: &Event) -> Result<(), String> {
         let others: Vec<u32> = self
             .tasks
             .iter()
@@ -266,36 +273,29 @@ impl Run<'_> {
             .collect();
         for tid in others {
             let task = self.tasks.remove(&tid).expect("listed above");
-            self.exit_task(ctx, task.task, task.mm);
+            sys.reap_thread(task.task);
         }
-        let (task, old) = (self.tasks[&event.tid].task, self.tasks[&event.tid].mm);
-        if self.k.mm(old).users == 1 {
-            self.brk.remove(&old);
-        }
-        match self.k.exec_task(ctx, task) {
-            Ok(()) => {
-                let mm = self.k.task_mm(task).expect("exec gives an mm");
-                self.tasks.get_mut(&event.tid).expect("live").mm = mm;
-            }
-            Err(e) => self.fail(ctx, format!("{NAME}: no memory for exec: {e}")),
-        }
+        self.forget_brk(sys, sys.mm());
+        sys.exec()
+            .map_err(|e| format!("{NAME}: no memory for exec: {e}"))
     }
 
-    fn access(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, access: Access) {
+    fn access(&mut self, sys: &mut S, addr: u64, access: Access) {
         self.counts.accesses += 1;
         let word = addr & !7;
         let write = match access {
             Access::Read => false,
             Access::Write => true,
             Access::Unknown => {
-                let (vma, _) = self.k.mm(mm).vmas.find_vma(word);
+                let mm = sys.mm();
+                let (vma, _) = sys.kernel().0.mm(mm).vmas.find_vma(word);
                 vma.is_some_and(|v| v.contains(word) && v.flags.contains(VmFlags::WRITE))
             }
         };
         let result = if write {
-            self.k.write_u64(ctx, mm, word, word)
+            sys.write_u64(word, word)
         } else {
-            self.k.read_u64(ctx, mm, word).map(|_| ())
+            sys.read_u64(word).map(|_| ())
         };
         match result {
             Ok(()) => {}
@@ -304,49 +304,61 @@ impl Run<'_> {
         }
     }
 
-    fn count_progress(&mut self) {
+    fn count_progress(&mut self, sys: &mut S) {
         let percent = self.next as u64 * 100 / self.events.len().max(1) as u64;
         if percent > self.reported_percent {
             self.reported_percent = percent;
-            (self.progress)(percent as f64 / 100.0);
+            sys.progress(percent as f64 / 100.0);
+        }
+    }
+
+    /// The events are done: the check, then every task left wakes to exit.
+    fn end(&mut self, sys: &mut S) {
+        self.ended = true;
+        if self.end_check == EndCheck::Check {
+            sys.kernel().0.check();
+        }
+        for task in self.tasks.values().map(|t| t.task).collect::<Vec<_>>() {
+            sys.wake(task);
         }
     }
 }
 
-impl Workload for Run<'_> {
-    fn step(&mut self, ctx: &mut Ctx) {
-        let Some(event) = self.events.get(self.next) else {
-            ctx.finish();
-            return;
+impl Program for Run<'_> {
+    type Thread = Thread;
+
+    fn step(&mut self, sys: &mut S, thread: &mut Thread) -> Next {
+        if let Some((tid, pid)) = self.first.take() {
+            self.new_task(tid, pid, sys.task());
+        }
+        if self.ended {
+            self.tasks.remove(&thread.tid);
+            return Next::Exit;
+        }
+        let event = &self.events[self.next];
+        if event.tid != thread.tid {
+            // Not this task's turn: it waits to be woken for its event.
+            return Next::Sleep;
+        }
+        let exited = match self.apply(sys, event) {
+            Ok(exited) => exited,
+            Err(why) => {
+                sys.fail(why);
+                return Next::Run;
+            }
         };
-        let cpu = self.cpu_of(event);
-        if cpu != ctx.cur() {
-            // Not this CPU's turn: hand over to the one whose it is.
-            ctx.wake(cpu, ctx.now());
-            ctx.block();
-            return;
-        }
-        let before = ctx.now();
-        self.apply(ctx, event);
-        if self.failure.is_some() {
-            return;
-        }
         self.next += 1;
         self.counts.events += 1;
-        self.count_progress();
-        if ctx.now() == before {
-            ctx.idle_until(Cycles(before.0 + 1));
-        }
+        self.count_progress(sys);
         match self.events.get(self.next) {
-            None => ctx.finish(),
+            None => self.end(sys),
+            Some(next) if next.tid == thread.tid => return Next::Run,
             Some(next) => {
-                let next_cpu = self.cpu_of(next);
-                if next_cpu != ctx.cur() {
-                    ctx.wake(next_cpu, ctx.now());
-                    ctx.block();
-                }
+                let task = self.tasks[&next.tid].task;
+                sys.wake(task);
             }
         }
+        if exited { Next::Exit } else { Next::Sleep }
     }
 }
 
@@ -369,56 +381,39 @@ pub fn replay(
     end_check: EndCheck,
     progress: Progress,
 ) -> Result<Replayed, RunError> {
-    let mut ctx = Ctx::new(machine.clone(), seed);
-    let k = Kernel::new(machine, features);
-    let mut run = Run {
+    let first = events.first().map(|e| (e.tid, e.pid));
+    let mut program = Run {
         events,
         next: 0,
-        k,
         tasks: BTreeMap::new(),
         brk: BTreeMap::new(),
         next_cpu: 0,
         counts: Counts::default(),
-        failure: None,
-        progress,
+        end_check,
+        ended: events.is_empty(),
+        first,
         reported_percent: 0,
     };
-    if let Some(first) = events.first() {
-        let task = run
-            .k
-            .new_process(&mut ctx)
-            .map_err(|e| RunError(format!("{NAME}: no memory for the first process: {e}")))?;
-        run.new_task(&ctx, first.tid, first.pid, task);
-    }
-    let first_cpu = events.first().map_or(CpuId(0), |e| run.cpu_of(e));
-    ctx.start_on(first_cpu);
-    let mut engine = Engine::new(ctx);
-    engine.run(&mut run, None);
-    RunError::out_of_range(NAME, &engine)?;
-    if let Some(why) = run.failure {
-        return Err(RunError(why));
-    }
-    let mut ctx = engine.ctx;
+    let cpu = program.place(machine.topology.nr_cpus());
+    let init = |ctx: &mut Ctx, core: &mut Core<Thread>| match first {
+        Some((tid, _)) => core.spawn_process(ctx, cpu, Thread { tid }).map(|_| ()),
+        None => Ok(()),
+    };
+    let done = kernel::run(machine, features, seed, program, progress, init)
+        .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+    let kernel = done.core.k;
     if end_check == EndCheck::Check {
-        run.k.check();
-    }
-    // Tasks the trace leaves alive exit now, on the CPU that ran last.
-    let remaining: Vec<(TaskId, MmId)> = run.tasks.values().map(|t| (t.task, t.mm)).collect();
-    for (task, mm) in remaining {
-        run.exit_task(&mut ctx, task, mm);
-    }
-    if end_check == EndCheck::Check {
-        run.k.check();
+        kernel.check();
         assert_eq!(
-            run.k.live_mms().count(),
+            kernel.live_mms().count(),
             0,
             "address spaces left after replay"
         );
     }
     Ok(Replayed {
-        ctx,
-        kernel: run.k,
-        counts: run.counts,
+        ctx: done.ctx,
+        kernel,
+        counts: done.program.counts,
     })
 }
 
@@ -429,25 +424,19 @@ impl Benchmark for TraceReplay {
         features: Features,
         seed: u64,
         progress: Progress,
-    ) -> Result<RunOutput, RunError> {
+    ) -> Result<Report, RunError> {
         let end_check = if cfg!(debug_assertions) {
             EndCheck::Check
         } else {
             EndCheck::Skip
         };
         let done = replay(&self.events, machine, features, seed, end_check, progress)?;
-        Ok(self.output(machine, features, seed, &done))
+        Ok(self.output(machine, features, &done))
     }
 }
 
 impl TraceReplay {
-    fn output(
-        &self,
-        machine: &Machine,
-        features: Features,
-        seed: u64,
-        done: &Replayed,
-    ) -> RunOutput {
+    fn output(&self, machine: &Machine, features: Features, done: &Replayed) -> Report {
         let c = &done.counts;
         let pgfault = done.ctx.stats.event(crate::sim::Event::Pgfault);
         let span_ns = self.events.last().map_or(0, |e| e.time_ns);
@@ -481,17 +470,9 @@ impl TraceReplay {
                 find_vma.cycles
             ),
         ];
-        let elapsed = (0..done.ctx.nr_cpus())
-            .map(|cpu| done.ctx.clock_of(CpuId(cpu)))
-            .max()
-            .unwrap_or_default();
+        let elapsed = last_clock(&done.ctx);
         let elapsed_us = machine.topology.cycles_to_ns(elapsed) / 1000.0;
-        RunOutput {
-            workload: NAME.to_string(),
-            args: Vec::new(),
-            machine: machine.clone(),
-            features,
-            seed,
+        Report {
             lines,
             metrics: vec![
                 Metric {

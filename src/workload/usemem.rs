@@ -21,15 +21,12 @@
 //! one after the other (no time slicing is modelled).
 
 use super::args::Args;
-use super::runqueue::{RunQueues, ensure_progress};
-use super::{Benchmark, Metric, Progress, RunError, RunOutput, UsageError};
+use super::{Benchmark, Metric, Progress, Report, RunError, UsageError, last_clock};
 use crate::features::Features;
+use crate::kernel::{self, Next, Program, Sys};
 use crate::machine::Machine;
-use crate::mm::fork::Teardown;
-use crate::mm::kernel::{Kernel, MmId};
 use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
-use crate::mm::vmacache::TaskId;
-use crate::sim::{CpuId, Ctx, Cycles, Engine, Workload};
+use crate::sim::{CpuId, Cycles};
 
 pub const NAME: &str = "usemem";
 pub const SUMMARY: &str =
@@ -95,6 +92,8 @@ impl Usemem {
 enum Phase {
     /// The parent forking child `n`.
     Fork(u32),
+    /// A child's first task starting the child's other threads (`-t`).
+    Clone(u32),
     Mmap,
     /// Access `i` of pass `rep`.
     Access {
@@ -103,32 +102,24 @@ enum Phase {
     },
     Report,
     Exit,
-    /// The task is gone; its CPU tears the address space down, a few PMD
-    /// entries per step (`Kernel::exit_mmap_step`).
-    Teardown(MmId),
-    Done,
 }
 
-struct Task {
-    /// The kernel's task; `None` once it has exited.
-    task: Option<TaskId>,
-    mm: Option<MmId>,
+/// One task's place in the program.
+struct Thread {
     phase: Phase,
+    /// Where its mapping starts.
     base: u64,
 }
 
+/// The program every task runs, and what they report.
 struct Run<'a> {
     u: &'a Usemem,
-    k: Kernel,
-    tasks: Vec<Task>,
-    runqueues: RunQueues,
-    start: Cycles,
+    /// The parent's start time, taken at its first step.
+    start: Option<Cycles>,
     /// (time reported, task, bytes, usecs, KB/s)
-    reports: Vec<(Cycles, usize, u64, u64, u64)>,
+    reports: Vec<(Cycles, u32, u64, u64, u64)>,
     done_accesses: u64,
     total_accesses: u64,
-    failure: Option<String>,
-    progress: Progress<'a>,
     reported_percent: u64,
     /// The count of done accesses at which the percentage next moves past
     /// `reported_percent` ([`next_report_at`]): every access compares
@@ -136,129 +127,136 @@ struct Run<'a> {
     next_report_at: u64,
 }
 
-impl Run<'_> {
-    fn fail(&mut self, ctx: &mut Ctx, why: String) {
-        self.failure.get_or_insert(why);
-        // Nothing after a failure counts: every CPU stops.
-        ctx.stop_all();
-    }
+impl Program for Run<'_> {
+    type Thread = Thread;
 
-    fn step_task(&mut self, ctx: &mut Ctx, t: usize) {
-        match self.tasks[t].phase {
-            Phase::Fork(n) => self.fork_child(ctx, t, n),
-            Phase::Mmap => self.mmap(ctx, t),
-            Phase::Access { rep, i } => self.access(ctx, t, rep, i),
-            Phase::Report => self.report(ctx, t),
-            Phase::Exit => {
-                self.tasks[t].mm = None;
-                let task = self.tasks[t].task.take().expect("a live task");
-                self.tasks[t].phase = match self.k.exit_task_deferred(task) {
-                    Some(mm) => Phase::Teardown(mm),
-                    None => Phase::Done,
-                };
+    fn step(&mut self, sys: &mut Sys<'_, Thread>, t: &mut Thread) -> Next {
+        let result = match t.phase {
+            Phase::Fork(n) => {
+                self.start.get_or_insert(sys.now());
+                self.fork_child(sys, t, n)
             }
-            Phase::Teardown(mm) => {
-                if self.k.exit_mmap_step(ctx, mm) == Teardown::Done {
-                    self.tasks[t].phase = Phase::Done;
-                }
+            Phase::Clone(n) => {
+                self.clone_threads(sys, n);
+                t.phase = Phase::Mmap;
+                Ok(())
             }
-            Phase::Done => unreachable!("a finished task is not stepped"),
-        }
-    }
-
-    /// The parent forks child `n`; its threads (or it) get queued.
-    fn fork_child(&mut self, ctx: &mut Ctx, t: usize, n: u32) {
-        let parent = self.tasks[t].task.expect("parent task");
-        let child = match self.k.fork_task(ctx, parent) {
-            Ok(child) => child,
-            Err(e) => return self.fail(ctx, format!("{NAME}: fork failed: {e}")),
+            Phase::Mmap => self.mmap(sys, t),
+            Phase::Access { rep, i } => self.access(sys, t, rep, i),
+            Phase::Report => {
+                self.report(sys);
+                t.phase = Phase::Exit;
+                Ok(())
+            }
+            Phase::Exit => return Next::Exit,
         };
-        let child_mm = self.k.task_mm(child).expect("a forked task has an mm");
-        let workers = self.u.nr_thread.max(1);
-        for w in 0..workers {
-            let task = self.tasks.len();
-            let cpu = CpuId((1 + n * workers + w) % ctx.nr_cpus());
-            // The child's first task is the fork's; the others are its
-            // threads (clone_task takes an mm_users each).
-            let kernel_task = if w == 0 {
-                child
-            } else {
-                self.k.clone_task(child)
-            };
-            self.tasks.push(Task {
-                task: Some(kernel_task),
-                mm: Some(child_mm),
-                phase: Phase::Mmap,
-                base: 0,
-            });
-            self.runqueues.enqueue(ctx, cpu, task);
+        if let Err(why) = result {
+            sys.fail(why);
         }
-        self.tasks[t].phase = if n + 1 < self.u.nr_task {
+        Next::Run
+    }
+}
+
+impl Run<'_> {
+    fn workers(&self) -> u32 {
+        self.u.nr_thread.max(1)
+    }
+
+    /// The CPU of child `n`'s thread `w`: the CPUs after the parent's.
+    fn cpu_of(&self, sys: &Sys<'_, Thread>, n: u32, w: u32) -> CpuId {
+        CpuId((1 + n * self.workers() + w) % sys.ctx.nr_cpus())
+    }
+
+    /// The parent forks child `n`.
+    fn fork_child(
+        &mut self,
+        sys: &mut Sys<'_, Thread>,
+        t: &mut Thread,
+        n: u32,
+    ) -> Result<(), String> {
+        let phase = if self.u.nr_thread > 1 {
+            Phase::Clone(n)
+        } else {
+            Phase::Mmap
+        };
+        let cpu = self.cpu_of(sys, n, 0);
+        sys.fork(cpu, Thread { phase, base: 0 })
+            .map_err(|e| format!("{NAME}: {e}"))?;
+        t.phase = if n + 1 < self.u.nr_task {
             Phase::Fork(n + 1)
         } else {
             Phase::Exit
         };
+        Ok(())
     }
 
-    fn mmap(&mut self, ctx: &mut Ctx, t: usize) {
-        let mm = self.tasks[t].mm.expect("mm");
-        self.k.mm_runs_here(ctx, mm);
+    /// Child `n`'s first task starts its other threads.
+    fn clone_threads(&mut self, sys: &mut Sys<'_, Thread>, n: u32) {
+        for w in 1..self.workers() {
+            let cpu = self.cpu_of(sys, n, w);
+            let thread = Thread {
+                phase: Phase::Mmap,
+                base: 0,
+            };
+            sys.clone_thread(cpu, thread);
+        }
+    }
+
+    fn mmap(&mut self, sys: &mut Sys<'_, Thread>, t: &mut Thread) -> Result<(), String> {
         let prot = if self.u.readonly {
             PROT_READ
         } else {
             PROT_READ | PROT_WRITE
         };
-        match self.k.mmap(ctx, mm, self.u.bytes, prot) {
-            Ok(base) => {
-                self.tasks[t].base = base;
-                self.tasks[t].phase = Phase::Access { rep: 0, i: 0 };
-            }
-            Err(e) => self.fail(ctx, format!("{NAME}: mmap failed: {e}")),
-        }
+        t.base = sys
+            .mmap(self.u.bytes, prot)
+            .map_err(|e| format!("{NAME}: mmap failed: {e}"))?;
+        t.phase = Phase::Access { rep: 0, i: 0 };
+        Ok(())
     }
 
     /// One iteration of `do_rw_once`.
-    fn access(&mut self, ctx: &mut Ctx, t: usize, rep: u32, i: u64) {
+    fn access(
+        &mut self,
+        sys: &mut Sys<'_, Thread>,
+        t: &mut Thread,
+        rep: u32,
+        i: u64,
+    ) -> Result<(), String> {
         let words = self.u.bytes / 8;
         let idx = if self.u.random {
-            ctx.rng.below(words.saturating_sub(1).max(1))
+            sys.ctx.rng.below(words.saturating_sub(1).max(1))
         } else {
             i
         };
-        let (mm, addr) = (self.tasks[t].mm.expect("mm"), self.tasks[t].base + idx * 8);
-        let result = if self.u.readonly {
-            self.k
-                .read_u64(ctx, mm, addr)
-                .map(|_| ())
-                .map_err(|e| format!("{NAME}: read fault at {addr:#x}: {e}"))
+        let addr = t.base + idx * 8;
+        if self.u.readonly {
+            sys.read_u64(addr)
+                .map_err(|e| format!("{NAME}: read fault at {addr:#x}: {e}"))?;
         } else {
-            self.write_checked(ctx, mm, addr, idx, rep)
-        };
-        if let Err(why) = result {
-            return self.fail(ctx, why);
+            self.write_checked(sys, addr, idx, rep)?;
         }
-        self.count_progress();
+        self.count_progress(sys);
         let next = i + self.u.step / 8;
-        self.tasks[t].phase = match (next < words, rep + 1 < self.u.repeat) {
+        t.phase = match (next < words, rep + 1 < self.u.repeat) {
             (true, _) => Phase::Access { rep, i: next },
             (false, true) => Phase::Access { rep: rep + 1, i: 0 },
             (false, false) => Phase::Report,
         };
+        Ok(())
     }
 
     /// `vp[idx] = idx`, after checking on repeats that the last write stuck.
     fn write_checked(
         &mut self,
-        ctx: &mut Ctx,
-        mm: MmId,
+        sys: &mut Sys<'_, Thread>,
         addr: u64,
         idx: u64,
         rep: u32,
     ) -> Result<(), String> {
         if rep > 0 && !self.u.random {
-            let got = self
-                .k
-                .read_u64(ctx, mm, addr)
+            let got = sys
+                .read_u64(addr)
                 .map_err(|e| format!("{NAME}: read fault: {e}"))?;
             if got != idx {
                 return Err(format!(
@@ -267,12 +265,11 @@ impl Run<'_> {
                 ));
             }
         }
-        self.k
-            .write_u64(ctx, mm, addr, idx)
+        sys.write_u64(addr, idx)
             .map_err(|e| format!("{NAME}: write fault at {addr:#x}: {e}"))
     }
 
-    fn count_progress(&mut self) {
+    fn count_progress(&mut self, sys: &mut Sys<'_, Thread>) {
         self.done_accesses += 1;
         if self.done_accesses < self.next_report_at {
             return;
@@ -281,21 +278,25 @@ impl Run<'_> {
         debug_assert!(percent > self.reported_percent, "{percent}% reported again");
         self.reported_percent = percent;
         self.next_report_at = next_report_at(percent, self.total_accesses);
-        (self.progress)(percent as f64 / 100.0);
+        sys.progress(percent as f64 / 100.0);
     }
 
     /// `output_statistics`.
-    fn report(&mut self, ctx: &mut Ctx, t: usize) {
+    fn report(&mut self, sys: &mut Sys<'_, Thread>) {
         let bytes = self.u.bytes / 8 + 8 * self.u.accesses() * self.u.repeat as u64;
-        let delta_us =
-            (ctx.machine().topology.cycles_to_ns(ctx.now() - self.start) / 1000.0) as u64;
+        let now = sys.now();
+        let delta_us = (sys
+            .ctx
+            .machine()
+            .topology
+            .cycles_to_ns(now - self.start.expect("the parent started"))
+            / 1000.0) as u64;
         let kbs = ((bytes as u128 * 1_000_000) >> 10) as u64 / delta_us.max(1);
         // usemem prints its line only when it counted bytes: not for a
         // SIZE under one word.
         if bytes > 0 {
-            self.reports.push((ctx.now(), t, bytes, delta_us, kbs));
+            self.reports.push((now, sys.task().0, bytes, delta_us, kbs));
         }
-        self.tasks[t].phase = Phase::Exit;
     }
 }
 
@@ -308,26 +309,6 @@ fn next_report_at(percent: u64, total: u64) -> u64 {
     u64::try_from(at.div_ceil(100)).unwrap_or(u64::MAX)
 }
 
-impl Workload for Run<'_> {
-    fn step(&mut self, ctx: &mut Ctx) {
-        let Some(t) = self.runqueues.current(ctx) else {
-            return;
-        };
-        let before = ctx.now();
-        if let Some(task) = self.tasks[t].task {
-            self.k.set_current(ctx, task);
-        }
-        self.step_task(ctx, t);
-        if self.failure.is_some() {
-            return;
-        }
-        if self.tasks[t].phase == Phase::Done {
-            self.runqueues.dequeue_current(ctx);
-        }
-        ensure_progress(ctx, before);
-    }
-}
-
 impl Benchmark for Usemem {
     fn run(
         &self,
@@ -335,58 +316,32 @@ impl Benchmark for Usemem {
         features: Features,
         seed: u64,
         progress: Progress,
-    ) -> Result<RunOutput, RunError> {
-        let mut ctx = Ctx::new(machine.clone(), seed);
-        let mut k = Kernel::new(machine, features);
-        let parent_task = k
-            .new_process(&mut ctx)
-            .map_err(|e| RunError(format!("{NAME}: no memory for the parent: {e}")))?;
-        let parent_mm = k.task_mm(parent_task).expect("a new process has an mm");
-        let mut runqueues = RunQueues::new(ctx.nr_cpus());
-        ctx.start_on(CpuId(0));
-        runqueues.enqueue(&mut ctx, CpuId(0), 0);
-        let parent = Task {
-            task: Some(parent_task),
-            mm: Some(parent_mm),
+    ) -> Result<Report, RunError> {
+        let workers = self.nr_task as u64 * self.nr_thread.max(1) as u64;
+        let total_accesses = workers * self.accesses() * self.repeat as u64;
+        let program = Run {
+            u: self,
+            start: None,
+            reports: Vec::new(),
+            done_accesses: 0,
+            total_accesses,
+            reported_percent: 0,
+            next_report_at: next_report_at(0, total_accesses),
+        };
+        let parent = Thread {
             phase: Phase::Fork(0),
             base: 0,
         };
-        let workers = self.nr_task as u64 * self.nr_thread.max(1) as u64;
-        let mut run = Run {
-            u: self,
-            k,
-            tasks: vec![parent],
-            runqueues,
-            start: ctx.now(),
-            reports: Vec::new(),
-            done_accesses: 0,
-            total_accesses: workers * self.accesses() * self.repeat as u64,
-            failure: None,
-            progress,
-            reported_percent: 0,
-            next_report_at: next_report_at(0, workers * self.accesses() * self.repeat as u64),
-        };
-        run.k.mm_runs_here(&ctx, parent_mm);
-        let mut engine = Engine::new(ctx);
-        engine.run(&mut run, None);
-        RunError::out_of_range(NAME, &engine)?;
-        if let Some(why) = run.failure {
-            return Err(RunError(why));
-        }
-        let ctx = engine.ctx;
-        Ok(self.output(machine, features, seed, &ctx, &run))
+        let done = kernel::run(machine, features, seed, program, progress, |ctx, core| {
+            core.spawn_process(ctx, CpuId(0), parent).map(|_| ())
+        })
+        .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+        Ok(self.output(&done.program, last_clock(&done.ctx), done.ctx.stats))
     }
 }
 
 impl Usemem {
-    fn output(
-        &self,
-        machine: &Machine,
-        features: Features,
-        seed: u64,
-        ctx: &Ctx,
-        run: &Run,
-    ) -> RunOutput {
+    fn output(&self, run: &Run, elapsed: Cycles, stats: crate::sim::Stats) -> Report {
         let mut reports = run.reports.clone();
         reports.sort_by_key(|&(at, task, ..)| (at, task));
         let mut lines: Vec<String> = reports
@@ -400,16 +355,7 @@ impl Usemem {
             reports.len()
         ));
         lines.push(format!("runtime: {runtime} us (the slowest task)"));
-        let elapsed = (0..ctx.nr_cpus())
-            .map(|c| ctx.clock_of(CpuId(c)))
-            .max()
-            .unwrap_or_default();
-        RunOutput {
-            workload: NAME.to_string(),
-            args: Vec::new(),
-            machine: machine.clone(),
-            features,
-            seed,
+        Report {
             lines,
             metrics: vec![
                 Metric {
@@ -425,7 +371,7 @@ impl Usemem {
                     higher_is_better: false,
                 },
             ],
-            stats: ctx.stats.clone(),
+            stats,
             elapsed,
         }
     }
@@ -461,7 +407,7 @@ mod tests {
     use crate::machine::builtin;
     use crate::sim::{Event, Symbol};
 
-    fn run(args: &[&str], per_mm_flag: bool) -> RunOutput {
+    fn run(args: &[&str], per_mm_flag: bool) -> Report {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let features = Features::all().with(Feature::HugeZeroMmFlag, per_mm_flag);
         parse(&args)
@@ -498,15 +444,14 @@ mod tests {
         assert_eq!(s.event(Event::HugeZeroGet), 4);
         assert_eq!(s.event(Event::HugeZeroPut), 4);
         assert_eq!(s.event(Event::HugeZeroRefcountRmw), (4 - 1) + 1 + 4);
-        let metric = |out: &RunOutput, name: &str| {
-            out.metrics.iter().find(|m| m.name == name).unwrap().value
-        };
+        let metric =
+            |out: &Report, name: &str| out.metrics.iter().find(|m| m.name == name).unwrap().value;
         // The slowest task's runtime is mostly the first fault's 2 MiB clear
         // of the huge zero page at this size, and moves by less than its 1 us
         // resolution; the sum of the tasks' rates and the cycles spent taking
         // references show the change.
         assert!(metric(&after, "throughput") > metric(&before, "throughput"));
-        let refcount_cycles = |out: &RunOutput| {
+        let refcount_cycles = |out: &Report| {
             out.stats.cycles(Symbol::GetHugeZeroPage) + out.stats.cycles(Symbol::MmGetHugeZeroPage)
         };
         assert_eq!(after.stats.cycles(Symbol::GetHugeZeroPage), Cycles::ZERO);

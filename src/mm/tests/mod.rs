@@ -30,6 +30,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::check::check_no_leaks;
+use super::current::TaskId;
 use super::kernel::{Fault, Kernel, MMAP_BASE, MmId, ThpConfig, ThpEnabled};
 use super::memory::HPAGE_PMD_NR;
 use super::mm_types::{
@@ -38,8 +39,9 @@ use super::mm_types::{
 use super::mmap::{PROT_GROWSDOWN, PROT_GROWSUP};
 use super::mmzone::{PAGE_SIZE, Pfn};
 use super::pgtable::{Entry, Level};
-use super::vmacache::{TaskId, VmaLookup};
+use super::vmacache::VmaLookup;
 use crate::features::{Feature, Features};
+use crate::kernel::Tasks;
 use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
@@ -445,9 +447,9 @@ struct Proc {
 }
 
 impl Proc {
-    fn new(k: &Kernel, task: TaskId, shadow: Shadow) -> Proc {
+    fn new(ts: &Tasks, task: TaskId, shadow: Shadow) -> Proc {
         Proc {
-            mm: k.task_mm(task).expect("a user task has an mm"),
+            mm: ts.task_mm(task).expect("a user task has an mm"),
             shadow,
             tasks: vec![task],
             cpus: BTreeSet::new(),
@@ -458,6 +460,8 @@ impl Proc {
 struct World {
     k: Kernel,
     ctx: Ctx,
+    /// The task table (the scheduler's, driven by hand here).
+    ts: Tasks,
     /// The test's choices; the kernel's own stream is `ctx.rng`.
     rng: Rng,
     procs: Vec<Proc>,
@@ -474,11 +478,15 @@ struct World {
 impl World {
     fn new(setup: Setup, seed: u64) -> World {
         let (mut k, mut ctx) = setup.boot(seed);
-        let task = k.new_process(&mut ctx).expect("memory for the first mm");
-        let first = Proc::new(&k, task, Shadow::default());
+        let mut ts = Tasks::new();
+        let task = ts
+            .new_process(&mut k, &mut ctx)
+            .expect("memory for the first mm");
+        let first = Proc::new(&ts, task, Shadow::default());
         World {
             k,
             ctx,
+            ts,
             rng: Rng::new(seed ^ 0x7e57_5eed),
             procs: vec![first],
             setup,
@@ -506,7 +514,8 @@ impl World {
             .expect("CPUs");
         self.ctx.set_cur(cpu);
         self.ctx.idle_until(Cycles(latest.0 + self.rng.below(5000)));
-        self.k.set_current(&self.ctx, self.procs[p].tasks[t]);
+        self.ts
+            .switch_to(&mut self.k, &self.ctx, self.procs[p].tasks[t]);
         self.procs[p].cpus.insert(cpu);
     }
 
@@ -545,10 +554,10 @@ impl World {
         for proc in &self.procs {
             check_layout(&self.k, proc.mm, &proc.shadow);
             check_contents(&self.k, proc.mm, &proc.shadow, &mut self.rng);
-            check_users(&self.k, proc);
+            check_users(&self.k, &self.ts, proc);
         }
         let nr_tasks: usize = self.procs.iter().map(|proc| proc.tasks.len()).sum();
-        assert_eq!(self.k.tasks.live().count(), nr_tasks, "live tasks");
+        assert_eq!(self.ts.live().count(), nr_tasks, "live tasks");
         assert_eq!(self.k.live_mms().count(), self.procs.len(), "live mms");
     }
 
@@ -854,13 +863,13 @@ impl World {
         }
         let (parent, parent_mm) = (self.procs[p].tasks[t], self.procs[p].mm);
         let failures = self.ctx.stats.event(Event::AllocFailed);
-        let child = match self.k.fork_task(&mut self.ctx, parent) {
+        let child = match self.ts.fork_task(&mut self.k, &mut self.ctx, parent) {
             Ok(child) => child,
             Err(Fault::Oom) => return self.out_of_memory("fork", failures),
             Err(e) => panic!("mm {}: fork failed: {e:?}", parent_mm.0),
         };
         let shadow = self.procs[p].shadow.clone();
-        let child = Proc::new(&self.k, child, shadow);
+        let child = Proc::new(&self.ts, child, shadow);
         self.note(|| {
             format!(
                 "mm {} task {}: fork = mm {} task {}",
@@ -876,7 +885,7 @@ impl World {
         if self.procs[p].tasks.len() >= MAX_THREADS {
             return;
         }
-        let thread = self.k.clone_task(self.procs[p].tasks[t]);
+        let thread = self.ts.clone_task(&mut self.k, self.procs[p].tasks[t]);
         self.note(|| format!("mm {}: clone = task {}", self.procs[p].mm.0, thread.0));
         self.procs[p].tasks.push(thread);
     }
@@ -892,15 +901,18 @@ impl World {
             let whole = self.whole_huge_pmds(p, 0, u64::MAX);
             self.zapped.add(whole);
         }
-        self.k.exit_task(&mut self.ctx, task);
+        self.ts.exit_task(&mut self.k, &mut self.ctx, task);
         if last {
             self.procs.swap_remove(p);
         } else {
             self.nr_thread_exits += 1;
         }
         if self.procs.is_empty() {
-            let task = self.k.new_process(&mut self.ctx).expect("memory for an mm");
-            let proc = Proc::new(&self.k, task, Shadow::default());
+            let task = self
+                .ts
+                .new_process(&mut self.k, &mut self.ctx)
+                .expect("memory for an mm");
+            let proc = Proc::new(&self.ts, task, Shadow::default());
             self.note(|| format!("new process: mm {} task {}", proc.mm.0, task.0));
             self.procs.push(proc);
         }
@@ -913,7 +925,7 @@ impl World {
         for t in (0..=last).rev() {
             self.exit_thread(p, t);
             if t > 0 {
-                check_users(&self.k, &self.procs[p]);
+                check_users(&self.k, &self.ts, &self.procs[p]);
             }
         }
     }
@@ -928,15 +940,15 @@ impl World {
             let mut proc = self.procs.pop().expect("a process");
             while let Some(task) = proc.tasks.pop() {
                 self.note(|| format!("mm {} task {}: exit", proc.mm.0, task.0));
-                self.k.exit_task(&mut self.ctx, task);
+                self.ts.exit_task(&mut self.k, &mut self.ctx, task);
                 if !proc.tasks.is_empty() {
-                    check_users(&self.k, &proc);
+                    check_users(&self.k, &self.ts, &proc);
                 }
                 self.k.check();
                 check_no_leaks(&self.k);
             }
         }
-        assert_eq!(self.k.tasks.live().count(), 0, "tasks left");
+        assert_eq!(self.ts.live().count(), 0, "tasks left");
         assert_eq!(self.k.live_mms().count(), 0, "mms left");
         check_no_leaks(&self.k);
         let zero = if self.k.huge_zero.page.is_some() {
@@ -959,7 +971,7 @@ impl World {
 
 /// `mm_users` is the number of the process's threads, and `mm_cpumask`
 /// every CPU one of them ran on (never trimmed); each thread has the mm.
-fn check_users(k: &Kernel, proc: &Proc) {
+fn check_users(k: &Kernel, ts: &Tasks, proc: &Proc) {
     let mm = k.mm(proc.mm);
     assert_eq!(
         mm.users as usize,
@@ -971,7 +983,7 @@ fn check_users(k: &Kernel, proc: &Proc) {
     let cpus: Vec<CpuId> = proc.cpus.iter().copied().collect();
     assert_eq!(mm.cpumask, cpus, "mm {}: mm_cpumask", proc.mm.0);
     for &task in &proc.tasks {
-        assert_eq!(k.task_mm(task), Some(proc.mm), "task {}'s mm", task.0);
+        assert_eq!(ts.task_mm(task), Some(proc.mm), "task {}'s mm", task.0);
     }
 }
 

@@ -1,0 +1,68 @@
+//! What Linux keeps in `kernel/`: tasks and the task table, `current`, the
+//! context switch, per-CPU run queues, wake-ups and sleeping, fork, clone,
+//! exec and exit of tasks. The scheduler drives the engine for every
+//! workload: a workload is a [`Program`] its tasks run.
+//!
+//! Layering: this sits above `mm` (it calls the mm for a task's address
+//! space) and below `workload`.
+
+pub mod sched;
+pub mod task;
+
+#[cfg(test)]
+mod tests;
+
+pub use sched::{Core, Next, Program, Sched, Sys};
+pub use task::{TaskStruct, Tasks};
+
+use crate::features::Features;
+use crate::machine::Machine;
+use crate::mm::kernel::Kernel;
+use crate::sim::{Ctx, Engine};
+
+/// What a finished run leaves: the program (with what it gathered), the
+/// machine's context (clocks, counters, profile) and the mm.
+pub struct Finished<P: Program> {
+    pub program: P,
+    pub ctx: Ctx,
+    pub core: Core<P::Thread>,
+}
+
+/// Boots `machine` with `features` and seed `seed`, lets `init` start the
+/// first tasks (with [`Core::spawn_process`]), and steps the machine until
+/// no task is left or a program fails. `progress` receives what the
+/// programs report ([`Sys::progress`]).
+///
+/// The error is one line: why the run could not complete.
+pub fn run<P: Program>(
+    machine: &Machine,
+    features: Features,
+    seed: u64,
+    program: P,
+    progress: &mut dyn FnMut(f64),
+    init: impl FnOnce(&mut Ctx, &mut Core<P::Thread>) -> Result<(), String>,
+) -> Result<Finished<P>, String> {
+    let mut ctx = Ctx::new(machine.clone(), seed);
+    // Every CPU waits for a task to be queued on it.
+    ctx.start_on(crate::sim::CpuId(0));
+    ctx.block();
+    let mut core = Core::new(Kernel::new(machine, features), ctx.nr_cpus());
+    init(&mut ctx, &mut core)?;
+    let mut sched = Sched::new(program, core, progress);
+    let mut engine = Engine::new(ctx);
+    engine.run(&mut sched, None);
+    if let Some(at) = engine.out_of_range() {
+        return Err(format!(
+            "virtual time reached {at} cycles, past what the engine can hold: \
+             the machine's costs are far too large for this run"
+        ));
+    }
+    if let Some(why) = sched.core.failure() {
+        return Err(why.to_string());
+    }
+    Ok(Finished {
+        program: sched.program,
+        ctx: engine.ctx,
+        core: sched.core,
+    })
+}

@@ -305,19 +305,19 @@ impl Run<'_> {
     fn mmap(&mut self, sys: &mut S, len: u64, prot: u32) -> Result<u64, String> {
         self.calls.mmap += 1;
         sys.mmap(len, prot)
-            .map_err(|e| format!("{NAME}: mmap of {len} bytes failed: {e}"))
+            .map_err(|e| format!("mmap of {len} bytes failed: {e}"))
     }
 
     fn munmap(&mut self, sys: &mut S, addr: u64, len: u64) -> Result<(), String> {
         self.calls.munmap += 1;
         sys.munmap(addr, len)
-            .map_err(|e| format!("{NAME}: munmap failed: {e}"))
+            .map_err(|e| format!("munmap failed: {e}"))
     }
 
     fn mprotect_rw(&mut self, sys: &mut S, addr: u64, len: u64) -> Result<(), String> {
         self.calls.mprotect += 1;
         sys.mprotect(addr, len, PROT_READ | PROT_WRITE)
-            .map_err(|e| format!("{NAME}: mprotect failed: {e}"))
+            .map_err(|e| format!("mprotect failed: {e}"))
     }
 
     /// `new_heap`: a 64 MiB-aligned heap, its first page read-write.
@@ -412,7 +412,7 @@ impl Run<'_> {
             let new_size = arena.size + diff;
             if new_size > HEAP_MAX_SIZE {
                 return Err(format!(
-                    "{NAME}: a {n}-byte copy does not fit a 64 MiB heap (new heaps are not modelled)"
+                    "a {n}-byte copy does not fit a 64 MiB heap (new heaps are not modelled)"
                 ));
             }
             if new_size > arena.mprotect_size {
@@ -445,7 +445,7 @@ impl Run<'_> {
         if word < to {
             let index = (word - dest) / RECORD;
             sys.write_u64(word, index)
-                .map_err(|e| format!("{NAME}: write fault at {word:#x}: {e}"))?;
+                .map_err(|e| format!("write fault at {word:#x}: {e}"))?;
         }
         if !self.e.touch_pages {
             let bytes = to - from;
@@ -493,7 +493,7 @@ impl Run<'_> {
         let word = page.max(dest).next_multiple_of(RECORD);
         let got = sys
             .read_u64(word)
-            .map_err(|e| format!("{NAME}: read fault at {word:#x}: {e}"))?;
+            .map_err(|e| format!("read fault at {word:#x}: {e}"))?;
         let expected = (word - dest) / RECORD;
         if got != expected {
             return Err(format!(
@@ -547,7 +547,7 @@ impl Run<'_> {
         let new_size = arena.size - extra;
         self.calls.madvise_dontneed += 1;
         sys.madvise(arena.heap + new_size, extra, Advice::DontNeed)
-            .map_err(|e| format!("{NAME}: madvise failed: {e}"))?;
+            .map_err(|e| format!("madvise failed: {e}"))?;
         arena.size = new_size;
         arena.top_size -= extra;
         Ok(())
@@ -605,7 +605,7 @@ impl Run<'_> {
             while page < addr + e.chunk_size {
                 let word = page.max(addr);
                 sys.write_u64(word, (word - addr) / RECORD)
-                    .map_err(|e| format!("{NAME}: write fault at {word:#x}: {e}"))?;
+                    .map_err(|e| format!("write fault at {word:#x}: {e}"))?;
                 page += PAGE_SIZE;
             }
         }

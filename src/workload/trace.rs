@@ -193,7 +193,7 @@ impl Run<'_> {
                 let cpu = self.place(sys.ctx.nr_cpus());
                 let child_task = sys
                     .fork(cpu, Thread { tid: child })
-                    .map_err(|e| format!("{NAME}: {e}"))?;
+                    .map_err(|e| e.to_string())?;
                 let child_mm = sys.mm_of(child_task).expect("forked");
                 if let Some(&brk) = self.brk.get(&sys.mm()) {
                     self.brk.insert(child_mm, brk);
@@ -276,8 +276,7 @@ impl Run<'_> {
             sys.reap_thread(task.task);
         }
         self.forget_brk(sys, sys.mm());
-        sys.exec()
-            .map_err(|e| format!("{NAME}: no memory for exec: {e}"))
+        sys.exec().map_err(|e| format!("no memory for exec: {e}"))
     }
 
     fn access(&mut self, sys: &mut S, addr: u64, access: Access) {

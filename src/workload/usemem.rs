@@ -181,7 +181,7 @@ impl Run<'_> {
         };
         let cpu = self.cpu_of(sys, n, 0);
         sys.fork(cpu, Thread { phase, base: 0 })
-            .map_err(|e| format!("{NAME}: {e}"))?;
+            .map_err(|e| e.to_string())?;
         t.phase = if n + 1 < self.u.nr_task {
             Phase::Fork(n + 1)
         } else {
@@ -210,7 +210,7 @@ impl Run<'_> {
         };
         t.base = sys
             .mmap(self.u.bytes, prot)
-            .map_err(|e| format!("{NAME}: mmap failed: {e}"))?;
+            .map_err(|e| format!("mmap failed: {e}"))?;
         t.phase = Phase::Access { rep: 0, i: 0 };
         Ok(())
     }
@@ -232,7 +232,7 @@ impl Run<'_> {
         let addr = t.base + idx * 8;
         if self.u.readonly {
             sys.read_u64(addr)
-                .map_err(|e| format!("{NAME}: read fault at {addr:#x}: {e}"))?;
+                .map_err(|e| format!("read fault at {addr:#x}: {e}"))?;
         } else {
             self.write_checked(sys, addr, idx, rep)?;
         }
@@ -255,9 +255,7 @@ impl Run<'_> {
         rep: u32,
     ) -> Result<(), String> {
         if rep > 0 && !self.u.random {
-            let got = sys
-                .read_u64(addr)
-                .map_err(|e| format!("{NAME}: read fault: {e}"))?;
+            let got = sys.read_u64(addr).map_err(|e| format!("read fault: {e}"))?;
             if got != idx {
                 return Err(format!(
                     "Data wrong at offset {:#x}. Expected {idx:#010x}, got {got:#010x}",
@@ -266,7 +264,7 @@ impl Run<'_> {
             }
         }
         sys.write_u64(addr, idx)
-            .map_err(|e| format!("{NAME}: write fault at {addr:#x}: {e}"))
+            .map_err(|e| format!("write fault at {addr:#x}: {e}"))
     }
 
     fn count_progress(&mut self, sys: &mut Sys<'_, Thread>) {

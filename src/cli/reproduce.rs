@@ -117,7 +117,8 @@ fn format_outcome(outcome: &Outcome) -> String {
     );
     let _ = writeln!(
         out,
-        "# kernel:   {feature}=off (before) vs {feature}=on (after); both: {}",
+        "# kernel:   Linux {}: {feature}=off (before) vs {feature}=on (after); both: {}",
+        e.kernel_label(),
         crate::report::text::format_other_features(e.base_features(), e.feature)
     );
     let _ = writeln!(out, "# seed:     {}", outcome.before.seed);

@@ -43,7 +43,7 @@
 //! in such small address spaces.
 
 use super::{Experiment, ExtraRun, Figure, Published, PublishedRow};
-use crate::features::Feature;
+use crate::features::{Feature, KernelVersion};
 
 pub const EXPERIMENT: Experiment = Experiment {
     id: "per-thread-vmacache",
@@ -53,13 +53,10 @@ pub const EXPERIMENT: Experiment = Experiment {
     workload: "ebizzy",
     args: &["-t", "80"],
     feature: Feature::PerThreadVmacache,
-    // Linux 3.14: no maple tree (6.1), no huge zero page per-mm flag (4.9),
-    // no high-order per-CPU lists (5.14).
-    newer: &[
-        Feature::MapleTree,
-        Feature::HugeZeroMmFlag,
-        Feature::PcpHighOrder,
-    ],
+    // Measured on 3.14 (the change went into 3.15): every later feature
+    // off, 3.14's per-CPU lists (batch 31, high 186) included.
+    kernel: KernelVersion::new(3, 14),
+    carried: &[],
     rows: &[PublishedRow {
         figure: Figure::Metric {
             name: "vmacache-hit-rate",

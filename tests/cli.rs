@@ -292,7 +292,19 @@ fn listings() {
             "{workloads}"
         );
     }
-    succeeds(&["experiments"]);
+    let experiments = succeeds(&["experiments"]);
+    for (id, kernel) in [
+        ("huge-zero-page", " 4.8 "),
+        ("pcp-high-order", " 5.13 + pcp-burst "),
+        ("per-thread-vmacache", " 3.14 "),
+    ] {
+        assert!(
+            experiments
+                .lines()
+                .any(|l| l.starts_with(id) && l.contains(kernel)),
+            "{experiments}"
+        );
+    }
 }
 
 /// `mmsim features --json`: one document, every feature in the listing's

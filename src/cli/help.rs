@@ -132,7 +132,8 @@ pub const EXPERIMENTS: &str = "\
 usage: mmsim experiments
 
 Lists the experiments 'mmsim reproduce' runs: the seed each reproduces, its
-machine, workload, feature and published figures.
+machine, workload, feature, the kernel both runs are (the release the
+author's tree was based on, and what it carried), and published figures.
 ";
 
 pub const HELP: &str = "\

@@ -146,8 +146,8 @@ pub fn pindex_to_order(pindex: usize) -> Order {
 }
 
 /// `zone_batchsize`'s cap on a zone's pages per thousand: 1 MiB of pages
-/// since d8a759b57035 (4.19), 512 KiB before (3.14 and 4.8:
-/// `if (batch * PAGE_SIZE > 512 * 1024)`).
+/// since d8a759b57035 (the 4.19 tree has it), 512 KiB before (3.14.4's
+/// `mm/page_alloc.c` caps `batch * PAGE_SIZE` at `512 * 1024`).
 pub fn batch_cap_bytes(features: Features) -> u64 {
     if features.has(Feature::PcpBatchDoubled) {
         1024 * 1024
@@ -178,7 +178,7 @@ pub fn zone_highsize(low_wmark: u64, batch: u64, nr_node_cpus: u64) -> u64 {
 }
 
 /// `high` before the burst series: six batches (`pageset_set_batch` of 3.14
-/// and 4.8, `zone_set_pageset_high_and_batch` of 5.13: `6 * batch`).
+/// to 4.19, `zone_set_pageset_high_and_batch` of 5.13: `6 * batch`).
 pub fn pcp_high_before_burst(batch: u64) -> u64 {
     6 * batch
 }

@@ -1,25 +1,75 @@
-//! Kernel features: each one upstream change, switchable on or off.
+//! Kernel features: each one upstream change, switchable on or off, with
+//! the release it arrived in (and, for some, the release that removed it).
+//! `docs/features.md` says how to add one.
 
 use std::fmt;
 
+/// A mainline release, `major.minor` ("5.14"). Release candidates and
+/// -mm trees are not versions of their own: a tree based on 5.13-rc2 with
+/// later patches is 5.13 plus those features (see
+/// `experiments::Experiment::carried`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelVersion {
+    pub major: u16,
+    pub minor: u16,
+}
+
+impl KernelVersion {
+    pub const fn new(major: u16, minor: u16) -> KernelVersion {
+        KernelVersion { major, minor }
+    }
+}
+
+impl fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Where a feature's code left mainline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removal {
+    pub version: KernelVersion,
+    pub commit: &'static str,
+}
+
 /// One modelled upstream change. See `docs/features.md` for what each does.
+///
+/// The discriminant is the feature's bit in [`Features`]: new variants go at
+/// the end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Feature {
     /// mm/page_alloc: allow high-order pages to be stored on the per-cpu
-    /// lists (commit 44042b4498, v5.14).
+    /// lists (commit 44042b4498, v5.14). Written on top of the pcp burst
+    /// series ([`Feature::PcpBurst`]), which it requires.
     PcpHighOrder,
     /// thp: reduce usage of huge zero page's atomic counter: a per-mm flag
     /// (commit 6fcb52a56ff6, v4.9).
     HugeZeroMmFlag,
     /// mm: per-thread vma caching: four cached VMAs per thread, invalidated
     /// by a per-mm sequence number (commit 615d6e8756c8, v3.15). Off: one
-    /// `mm->mmap_cache` shared by all threads (3.14).
+    /// `mm->mmap_cache` shared by all threads (3.14). Removed with the VMA
+    /// cache in 6.1 (7964cf8caa4d).
     PerThreadVmacache,
     /// The maple tree replaces the VMA red-black tree and the VMA cache is
     /// removed (Liam Howlett's series, v6.1: "mm: remove the vma linked list"
     /// and "mm: remove vmacache", commit 7964cf8caa4d). When on, it
     /// overrides `per-thread-vmacache`: every lookup walks the tree.
     MapleTree,
+    /// Mel Gorman's pcp burst series ("Calculate pcp->high based on zone
+    /// sizes and active CPUs", v5.14; Mel's test branch was
+    /// `mm-pcpburst`): b92ca18e8ca5 "mm/page_alloc: disassociate the
+    /// pcp->high from pcp->batch" sizes `high` from the zone's low watermark
+    /// over the node's CPUs (`zone_highsize`), 04f8cfeaed08 "adjust
+    /// pcp->high after CPU hotplug events" counts the node's online CPUs,
+    /// and 3b12e7e97938 "scale the number of pages that are batch freed"
+    /// adds `free_factor` / `nr_pcp_free`. Off: `high = 6 * batch` and a
+    /// drain frees exactly `batch` pages, as from 2.6 to 5.13.
+    PcpBurst,
+    /// mm, page_alloc: double zone's batchsize (Aaron Lu, commit
+    /// d8a759b57035, v4.19): `zone_batchsize` caps the batch at 1 MiB of
+    /// pages instead of 512 KiB, so a large zone's batch is 63, not 31.
+    PcpBatchDoubled,
 }
 
 impl Feature {
@@ -28,6 +78,8 @@ impl Feature {
         Feature::HugeZeroMmFlag,
         Feature::PerThreadVmacache,
         Feature::MapleTree,
+        Feature::PcpBurst,
+        Feature::PcpBatchDoubled,
     ];
 
     pub fn name(self) -> &'static str {
@@ -36,7 +88,66 @@ impl Feature {
             Feature::HugeZeroMmFlag => "huge-zero-mm-flag",
             Feature::PerThreadVmacache => "per-thread-vmacache",
             Feature::MapleTree => "maple-tree",
+            Feature::PcpBurst => "pcp-burst",
+            Feature::PcpBatchDoubled => "pcp-batch-doubled",
         }
+    }
+
+    /// The mainline release the change first appeared in.
+    pub fn version(self) -> KernelVersion {
+        match self {
+            Feature::PcpHighOrder => KernelVersion::new(5, 14),
+            Feature::HugeZeroMmFlag => KernelVersion::new(4, 9),
+            Feature::PerThreadVmacache => KernelVersion::new(3, 15),
+            Feature::MapleTree => KernelVersion::new(6, 1),
+            // Merged for 5.14-rc1 in the same akpm batch as 44042b4498,
+            // just before it (the seed's baseline is 5.13-rc2 plus this).
+            Feature::PcpBurst => KernelVersion::new(5, 14),
+            Feature::PcpBatchDoubled => KernelVersion::new(4, 19),
+        }
+    }
+
+    /// The upstream commit (abbreviated as the kernel's `Fixes:` tags do);
+    /// for a series, the commit whose behaviour the feature is named after.
+    pub fn commit(self) -> &'static str {
+        match self {
+            Feature::PcpHighOrder => "44042b4498",
+            Feature::HugeZeroMmFlag => "6fcb52a56ff6",
+            Feature::PerThreadVmacache => "615d6e8756c8",
+            Feature::MapleTree => "7964cf8caa4d",
+            Feature::PcpBurst => "3b12e7e97938",
+            Feature::PcpBatchDoubled => "d8a759b57035",
+        }
+    }
+
+    /// Where the feature's code was later removed from mainline, if it was.
+    pub fn removed(self) -> Option<Removal> {
+        match self {
+            // "mm: remove vmacache" took the per-thread cache out with the
+            // rest of the VMA cache when the maple tree came.
+            Feature::PerThreadVmacache => Some(Removal {
+                version: KernelVersion::new(6, 1),
+                commit: "7964cf8caa4d",
+            }),
+            _ => None,
+        }
+    }
+
+    /// Features this one's code was written on top of: a kernel with it has
+    /// them too.
+    pub fn requires(self) -> &'static [Feature] {
+        match self {
+            // 44042b4498 drains with nr_pcp_free() and sizes high with
+            // zone_highsize(), both from the burst series.
+            Feature::PcpHighOrder => &[Feature::PcpBurst],
+            _ => &[],
+        }
+    }
+
+    /// Whether a kernel of `version` has this feature: it had arrived and
+    /// had not been removed.
+    pub fn in_kernel(self, version: KernelVersion) -> bool {
+        self.version() <= version && self.removed().is_none_or(|r| version < r.version)
     }
 
     pub fn summary(self) -> &'static str {
@@ -52,6 +163,12 @@ impl Feature {
             }
             Feature::MapleTree => {
                 "VMAs in a maple tree and no VMA cache: every find_vma walks the tree (Linux 6.1, commit 7964cf8caa4d removes vmacache); off: an rbtree with the cache per-thread-vmacache selects"
+            }
+            Feature::PcpBurst => {
+                "per-CPU list high from the low watermark over the node's CPUs, drains scaled by free_factor (Mel Gorman's pcp burst series, Linux 5.14); off: high = 6 x batch, each drain frees batch pages"
+            }
+            Feature::PcpBatchDoubled => {
+                "zone_batchsize caps batch at 1 MiB of pages: 63 on a large zone (Linux 4.19, commit d8a759b57035); off: 512 KiB, batch 31"
             }
         }
     }
@@ -152,5 +269,77 @@ impl Features {
     pub fn with(mut self, feature: Feature, on: bool) -> Features {
         self.set(feature, on);
         self
+    }
+
+    /// The kernel of a release: every feature that had arrived by
+    /// `version` and had not been removed, the default THP settings.
+    pub fn of_kernel(version: KernelVersion) -> Features {
+        Feature::ALL.iter().fold(Features::NONE, |f, &feature| {
+            f.with(feature, feature.in_kernel(version))
+        })
+    }
+
+    /// The first feature that is on while one it requires is off, with
+    /// that requirement: a kernel no tree ever was.
+    pub fn missing_requirement(self) -> Option<(Feature, Feature)> {
+        Feature::ALL
+            .iter()
+            .filter(|&&f| self.has(f))
+            .find_map(|&f| {
+                f.requires()
+                    .iter()
+                    .find(|&&r| !self.has(r))
+                    .map(|&r| (f, r))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_versions_order_and_print() {
+        assert!(KernelVersion::new(3, 14) < KernelVersion::new(3, 15));
+        assert!(KernelVersion::new(4, 19) < KernelVersion::new(5, 1));
+        assert_eq!(KernelVersion::new(5, 14).to_string(), "5.14");
+    }
+
+    #[test]
+    fn a_kernel_has_what_had_arrived_and_was_not_removed() {
+        let v314 = Features::of_kernel(KernelVersion::new(3, 14));
+        assert!(Feature::ALL.iter().all(|&f| !v314.has(f)), "3.14 has none");
+        let v48 = Features::of_kernel(KernelVersion::new(4, 8));
+        let on: Vec<&str> = Feature::ALL
+            .iter()
+            .filter(|&&f| v48.has(f))
+            .map(|f| f.name())
+            .collect();
+        assert_eq!(on, ["per-thread-vmacache"]);
+        let v513 = Features::of_kernel(KernelVersion::new(5, 13));
+        assert!(v513.has(Feature::PcpBatchDoubled) && v513.has(Feature::HugeZeroMmFlag));
+        assert!(!v513.has(Feature::PcpBurst) && !v513.has(Feature::PcpHighOrder));
+        let v61 = Features::of_kernel(KernelVersion::new(6, 1));
+        assert!(v61.has(Feature::MapleTree));
+        assert!(
+            !v61.has(Feature::PerThreadVmacache),
+            "removed in 6.1 with the VMA cache"
+        );
+    }
+
+    #[test]
+    fn every_era_satisfies_its_requirements() {
+        for &f in Feature::ALL {
+            let v = f.version();
+            assert_eq!(Features::of_kernel(v).missing_requirement(), None, "{v}");
+            for &r in f.requires() {
+                assert!(r.version() <= f.version(), "{f} needs the older {r}");
+            }
+        }
+        let broken = Features::all().with(Feature::PcpBurst, false);
+        assert_eq!(
+            broken.missing_requirement(),
+            Some((Feature::PcpHighOrder, Feature::PcpBurst))
+        );
     }
 }

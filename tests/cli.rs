@@ -278,9 +278,10 @@ fn listings() {
     let features = succeeds(&["features"]);
     for f in mmsim::features::Feature::ALL {
         assert!(
-            features
-                .lines()
-                .any(|l| l.starts_with(f.name()) && l.contains(" on ")),
+            features.lines().any(|l| l.starts_with(f.name())
+                && l.contains(" on ")
+                && l.contains(&format!(" {} ", f.version()))
+                && l.contains(&format!(" {} ", f.commit()))),
             "{features}"
         );
     }
@@ -291,7 +292,78 @@ fn listings() {
             "{workloads}"
         );
     }
-    succeeds(&["experiments"]);
+    let experiments = succeeds(&["experiments"]);
+    for (id, kernel) in [
+        ("huge-zero-page", " 4.8 "),
+        ("pcp-high-order", " 5.13 + pcp-burst "),
+        ("per-thread-vmacache", " 3.14 "),
+    ] {
+        assert!(
+            experiments
+                .lines()
+                .any(|l| l.starts_with(id) && l.contains(kernel)),
+            "{experiments}"
+        );
+    }
+}
+
+/// `mmsim features --json`: one document, every feature in the listing's
+/// order with its release, commit, removal and requirements; the same bytes
+/// every time.
+#[test]
+fn features_as_json() {
+    let text = succeeds(&["features", "--json"]);
+    assert_eq!(text, succeeds(&["features", "--json"]), "deterministic");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let list = doc["features"].as_array().expect("a features array");
+    let names: Vec<&str> = list.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    let expected: Vec<&str> = mmsim::features::Feature::ALL
+        .iter()
+        .map(|f| f.name())
+        .collect();
+    assert_eq!(names, expected);
+    let keys: Vec<&str> = list[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    let mut sorted = vec![
+        "commit", "default", "name", "removed", "requires", "summary", "version",
+    ];
+    sorted.sort();
+    let mut got = keys.clone();
+    got.sort();
+    assert_eq!(got, sorted);
+    let by_name = |name: &str| list.iter().find(|f| f["name"] == name).unwrap();
+    let high_order = by_name("pcp-high-order");
+    assert_eq!(high_order["version"], "5.14");
+    assert_eq!(high_order["commit"], "44042b4498");
+    assert_eq!(high_order["default"], true);
+    assert!(high_order["removed"].is_null());
+    assert_eq!(high_order["requires"], serde_json::json!(["pcp-burst"]));
+    let vmacache = by_name("per-thread-vmacache");
+    assert_eq!(vmacache["version"], "3.15");
+    assert_eq!(
+        vmacache["removed"],
+        serde_json::json!({"version": "6.1", "commit": "7964cf8caa4d"})
+    );
+    fails_with(&["features", "--jsn"], "--jsn");
+}
+
+/// A kernel no tree ever was is refused: 44042b4498 without the burst
+/// series it was written on, in a run or either side of a comparison.
+#[test]
+fn a_feature_without_what_it_requires_is_refused() {
+    let expected = "pcp-high-order requires pcp-burst";
+    fails_with(
+        &["run", "page-alloc-bench", "--without", "pcp-burst"],
+        expected,
+    );
+    fails_with(
+        &["compare", "page-alloc-bench", "--feature", "pcp-burst"],
+        expected,
+    );
 }
 
 #[test]

@@ -111,10 +111,15 @@ calibrated costs are marked with '*'.
 ";
 
 pub const FEATURES: &str = "\
-usage: mmsim features
+usage: mmsim features [--json]
 
 Lists the kernel features: each models one upstream change and can be turned
-on (--with) or off (--without) for a run. Every feature is on by default.
+on (--with) or off (--without) for a run, with the Linux release it arrived
+in, its commit, and the release that removed it, if one did. Every feature is
+on by default. A feature whose code was written on top of another needs it
+(pcp-high-order needs pcp-burst).
+
+  --json     print the same as one JSON document
 ";
 
 pub const WORKLOADS: &str = "\
@@ -127,7 +132,8 @@ pub const EXPERIMENTS: &str = "\
 usage: mmsim experiments
 
 Lists the experiments 'mmsim reproduce' runs: the seed each reproduces, its
-machine, workload, feature and published figures.
+machine, workload, feature, the kernel both runs are (the release the
+author's tree was based on, and what it carried), and published figures.
 ";
 
 pub const HELP: &str = "\

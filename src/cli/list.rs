@@ -3,13 +3,15 @@
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
 use super::args::{Opt, extract, no_unknown_options};
 use super::{CliError, help};
 use crate::features::{Feature, Features};
 use crate::machine::{self, CostKind, Costs, Machine};
 use crate::report::text::{format_machine, format_memory, format_shape};
 use crate::report::units::format_frequency;
-use crate::report::{Align, Table};
+use crate::report::{Align, Table, to_json_string};
 use crate::workload::WORKLOADS;
 
 const HELP_ONLY: &[Opt] = &[Opt::switch("help")];
@@ -121,24 +123,90 @@ fn cost_value(machine: &Machine, kind: CostKind, value: f64) -> String {
 }
 
 pub fn features_command(args: &[String]) -> Result<String, CliError> {
-    if let Some(help) = no_arguments(args, "features", help::FEATURES)? {
-        return Ok(help);
+    let parsed = extract(args, &[Opt::switch("help"), Opt::switch("json")])?;
+    if parsed.has("help") {
+        return Ok(help::FEATURES.to_string());
+    }
+    no_unknown_options(&parsed, "features")?;
+    if let Some(extra) = parsed.rest.first() {
+        return Err(CliError::new(format!(
+            "unexpected argument '{extra}' for 'mmsim features'"
+        )));
     }
     let defaults = Features::all();
+    if parsed.has("json") {
+        let features: Vec<FeatureJson> = Feature::ALL
+            .iter()
+            .map(|&f| FeatureJson::new(f, defaults.has(f)))
+            .collect();
+        return Ok(to_json_string(&FeaturesJson { features }));
+    }
     let mut table = Table::new(&[
         ("feature", Align::Left),
         ("default", Align::Left),
+        ("linux", Align::Left),
+        ("commit", Align::Left),
+        ("removed", Align::Left),
         ("what it models", Align::Left),
     ]);
     for &f in Feature::ALL {
         let default = if defaults.has(f) { "on" } else { "off" };
+        let removed = f
+            .removed()
+            .map_or("-".to_string(), |r| format!("{} ({})", r.version, r.commit));
         table.row(vec![
             f.name().to_string(),
             default.to_string(),
+            f.version().to_string(),
+            f.commit().to_string(),
+            removed,
             f.summary().to_string(),
         ]);
     }
     Ok(table.render())
+}
+
+/// `mmsim features --json`: the features in `Feature::ALL`'s order.
+#[derive(Serialize)]
+struct FeaturesJson {
+    features: Vec<FeatureJson>,
+}
+
+#[derive(Serialize)]
+struct FeatureJson {
+    name: &'static str,
+    default: bool,
+    /// The release it arrived in, "5.14".
+    version: String,
+    commit: &'static str,
+    /// Where it left mainline, or null.
+    removed: Option<RemovalJson>,
+    /// Features its code was written on top of.
+    requires: Vec<&'static str>,
+    summary: &'static str,
+}
+
+#[derive(Serialize)]
+struct RemovalJson {
+    version: String,
+    commit: &'static str,
+}
+
+impl FeatureJson {
+    fn new(f: Feature, default: bool) -> FeatureJson {
+        FeatureJson {
+            name: f.name(),
+            default,
+            version: f.version().to_string(),
+            commit: f.commit(),
+            removed: f.removed().map(|r| RemovalJson {
+                version: r.version.to_string(),
+                commit: r.commit,
+            }),
+            requires: f.requires().iter().map(|r| r.name()).collect(),
+            summary: f.summary(),
+        }
+    }
 }
 
 pub fn workloads_command(args: &[String]) -> Result<String, CliError> {

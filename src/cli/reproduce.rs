@@ -76,6 +76,7 @@ pub fn experiments_command(args: &[String]) -> Result<String, CliError> {
         ("machine", Align::Left),
         ("workload", Align::Left),
         ("feature", Align::Left),
+        ("kernel", Align::Left),
         ("figures", Align::Right),
         ("seed document", Align::Left),
         ("title", Align::Left),
@@ -86,6 +87,7 @@ pub fn experiments_command(args: &[String]) -> Result<String, CliError> {
             e.machine.to_string(),
             format_command(e.workload, &owned(e.args)),
             e.feature.name().to_string(),
+            e.kernel_label(),
             e.rows.len().to_string(),
             e.seed_document.to_string(),
             e.title.to_string(),
@@ -117,7 +119,8 @@ fn format_outcome(outcome: &Outcome) -> String {
     );
     let _ = writeln!(
         out,
-        "# kernel:   {feature}=off (before) vs {feature}=on (after); both: {}",
+        "# kernel:   Linux {}: {feature}=off (before) vs {feature}=on (after); both: {}",
+        e.kernel_label(),
         crate::report::text::format_other_features(e.base_features(), e.feature)
     );
     let _ = writeln!(out, "# seed:     {}", outcome.before.seed);

@@ -167,6 +167,7 @@ fn prepare(
         Mode::Run => None,
         Mode::Compare => Some(compared_feature(&parsed)?),
     };
+    check_requirements(features, compared)?;
     let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
     let machine = Machine::by_name_or_path(machine_name)?;
     let info = find_workload(workloads, name)?;
@@ -219,6 +220,23 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
         };
     }
     Ok(features)
+}
+
+/// Refuses a kernel no tree ever was: a feature on (in either run of a
+/// comparison) while one its code was written on is off.
+fn check_requirements(features: Features, compared: Option<Feature>) -> Result<(), CliError> {
+    let sides = match compared {
+        None => vec![features],
+        Some(f) => vec![features.with(f, false), features.with(f, true)],
+    };
+    for side in sides {
+        if let Some((feature, needs)) = side.missing_requirement() {
+            return Err(CliError::new(format!(
+                "{feature} requires {needs} (its code was written on top of it); add --without {feature}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `--feature F`, which `--with` and `--without` must not also name.
@@ -438,7 +456,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp=always use_zero_page=1\n"
         ));
         assert!(text.contains("# machine:  haswell-ep-2s: "));
         let text = run(&[
@@ -450,7 +468,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp=always use_zero_page=1\n"
         ));
     }
 

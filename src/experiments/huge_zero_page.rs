@@ -9,7 +9,7 @@
 //! reference. No published figure was used to calibrate `haswell-ep-2s`.
 
 use super::{Experiment, Figure, Published, PublishedRow};
-use crate::features::Feature;
+use crate::features::{Feature, KernelVersion};
 
 pub const EXPERIMENT: Experiment = Experiment {
     id: "huge-zero-page",
@@ -19,8 +19,11 @@ pub const EXPERIMENT: Experiment = Experiment {
     workload: "usemem",
     args: &["-n", "72", "--readonly", "-j", "0x200000", "100G"],
     feature: Feature::HugeZeroMmFlag,
-    // Linux 4.8: no high-order per-CPU lists (5.14), no maple tree (6.1).
-    newer: &[Feature::PcpHighOrder, Feature::MapleTree],
+    // The patch was measured against the 4.8 development tree (it went
+    // into 4.9): 4.8's per-CPU lists (batch 31, high 186, drains of one
+    // batch, order 0 only), the per-thread VMA cache, no maple tree.
+    kernel: KernelVersion::new(4, 8),
+    carried: &[],
     rows: &[
         PublishedRow {
             figure: Figure::Metric {

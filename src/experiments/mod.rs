@@ -3,7 +3,10 @@
 //! off ("before") and on ("after"), and the figures the author published.
 //!
 //! Running an experiment runs its workload twice on its machine: with its
-//! feature off, then on, every other feature at its default (on). Each
+//! feature off, then on, every other feature as the kernel of the seed's
+//! era had it ([`Experiment::base_features`]): on if it had arrived by the
+//! release the author's tree was based on and had not been removed, or if
+//! the tree carried it ahead of mainline; off otherwise. Each
 //! published figure is then set beside ours with the relative error. A
 //! published figure that a machine parameter was fitted to is marked
 //! calibrated: matching it proves nothing, so it is never shown as a
@@ -23,7 +26,7 @@ mod per_thread_vmacache;
 use std::sync::mpsc;
 use std::{fmt, thread};
 
-use crate::features::{Feature, Features};
+use crate::features::{Feature, Features, KernelVersion};
 use crate::machine::{self, LoadError, Machine};
 use crate::report::profile::is_symbol;
 use crate::report::{gain_percent, share_of};
@@ -116,9 +119,14 @@ pub struct Experiment {
     pub args: &'static [&'static str],
     /// Off before, on after.
     pub feature: Feature,
-    /// Features the author's kernel did not have yet: off in both runs, so
-    /// that both sides run the kernel of the seed's era.
-    pub newer: &'static [Feature],
+    /// The mainline release the author's "before" tree was based on. Both
+    /// runs have exactly the features of that release (arrived by it, not
+    /// removed by it), plus `carried`; `feature` must be newer.
+    pub kernel: KernelVersion,
+    /// Later features the author's tree already had (a -mm tree carries
+    /// patches queued for the next release): on in both runs. Each must be
+    /// newer than `kernel` and not be `feature`.
+    pub carried: &'static [Feature],
     pub rows: &'static [PublishedRow],
     /// Other workloads run before and after on the same machine and
     /// kernels, with no published figure.
@@ -139,11 +147,25 @@ pub struct ExtraRun {
 }
 
 impl Experiment {
-    /// The kernel both runs share: every feature on except the newer ones.
+    /// The kernel both runs share, derived from `kernel` and `carried`;
+    /// `feature` is as the release had it (off), and the runs set it.
     pub fn base_features(&self) -> Features {
-        self.newer
+        self.carried
             .iter()
-            .fold(Features::all(), |f, &newer| f.with(newer, false))
+            .fold(Features::of_kernel(self.kernel), |f, &carried| {
+                f.with(carried, true)
+            })
+    }
+
+    /// How the header names the kernel: the release, and what the tree
+    /// carried on top of it ("5.13 + pcp-burst").
+    pub fn kernel_label(&self) -> String {
+        let mut label = self.kernel.to_string();
+        for carried in self.carried {
+            label.push_str(" + ");
+            label.push_str(carried.name());
+        }
+        label
     }
 }
 
@@ -560,6 +582,61 @@ mod tests {
                 assert!(row.after.value.is_finite(), "{}: {:?}", experiment.id, row);
             }
         }
+    }
+
+    /// Both sides of every experiment are a kernel some tree was: the
+    /// feature arrives after the release (off before), what the tree
+    /// carried too, and neither side lacks a feature another requires.
+    #[test]
+    fn every_experiment_runs_a_kernel_of_its_era() {
+        for e in EXPERIMENTS {
+            assert!(e.feature.version() > e.kernel, "{}", e.id);
+            for &carried in e.carried {
+                assert!(carried.version() > e.kernel, "{}: {carried}", e.id);
+                assert_ne!(carried, e.feature, "{}", e.id);
+            }
+            let base = e.base_features();
+            assert!(!base.has(e.feature), "{}", e.id);
+            for on in [false, true] {
+                let side = base.with(e.feature, on);
+                assert_eq!(side.missing_requirement(), None, "{} {on}", e.id);
+            }
+        }
+    }
+
+    fn on_features(features: Features) -> Vec<&'static str> {
+        Feature::ALL
+            .iter()
+            .filter(|&&f| features.has(f))
+            .map(|f| f.name())
+            .collect()
+    }
+
+    /// The base kernels, derived from the releases: seed 004's 3.14 has
+    /// none of the modelled features (no pcp-high-order, burst series,
+    /// doubled batch or maple tree); seed 000's 4.8 only 3.15's per-thread
+    /// VMA cache; seed 001's 5.13 everything up to 4.19 plus the burst
+    /// series its -mm tree carried.
+    #[test]
+    fn base_features_come_from_the_seeds_kernel_versions() {
+        let vmacache = find("per-thread-vmacache").unwrap();
+        assert_eq!(vmacache.kernel, KernelVersion::new(3, 14));
+        assert_eq!(on_features(vmacache.base_features()), Vec::<&str>::new());
+        let zero = find("huge-zero-page").unwrap();
+        assert_eq!(zero.kernel, KernelVersion::new(4, 8));
+        assert_eq!(on_features(zero.base_features()), ["per-thread-vmacache"]);
+        let pcp = find("pcp-high-order").unwrap();
+        assert_eq!(pcp.kernel, KernelVersion::new(5, 13));
+        assert_eq!(pcp.kernel_label(), "5.13 + pcp-burst");
+        assert_eq!(
+            on_features(pcp.base_features()),
+            [
+                "huge-zero-mm-flag",
+                "per-thread-vmacache",
+                "pcp-burst",
+                "pcp-batch-doubled"
+            ]
+        );
     }
 
     fn run_with(metric_value: f64, stats: Stats) -> RunOutput {

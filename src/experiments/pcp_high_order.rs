@@ -10,7 +10,7 @@
 //! before); every other figure, and every gain, is a prediction.
 
 use super::{Experiment, Figure, Published, PublishedRow};
-use crate::features::Feature;
+use crate::features::{Feature, KernelVersion};
 
 const fn send(name: &'static str, before: f64, after: f64) -> PublishedRow {
     PublishedRow {
@@ -31,8 +31,16 @@ pub const EXPERIMENT: Experiment = Experiment {
     workload: "netperf-udp",
     args: &[],
     feature: Feature::PcpHighOrder,
-    // Linux 5.13: no maple tree yet (6.1).
-    newer: &[Feature::MapleTree],
+    // Both columns of the posting are "5.13.0-rc2": `mm-pcpburst-v3r4`
+    // before and `mm-pcphighorder-v1r7` after, i.e. Mel's pcp burst series
+    // applied to 5.13-rc2, then 44042b4498 on top. The burst series
+    // (b92ca18e8ca5, 04f8cfeaed08, 3b12e7e97938, ...) went to mainline in
+    // the same 5.14 merge as 44042b4498, just before it, so a 5.14 kernel
+    // without 44042b4498 is that tree too. Both sides therefore run 5.13
+    // with the burst series: batch 63, high from the low watermark,
+    // free_factor scaling.
+    kernel: KernelVersion::new(5, 13),
+    carried: &[Feature::PcpBurst],
     rows: &[
         PublishedRow {
             figure: Figure::Metric {

@@ -1,17 +1,27 @@
 //! The page allocator: nodes and zones, the buddy allocator and the per-CPU
 //! page lists (`mm/page_alloc.c`).
 //!
-//! Two kernels are modelled, selected by the feature `pcp-high-order`:
-//! - off (Linux 5.13 with the pcp burst series): per-CPU lists hold order-0
-//!   pages only, one list per migratetype; every order > 0 allocation and
-//!   free takes `zone->lock`.
-//! - on (Linux 5.14, commit 44042b4498): 15 lists, one per migratetype for
-//!   each of orders 0..=3 and the THP order, `pcp->count` in base pages,
-//!   refills of `max(batch >> order, 2)` blocks.
+//! The per-CPU lists of four eras, selected by three features:
+//! - `pcp-batch-doubled` off (before 4.19, d8a759b57035): `zone_batchsize`
+//!   caps a batch at 512 KiB of pages, so 31 on any large zone; on: 1 MiB,
+//!   63.
+//! - `pcp-burst` off (2.6 to 5.13): `high = 6 * batch` (186 with batch 31,
+//!   378 with 63), and a free that brings the list to `high` drains exactly
+//!   `batch` pages (`free_hot_cold_page` of 3.14 and 4.8,
+//!   `free_unref_page_commit` of 5.13: `free_pcppages_bulk(zone, batch,
+//!   pcp)`). On (Mel Gorman's burst series, 5.14): `high` is the zone's low
+//!   watermark over the node's CPUs (`zone_highsize`, at least 4 x batch)
+//!   and drains grow with consecutive frees (`free_factor`, `nr_pcp_free`).
+//! - `pcp-high-order` off: lists hold order-0 pages only, one list per
+//!   migratetype, as in every kernel up to 5.13; every order > 0 allocation
+//!   and free takes `zone->lock`. On (5.14, commit 44042b4498, which
+//!   requires the burst series): 15 lists, one per migratetype for each of
+//!   orders 0..=3 and the THP order, `pcp->count` in base pages, refills of
+//!   `max(batch >> order, 2)` blocks.
 //!
-//! Both share `batch` and `high` sizing from the zone, `free_factor`
-//! (consecutive frees drain more), and the round-robin bulk drain from the
-//! cold end of the lists.
+//! All eras refill an empty order-0 list with `batch` pages under one
+//! `zone->lock` (`rmqueue_bulk`) and drain round-robin from the cold end of
+//! the lists (`free_pcppages_bulk`).
 //!
 //! Locking: `Zone::lock` (`zone->lock`) protects the free areas and
 //! `nr_free_pages`; each CPU's `PerCpuPages` is touched only by its own CPU
@@ -135,11 +145,23 @@ pub fn pindex_to_order(pindex: usize) -> Order {
     }
 }
 
-/// `zone_batchsize`: about a quarter of a megabyte's worth of pages, as
-/// 2^n - 1 to avoid cache aliasing between CPUs' batches; 63 for any zone of
-/// a gigabyte or more.
-pub fn zone_batchsize(managed_pages: u64) -> u64 {
-    let mut batch = (managed_pages / 1024).min((1024 * 1024) / PAGE_SIZE);
+/// `zone_batchsize`'s cap on a zone's pages per thousand: 1 MiB of pages
+/// since d8a759b57035 (the 4.19 tree has it), 512 KiB before (3.14.4's
+/// `mm/page_alloc.c` caps `batch * PAGE_SIZE` at `512 * 1024`).
+pub fn batch_cap_bytes(features: Features) -> u64 {
+    if features.has(Feature::PcpBatchDoubled) {
+        1024 * 1024
+    } else {
+        512 * 1024
+    }
+}
+
+/// `zone_batchsize`: a thousandth of the zone, capped at `cap_bytes` of
+/// pages, quartered, as 2^n - 1 to avoid cache aliasing between CPUs'
+/// batches: 63 for any zone of a gigabyte or more with the 1 MiB cap, 31
+/// for any of half a gigabyte or more with 3.14's and 4.8's 512 KiB.
+pub fn zone_batchsize(managed_pages: u64, cap_bytes: u64) -> u64 {
+    let mut batch = (managed_pages / 1024).min(cap_bytes / PAGE_SIZE);
     batch /= 4;
     batch = batch.max(1);
     // rounddown_pow_of_two(batch + batch / 2) - 1
@@ -153,6 +175,12 @@ pub fn zone_batchsize(managed_pages: u64) -> u64 {
 pub fn zone_highsize(low_wmark: u64, batch: u64, nr_node_cpus: u64) -> u64 {
     let high = low_wmark.checked_div(nr_node_cpus).unwrap_or(low_wmark);
     high.max(batch << 2)
+}
+
+/// `high` before the burst series: six batches (`pageset_set_batch` of 3.14
+/// to 4.19, `zone_set_pageset_high_and_batch` of 5.13: `6 * batch`).
+pub fn pcp_high_before_burst(batch: u64) -> u64 {
+    6 * batch
 }
 
 /// `nr_pcp_free`: how many base pages a drain frees. Leaves at least `batch`
@@ -195,6 +223,9 @@ pub struct Zone {
     map: PageMap,
     /// Lists walked round-robin by `free_pcppages_bulk`: 3 or 15.
     nr_pcp_lists: usize,
+    /// The burst series: drains scaled by `free_factor` (`nr_pcp_free`);
+    /// without it every drain frees `batch` pages.
+    pcp_burst: bool,
     /// `free_pcppages_bulk`'s list of the blocks it takes, empty between
     /// drains; kept only to reuse its allocation.
     drained: Vec<(u32, Order)>,
@@ -221,6 +252,8 @@ impl PageAllocator {
             "node smaller than one max-order block"
         );
         let pcp_high_order = features.has(Feature::PcpHighOrder);
+        let pcp_burst = features.has(Feature::PcpBurst);
+        let cap_bytes = batch_cap_bytes(features);
         let nr_cpus = topo.nr_cpus() as usize;
         let total_pages = pages_per_node * topo.numa_nodes as u64;
         let min_free_pages = min_free_kbytes(total_pages * (PAGE_SIZE >> 10)) >> 2;
@@ -236,9 +269,14 @@ impl PageAllocator {
                 );
                 zone.watermark = zone_watermarks(min_free_pages, pages_per_node, total_pages);
                 // zone_set_pageset_high_and_batch: a batch of at least one.
-                let batch = zone_batchsize(zone.managed_pages).max(1);
-                let high = zone_highsize(zone.watermark.low, batch, nr_node_cpus);
+                let batch = zone_batchsize(zone.managed_pages, cap_bytes).max(1);
+                let high = if pcp_burst {
+                    zone_highsize(zone.watermark.low, batch, nr_node_cpus)
+                } else {
+                    pcp_high_before_burst(batch)
+                };
                 zone.pcp = vec![PerCpuPages::new(high, batch); nr_cpus];
+                zone.pcp_burst = pcp_burst;
                 zone
             })
             .collect();
@@ -507,6 +545,7 @@ impl Zone {
             } else {
                 MIGRATE_PCPTYPES
             },
+            pcp_burst: true,
             drained: Vec::new(),
         };
         let top = (MAX_ORDER - 1) as u8;
@@ -681,8 +720,11 @@ impl Zone {
         let cpu = ctx.cur().index();
         LocalLock::lock_irqsave(ctx, Symbol::GetPageFromFreelist);
         let pcp = &mut self.pcp[cpu];
-        // An allocation makes the next drain smaller again.
-        pcp.free_factor >>= 1;
+        // An allocation makes the next drain smaller again (3b12e7e97938;
+        // before the burst series there is no free_factor).
+        if self.pcp_burst {
+            pcp.free_factor >>= 1;
+        }
         let pindex = order_to_pindex(mt, order);
         if self.pcp[cpu].lists[pindex].is_empty() {
             let batch = self.pcp[cpu].batch;
@@ -1023,7 +1065,13 @@ impl Zone {
         let pcp = &mut self.pcp[cpu];
         if pcp.count >= pcp.high {
             let (high, batch) = (pcp.high, pcp.batch);
-            let count = nr_pcp_free(pcp, high, batch);
+            // Before the burst series (3.14's and 4.8's free_hot_cold_page,
+            // 5.13's free_unref_page_commit) a drain frees one batch.
+            let count = if self.pcp_burst {
+                nr_pcp_free(pcp, high, batch)
+            } else {
+                batch
+            };
             self.free_pcppages_bulk(ctx, cpu, count);
         }
         LocalLock::unlock_irqrestore(ctx);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::features::KernelVersion;
 use crate::machine::{Machine, builtin};
 use crate::sim::Cycles;
 
@@ -13,21 +14,44 @@ fn machine(nr_cpus: u32, mem: u64) -> Machine {
     m
 }
 
+/// Seed 001's kernels: 5.13 with the pcp burst series, without or with
+/// 44042b4498.
 fn setup(nr_cpus: u32, mem: u64, pcp_high_order: bool) -> (Ctx, PageAllocator) {
+    let features = Features::of_kernel(KernelVersion::new(5, 13))
+        .with(Feature::PcpBurst, true)
+        .with(Feature::PcpHighOrder, pcp_high_order);
+    setup_features(nr_cpus, mem, features)
+}
+
+/// The per-CPU lists of a release.
+fn setup_era(nr_cpus: u32, mem: u64, major: u16, minor: u16) -> (Ctx, PageAllocator) {
+    let features = Features::of_kernel(KernelVersion::new(major, minor));
+    setup_features(nr_cpus, mem, features)
+}
+
+fn setup_features(nr_cpus: u32, mem: u64, features: Features) -> (Ctx, PageAllocator) {
     let m = machine(nr_cpus, mem);
-    let features = Features::NONE.with(Feature::PcpHighOrder, pcp_high_order);
     let pa = PageAllocator::new(&m, features);
     (Ctx::new(m, 1), pa)
 }
 
 const GIB: u64 = 1 << 30;
 
+const MIB: u64 = 1 << 20;
+
 #[test]
 fn batch_and_high_follow_the_zone() {
-    assert_eq!(zone_batchsize(GIB / PAGE_SIZE), 63);
-    assert_eq!(zone_batchsize(512 * GIB / PAGE_SIZE), 63);
-    assert_eq!(zone_batchsize(16384), 3);
-    assert_eq!(zone_batchsize(100), 0, "callers raise this to 1");
+    assert_eq!(zone_batchsize(GIB / PAGE_SIZE, MIB), 63);
+    assert_eq!(zone_batchsize(512 * GIB / PAGE_SIZE, MIB), 63);
+    assert_eq!(zone_batchsize(16384, MIB), 3);
+    assert_eq!(zone_batchsize(100, MIB), 0, "callers raise this to 1");
+    // 3.14 and 4.8: 512 KiB = 128 pages, / 4 = 32, 2^5 - 1 = 31 from half a
+    // gigabyte up; a smaller zone is the same under either cap.
+    assert_eq!(zone_batchsize(GIB / PAGE_SIZE, 512 * 1024), 31);
+    assert_eq!(zone_batchsize(512 * GIB / PAGE_SIZE, 512 * 1024), 31);
+    assert_eq!(zone_batchsize(512 * MIB / PAGE_SIZE, 512 * 1024), 31);
+    assert_eq!(zone_batchsize(16384, 512 * 1024), 3);
+    assert_eq!(pcp_high_before_burst(31), 186);
     assert_eq!(zone_highsize(100_000, 63, 32), 3125);
     assert_eq!(zone_highsize(1000, 63, 32), 252, "at least 4 x batch");
     let (_, pa) = setup(4, GIB, true);
@@ -35,6 +59,75 @@ fn batch_and_high_follow_the_zone() {
     let pcp = zone.pcp_of(CpuId(0));
     assert_eq!(pcp.batch, 63);
     assert_eq!(pcp.high, (zone.watermark.low / 4).max(252));
+}
+
+#[test]
+fn each_era_sizes_its_lists_as_its_source_does() {
+    // (release, batch, high, lists): 3.14 and 4.8 with the 512 KiB cap and
+    // six batches; 5.13 with d8a759b57035's 1 MiB cap; 5.14 with the burst
+    // series' high from the low watermark over the node's 4 CPUs.
+    for (major, minor, batch, lists) in [
+        (3, 14, 31, MIGRATE_PCPTYPES),
+        (4, 8, 31, MIGRATE_PCPTYPES),
+        (5, 13, 63, MIGRATE_PCPTYPES),
+        (5, 14, 63, NR_PCP_LISTS),
+    ] {
+        let (_, pa) = setup_era(4, 4 * GIB, major, minor);
+        let zone = &pa.zones()[0];
+        let pcp = zone.pcp_of(CpuId(0));
+        let high = if (major, minor) < (5, 14) {
+            6 * batch
+        } else {
+            (zone.watermark.low / 4).max(4 * batch)
+        };
+        assert_eq!((pcp.batch, pcp.high), (batch, high), "{major}.{minor}");
+        assert_eq!(zone.nr_pcp_lists, lists, "{major}.{minor}");
+    }
+}
+
+/// 3.14 and 4.8 on a large zone, counted by hand: batch 31, high 186,
+/// order 0 only. Every refill takes 31 pages under one zone->lock; a free
+/// that brings the list to 186 drains exactly 31 (`free_pcppages_bulk(zone,
+/// batch, pcp)`), however many drains came before.
+#[test]
+fn old_eras_refill_and_drain_exactly_one_batch() {
+    for (major, minor) in [(3, 14), (4, 8)] {
+        let era = format!("{major}.{minor}");
+        let (mut ctx, mut pa) = setup_era(1, GIB, major, minor);
+        assert_eq!(
+            (pa.pcp(0, CpuId(0)).batch, pa.pcp(0, CpuId(0)).high),
+            (31, 186)
+        );
+        // 217 = 7 x 31 allocations: 7 refills of 31, the lists empty after.
+        let mut held = Vec::new();
+        for i in 0..217u64 {
+            held.push(
+                pa.alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order(0))
+                    .unwrap(),
+            );
+            assert_eq!(pa.nr_pcp_pages(), 30 - i % 31, "{era}: after alloc {i}");
+        }
+        assert_eq!(ctx.stats.event(Event::PcpAllocRefill), 7, "{era}");
+        assert_eq!(ctx.stats.event(Event::PcpRefillPages), 217, "{era}");
+        assert_eq!(ctx.stats.event(Event::ZoneLockAcquired), 7, "{era}");
+        // Frees 1..185 only list; free 186 reaches high and drains 31 (155
+        // left); 31 more frees reach 186 again at free 217 and drain 31.
+        for (i, &p) in held.iter().enumerate() {
+            pa.free_pages(&mut ctx, p, Order(0));
+            let freed = i as u64 + 1;
+            let expect = match freed {
+                1..=185 => freed,
+                186..=216 => freed - 31,
+                _ => freed - 62,
+            };
+            assert_eq!(pa.nr_pcp_pages(), expect, "{era}: after free {freed}");
+        }
+        assert_eq!(ctx.stats.event(Event::PcpDrain), 2, "{era}");
+        assert_eq!(ctx.stats.event(Event::PcpDrainPages), 62, "{era}");
+        assert_eq!(ctx.stats.event(Event::ZoneLockAcquired), 9, "{era}");
+        assert_eq!(pa.pcp(0, CpuId(0)).free_factor, 0, "{era}: no free_factor");
+        pa.check();
+    }
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! mmsim: the Linux memory-management subsystem in user space, on simulated
 //! hardware. See README.md for what it is and docs/design.md for how it is
-//! built. Layers, from the bottom: `machine`, `sim`, `arch`, `mm`,
-//! `trace`, `workload`, `report`, `experiments`, `cli`; a dependency only points down.
+//! built. Layers, from the bottom: `util`, `types`, `features`, `machine`,
+//! `sim`, `arch`, `mm`, `kernel`, `trace`, `workload`, `report`,
+//! `experiments`, `cli`; a dependency only points down (`tests/layers.rs`
+//! checks it).
 
 pub mod arch;
 pub mod cli;
@@ -13,5 +15,6 @@ pub mod mm;
 pub mod report;
 pub mod sim;
 pub mod trace;
+pub mod types;
 pub mod util;
 pub mod workload;

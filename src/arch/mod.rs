@@ -13,31 +13,7 @@ pub mod powerpc;
 pub mod x86;
 
 use crate::sim::{CpuId, Ctx};
-
-/// The architecture of a simulated machine (a profile's `arch` key).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    X86_64,
-    /// 64-bit Book3S powerpc with the radix MMU (POWER9 and later).
-    Powerpc64,
-}
-
-impl Arch {
-    pub const ALL: &'static [Arch] = &[Arch::X86_64, Arch::Powerpc64];
-
-    /// The name profiles use, as `uname -m` prints it (little-endian
-    /// powerpc64 prints `ppc64le`; mmsim does not model endianness).
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "x86_64",
-            Arch::Powerpc64 => "powerpc64",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Arch> {
-        Arch::ALL.iter().copied().find(|a| a.name() == name)
-    }
-}
+pub use crate::types::Arch;
 
 /// Invalidates the TLB entries of an mm whose `mm_cpumask` is `cpumask`
 /// (ascending CPU ids), on the current CPU, by the machine's architecture:

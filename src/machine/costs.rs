@@ -2,8 +2,8 @@
 //! what it means and what kind of quantity it is; every profile must give each
 //! one a value, a unit and a source.
 
-use crate::arch::Arch;
-use crate::sim::Cycles;
+use crate::types::Arch;
+use crate::types::Cycles;
 
 /// What kind of quantity a cost is, which decides the units it accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::Machine;
 use super::costs::{CostKind, Costs};
 use super::topology::Topology;
-use crate::arch::Arch;
+use crate::types::Arch;
 
 /// The profiles shipped with mmsim, built into the binary.
 const BUILTIN: &[(&str, &str)] = &[

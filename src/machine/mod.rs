@@ -16,7 +16,7 @@ pub use costs::{Cost, CostKind, Costs};
 pub use load::{LoadError, builtin, builtin_names, load_file, parse};
 pub use topology::{Distance, Topology};
 
-use crate::arch::Arch;
+use crate::types::Arch;
 
 /// A simulated machine: its shape and its costs.
 #[derive(Clone, Debug)]

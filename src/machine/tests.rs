@@ -2,8 +2,8 @@
 //! correctly, and every way a profile can be wrong gives one exact line naming file and key.
 
 use super::*;
-use crate::arch::Arch;
-use crate::sim::Cycles;
+use crate::types::Arch;
+use crate::types::Cycles;
 
 const FILE: &str = "test.toml";
 

@@ -1,6 +1,6 @@
 //! Sockets, cores, threads and NUMA nodes, and how Linux numbers the CPUs.
 
-use crate::sim::{CpuId, Cycles};
+use crate::types::{CpuId, Cycles};
 
 /// How far apart two CPUs are, which decides what a cache-line transfer costs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -5,14 +5,10 @@
 
 use std::fmt::Write;
 
-use crate::sim::{Stats, Symbol};
+use crate::sim::{Stats, Symbol, USER_PREFIX};
 
 /// How many symbols a text profile shows unless told otherwise.
 pub const TOP_DEFAULT: usize = 20;
-
-/// Symbols whose name starts with this are user space (the benchmark
-/// program itself), shown as perf shows them: `[.] name`.
-const USER_PREFIX: &str = "[user]";
 
 /// Where a symbol runs, as perf marks it: `[k]` kernel, `[.]` user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

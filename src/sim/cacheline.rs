@@ -34,9 +34,9 @@ use std::ops::ControlFlow;
 use super::engine::Ctx;
 use super::event::Event;
 use super::symbol::Symbol;
-use super::time::{CpuId, Cycles};
 use super::timeline::{Span, Timeline};
 use crate::machine::Distance;
+use crate::types::{CpuId, Cycles};
 
 /// What moving a modified line from `from` to `to` costs.
 pub(crate) fn transfer_cost(ctx: &Ctx, from: CpuId, to: CpuId) -> Cycles {

@@ -10,7 +10,7 @@
 //! turn. Requeueing a CPU replays one path of the tree (about log2 of the
 //! CPU count comparisons), with no stale entries to pop later.
 
-use super::time::{CpuId, Cycles};
+use crate::types::{CpuId, Cycles};
 
 /// The key of an empty entry: later than any queued CPU's.
 const EMPTY: u64 = u64::MAX;

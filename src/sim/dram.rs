@@ -28,8 +28,8 @@
 use super::engine::Ctx;
 use super::event::Event;
 use super::symbol::Symbol;
-use super::time::Cycles;
 use super::timeline::SPANS_MAX;
+use crate::types::Cycles;
 
 /// The unit in which streams take the memory: one page, as the kernel's
 /// huge-page loops clear and copy.

@@ -15,8 +15,8 @@ use super::ipi::{self, PendingIpi};
 use super::rng::Rng;
 use super::stats::Stats;
 use super::symbol::Symbol;
-use super::time::{CpuId, Cycles};
 use crate::machine::{Distance, Machine};
+use crate::types::{CpuId, Cycles};
 
 /// What a CPU is doing between steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use super::cacheline::transfer_cost;
 use super::engine::{Ctx, RunState};
 use super::event::Event;
 use super::symbol::Symbol;
-use super::time::{CpuId, Cycles};
+use crate::types::{CpuId, Cycles};
 
 /// How many IPIs, per CPU of the machine, may wait on one CPU for its clock
 /// to reach them: a guard against a run that never lets a CPU catch up.

@@ -18,12 +18,12 @@ mod rwsem;
 mod spinlock;
 mod stats;
 mod symbol;
-mod time;
 mod timeline;
 
 #[cfg(test)]
 mod tests;
 
+pub use crate::types::{CpuId, Cycles};
 pub use cacheline::{CacheLine, LineAccess, NO_WRITER, touch_line};
 pub use dram::{CHUNK_BYTES, Traffic, dram_stream};
 pub use engine::{Ctx, Engine, RunState, Workload};
@@ -34,5 +34,4 @@ pub use rng::Rng;
 pub use rwsem::RwSemaphore;
 pub use spinlock::SpinLock;
 pub use stats::Stats;
-pub use symbol::Symbol;
-pub use time::{CpuId, Cycles};
+pub use symbol::{Symbol, USER_PREFIX};

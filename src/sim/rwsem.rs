@@ -20,8 +20,8 @@
 use super::cacheline::CacheLine;
 use super::engine::Ctx;
 use super::symbol::Symbol;
-use super::time::{CpuId, Cycles};
 use super::timeline::{SPANS_MAX, Sharing, Span, Timeline, earliest};
+use crate::types::{CpuId, Cycles};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {

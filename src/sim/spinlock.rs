@@ -26,8 +26,8 @@
 use super::cacheline::CacheLine;
 use super::engine::Ctx;
 use super::symbol::Symbol;
-use super::time::{CpuId, Cycles};
 use super::timeline::{Span, Timeline};
+use crate::types::{CpuId, Cycles};
 
 #[derive(Clone, Copy, Debug)]
 struct Holder {

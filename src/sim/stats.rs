@@ -4,7 +4,7 @@
 
 use super::event::Event;
 use super::symbol::Symbol;
-use super::time::Cycles;
+use crate::types::Cycles;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stats {
@@ -77,6 +77,21 @@ impl Stats {
 
     pub fn total_cycles(&self) -> Cycles {
         Cycles(self.cycles.iter().sum())
+    }
+
+    /// Cycles in user space and in the kernel ([`Symbol::is_user`]), as
+    /// `getrusage` splits a process's time.
+    pub fn user_and_kernel_cycles(&self) -> (Cycles, Cycles) {
+        let (mut user, mut kernel) = (0, 0);
+        for &symbol in Symbol::ALL {
+            let cycles = self.cycles(symbol).0;
+            if symbol.is_user() {
+                user += cycles;
+            } else {
+                kernel += cycles;
+            }
+        }
+        (Cycles(user), Cycles(kernel))
     }
 
     /// Adds another run's figures to these (for merging iterations).

@@ -23,9 +23,19 @@ macro_rules! symbols {
                     $(Symbol::$variant => $name,)*
                 }
             }
+
+            /// Whether the symbol is user space (the benchmark program
+            /// itself): its name starts with [`USER_PREFIX`].
+            pub fn is_user(self) -> bool {
+                self.name().starts_with(USER_PREFIX)
+            }
         }
     };
 }
+
+/// Symbols whose name starts with this are user space (the benchmark
+/// program itself); `perf report` shows them as `[.] name`.
+pub const USER_PREFIX: &str = "[user]";
 
 symbols! {
     // Spinning and lock hand-off (kernel/locking).

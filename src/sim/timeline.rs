@@ -25,7 +25,7 @@
 //! an offset.
 
 use self::slide_queue::SlideQueue;
-use super::time::Cycles;
+use crate::types::Cycles;
 
 /// How many busy spans one object remembers. Beyond this, gaps before the
 /// oldest remembered span are given up (see [`Timeline::push`]).

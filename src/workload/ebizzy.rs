@@ -80,7 +80,6 @@ use crate::machine::Machine;
 use crate::mm::current::TaskId;
 use crate::mm::mm_types::{Advice, PROT_READ, PROT_WRITE};
 use crate::mm::mmzone::PAGE_SIZE;
-use crate::report::profile::{Space, symbol_display};
 use crate::sim::{CpuId, Cycles, Event, Stats, Symbol};
 
 pub const NAME: &str = "ebizzy";
@@ -623,15 +622,8 @@ impl Run<'_> {
                 Ok(Next::Sleep)
             }
             MainPhase::Joined => {
-                let (mut user, mut kernel) = (0, 0);
-                for &symbol in Symbol::ALL {
-                    let cycles = sys.ctx.stats.cycles(symbol).0;
-                    match symbol_display(symbol).1 {
-                        Space::User => user += cycles,
-                        Space::Kernel => kernel += cycles,
-                    }
-                }
-                self.joined = Some((sys.now(), user, kernel));
+                let (user, kernel) = sys.ctx.stats.user_and_kernel_cycles();
+                self.joined = Some((sys.now(), user.0, kernel.0));
                 Ok(Next::Exit)
             }
         }

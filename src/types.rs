@@ -1,4 +1,6 @@
-//! Units of virtual time and the identity of virtual CPUs.
+//! The newtypes every layer shares: units of virtual time, the identity of
+//! virtual CPUs, and a machine's architecture. They sit below `machine`,
+//! which describes machines in their terms.
 //!
 //! Every clock in mmsim counts cycles of the simulated machine. Conversion to
 //! wall-clock units needs the machine's frequency, so it lives on
@@ -65,5 +67,30 @@ impl CpuId {
 impl fmt::Display for CpuId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "cpu{}", self.0)
+    }
+}
+
+/// The architecture of a simulated machine (a profile's `arch` key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    X86_64,
+    /// 64-bit Book3S powerpc with the radix MMU (POWER9 and later).
+    Powerpc64,
+}
+
+impl Arch {
+    pub const ALL: &'static [Arch] = &[Arch::X86_64, Arch::Powerpc64];
+
+    /// The name profiles use, as `uname -m` prints it (little-endian
+    /// powerpc64 prints `ppc64le`; mmsim does not model endianness).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Powerpc64 => "powerpc64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::ALL.iter().copied().find(|a| a.name() == name)
     }
 }

@@ -1,10 +1,6 @@
 //! x86_64 TLB shootdown (`arch/x86/mm/tlb.c` of the 4.x era).
 //!
-//! `flush_tlb_mm_range` flushes the local TLB if the current CPU runs the
-//! mm, and sends `flush_tlb_func` by IPI to every other CPU in
-//! `mm_cpumask`, waiting for all of them. In that era the mask was not
-//! trimmed when a CPU switched away lazily, so it holds every CPU that has
-//! run a thread of the mm.
+//! How it is modelled, and why: docs/arch.md, "x86_64".
 
 use crate::sim::{CpuId, Ctx, Event, IpiHandler, Symbol, smp_call_function_many};
 

@@ -1,12 +1,7 @@
 //! Seed 000: thp: reduce usage of huge zero page's atomic counter (Aaron
 //! Lu, commit 6fcb52a56ff6, Linux 4.9).
 //!
-//! `usemem -n 72 --readonly -j 0x200000 100G` on a 72-CPU Haswell-EP: 72
-//! processes each map 100 GiB and read one word every 2 MiB, so every
-//! access is a read fault that maps the huge zero page. The LKP harness
-//! reports the sum of the processes' KB/s and the slowest one's runtime;
-//! perf shows the share of cycles in the function that takes the
-//! reference. No published figure was used to calibrate `haswell-ep-2s`.
+//! How it is modelled, and why: docs/experiments.md, "huge-zero-page (seed 000)".
 
 use super::{Experiment, Figure, Published, PublishedRow};
 use crate::features::{Feature, KernelVersion};

@@ -1,13 +1,7 @@
 //! Seed 001: mm/page_alloc: allow high-order pages to be stored on the
 //! per-cpu lists (Mel Gorman, commit 44042b4498, Linux 5.14).
 //!
-//! mmtests' netperf-udp: UDP_STREAM over loopback, harmonic mean of 5
-//! iterations, sender throughput, kernel 5.13-rc2 with and without the
-//! change. The machine is not named in the posting; `x86-2s-server` stands
-//! in for it. Two published figures were used to calibrate that profile
-//! (`udp_send_path`/`udp_recv_path` from send-64 before, and
-//! `copy_user_bandwidth` from the slope between send-64 and send-16384
-//! before); every other figure, and every gain, is a prediction.
+//! How it is modelled, and why: docs/experiments.md, "pcp-high-order (seed 001)".
 
 use super::{Experiment, Figure, Published, PublishedRow};
 use crate::features::{Feature, KernelVersion};

@@ -1,30 +1,7 @@
 //! `mmsim run trace FILE`: replays a recorded trace (`docs/trace-format.md`)
 //! on the simulated kernel.
 //!
-//! Every task (a process or a thread) is a task of the scheduler, pinned
-//! to a CPU, round-robin in the order the tasks appear. Events run one at
-//! a time in the trace's order, each one step of its task: a task that has
-//! run its event wakes the task of the next one and sleeps, so the replay
-//! keeps the recorded order exactly and never runs two events at once (the
-//! recorded timestamps order the events but do not pace them). A task's
-//! exit, and the teardown of an address space it leaves, run on its own
-//! CPU while the next events go on. Tasks alive at the end of the trace
-//! exit then, each on its CPU.
-//!
-//! - `mmap` maps the recorded address with MAP_FIXED semantics
-//!   (`Kernel::mmap_fixed`), as a private anonymous mapping whatever it
-//!   was (mmsim models no files).
-//! - `brk`: the first `brk` of an address space sets its start; later
-//!   ones move the break with `Kernel::brk` (which grows the heap unless a
-//!   mapping lies in the way, or shrinks it with munmap).
-//! - `fork` is `Kernel::fork`, `clone` a new user of the same mm, `exec` a
-//!   fresh mm (the process's other threads exit), `exit` an `mmput`.
-//! - `fault` and `access` are a user read or write of the 8-byte word at
-//!   the address; an access of unknown kind (perf's `page-faults` does not
-//!   say) is a write if the VMA allows writing, else a read: a guess, which
-//!   turns a recorded read fault on writable memory into a write.
-//! - A SIGSEGV (no VMA, or one that forbids the access) and a failed
-//!   system call are counted, not fatal; an out-of-memory is counted too.
+//! How it is modelled, and why: docs/workloads.md, "trace".
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,24 +1,6 @@
 //! usemem from vm-scalability, as the LKP harness of 2015-2016 ran it.
 //!
-//! The parent takes the start time, then forks `-n` children one after the
-//! other (no start barrier in that version) and waits. Each child maps
-//! `size` bytes privately from `/dev/zero` (an anonymous VMA, THP-eligible,
-//! placed top-down and not 2 MiB aligned), touches one 8-byte word every
-//! `--step` bytes (`--readonly`: reads `p[i]`; else writes `p[i] = i`,
-//! checking on repeats that the last write is still there), prints
-//!
-//! ```text
-//! N bytes / N usecs = N KB/s
-//! ```
-//!
-//! with `bytes = size / 8 + 8 x accesses`, `usecs` measured from the
-//! parent's start time, `KB/s = ((bytes x 1000000) >> 10) / usecs`, and
-//! exits without unmapping. The harness then reports the sum of the KB/s
-//! ("throughput") and the slowest child's usecs ("runtime").
-//!
-//! Tasks run pinned: child i (and its threads) on the CPUs after the
-//! parent's; when there are more tasks than CPUs, tasks sharing a CPU run
-//! one after the other (no time slicing is modelled).
+//! How it is modelled, and why: docs/workloads.md, "usemem".
 
 use super::args::Args;
 use super::{Benchmark, Metric, Progress, Report, RunError, UsageError, last_clock};

@@ -18,7 +18,7 @@ pub use task::{TaskStruct, Tasks};
 use crate::features::Features;
 use crate::machine::Machine;
 use crate::mm::kernel::Kernel;
-use crate::sim::{Ctx, Engine};
+use crate::sim::{CpuId, Ctx, Engine, RunState};
 
 /// What a finished run leaves: the program (with what it gathered), the
 /// machine's context (clocks, counters, profile) and the mm.
@@ -44,8 +44,9 @@ pub fn run<P: Program>(
 ) -> Result<Finished<P>, String> {
     let mut ctx = Ctx::new(machine.clone(), seed);
     // Every CPU waits for a task to be queued on it.
-    ctx.start_on(crate::sim::CpuId(0));
-    ctx.block();
+    for cpu in 0..ctx.nr_cpus() {
+        ctx.set_state(CpuId(cpu), RunState::Blocked);
+    }
     let mut core = Core::new(Kernel::new(machine, features), ctx.nr_cpus());
     init(&mut ctx, &mut core)?;
     let mut sched = Sched::new(program, core, progress);

@@ -317,9 +317,19 @@ fn help_and_version() {
     }
     assert_eq!(succeeds(&["-h"]), help);
     assert_eq!(succeeds(&["help"]), help);
-    assert_eq!(
-        succeeds(&["--version"]),
-        format!("mmsim {}\n", env!("CARGO_PKG_VERSION"))
+    let version = succeeds(&["--version"]);
+    assert_eq!(version, format!("mmsim {}\n", mmsim::version()));
+    assert!(
+        version.starts_with(&format!("mmsim {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    fails_with(
+        &["--version", "extra"],
+        "unexpected argument 'extra' after '--version'",
+    );
+    fails_with(
+        &["--help", "run"],
+        "unexpected argument 'run' after '--help'",
     );
 }
 
@@ -383,7 +393,8 @@ fn the_same_seed_gives_byte_identical_json() {
         let value: serde_json::Value = serde_json::from_str(&first).expect("valid JSON");
         assert_eq!(value["workload"], args[1]);
         assert_eq!(value["seed"], 7);
-        assert_eq!(value["machine"], "x86-2s-server");
+        assert_eq!(value["machine"]["name"], "x86-2s-server");
+        assert_eq!(value["machine"]["profile"], "built-in");
     }
 }
 

@@ -10,6 +10,7 @@ use crate::machine::{self, CostKind, Costs, Machine};
 use crate::report::text::{format_machine, format_memory, format_shape};
 use crate::report::units::format_frequency;
 use crate::report::{Align, Table};
+use crate::util::escape;
 use crate::workload::WORKLOADS;
 
 const HELP_ONLY: &[Opt] = &[Opt::switch("help")];
@@ -169,7 +170,8 @@ pub fn no_arguments(
     no_unknown_options(&parsed, command)?;
     match parsed.rest.first() {
         Some(extra) => Err(CliError::new(format!(
-            "unexpected argument '{extra}' for 'mmsim {command}'"
+            "unexpected argument '{}' for 'mmsim {command}'",
+            escape(extra)
         ))),
         None => Ok(None),
     }

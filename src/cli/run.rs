@@ -12,15 +12,18 @@ use crate::report::compare::{
 };
 use crate::report::json::CompareJson;
 use crate::report::text::{
-    format_command, format_lines, format_machine, format_other_features, section,
+    format_command, format_lines, format_machine, format_other_features, format_overrides,
+    format_version, section,
 };
 use crate::report::units::format_duration;
 use crate::report::{RunJson, TOP_DEFAULT, format_run, to_json_string};
+use crate::util::escape;
 use crate::workload::{Benchmark, RunOutput, WorkloadInfo};
 
 const COMPARE_OPTS: &[Opt] = &[
     Opt::value("feature"),
     Opt::value("machine"),
+    Opt::value("set"),
     Opt::value("with"),
     Opt::value("without"),
     Opt::value("thp-enabled"),
@@ -36,7 +39,7 @@ const RUN_OPTS: &[Opt] = COMPARE_OPTS.split_at(1).1;
 
 /// Which command is being prepared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     Run,
     Compare,
 }
@@ -55,12 +58,21 @@ impl Mode {
             Mode::Compare => help::COMPARE,
         }
     }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Run => "run",
+            Mode::Compare => "compare",
+        }
+    }
 }
 
 /// A workload with its flags parsed and everything it runs on.
 struct Setup {
     info: &'static WorkloadInfo,
     benchmark: Box<dyn Benchmark>,
+    /// The workload's flags as given, for the reports.
+    args: Vec<String>,
     machine: Machine,
     features: Features,
     /// The feature `compare` turns off and on; `None` for `run`.
@@ -85,7 +97,7 @@ pub fn run_command(
         Request::Run(setup) => setup,
     };
     let mut bar = ProgressBar::stderr(setup.info.name);
-    let run = setup
+    let mut run = setup
         .benchmark
         .run(&setup.machine, setup.features, setup.seed, &mut |f| {
             bar.update(f)
@@ -95,6 +107,7 @@ pub fn run_command(
             CliError::new(format!("{name}: run failed: {}", without_name(name, &e)))
         })?;
     bar.finish();
+    run.args = setup.args.clone();
     Ok(if setup.json {
         to_json_string(&RunJson::new(&run))
     } else {
@@ -114,7 +127,7 @@ pub fn compare_command(
         .compared
         .expect("compare mode always has a compared feature");
     let mut bar = ProgressBar::stderr(&format!("{} {}", setup.info.name, feature.name()));
-    let [before, after] = run_before_after(
+    let [mut before, mut after] = run_before_after(
         setup.benchmark.as_ref(),
         &setup.machine,
         setup.features,
@@ -131,6 +144,8 @@ pub fn compare_command(
         ))
     })?;
     bar.finish();
+    before.args = setup.args.clone();
+    after.args = setup.args.clone();
     if setup.json {
         return Ok(to_json_string(&CompareJson::new(feature, &before, &after)));
     }
@@ -138,8 +153,10 @@ pub fn compare_command(
 }
 
 /// Checks the command line in a fixed order: a workload name comes first;
-/// then mmsim's own options (seed, top, features, the compared feature, the
-/// machine); then the workload exists; then its flags parse.
+/// then `--help` (the workload's help, whatever else is there); then
+/// mmsim's own options (seed, top, features, the compared feature, the
+/// machine and its `--set` costs); then the workload exists; then its flags
+/// parse.
 fn prepare(
     args: &[String],
     workloads: &'static [WorkloadInfo],
@@ -154,12 +171,17 @@ fn prepare(
         Some(flag) if flag.starts_with('-') => {
             let list = workload_list(workloads);
             return Err(CliError::new(format!(
-                "expected a workload name before '{flag}' ({list})"
+                "expected a workload name before '{}' ({list})",
+                escape(flag)
             )));
         }
         Some(name) => name,
     };
     let parsed = extract(&args[1..], mode.opts())?;
+    if parsed.has("help") {
+        let info = find_workload(workloads, name)?;
+        return Ok(Request::Help(workload_help(info, mode)));
+    }
     let seed = parsed.last("seed").map_or(Ok(DEFAULT_SEED), parse_seed)?;
     let top = parsed.last("top").map_or(Ok(TOP_DEFAULT), parse_top)?;
     let features = features_from(&parsed)?;
@@ -168,16 +190,15 @@ fn prepare(
         Mode::Compare => Some(compared_feature(&parsed)?),
     };
     let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
-    let machine = Machine::by_name_or_path(machine_name)?;
+    let mut machine = Machine::by_name_or_path(machine_name)?;
+    set_costs(&mut machine, &parsed)?;
     let info = find_workload(workloads, name)?;
-    if parsed.has("help") {
-        return Ok(Request::Help(workload_help(info)));
-    }
     let benchmark = (info.parse)(&parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
     let json = parsed.has("json");
     let setup = Setup {
         info,
         benchmark,
+        args: parsed.rest,
         machine,
         features,
         compared,
@@ -186,6 +207,19 @@ fn prepare(
         json,
     };
     Ok(Request::Run(Box::new(setup)))
+}
+
+/// Each `--set COST=VALUE`, in the order given (a later one for the same
+/// cost wins).
+pub(super) fn set_costs(machine: &mut Machine, parsed: &Parsed) -> Result<(), CliError> {
+    for (name, value) in parsed.all() {
+        if name == "set" {
+            machine
+                .set_cost(value.unwrap_or_default())
+                .map_err(CliError::new)?;
+        }
+    }
+    Ok(())
 }
 
 /// Every feature on, then each `--with` and `--without` in the order given.
@@ -202,7 +236,8 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
     if let Some(value) = parsed.last("thp-enabled") {
         features.thp.enabled = ThpEnabled::from_name(value).ok_or_else(|| {
             CliError::new(format!(
-                "invalid --thp-enabled '{value}' (always, madvise or never)"
+                "invalid --thp-enabled '{}' (always, madvise or never)",
+                escape(value)
             ))
         })?;
     }
@@ -212,7 +247,8 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
             "0" => false,
             other => {
                 return Err(CliError::new(format!(
-                    "invalid --thp-zero-page '{other}' (0 or 1)"
+                    "invalid --thp-zero-page '{}' (0 or 1)",
+                    escape(other)
                 )));
             }
         };
@@ -246,7 +282,8 @@ fn find_workload(
 ) -> Result<&'static WorkloadInfo, CliError> {
     workloads.iter().find(|w| w.name == name).ok_or_else(|| {
         CliError::new(format!(
-            "unknown workload '{name}' ({})",
+            "unknown workload '{}' ({})",
+            escape(name),
             workload_list(workloads)
         ))
     })
@@ -260,14 +297,36 @@ fn workload_list(workloads: &[WorkloadInfo]) -> String {
     format!("workloads: {}", names.join(", "))
 }
 
-fn workload_help(info: &WorkloadInfo) -> String {
+/// `mmsim run W --help` (or `compare`, `mmsim help run W`): the
+/// workload's flags, then the command's options.
+pub(super) fn workload_help(info: &WorkloadInfo, mode: Mode) -> String {
+    let (feature, options) = match mode {
+        Mode::Run => ("", help::RUN_OPTIONS),
+        Mode::Compare => (" --feature F", help::COMPARE_OPTIONS),
+    };
     format!(
-        "usage: mmsim run {name} [{name} flags] [options]\n\n{name}: {}\n\n{name} flags:\n{}\n\n{}",
+        "usage: mmsim {command} {name} [{name} flags]{feature} [options]\n\n{name}: {}\n\n{name} flags:\n{}\n\n{options}",
         info.summary,
         info.usage.trim_end(),
-        help::RUN_OPTIONS,
+        command = mode.name(),
         name = info.name,
     )
+}
+
+/// The help `mmsim help run W` and `mmsim help compare W` give.
+pub fn workload_help_for(command: &str, workload: &str) -> Result<String, CliError> {
+    let mode = match command {
+        "run" => Mode::Run,
+        "compare" => Mode::Compare,
+        _ => {
+            return Err(CliError::new(format!(
+                "unexpected argument '{}' for 'mmsim help {command}'",
+                escape(workload)
+            )));
+        }
+    };
+    let info = find_workload(crate::workload::WORKLOADS, workload)?;
+    Ok(workload_help(info, mode))
 }
 
 /// Before and after as text: a header, the metrics as mmtests prints them,
@@ -285,15 +344,17 @@ fn format_comparison(
     let labels = [labels_owned[0].as_str(), labels_owned[1].as_str()];
     let topology = &before.machine.topology;
     let mut out = format!(
-        "# workload: {}\n# machine:  {}\n# kernel:   {} (before) vs {} (after)\n# others:   {}\n# seed:     {}\n# elapsed:  {} before, {} after (virtual time)\n",
+        "# workload: {}\n# machine:  {}\n{}# kernel:   {} (before) vs {} (after)\n# others:   {}\n# seed:     {}\n# elapsed:  {} before, {} after (virtual time)\n{}",
         format_command(&before.workload, &before.args),
         format_machine(&before.machine),
+        format_overrides(&before.machine),
         labels[0],
         labels[1],
         format_other_features(before.features, feature),
         before.seed,
         format_duration(topology, before.elapsed),
         format_duration(topology, after.elapsed),
+        format_version(),
     );
     section(
         &mut out,

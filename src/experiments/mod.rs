@@ -14,7 +14,9 @@
 //! way, for which nothing was published. Their figures are reported as ours
 //! alone, with the gain, and never scored.
 //!
-//! Experiments never override costs; a machine is a machine.
+//! Experiments never override costs; a machine is a machine. (The user may,
+//! with `mmsim reproduce --set`, and the output then says the machine was
+//! modified: see [`run_prepared`].)
 
 mod huge_zero_page;
 mod pcp_high_order;
@@ -353,6 +355,19 @@ pub fn run(
     seed: u64,
     progress: Progress,
 ) -> Result<Outcome, ExperimentError> {
+    run_prepared(experiment, prepare(experiment)?, seed, progress)
+}
+
+/// Runs an experiment [`prepare`]d, on the machine in `prepared`: the
+/// experiment's own, unless the user changed its costs (`mmsim reproduce
+/// --set`; experiments themselves never do). The outputs carry the
+/// workloads' flags.
+pub fn run_prepared(
+    experiment: &'static Experiment,
+    prepared: Prepared,
+    seed: u64,
+    progress: Progress,
+) -> Result<Outcome, ExperimentError> {
     let err = |problem| ExperimentError {
         id: experiment.id,
         problem,
@@ -361,14 +376,15 @@ pub fn run(
         machine,
         benchmark,
         extra: extra_benchmarks,
-    } = prepare(experiment)?;
+    } = prepared;
+    let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     // The experiment's own runs, then each extra run, take equal shares of
     // the progress bar.
     let parts = 1 + experiment.extra.len();
     let part_progress = |part: usize| move |f: f64| (part as f64 + f) / parts as f64;
     let base = experiment.base_features();
     let to_whole = part_progress(0);
-    let [before, after] = run_before_after(
+    let [mut before, mut after] = run_before_after(
         benchmark.as_ref(),
         &machine,
         base,
@@ -377,6 +393,8 @@ pub fn run(
         &mut |f| progress(to_whole(f)),
     )
     .map_err(|(side, e)| err(Problem::Run(side, e)))?;
+    before.args = owned(experiment.args);
+    after.args = owned(experiment.args);
     let rows = experiment
         .rows
         .iter()
@@ -386,7 +404,7 @@ pub fn run(
     let mut extra = Vec::with_capacity(experiment.extra.len());
     for (i, (run, benchmark)) in experiment.extra.iter().zip(extra_benchmarks).enumerate() {
         let to_whole = part_progress(i + 1);
-        let [before, after] = run_before_after(
+        let [mut before, mut after] = run_before_after(
             benchmark.as_ref(),
             &machine,
             base,
@@ -395,6 +413,8 @@ pub fn run(
             &mut |f| progress(to_whole(f)),
         )
         .map_err(|(side, e)| err(Problem::ExtraRun(run.workload, side, e)))?;
+        before.args = owned(run.args);
+        after.args = owned(run.args);
         let values = run
             .metrics
             .iter()

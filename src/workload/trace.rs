@@ -39,8 +39,7 @@ use crate::trace::{self, Access, Event, Op};
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
     "replays a recorded trace of real programs (see 'mmsim trace import', docs/trace-format.md)";
-pub const USAGE: &str = "\
-  FILE                 the trace, plain or gzipped
+pub const USAGE: &str = "  FILE                 the trace, plain or gzipped
   --recorded NAME      instead of FILE, a trace built into mmsim (tests/data/README.md):
                        make, python or pipeline";
 
@@ -508,7 +507,7 @@ impl TraceReplay {
                 },
                 Metric {
                     name: "vmacache-hit-rate".into(),
-                    value: find_vma.hit_rate_percent(),
+                    value: find_vma.hit_rate_metric(features),
                     unit: "%",
                     higher_is_better: true,
                 },

@@ -124,12 +124,13 @@ options:
 ";
 
 pub const MACHINES: &str = "\
-usage: mmsim machines [NAME...] [--verbose]
+usage: mmsim machines [NAME...] [--verbose] [--json]
 
 Lists the built-in machine profiles: architecture, CPUs, shape (sockets x
 cores x threads), NUMA nodes, memory, clock and description. With NAME (a built-in name or a
 .toml file) or --verbose, also prints every cost with its value and source;
-calibrated costs are marked with '*'.
+calibrated costs are marked with '*'. With --json, every machine named (or
+every built-in one) with its shape, digest and costs, as one JSON document.
 ";
 
 pub const FEATURES: &str = "\
@@ -140,16 +141,18 @@ on (--with) or off (--without) for a run. Every feature is on by default.
 ";
 
 pub const WORKLOADS: &str = "\
-usage: mmsim workloads
+usage: mmsim workloads [--json]
 
 Lists the workloads with their flags. 'mmsim run <workload> --help' shows one.
+With --json, as one JSON document.
 ";
 
 pub const EXPERIMENTS: &str = "\
-usage: mmsim experiments
+usage: mmsim experiments [--json]
 
 Lists the experiments 'mmsim reproduce' runs: the seed each reproduces, its
-machine, workload, feature and published figures.
+machine, workload, feature and published figures. With --json, as one JSON
+document, every published figure included.
 ";
 
 pub const HELP: &str = "\

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::args::{Opt, extract, no_unknown_options, parse_seed};
-use super::list::no_arguments;
+use super::list::{Listing, listing_arguments};
 use super::progress::ProgressBar;
 use super::run::set_costs;
 use super::{CliError, DEFAULT_SEED, help};
@@ -89,8 +89,14 @@ fn experiment_list() -> String {
 }
 
 pub fn experiments_command(args: &[String]) -> Result<String, CliError> {
-    if let Some(help) = no_arguments(args, "experiments", help::EXPERIMENTS)? {
-        return Ok(help);
+    let json = match listing_arguments(args, "experiments", help::EXPERIMENTS)? {
+        Listing::Help(help) => return Ok(help),
+        Listing::Json => true,
+        Listing::Text => false,
+    };
+    if json {
+        let experiments = EXPERIMENTS.iter().map(ExperimentListJson::new).collect();
+        return Ok(to_json_string(&ExperimentsJson { experiments }));
     }
     if EXPERIMENTS.is_empty() {
         return Ok("# no experiments are registered yet\n".to_string());
@@ -276,6 +282,83 @@ fn error_summary(rows: &[RowResult]) -> String {
          # cal+x%: a value a machine parameter was fitted to; x is how far the model now is from it\n",
         errors.len()
     )
+}
+
+#[derive(Serialize)]
+struct ExperimentsJson {
+    experiments: Vec<ExperimentListJson>,
+}
+
+/// One experiment as `mmsim experiments --json` lists it: what it runs and
+/// what was published.
+#[derive(Serialize)]
+struct ExperimentListJson {
+    id: &'static str,
+    title: &'static str,
+    seed_document: &'static str,
+    machine: &'static str,
+    workload: &'static str,
+    args: &'static [&'static str],
+    feature: &'static str,
+    /// Features newer than the seed's kernel: off before and after.
+    newer_features_off: Vec<&'static str>,
+    figures: Vec<PublishedJson>,
+    extra: Vec<ExtraRunJson>,
+}
+
+#[derive(Serialize)]
+struct PublishedJson {
+    figure: String,
+    unit: &'static str,
+    before: f64,
+    before_calibrated: bool,
+    after: f64,
+    after_calibrated: bool,
+}
+
+#[derive(Serialize)]
+struct ExtraRunJson {
+    workload: &'static str,
+    args: &'static [&'static str],
+    what: &'static str,
+    metrics: &'static [&'static str],
+}
+
+impl ExperimentListJson {
+    fn new(e: &'static Experiment) -> ExperimentListJson {
+        ExperimentListJson {
+            id: e.id,
+            title: e.title,
+            seed_document: e.seed_document,
+            machine: e.machine,
+            workload: e.workload,
+            args: e.args,
+            feature: e.feature.name(),
+            newer_features_off: e.newer.iter().map(|f| f.name()).collect(),
+            figures: e
+                .rows
+                .iter()
+                .map(|row| PublishedJson {
+                    figure: row.figure.label(),
+                    unit: row.figure.unit(),
+                    before: row.before.value,
+                    before_calibrated: row.before.calibrated,
+                    after: row.after.value,
+                    after_calibrated: row.after.calibrated,
+                })
+                .collect(),
+            extra: e
+                .extra
+                .iter()
+                .map(|x| ExtraRunJson {
+                    workload: x.workload,
+                    args: x.args,
+                    what: x.what,
+                    metrics: x.metrics,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]

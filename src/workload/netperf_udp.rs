@@ -243,7 +243,7 @@ impl NetperfUdp {
         if ctx.nr_cpus() < 2 {
             return Err(RunError(format!(
                 "{NAME}: machine {} has fewer than 2 CPUs",
-                machine.name
+                machine.display_name()
             )));
         }
         let (sender, receiver) = Self::placement(machine, &mut ctx.rng);

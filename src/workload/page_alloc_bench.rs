@@ -229,7 +229,7 @@ impl Benchmark for PageAllocBench {
             return Err(RunError(format!(
                 "{NAME}: --cpus {} but machine {} has {} CPUs",
                 self.cpus,
-                machine.name,
+                machine.display_name(),
                 machine.topology.nr_cpus()
             )));
         }

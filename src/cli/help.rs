@@ -9,12 +9,12 @@ commands:
   run <workload> [flags]      run a workload and print its output, metrics, profile and counters
   compare <workload> [flags]  run a workload with a feature off and on, side by side
   reproduce [ID|all]          rerun published experiments and compare with the published figures
-  machines [NAME]             list the machine profiles, or show one's costs
+  machines [NAME]             list the machine profiles, or show one's costs (--json too)
   features                    list the kernel features (each one upstream change)
-  workloads                   list the workloads and their flags
-  experiments                 list the experiments 'reproduce' can run
+  workloads                   list the workloads and their flags (--json too)
+  experiments                 list the experiments 'reproduce' can run (--json too)
   trace import --strace F ... convert strace (and perf) output of a real run into a trace
-  help [command]              show this help, or a command's
+  help [command [workload]]   show this help, a command's, or a workload's (help run W)
 
 options:
   -h, --help     show help
@@ -156,9 +156,10 @@ document, every published figure included.
 ";
 
 pub const HELP: &str = "\
-usage: mmsim help [command]
+usage: mmsim help [command [workload]]
 
-Shows the help of mmsim or of one command.
+Shows the help of mmsim or of one command; 'mmsim help run W' and 'mmsim
+help compare W' show workload W's flags with the command's options.
 ";
 
 /// The help of a command by name.

@@ -252,5 +252,23 @@ mod tests {
     fn commands_quote_arguments_with_spaces() {
         let args = vec!["-m".to_string(), "a b".to_string(), String::new()];
         assert_eq!(format_command("w", &args), "w -m 'a b' ''");
+        let args = vec!["\u{1b}[1m".to_string(), "a\nb".to_string()];
+        assert_eq!(format_command("w", &args), "w \\x1b[1m a\\nb");
+    }
+
+    #[test]
+    fn a_machine_that_is_not_the_builtin_one_says_so() {
+        let mut run = test_run();
+        run.machine.set_cost("pcp_list_op=30").unwrap();
+        let header = format_header(&run);
+        assert!(
+            header.contains("# machine:  x86-2s-server (modified by --set): "),
+            "{header}"
+        );
+        assert!(header.contains(&run.machine.digest()), "{header}");
+        assert!(header.contains(
+            "\n# costs:    changed by --set: pcp_list_op=30 cycles (profile: 12 cycles)\n"
+        ));
+        assert!(header.ends_with(&format!("# mmsim:    {}\n", crate::version())));
     }
 }

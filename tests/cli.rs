@@ -596,7 +596,11 @@ fn an_edited_copy_of_a_profile_is_not_the_builtin_machine() {
     let value = json_of(&[SMALL_RUN, &["--machine", &path, "--json"]].concat());
     let builtin_run = json_of(&[SMALL_RUN, &["--json"]].concat());
     let machine = &value["machine"];
-    assert_eq!(machine["name"], "x86-2s-server");
+    assert_eq!(
+        machine["name"],
+        format!("x86-2s-server (from {path})").as_str()
+    );
+    assert_eq!(machine["profile_name"], "x86-2s-server");
     assert_eq!(machine["profile"], path.as_str());
     assert_ne!(machine["digest"], builtin_run["machine"]["digest"]);
     assert_eq!(
@@ -645,6 +649,7 @@ fn set_overrides_a_cost_and_says_so() {
         .concat(),
     );
     let machine = &value["machine"];
+    assert_eq!(machine["name"], "x86-2s-server (modified by --set)");
     assert_eq!(machine["modified"], true);
     assert_eq!(
         machine["overrides"][0],
@@ -952,6 +957,8 @@ fn listings_print_json() {
     assert!(first["figures"].as_array().unwrap().len() >= 3);
     let one = json_of(&["machines", "power9-2s", "--json"]);
     assert_eq!(one["machines"].as_array().unwrap().len(), 1);
+    assert_eq!(one["machines"][0]["name"], "power9-2s");
+    assert_eq!(one["machines"][0]["profile"], "built-in");
     assert_eq!(one["machines"][0]["arch"], "powerpc64");
     fails_with(&["workloads", "--json=1"], "--json takes no value");
     fails_with(

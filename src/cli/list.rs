@@ -232,7 +232,10 @@ struct MachinesJson<'a> {
 /// and every cost with its value, unit and source.
 #[derive(Serialize)]
 struct MachineListJson<'a> {
-    name: &'a str,
+    /// As reports name it (`Machine::display_name`).
+    name: String,
+    /// The `name` inside the profile.
+    profile_name: &'a str,
     /// `built-in`, or the profile file's path as given.
     profile: &'a str,
     description: &'a str,
@@ -264,7 +267,8 @@ impl<'a> MachineListJson<'a> {
     fn new(machine: &'a Machine) -> MachineListJson<'a> {
         let t = &machine.topology;
         MachineListJson {
-            name: &machine.name,
+            name: machine.display_name(),
+            profile_name: &machine.name,
             profile: match &machine.origin {
                 Origin::Builtin => "built-in",
                 Origin::File(file) => file,

@@ -56,8 +56,12 @@ impl VersionJson {
 /// Which machine a run used, and whether it is the one shipped.
 #[derive(Serialize)]
 pub struct MachineJson<'a> {
-    /// The profile's `name`.
-    pub name: &'a str,
+    /// [`Machine::display_name`]: the profile's `name`, with `(from FILE)`
+    /// for a profile file and `(modified by --set)`, so that a machine that
+    /// is not a built-in one as shipped never passes for it.
+    pub name: String,
+    /// The `name` inside the profile.
+    pub profile_name: &'a str,
     /// `built-in`, or the profile file's path as given.
     pub profile: &'a str,
     /// [`Machine::digest`]: of the architecture, topology and cost values.
@@ -76,7 +80,8 @@ pub struct MachineJson<'a> {
 impl<'a> MachineJson<'a> {
     pub fn new(machine: &'a Machine) -> MachineJson<'a> {
         MachineJson {
-            name: &machine.name,
+            name: machine.display_name(),
+            profile_name: &machine.name,
             profile: match &machine.origin {
                 Origin::Builtin => "built-in",
                 Origin::File(file) => file,

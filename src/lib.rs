@@ -17,4 +17,7 @@ pub mod sim;
 pub mod trace;
 pub mod types;
 pub mod util;
+pub mod version;
 pub mod workload;
+
+pub use version::{GIT_COMMIT, VERSION};

@@ -389,9 +389,19 @@ fn help_and_version() {
     }
     assert_eq!(succeeds(&["-h"]), help);
     assert_eq!(succeeds(&["help"]), help);
-    assert_eq!(
-        succeeds(&["--version"]),
-        format!("mmsim {}\n", env!("CARGO_PKG_VERSION"))
+    let version = succeeds(&["--version"]);
+    assert_eq!(version, format!("mmsim {}\n", mmsim::version::full()));
+    assert!(
+        version.starts_with(&format!("mmsim {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    fails_with(
+        &["--version", "extra"],
+        "unexpected argument 'extra' after '--version'",
+    );
+    fails_with(
+        &["--help", "run"],
+        "unexpected argument 'run' after '--help'",
     );
 }
 
@@ -455,7 +465,8 @@ fn the_same_seed_gives_byte_identical_json() {
         let value: serde_json::Value = serde_json::from_str(&first).expect("valid JSON");
         assert_eq!(value["workload"], args[1]);
         assert_eq!(value["seed"], 7);
-        assert_eq!(value["machine"], "x86-2s-server");
+        assert_eq!(value["machine"]["name"], "x86-2s-server");
+        assert_eq!(value["machine"]["profile"], "built-in");
     }
 }
 
@@ -550,5 +561,480 @@ fn a_failing_mmap_ends_the_run_with_one_line() {
     fails_with(
         &["run", "usemem", "-n", "2", "--readonly", "-j", "1g", "128t"],
         "usemem: run failed: mmap failed: ENOMEM (cannot allocate memory)",
+    );
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&succeeds(args)).expect("valid JSON")
+}
+
+/// The built-in profile's text, to write edited copies of.
+fn builtin_profile(name: &str) -> String {
+    std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("profiles/{name}.toml")),
+    )
+    .expect("the built-in profile is readable")
+}
+
+const SMALL_RUN: &[&str] = &["run", "usemem", "-n", "2", "16M"];
+
+#[test]
+fn json_says_which_mmsim_workload_flags_machine_and_features() {
+    let value = json_of(&[SMALL_RUN, &["--json"]].concat());
+    assert_eq!(value["schema_version"], 1);
+    assert_eq!(value["mmsim"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(value["mmsim"]["commit"], mmsim::GIT_COMMIT);
+    assert_eq!(value["args"], serde_json::json!(["-n", "2", "16M"]));
+    let machine = &value["machine"];
+    assert_eq!(machine["name"], "x86-2s-server");
+    assert_eq!(machine["profile"], "built-in");
+    assert_eq!(machine["modified"], false);
+    assert_eq!(machine["overrides"], serde_json::json!([]));
+    assert!(machine.get("costs").is_none(), "{machine}");
+    let digest = machine["digest"].as_str().unwrap();
+    assert!(
+        digest.starts_with("fnv1a64:") && digest.len() == "fnv1a64:".len() + 16,
+        "{digest}"
+    );
+    for f in mmsim::features::Feature::ALL {
+        assert_eq!(value["features"][f.name()], true, "{}", f.name());
+    }
+    let text = succeeds(SMALL_RUN);
+    assert!(text.starts_with("# workload: usemem -n 2 16M\n"), "{text}");
+    assert!(
+        text.contains(&format!("\n# mmsim:    {}\n", mmsim::version::full())),
+        "{text}"
+    );
+    // compare and reproduce say the same.
+    let compare = json_of(&[
+        "compare",
+        "usemem",
+        "-n",
+        "2",
+        "16M",
+        "--feature",
+        "huge-zero-mm-flag",
+        "--json",
+    ]);
+    assert_eq!(compare["schema_version"], 1);
+    assert_eq!(compare["mmsim"]["commit"], mmsim::GIT_COMMIT);
+    assert_eq!(compare["args"], serde_json::json!(["-n", "2", "16M"]));
+    assert_eq!(compare["before"]["args"], compare["args"]);
+    assert_eq!(compare["machine"]["digest"], digest);
+    let experiments = json_of(&["experiments", "--json"]);
+    assert_eq!(experiments["schema_version"], 1);
+}
+
+#[test]
+fn a_machine_digest_is_stable_and_names_every_value() {
+    let machines = json_of(&["machines", "--json"]);
+    let list = machines["machines"].as_array().unwrap();
+    assert_eq!(list.len(), 4);
+    let digests: std::collections::BTreeSet<&str> =
+        list.iter().map(|m| m["digest"].as_str().unwrap()).collect();
+    assert_eq!(
+        digests.len(),
+        4,
+        "every built-in machine has its own digest"
+    );
+    let server = list.iter().find(|m| m["name"] == "x86-2s-server").unwrap();
+    let run = json_of(&[SMALL_RUN, &["--json"]].concat());
+    assert_eq!(server["digest"], run["machine"]["digest"]);
+    assert!(server["costs"].as_array().unwrap().len() > 30);
+    assert_eq!(server["costs"][0]["name"], "atomic_rmw_local");
+    // Two runs of this binary agree byte for byte, the version included.
+    assert_eq!(
+        succeeds(&["machines", "--json"]),
+        succeeds(&["machines", "--json"])
+    );
+}
+
+#[test]
+fn an_edited_copy_of_a_profile_is_not_the_builtin_machine() {
+    let dir = TempDir::new("edited");
+    let builtin = builtin_profile("x86-2s-server");
+    let line = "pcp_list_op = { value = 12, unit = \"cycles\"";
+    assert!(
+        builtin.contains(line),
+        "the profile's pcp_list_op line moved"
+    );
+    let edited = builtin.replace(line, "pcp_list_op = { value = 30, unit = \"cycles\"");
+    let path = dir.file("server.toml", &edited);
+    let text = succeeds(&[SMALL_RUN, &["--machine", &path]].concat());
+    assert!(
+        text.contains(&format!("# machine:  x86-2s-server (from {path}): ")),
+        "{text}"
+    );
+    let value = json_of(&[SMALL_RUN, &["--machine", &path, "--json"]].concat());
+    let builtin_run = json_of(&[SMALL_RUN, &["--json"]].concat());
+    let machine = &value["machine"];
+    assert_eq!(
+        machine["name"],
+        format!("x86-2s-server (from {path})").as_str()
+    );
+    assert_eq!(machine["profile_name"], "x86-2s-server");
+    assert_eq!(machine["profile"], path.as_str());
+    assert_ne!(machine["digest"], builtin_run["machine"]["digest"]);
+    assert_eq!(
+        machine["costs"]["pcp_list_op"],
+        serde_json::json!({"value": 30.0, "unit": "cycles"})
+    );
+    assert_eq!(
+        machine["costs"]["copy_user_bandwidth"]["unit"], "GB/s",
+        "{machine}"
+    );
+    // An unedited copy has the built-in machine's digest.
+    let copy = dir.file("copy.toml", &builtin);
+    let same = json_of(&[SMALL_RUN, &["--machine", &copy, "--json"]].concat());
+    assert_eq!(same["machine"]["digest"], builtin_run["machine"]["digest"]);
+    // --set to the same value makes the same machine as the edited copy.
+    let set = json_of(&[SMALL_RUN, &["--set", "pcp_list_op=30", "--json"]].concat());
+    assert_eq!(set["machine"]["digest"], machine["digest"]);
+    assert_eq!(set["metrics"], value["metrics"]);
+}
+
+#[test]
+fn set_overrides_a_cost_and_says_so() {
+    let text = succeeds(&[SMALL_RUN, &["--set", "pcp_list_op=30"]].concat());
+    assert!(
+        text.contains("# machine:  x86-2s-server (modified by --set): "),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\n# costs:    changed by --set: pcp_list_op=30 cycles (profile: 12 cycles)\n"
+        ),
+        "{text}"
+    );
+    let value = json_of(
+        &[
+            SMALL_RUN,
+            &[
+                "--set",
+                "pcp_list_op=30",
+                "--set=copy_page_bandwidth=8GB/s",
+                "--set",
+                "line_transfer_same_socket=40ns",
+                "--json",
+            ],
+        ]
+        .concat(),
+    );
+    let machine = &value["machine"];
+    assert_eq!(machine["name"], "x86-2s-server (modified by --set)");
+    assert_eq!(machine["modified"], true);
+    assert_eq!(
+        machine["overrides"][0],
+        serde_json::json!({"cost": "pcp_list_op", "value": 30.0, "profile_value": 12.0, "unit": "cycles"})
+    );
+    assert_eq!(machine["overrides"][1]["value"], 8.0);
+    assert_eq!(machine["overrides"][2]["value"], 100.0, "40 ns at 2.5 GHz");
+    assert_eq!(machine["costs"]["pcp_list_op"]["value"], 30.0);
+    let unchanged = json_of(&[SMALL_RUN, &["--json"]].concat());
+    assert_ne!(value["elapsed_cycles"], unchanged["elapsed_cycles"]);
+    // The last --set of a cost wins; the profile's value stays the first.
+    let twice = json_of(
+        &[
+            SMALL_RUN,
+            &[
+                "--set",
+                "pcp_list_op=30",
+                "--set",
+                "pcp_list_op=20",
+                "--json",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        twice["machine"]["overrides"],
+        serde_json::json!([{"cost": "pcp_list_op", "value": 20.0, "profile_value": 12.0, "unit": "cycles"}])
+    );
+    let compare = succeeds(&[
+        "compare",
+        "usemem",
+        "-n",
+        "2",
+        "16M",
+        "--feature",
+        "huge-zero-mm-flag",
+        "--set",
+        "pcp_list_op=30",
+    ]);
+    assert!(
+        compare.contains("\n# costs:    changed by --set: pcp_list_op=30 cycles"),
+        "{compare}"
+    );
+}
+
+#[test]
+fn set_errors_are_one_line() {
+    let cases: &[(&str, &str)] = &[
+        ("nope=1", "--set 'nope=1': unknown cost"),
+        ("pcp_list_op", "--set 'pcp_list_op': expected COST=VALUE"),
+        ("pcp_list_op=", "--set 'pcp_list_op=': '' is not a number"),
+        ("pcp_list_op=abc", "'abc' is not a number"),
+        ("pcp_list_op=0", "must be a positive number, not 0"),
+        ("pcp_list_op=-3", "must be a positive number, not -3"),
+        ("pcp_list_op=NaN", "'NaN' is not a number"),
+        ("pcp_list_op=0.2", "rounds to 0; must be at least one cycle"),
+        ("pcp_list_op=2e9ns", "must be at most 1 s"),
+        (
+            "pcp_list_op=5GB/s",
+            "'GB/s' is not a latency unit (cycles, ns)",
+        ),
+        ("copy_page_bandwidth=1e9", "is outside 0.001..=100000 GB/s"),
+        (
+            "copy_page_bandwidth=5ns",
+            "'ns' is not a bandwidth unit (GB/s)",
+        ),
+        (
+            "tlbie_broadcast=100",
+            "exists on powerpc64 machines only, and x86-2s-server is x86_64",
+        ),
+    ];
+    for (setting, expected) in cases {
+        fails_with(&["run", ANY_WORKLOAD, "--set", setting], expected);
+    }
+    fails_with(&["run", ANY_WORKLOAD, "--set"], "missing value for --set");
+    fails_with(
+        &[
+            "compare",
+            ANY_WORKLOAD,
+            "--feature",
+            "maple-tree",
+            "--set",
+            "x=1",
+        ],
+        "--set 'x=1': unknown cost",
+    );
+    // reproduce checks every experiment's --set before running any.
+    fails_with(
+        &["reproduce", "--set", "nope=1"],
+        "experiment huge-zero-page: --set 'nope=1': unknown cost",
+    );
+    // The power9 profile has tlbie_broadcast.
+    let power = json_of(&[
+        "run",
+        "usemem",
+        "1M",
+        "--machine",
+        "power9-2s",
+        "--set",
+        "tlbie_broadcast=1000",
+        "--json",
+    ]);
+    assert_eq!(power["machine"]["overrides"][0]["cost"], "tlbie_broadcast");
+}
+
+#[test]
+fn reproduce_says_the_machine_was_modified() {
+    let text = succeeds(&[
+        "reproduce",
+        "per-thread-vmacache",
+        "--set",
+        "pcp_list_op=13",
+    ]);
+    assert!(
+        text.contains("# machine:  xeon-8s-80c (modified by --set): "),
+        "{text}"
+    );
+    assert!(text.contains("\n# note:     not the experiment's machine: --set changed its costs"));
+    assert!(text.contains("\n# workload: ebizzy -t 80\n"), "{text}");
+    assert!(text.contains(&format!("\n# mmsim:    {}\n", mmsim::version::full())));
+}
+
+#[test]
+fn every_workload_help_indents_every_flag_line() {
+    for w in WORKLOADS {
+        for command in ["run", "compare"] {
+            let help = succeeds(&[command, w.name, "--help"]);
+            assert_eq!(succeeds(&["help", command, w.name]), help);
+            assert!(
+                help.starts_with(&format!("usage: mmsim {command} {}", w.name)),
+                "{help}"
+            );
+            let flags = help
+                .split(&format!("\n{} flags:\n", w.name))
+                .nth(1)
+                .and_then(|rest| rest.split("\n\n").next())
+                .expect("a flags section");
+            for line in flags.lines() {
+                assert!(line.starts_with("  "), "{}: {line:?}", w.name);
+            }
+        }
+    }
+    let compare = succeeds(&["compare", "usemem", "--help"]);
+    assert!(compare.contains("--feature F"), "{compare}");
+    fails_with(
+        &["help", "run", "no-such-workload"],
+        "unknown workload 'no-such-workload'",
+    );
+    fails_with(
+        &["help", "machines", "x"],
+        "unexpected argument 'x' for 'mmsim help machines'",
+    );
+}
+
+#[test]
+fn sizes_say_what_is_wrong() {
+    for (size, problem) in [
+        ("0x", "no digits after 0x"),
+        ("0xZZ", "invalid hex digits (0-9, a-f)"),
+        ("NaN", "not a number"),
+        ("1.5G", "not a whole number"),
+        ("12Q", "unknown suffix (use k, m, g or t)"),
+    ] {
+        fails_with(
+            &["run", "usemem", size],
+            &format!("usemem: SIZE: invalid size '{size}': {problem}"),
+        );
+    }
+}
+
+#[test]
+fn reproduce_help_describes_the_cal_cells() {
+    let help = succeeds(&["help", "reproduce"]);
+    assert!(help.contains("'cal'"), "{help}");
+    assert!(help.contains("'cal+0.01%'"), "{help}");
+}
+
+#[test]
+fn the_vmacache_hit_rate_is_not_applicable_with_the_maple_tree() {
+    let run = ["run", "ebizzy", "-t", "2", "-S", "0.001"];
+    let text = succeeds(&run);
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("vmacache-hit-rate "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row, ["vmacache-hit-rate", "n/a", "%"]);
+    assert!(
+        text.contains("\n# vmacache-hit-rate: n/a: no VMA cache with the maple tree"),
+        "{text}"
+    );
+    let value = json_of(&[&run[..], &["--json"]].concat());
+    let metric = value["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "vmacache-hit-rate")
+        .unwrap();
+    assert!(metric["value"].is_null(), "{metric}");
+    assert!(
+        metric["not_applicable"]
+            .as_str()
+            .unwrap()
+            .starts_with("no VMA cache with the maple tree"),
+        "{metric}"
+    );
+    let with_cache = json_of(&[&run[..], &["--without", "maple-tree", "--json"]].concat());
+    let metric = with_cache["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "vmacache-hit-rate")
+        .unwrap();
+    assert!(metric["value"].as_f64().unwrap() > 0.0, "{metric}");
+    assert!(metric.get("not_applicable").is_none(), "{metric}");
+    // compare: n/a on both sides, null in JSON with the reason.
+    let compare = [
+        &["compare"][..],
+        &run[1..],
+        &["--feature", "per-thread-vmacache"],
+    ]
+    .concat();
+    let text = succeeds(&compare);
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("vmacache-hit-rate "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[2], "n/a");
+    assert!(text.contains("\n# vmacache-hit-rate: n/a: no VMA cache"));
+    let value = json_of(&[&compare[..], &["--json"]].concat());
+    let pair = value["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "vmacache-hit-rate")
+        .unwrap();
+    assert!(
+        pair["before"].is_null() && pair["after"].is_null(),
+        "{pair}"
+    );
+    assert!(pair["not_applicable"].is_string(), "{pair}");
+}
+
+#[test]
+fn an_empty_trace_is_an_error_naming_the_file() {
+    let dir = TempDir::new("empty-trace");
+    let empty = dir.file("empty.trace", "");
+    fails_with(
+        &["run", "trace", &empty],
+        &format!("trace: {empty}: no events (the trace is empty or holds only comments)"),
+    );
+    let comments = dir.file(
+        "comments.trace",
+        "# recorded by hand\n\n   # nothing else\n",
+    );
+    fails_with(
+        &["run", "trace", &comments],
+        &format!("{comments}: no events"),
+    );
+}
+
+#[test]
+fn errors_escape_control_and_invisible_characters() {
+    let stderr = fails_with(
+        &["run", "\u{1b}[2J\u{feff}usemem"],
+        "unknown workload '\\x1b[2J\\u{feff}usemem'",
+    );
+    assert!(!stderr.contains('\u{1b}') && !stderr.contains('\u{feff}'));
+    let stderr = fails_with(&["run", "usemem", "4k\n\u{7}"], "invalid size '4k\\n\\x07'");
+    assert!(!stderr.contains('\u{7}'));
+    fails_with(&["--version", "\u{9b}x"], "unexpected argument '\\u{9b}x'");
+    // A trace whose first line starts with a byte-order mark.
+    let dir = TempDir::new("bom");
+    let bom = dir.file("bom.trace", "\u{feff}0 1 1 bogus\n");
+    let stderr = fails_with(&["run", "trace", &bom], "bom.trace:1: ");
+    assert!(stderr.contains("\\u{feff}"), "{stderr}");
+    assert!(!stderr.contains('\u{feff}'), "{stderr}");
+    // A NUL cannot be an argument, but can be in a file.
+    let nul = dir.file("nul.trace", "0 1 1 bo\0gus\n");
+    let stderr = fails_with(&["run", "trace", &nul], "nul.trace:1: ");
+    assert!(stderr.contains("bo\\0gus"), "{stderr}");
+    assert!(!stderr.contains('\0'), "{stderr}");
+}
+
+#[test]
+fn listings_print_json() {
+    let workloads = json_of(&["workloads", "--json"]);
+    let list = workloads["workloads"].as_array().unwrap();
+    assert_eq!(list.len(), WORKLOADS.len());
+    for (json, w) in list.iter().zip(WORKLOADS) {
+        assert_eq!(json["name"], w.name);
+        assert_eq!(json["summary"], w.summary);
+        for flag in json["flags"].as_array().unwrap() {
+            assert!(flag.as_str().unwrap().starts_with("  "), "{flag}");
+        }
+    }
+    let experiments = json_of(&["experiments", "--json"]);
+    let first = &experiments["experiments"][0];
+    assert_eq!(first["id"], "huge-zero-page");
+    assert_eq!(first["machine"], "haswell-ep-2s");
+    assert_eq!(first["args"][0], "-n");
+    assert!(first["figures"].as_array().unwrap().len() >= 3);
+    let one = json_of(&["machines", "power9-2s", "--json"]);
+    assert_eq!(one["machines"].as_array().unwrap().len(), 1);
+    assert_eq!(one["machines"][0]["name"], "power9-2s");
+    assert_eq!(one["machines"][0]["profile"], "built-in");
+    assert_eq!(one["machines"][0]["arch"], "powerpc64");
+    fails_with(&["workloads", "--json=1"], "--json takes no value");
+    fails_with(
+        &["experiments", "x", "--json"],
+        "unexpected argument 'x' for 'mmsim experiments'",
     );
 }

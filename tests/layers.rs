@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The top-level modules of `src/`, from the bottom layer up.
 const LAYERS: &[&str] = &[
+    "version",
     "util",
     "types",
     "features",

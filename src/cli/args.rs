@@ -8,6 +8,7 @@
 
 use super::CliError;
 use crate::features::Feature;
+use crate::util::escape;
 
 /// One long option a command accepts.
 #[derive(Clone, Copy, Debug)]
@@ -86,7 +87,9 @@ pub fn extract(args: &[String], opts: &[Opt]) -> Result<Parsed, CliError> {
         };
         let value = match (opt.takes_value, inline) {
             (false, None) => None,
-            (false, Some(_)) => return Err(CliError::new(format!("--{name} takes no value"))),
+            (false, Some(_)) => {
+                return Err(CliError::new(format!("--{} takes no value", escape(name))));
+            }
             (true, Some(value)) => Some(value),
             (true, None) => {
                 let value = args.get(i).filter(|v| !v.starts_with("--"));
@@ -110,7 +113,8 @@ pub fn no_unknown_options(parsed: &Parsed, command: &str) -> Result<(), CliError
         .find(|a| a.starts_with('-') && a.len() > 1)
     {
         Some(arg) => Err(CliError::new(format!(
-            "unknown option '{arg}' for 'mmsim {command}' (see 'mmsim help {command}')"
+            "unknown option '{}' for 'mmsim {command}' (see 'mmsim help {command}')",
+            escape(arg)
         ))),
         None => Ok(()),
     }
@@ -124,7 +128,8 @@ pub fn parse_seed(text: &str) -> Result<u64, CliError> {
     };
     parsed.map_err(|_| {
         CliError::new(format!(
-            "invalid seed '{text}': expected an integer from 0 to {} (or 0x hex)",
+            "invalid seed '{}': expected an integer from 0 to {} (or 0x hex)",
+            escape(text),
             u64::MAX
         ))
     })
@@ -135,7 +140,8 @@ pub fn parse_top(text: &str) -> Result<usize, CliError> {
     match text.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(CliError::new(format!(
-            "invalid --top '{text}': expected a positive integer"
+            "invalid --top '{}': expected a positive integer",
+            escape(text)
         ))),
     }
 }
@@ -145,7 +151,8 @@ pub fn parse_feature(text: &str) -> Result<Feature, CliError> {
     Feature::from_name(text).ok_or_else(|| {
         let names: Vec<&str> = Feature::ALL.iter().map(|f| f.name()).collect();
         CliError::new(format!(
-            "unknown feature '{text}' (features: {})",
+            "unknown feature '{}' (features: {})",
+            escape(text),
             names.join(", ")
         ))
     })

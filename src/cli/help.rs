@@ -9,12 +9,12 @@ commands:
   run <workload> [flags]      run a workload and print its output, metrics, profile and counters
   compare <workload> [flags]  run a workload with a feature off and on, side by side
   reproduce [ID|all]          rerun published experiments and compare with the published figures
-  machines [NAME]             list the machine profiles, or show one's costs
+  machines [NAME]             list the machine profiles, or show one's costs (--json too)
   features                    list the kernel features (each one upstream change)
-  workloads                   list the workloads and their flags
-  experiments                 list the experiments 'reproduce' can run
+  workloads                   list the workloads and their flags (--json too)
+  experiments                 list the experiments 'reproduce' can run (--json too)
   trace import --strace F ... convert strace (and perf) output of a real run into a trace
-  help [command]              show this help, or a command's
+  help [command [workload]]   show this help, a command's, or a workload's (help run W)
 
 options:
   -h, --help     show help
@@ -30,6 +30,9 @@ macro_rules! run_options {
 options:
   --machine M     a built-in machine or a profile file ending in .toml
                   (default: x86-2s-server; see 'mmsim machines')
+  --set COST=V    override one cost of the machine for this run (repeatable):
+                  V in cycles or GB/s as 'mmsim machines M' lists it, or with
+                  its unit (12ns, 30cycles, 8GB/s); the header and JSON say so
   --with F        turn feature F on (default: every feature on)
   --without F     turn feature F off; with --with, the last one given wins
   --thp-enabled always|madvise|never
@@ -39,7 +42,7 @@ options:
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
   --json          print everything as one JSON document instead
-  --help          show the workload's flags
+  --help          show the workload's flags ('mmsim help run W' too)
 "
     };
 }
@@ -65,7 +68,30 @@ byte for byte.
 "
 );
 
-pub const COMPARE: &str = "\
+/// The options of `mmsim compare`, shared by its help and each workload's.
+macro_rules! compare_options {
+    () => {
+        "\
+options:
+  --feature F     the feature to compare (required; see 'mmsim features')
+  --machine M     a built-in machine or a profile file (default: x86-2s-server)
+  --set COST=V    as for run: override one cost of the machine for both runs
+  --with F        turn another feature on
+  --without F     turn another feature off
+  --thp-enabled E, --thp-zero-page 0|1
+                  the THP knobs, as for run
+  --seed S        the seed (default: 1)
+  --top N         profile lines to show (default: 20)
+  --json          print both runs and the comparison as one JSON document
+  --help          show the workload's flags
+"
+    };
+}
+
+pub const COMPARE_OPTIONS: &str = compare_options!();
+
+pub const COMPARE: &str = concat!(
+    "\
 usage: mmsim compare <workload> [workload flags] --feature F [options]
 
 Runs a workload twice on the same machine and seed: with feature F off
@@ -74,17 +100,9 @@ mmtests does (value before, value after, gain; a positive gain is better,
 whichever way the metric points), then the profiles and counters side by
 side, then each run's own output.
 
-options:
-  --feature F     the feature to compare (required; see 'mmsim features')
-  --machine M     a built-in machine or a profile file (default: x86-2s-server)
-  --with F        turn another feature on
-  --without F     turn another feature off
-  --thp-enabled E, --thp-zero-page 0|1
-                  the THP knobs, as for run
-  --seed S        the seed (default: 1)
-  --top N         profile lines to show (default: 20)
-  --json          print both runs and the comparison as one JSON document
-";
+",
+    compare_options!()
+);
 
 pub const REPRODUCE: &str = "\
 usage: mmsim reproduce [ID...|all] [options]
@@ -92,22 +110,27 @@ usage: mmsim reproduce [ID...|all] [options]
 Runs each experiment (default: all of them; see 'mmsim experiments') on its
 machine with its feature off and on, and prints the published figures beside
 ours with the relative error. A published figure that a machine parameter was
-calibrated from is marked 'calibrated': matching it is not a prediction.
+fitted to (calibrated) is marked 'cal' in its error column: 'cal+0.01%' says
+how far ours now is from it, and matching it is not a prediction; a gain
+between two such figures reads 'calibrated'.
 Runs an experiment lists besides its own (traces of real programs, say) have
 no published figure: they follow, ours before and after, unscored.
 
 options:
-  --seed S   the seed (default: 1)
-  --json     print every experiment's rows and both runs as JSON
+  --seed S        the seed (default: 1)
+  --set COST=V    override a cost of each experiment's machine, as for run; the
+                  output then says the machine is not the experiment's
+  --json          print every experiment's rows and both runs as JSON
 ";
 
 pub const MACHINES: &str = "\
-usage: mmsim machines [NAME...] [--verbose]
+usage: mmsim machines [NAME...] [--verbose] [--json]
 
 Lists the built-in machine profiles: architecture, CPUs, shape (sockets x
 cores x threads), NUMA nodes, memory, clock and description. With NAME (a built-in name or a
 .toml file) or --verbose, also prints every cost with its value and source;
-calibrated costs are marked with '*'.
+calibrated costs are marked with '*'. With --json, every machine named (or
+every built-in one) with its shape, digest and costs, as one JSON document.
 ";
 
 pub const FEATURES: &str = "\
@@ -123,23 +146,26 @@ on by default. A feature whose code was written on top of another needs it
 ";
 
 pub const WORKLOADS: &str = "\
-usage: mmsim workloads
+usage: mmsim workloads [--json]
 
 Lists the workloads with their flags. 'mmsim run <workload> --help' shows one.
+With --json, as one JSON document.
 ";
 
 pub const EXPERIMENTS: &str = "\
-usage: mmsim experiments
+usage: mmsim experiments [--json]
 
 Lists the experiments 'mmsim reproduce' runs: the seed each reproduces, its
 machine, workload, feature, the kernel both runs are (the release the
 author's tree was based on, and what it carried), and published figures.
+With --json, as one JSON document, every published figure included.
 ";
 
 pub const HELP: &str = "\
-usage: mmsim help [command]
+usage: mmsim help [command [workload]]
 
-Shows the help of mmsim or of one command.
+Shows the help of mmsim or of one command; 'mmsim help run W' and 'mmsim
+help compare W' show workload W's flags with the command's options.
 ";
 
 /// The help of a command by name.

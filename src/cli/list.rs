@@ -8,20 +8,40 @@ use serde::Serialize;
 use super::args::{Opt, extract, no_unknown_options};
 use super::{CliError, help};
 use crate::features::{Feature, Features};
-use crate::machine::{self, CostKind, Costs, Machine};
+use crate::machine::{self, CostKind, Costs, Machine, Origin};
 use crate::report::text::{format_machine, format_memory, format_shape};
+use crate::report::to_json_string;
 use crate::report::units::format_frequency;
-use crate::report::{Align, Table, to_json_string};
+use crate::report::{Align, Table};
+use crate::util::escape;
 use crate::workload::WORKLOADS;
 
-const HELP_ONLY: &[Opt] = &[Opt::switch("help")];
-
 pub fn machines_command(args: &[String]) -> Result<String, CliError> {
-    let parsed = extract(args, &[Opt::switch("help"), Opt::switch("verbose")])?;
+    let parsed = extract(
+        args,
+        &[
+            Opt::switch("help"),
+            Opt::switch("verbose"),
+            Opt::switch("json"),
+        ],
+    )?;
     if parsed.has("help") {
         return Ok(help::MACHINES.to_string());
     }
     no_unknown_options(&parsed, "machines")?;
+    if parsed.has("json") {
+        let machines = if parsed.rest.is_empty() {
+            builtin_machines()?
+        } else {
+            parsed
+                .rest
+                .iter()
+                .map(|name| Ok(Machine::by_name_or_path(name)?))
+                .collect::<Result<Vec<_>, CliError>>()?
+        };
+        let machines: Vec<MachineListJson> = machines.iter().map(MachineListJson::new).collect();
+        return Ok(to_json_string(&MachinesJson { machines }));
+    }
     if !parsed.rest.is_empty() {
         let details = parsed
             .rest
@@ -123,18 +143,13 @@ fn cost_value(machine: &Machine, kind: CostKind, value: f64) -> String {
 }
 
 pub fn features_command(args: &[String]) -> Result<String, CliError> {
-    let parsed = extract(args, &[Opt::switch("help"), Opt::switch("json")])?;
-    if parsed.has("help") {
-        return Ok(help::FEATURES.to_string());
-    }
-    no_unknown_options(&parsed, "features")?;
-    if let Some(extra) = parsed.rest.first() {
-        return Err(CliError::new(format!(
-            "unexpected argument '{extra}' for 'mmsim features'"
-        )));
-    }
+    let json = match listing_arguments(args, "features", help::FEATURES)? {
+        Listing::Help(help) => return Ok(help),
+        Listing::Json => true,
+        Listing::Text => false,
+    };
     let defaults = Features::all();
-    if parsed.has("json") {
+    if json {
         let features: Vec<FeatureJson> = Feature::ALL
             .iter()
             .map(|&f| FeatureJson::new(f, defaults.has(f)))
@@ -210,8 +225,21 @@ impl FeatureJson {
 }
 
 pub fn workloads_command(args: &[String]) -> Result<String, CliError> {
-    if let Some(help) = no_arguments(args, "workloads", help::WORKLOADS)? {
-        return Ok(help);
+    let json = match listing_arguments(args, "workloads", help::WORKLOADS)? {
+        Listing::Help(help) => return Ok(help),
+        Listing::Json => true,
+        Listing::Text => false,
+    };
+    if json {
+        let workloads = WORKLOADS
+            .iter()
+            .map(|w| WorkloadJson {
+                name: w.name,
+                summary: w.summary,
+                flags: w.usage.lines().map(str::trim_end).collect(),
+            })
+            .collect();
+        return Ok(to_json_string(&WorkloadsJson { workloads }));
     }
     if WORKLOADS.is_empty() {
         return Ok("# no workloads are registered yet\n".to_string());
@@ -223,24 +251,126 @@ pub fn workloads_command(args: &[String]) -> Result<String, CliError> {
     Ok(out)
 }
 
-/// For commands that take nothing but `--help`: the help text if asked
-/// for, nothing if there are no arguments, else an error naming the first.
-pub fn no_arguments(
+/// What a listing command that takes `--help` and `--json` was asked for.
+pub enum Listing {
+    Help(String),
+    Json,
+    Text,
+}
+
+/// For listing commands that take nothing but `--help` and `--json`.
+pub fn listing_arguments(
     args: &[String],
     command: &str,
     help_text: &str,
-) -> Result<Option<String>, CliError> {
-    let parsed = extract(args, HELP_ONLY)?;
+) -> Result<Listing, CliError> {
+    let parsed = extract(args, &[Opt::switch("help"), Opt::switch("json")])?;
     if parsed.has("help") {
-        return Ok(Some(help_text.to_string()));
+        return Ok(Listing::Help(help_text.to_string()));
     }
     no_unknown_options(&parsed, command)?;
-    match parsed.rest.first() {
-        Some(extra) => Err(CliError::new(format!(
-            "unexpected argument '{extra}' for 'mmsim {command}'"
-        ))),
-        None => Ok(None),
+    if let Some(extra) = parsed.rest.first() {
+        return Err(CliError::new(format!(
+            "unexpected argument '{}' for 'mmsim {command}'",
+            escape(extra)
+        )));
     }
+    Ok(if parsed.has("json") {
+        Listing::Json
+    } else {
+        Listing::Text
+    })
+}
+
+#[derive(Serialize)]
+struct MachinesJson<'a> {
+    machines: Vec<MachineListJson<'a>>,
+}
+
+/// One machine as `mmsim machines --json` lists it: its identity, shape
+/// and every cost with its value, unit and source.
+#[derive(Serialize)]
+struct MachineListJson<'a> {
+    /// As reports name it (`Machine::display_name`).
+    name: String,
+    /// The `name` inside the profile.
+    profile_name: &'a str,
+    /// `built-in`, or the profile file's path as given.
+    profile: &'a str,
+    description: &'a str,
+    arch: &'static str,
+    digest: String,
+    cpus: u32,
+    sockets: u32,
+    cores_per_socket: u32,
+    threads_per_core: u32,
+    numa_nodes: u32,
+    memory_per_node_bytes: u64,
+    frequency_mhz: u64,
+    costs: Vec<CostJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct CostJson<'a> {
+    name: &'static str,
+    /// In cycles (a latency) or GB/s (a bandwidth).
+    value: f64,
+    unit: &'static str,
+    /// Fitted to a published figure.
+    calibrated: bool,
+    source: &'a str,
+    meaning: &'static str,
+}
+
+impl<'a> MachineListJson<'a> {
+    fn new(machine: &'a Machine) -> MachineListJson<'a> {
+        let t = &machine.topology;
+        MachineListJson {
+            name: machine.display_name(),
+            profile_name: &machine.name,
+            profile: match &machine.origin {
+                Origin::Builtin => "built-in",
+                Origin::File(file) => file,
+            },
+            description: &machine.description,
+            arch: machine.arch.name(),
+            digest: machine.digest(),
+            cpus: t.nr_cpus(),
+            sockets: t.sockets,
+            cores_per_socket: t.cores_per_socket,
+            threads_per_core: t.threads_per_core,
+            numa_nodes: t.numa_nodes,
+            memory_per_node_bytes: t.memory_per_node_bytes,
+            frequency_mhz: t.frequency_mhz,
+            costs: Costs::parameters_for(machine.arch)
+                .map(|&(key, kind, meaning)| {
+                    let cost = machine.costs.get(key).expect("a declared parameter");
+                    let (value, unit) = machine.cost_in_unit(kind, cost.value());
+                    CostJson {
+                        name: key,
+                        value,
+                        unit,
+                        calibrated: cost.is_calibrated(),
+                        source: &cost.source,
+                        meaning,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WorkloadsJson {
+    workloads: Vec<WorkloadJson>,
+}
+
+#[derive(Serialize)]
+struct WorkloadJson {
+    name: &'static str,
+    summary: &'static str,
+    /// The lines of its flags' help, as 'mmsim run NAME --help' prints them.
+    flags: Vec<&'static str>,
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ mod trace;
 use std::fmt;
 use std::io::Write;
 
+use crate::util::escape;
+
 /// The machine a run uses unless `--machine` says otherwise.
 pub const DEFAULT_MACHINE: &str = "x86-2s-server";
 
@@ -38,14 +40,17 @@ impl CliError {
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Errors from below may span lines; stderr gets exactly one.
+        // Errors from below may span lines; stderr gets exactly one. What
+        // quotes user input escapes it where it quotes it; escaping the whole
+        // line again catches anything that did not (and leaves escaped text
+        // as it is).
         let lines: Vec<&str> = self
             .0
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect();
-        f.write_str(&lines.join("; "))
+        f.write_str(&escape(&lines.join("; ")))
     }
 }
 
@@ -82,8 +87,10 @@ pub fn execute(args: &[String]) -> Result<String, CliError> {
         return Err(CliError::new("no command given (see 'mmsim --help')"));
     };
     match command.as_str() {
-        "-h" | "--help" => Ok(help::MAIN.to_string()),
-        "-V" | "--version" => Ok(format!("mmsim {}\n", env!("CARGO_PKG_VERSION"))),
+        "-h" | "--help" => nothing_after(command, rest).map(|()| help::MAIN.to_string()),
+        "-V" | "--version" => {
+            nothing_after(command, rest).map(|()| format!("mmsim {}\n", crate::version::full()))
+        }
         "help" => help_command(rest),
         "run" => run::run_command(rest, crate::workload::WORKLOADS),
         "compare" => run::compare_command(rest, crate::workload::WORKLOADS),
@@ -94,7 +101,19 @@ pub fn execute(args: &[String]) -> Result<String, CliError> {
         "workloads" => list::workloads_command(rest),
         "trace" => trace::trace_command(rest),
         other => Err(CliError::new(format!(
-            "unknown command '{other}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, help)"
+            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, help)",
+            escape(other)
+        ))),
+    }
+}
+
+/// `--help` and `--version` take no arguments.
+fn nothing_after(option: &str, rest: &[String]) -> Result<(), CliError> {
+    match rest.first() {
+        None => Ok(()),
+        Some(extra) => Err(CliError::new(format!(
+            "unexpected argument '{}' after '{option}'",
+            escape(extra)
         ))),
     }
 }
@@ -104,11 +123,16 @@ fn help_command(args: &[String]) -> Result<String, CliError> {
         [] => Ok(help::MAIN.to_string()),
         [command] => help::of(command).map(str::to_string).ok_or_else(|| {
             CliError::new(format!(
-                "no help for unknown command '{command}' (see 'mmsim --help')"
+                "no help for unknown command '{}' (see 'mmsim --help')",
+                escape(command)
             ))
         }),
+        [command, workload] if help::of(command).is_some() => {
+            run::workload_help_for(command, workload)
+        }
         [_, extra, ..] => Err(CliError::new(format!(
-            "unexpected argument '{extra}' for 'mmsim help'"
+            "unexpected argument '{}' for 'mmsim help'",
+            escape(extra)
         ))),
     }
 }
@@ -177,6 +201,17 @@ mod tests {
     }
 
     #[test]
+    fn errors_escape_what_they_quote() {
+        let e = exec(&["\u{feff}run\x1b[2J\nx"]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("unknown command '\\u{feff}run\\x1b[2J\\nx' ("),
+            "{e}"
+        );
+        let e = CliError::new("a raw \0 and \x1b from below");
+        assert_eq!(e.to_string(), "a raw \\0 and \\x1b from below");
+    }
+
+    #[test]
     fn help_and_version() {
         assert!(exec(&["--help"]).unwrap().starts_with("mmsim: the Linux"));
         assert!(
@@ -186,7 +221,19 @@ mod tests {
         );
         assert_eq!(
             exec(&["--version"]).unwrap(),
-            format!("mmsim {}\n", env!("CARGO_PKG_VERSION"))
+            format!(
+                "mmsim {} (commit {})\n",
+                crate::version::VERSION,
+                crate::version::GIT_COMMIT
+            )
+        );
+        assert_eq!(
+            exec(&["--version", "extra"]).unwrap_err().to_string(),
+            "unexpected argument 'extra' after '--version'"
+        );
+        assert_eq!(
+            exec(&["-h", "run"]).unwrap_err().to_string(),
+            "unexpected argument 'run' after '-h'"
         );
         assert!(
             exec(&["help", "nope"])

@@ -6,16 +6,24 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::args::{Opt, extract, no_unknown_options, parse_seed};
-use super::list::no_arguments;
+use super::list::{Listing, listing_arguments};
 use super::progress::ProgressBar;
+use super::run::set_costs;
 use super::{CliError, DEFAULT_SEED, help};
 use crate::experiments::{
     self, EXPERIMENTS, Experiment, ExtraOutcome, ExtraValue, Outcome, RowResult, SideResult,
 };
-use crate::report::text::{format_command, format_machine};
+use crate::report::json::MachineJson;
+use crate::report::text::{format_command, format_machine, format_overrides, format_version};
 use crate::report::{Align, RunJson, Table, format_percent, to_json_string};
+use crate::util::escape;
 
-const REPRODUCE_OPTS: &[Opt] = &[Opt::value("seed"), Opt::switch("json"), Opt::switch("help")];
+const REPRODUCE_OPTS: &[Opt] = &[
+    Opt::value("seed"),
+    Opt::value("set"),
+    Opt::switch("json"),
+    Opt::switch("help"),
+];
 
 pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     let parsed = extract(args, REPRODUCE_OPTS)?;
@@ -25,10 +33,22 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     no_unknown_options(&parsed, "reproduce")?;
     let seed = parsed.last("seed").map_or(Ok(DEFAULT_SEED), parse_seed)?;
     let selected = select(&parsed.rest)?;
-    let mut outcomes = Vec::with_capacity(selected.len());
-    for experiment in selected {
+    // Every experiment is prepared, and its machine's costs changed as
+    // `--set` says, before any runs: a bad --set fails at once.
+    let prepared = selected
+        .into_iter()
+        .map(|experiment| {
+            let mut prepared = experiments::prepare(experiment)?;
+            set_costs(&mut prepared.machine, &parsed)
+                .map_err(|e| CliError::new(format!("experiment {}: {e}", experiment.id)))?;
+            Ok((experiment, prepared))
+        })
+        .collect::<Result<Vec<_>, CliError>>()?;
+    let mut outcomes = Vec::with_capacity(prepared.len());
+    for (experiment, prepared) in prepared {
         let mut bar = ProgressBar::stderr(experiment.id);
-        let outcome = experiments::run(experiment, seed, &mut |f| bar.update(f))?;
+        let outcome =
+            experiments::run_prepared(experiment, prepared, seed, &mut |f| bar.update(f))?;
         bar.finish();
         outcomes.push(outcome);
     }
@@ -50,7 +70,11 @@ fn select(ids: &[String]) -> Result<Vec<&'static Experiment>, CliError> {
     ids.iter()
         .map(|id| {
             experiments::find(id).ok_or_else(|| {
-                CliError::new(format!("unknown experiment '{id}' ({})", experiment_list()))
+                CliError::new(format!(
+                    "unknown experiment '{}' ({})",
+                    escape(id),
+                    experiment_list()
+                ))
             })
         })
         .collect()
@@ -65,8 +89,14 @@ fn experiment_list() -> String {
 }
 
 pub fn experiments_command(args: &[String]) -> Result<String, CliError> {
-    if let Some(help) = no_arguments(args, "experiments", help::EXPERIMENTS)? {
-        return Ok(help);
+    let json = match listing_arguments(args, "experiments", help::EXPERIMENTS)? {
+        Listing::Help(help) => return Ok(help),
+        Listing::Json => true,
+        Listing::Text => false,
+    };
+    if json {
+        let experiments = EXPERIMENTS.iter().map(ExperimentListJson::new).collect();
+        return Ok(to_json_string(&ExperimentsJson { experiments }));
     }
     if EXPERIMENTS.is_empty() {
         return Ok("# no experiments are registered yet\n".to_string());
@@ -112,11 +142,15 @@ fn format_outcome(outcome: &Outcome) -> String {
         "# workload: {}",
         format_command(e.workload, &owned(e.args))
     );
-    let _ = writeln!(
-        out,
-        "# machine:  {}",
-        format_machine(&outcome.before.machine)
-    );
+    let machine = &outcome.before.machine;
+    let _ = writeln!(out, "# machine:  {}", format_machine(machine));
+    out.push_str(&format_overrides(machine));
+    if !machine.overrides.is_empty() {
+        let _ = writeln!(
+            out,
+            "# note:     not the experiment's machine: --set changed its costs, and the published figures come from the real one"
+        );
+    }
     let _ = writeln!(
         out,
         "# kernel:   Linux {}: {feature}=off (before) vs {feature}=on (after); both: {}",
@@ -124,6 +158,7 @@ fn format_outcome(outcome: &Outcome) -> String {
         crate::report::text::format_other_features(e.base_features(), e.feature)
     );
     let _ = writeln!(out, "# seed:     {}", outcome.before.seed);
+    out.push_str(&format_version());
     out.push_str(&row_table(&outcome.rows).render());
     out.push_str(&error_summary(&outcome.rows));
     out.push_str(&format_extra(&outcome.extra));
@@ -163,8 +198,8 @@ fn format_extra(extra: &[ExtraOutcome]) -> String {
                 run.clone(),
                 v.name.to_string(),
                 v.unit.to_string(),
-                format!("{:.2}", v.before),
-                format!("{:.2}", v.after),
+                format_ours(v.before),
+                format_ours(v.after),
                 format_percent(v.gain_percent),
             ]);
         }
@@ -192,10 +227,10 @@ fn row_table(rows: &[RowResult]) -> Table {
             row.figure.label(),
             row.figure.unit().to_string(),
             format!("{:.2}", row.before.published.value),
-            format!("{:.2}", row.before.ours),
+            format_ours(row.before.ours),
             error_cell(&row.before),
             format!("{:.2}", row.after.published.value),
-            format!("{:.2}", row.after.ours),
+            format_ours(row.after.ours),
             error_cell(&row.after),
             format_percent(row.published_gain_percent),
             if both_calibrated {
@@ -206,6 +241,16 @@ fn row_table(rows: &[RowResult]) -> Table {
         ]);
     }
     table
+}
+
+/// One of our values; `n/a` for a metric that does not apply to the
+/// kernel (`Metric::not_applicable`).
+fn format_ours(value: f64) -> String {
+    if value.is_nan() {
+        "n/a".to_string()
+    } else {
+        format!("{value:.2}")
+    }
 }
 
 /// How far ours is from published. A value a machine parameter was fitted
@@ -243,6 +288,86 @@ fn error_summary(rows: &[RowResult]) -> String {
 }
 
 #[derive(Serialize)]
+struct ExperimentsJson {
+    experiments: Vec<ExperimentListJson>,
+}
+
+/// One experiment as `mmsim experiments --json` lists it: what it runs and
+/// what was published.
+#[derive(Serialize)]
+struct ExperimentListJson {
+    id: &'static str,
+    title: &'static str,
+    seed_document: &'static str,
+    machine: &'static str,
+    workload: &'static str,
+    args: &'static [&'static str],
+    feature: &'static str,
+    /// The Linux release the author's tree was based on.
+    kernel: String,
+    /// Later features that tree already carried.
+    carried: Vec<&'static str>,
+    figures: Vec<PublishedJson>,
+    extra: Vec<ExtraRunJson>,
+}
+
+#[derive(Serialize)]
+struct PublishedJson {
+    figure: String,
+    unit: &'static str,
+    before: f64,
+    before_calibrated: bool,
+    after: f64,
+    after_calibrated: bool,
+}
+
+#[derive(Serialize)]
+struct ExtraRunJson {
+    workload: &'static str,
+    args: &'static [&'static str],
+    what: &'static str,
+    metrics: &'static [&'static str],
+}
+
+impl ExperimentListJson {
+    fn new(e: &'static Experiment) -> ExperimentListJson {
+        ExperimentListJson {
+            id: e.id,
+            title: e.title,
+            seed_document: e.seed_document,
+            machine: e.machine,
+            workload: e.workload,
+            args: e.args,
+            feature: e.feature.name(),
+            kernel: e.kernel.to_string(),
+            carried: e.carried.iter().map(|f| f.name()).collect(),
+            figures: e
+                .rows
+                .iter()
+                .map(|row| PublishedJson {
+                    figure: row.figure.label(),
+                    unit: row.figure.unit(),
+                    before: row.before.value,
+                    before_calibrated: row.before.calibrated,
+                    after: row.after.value,
+                    after_calibrated: row.after.calibrated,
+                })
+                .collect(),
+            extra: e
+                .extra
+                .iter()
+                .map(|x| ExtraRunJson {
+                    workload: x.workload,
+                    args: x.args,
+                    what: x.what,
+                    metrics: x.metrics,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
 struct ReproduceJson<'a> {
     seed: u64,
     experiments: Vec<ExperimentJson<'a>>,
@@ -253,7 +378,9 @@ struct ExperimentJson<'a> {
     id: &'static str,
     title: &'static str,
     seed_document: &'static str,
-    machine: &'static str,
+    /// The machine both runs used: the experiment's, or as `--set` changed
+    /// it (then `modified` is true).
+    machine: MachineJson<'a>,
     workload: &'static str,
     args: &'static [&'static str],
     feature: &'static str,
@@ -306,7 +433,7 @@ impl<'a> ExperimentJson<'a> {
             id: e.id,
             title: e.title,
             seed_document: e.seed_document,
-            machine: e.machine,
+            machine: MachineJson::new(&outcome.before.machine),
             workload: e.workload,
             args: e.args,
             feature: e.feature.name(),
@@ -479,6 +606,6 @@ mod tests {
             return; // Running every experiment is not a unit test.
         }
         let text = reproduce_command(&["--json".to_string()]).unwrap();
-        assert_eq!(text, "{\n  \"seed\": 1,\n  \"experiments\": []\n}\n");
+        assert!(text.ends_with("\n  \"seed\": 1,\n  \"experiments\": []\n}\n"));
     }
 }

@@ -12,15 +12,18 @@ use crate::report::compare::{
 };
 use crate::report::json::CompareJson;
 use crate::report::text::{
-    format_command, format_lines, format_machine, format_other_features, section,
+    format_command, format_lines, format_machine, format_other_features, format_overrides,
+    format_version, section,
 };
 use crate::report::units::format_duration;
 use crate::report::{RunJson, TOP_DEFAULT, format_run, to_json_string};
+use crate::util::escape;
 use crate::workload::{self, RunOutput, WorkloadInfo};
 
 const COMPARE_OPTS: &[Opt] = &[
     Opt::value("feature"),
     Opt::value("machine"),
+    Opt::value("set"),
     Opt::value("with"),
     Opt::value("without"),
     Opt::value("thp-enabled"),
@@ -36,7 +39,7 @@ const RUN_OPTS: &[Opt] = COMPARE_OPTS.split_at(1).1;
 
 /// Which command is being prepared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     Run,
     Compare,
 }
@@ -53,6 +56,13 @@ impl Mode {
         match self {
             Mode::Run => help::RUN,
             Mode::Compare => help::COMPARE,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Run => "run",
+            Mode::Compare => "compare",
         }
     }
 }
@@ -138,8 +148,10 @@ pub fn compare_command(
 }
 
 /// Checks the command line in a fixed order: a workload name comes first;
-/// then mmsim's own options (seed, top, features, the compared feature, the
-/// machine); then the workload exists; then its flags parse.
+/// then `--help` (the workload's help, whatever else is there); then
+/// mmsim's own options (seed, top, features, the compared feature, the
+/// machine and its `--set` costs); then the workload exists; then its flags
+/// parse.
 fn prepare(
     args: &[String],
     workloads: &'static [WorkloadInfo],
@@ -154,12 +166,17 @@ fn prepare(
         Some(flag) if flag.starts_with('-') => {
             let list = workload_list(workloads);
             return Err(CliError::new(format!(
-                "expected a workload name before '{flag}' ({list})"
+                "expected a workload name before '{}' ({list})",
+                escape(flag)
             )));
         }
         Some(name) => name,
     };
     let parsed = extract(&args[1..], mode.opts())?;
+    if parsed.has("help") {
+        let info = find_workload(workloads, name)?;
+        return Ok(Request::Help(workload_help(info, mode)));
+    }
     let seed = parsed.last("seed").map_or(Ok(DEFAULT_SEED), parse_seed)?;
     let top = parsed.last("top").map_or(Ok(TOP_DEFAULT), parse_top)?;
     let features = features_from(&parsed)?;
@@ -169,11 +186,9 @@ fn prepare(
     };
     check_requirements(features, compared)?;
     let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
-    let machine = Machine::by_name_or_path(machine_name)?;
+    let mut machine = Machine::by_name_or_path(machine_name)?;
+    set_costs(&mut machine, &parsed)?;
     let info = find_workload(workloads, name)?;
-    if parsed.has("help") {
-        return Ok(Request::Help(workload_help(info)));
-    }
     let benchmark =
         workload::parse(info, &parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
     let json = parsed.has("json");
@@ -190,6 +205,19 @@ fn prepare(
     Ok(Request::Run(Box::new(setup)))
 }
 
+/// Each `--set COST=VALUE`, in the order given (a later one for the same
+/// cost wins).
+pub(super) fn set_costs(machine: &mut Machine, parsed: &Parsed) -> Result<(), CliError> {
+    for (name, value) in parsed.all() {
+        if name == "set" {
+            machine
+                .set_cost(value.unwrap_or_default())
+                .map_err(CliError::new)?;
+        }
+    }
+    Ok(())
+}
+
 /// Every feature on, then each `--with` and `--without` in the order given.
 fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
     let mut features = Features::all();
@@ -204,7 +232,8 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
     if let Some(value) = parsed.last("thp-enabled") {
         features.thp.enabled = ThpEnabled::from_name(value).ok_or_else(|| {
             CliError::new(format!(
-                "invalid --thp-enabled '{value}' (always, madvise or never)"
+                "invalid --thp-enabled '{}' (always, madvise or never)",
+                escape(value)
             ))
         })?;
     }
@@ -214,7 +243,8 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
             "0" => false,
             other => {
                 return Err(CliError::new(format!(
-                    "invalid --thp-zero-page '{other}' (0 or 1)"
+                    "invalid --thp-zero-page '{}' (0 or 1)",
+                    escape(other)
                 )));
             }
         };
@@ -265,7 +295,8 @@ fn find_workload(
 ) -> Result<&'static WorkloadInfo, CliError> {
     workloads.iter().find(|w| w.name == name).ok_or_else(|| {
         CliError::new(format!(
-            "unknown workload '{name}' ({})",
+            "unknown workload '{}' ({})",
+            escape(name),
             workload_list(workloads)
         ))
     })
@@ -279,14 +310,36 @@ fn workload_list(workloads: &[WorkloadInfo]) -> String {
     format!("workloads: {}", names.join(", "))
 }
 
-fn workload_help(info: &WorkloadInfo) -> String {
+/// `mmsim run W --help` (or `compare`, `mmsim help run W`): the
+/// workload's flags, then the command's options.
+pub(super) fn workload_help(info: &WorkloadInfo, mode: Mode) -> String {
+    let (feature, options) = match mode {
+        Mode::Run => ("", help::RUN_OPTIONS),
+        Mode::Compare => (" --feature F", help::COMPARE_OPTIONS),
+    };
     format!(
-        "usage: mmsim run {name} [{name} flags] [options]\n\n{name}: {}\n\n{name} flags:\n{}\n\n{}",
+        "usage: mmsim {command} {name} [{name} flags]{feature} [options]\n\n{name}: {}\n\n{name} flags:\n{}\n\n{options}",
         info.summary,
         info.usage.trim_end(),
-        help::RUN_OPTIONS,
+        command = mode.name(),
         name = info.name,
     )
+}
+
+/// The help `mmsim help run W` and `mmsim help compare W` give.
+pub fn workload_help_for(command: &str, workload: &str) -> Result<String, CliError> {
+    let mode = match command {
+        "run" => Mode::Run,
+        "compare" => Mode::Compare,
+        _ => {
+            return Err(CliError::new(format!(
+                "unexpected argument '{}' for 'mmsim help {command}'",
+                escape(workload)
+            )));
+        }
+    };
+    let info = find_workload(crate::workload::WORKLOADS, workload)?;
+    Ok(workload_help(info, mode))
 }
 
 /// Before and after as text: a header, the metrics as mmtests prints them,
@@ -304,15 +357,17 @@ fn format_comparison(
     let labels = [labels_owned[0].as_str(), labels_owned[1].as_str()];
     let topology = &before.machine.topology;
     let mut out = format!(
-        "# workload: {}\n# machine:  {}\n# kernel:   {} (before) vs {} (after)\n# others:   {}\n# seed:     {}\n# elapsed:  {} before, {} after (virtual time)\n",
+        "# workload: {}\n# machine:  {}\n{}# kernel:   {} (before) vs {} (after)\n# others:   {}\n# seed:     {}\n# elapsed:  {} before, {} after (virtual time)\n{}",
         format_command(&before.workload, &before.args),
         format_machine(&before.machine),
+        format_overrides(&before.machine),
         labels[0],
         labels[1],
         format_other_features(before.features, feature),
         before.seed,
         format_duration(topology, before.elapsed),
         format_duration(topology, after.elapsed),
+        format_version(),
     );
     section(
         &mut out,

@@ -15,7 +15,8 @@ pub fn trace_command(args: &[String]) -> Result<String, CliError> {
         Some((first, _)) if first == "-h" || first == "--help" => Ok(help::TRACE.to_string()),
         Some((first, rest)) if first == "import" => import_command(rest),
         Some((other, _)) => Err(CliError::new(format!(
-            "unknown 'mmsim trace' subcommand '{other}' (subcommands: import)"
+            "unknown 'mmsim trace' subcommand '{}' (subcommands: import)",
+            crate::util::escape(other)
         ))),
     }
 }
@@ -44,7 +45,8 @@ fn parse_import_args(args: &[String]) -> Result<Option<ImportArgs>, CliError> {
             "-o" | "--output" => parsed.out = Some(value(arg)?),
             other => {
                 return Err(CliError::new(format!(
-                    "trace import: unknown argument '{other}' (see 'mmsim help trace')"
+                    "trace import: unknown argument '{}' (see 'mmsim help trace')",
+                    crate::util::escape(other)
                 )));
             }
         }

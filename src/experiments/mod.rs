@@ -17,7 +17,9 @@
 //! way, for which nothing was published. Their figures are reported as ours
 //! alone, with the gain, and never scored.
 //!
-//! Experiments never override costs; a machine is a machine.
+//! Experiments never override costs; a machine is a machine. (The user may,
+//! with `mmsim reproduce --set`, and the output then says the machine was
+//! modified: see [`run_prepared`].)
 
 mod huge_zero_page;
 mod pcp_high_order;
@@ -375,6 +377,19 @@ pub fn run(
     seed: u64,
     progress: Progress,
 ) -> Result<Outcome, ExperimentError> {
+    run_prepared(experiment, prepare(experiment)?, seed, progress)
+}
+
+/// Runs an experiment [`prepare`]d, on the machine in `prepared`: the
+/// experiment's own, unless the user changed its costs (`mmsim reproduce
+/// --set`; experiments themselves never do). The outputs carry the
+/// workloads' flags.
+pub fn run_prepared(
+    experiment: &'static Experiment,
+    prepared: Prepared,
+    seed: u64,
+    progress: Progress,
+) -> Result<Outcome, ExperimentError> {
     let err = |problem| ExperimentError {
         id: experiment.id,
         problem,
@@ -383,7 +398,7 @@ pub fn run(
         machine,
         benchmark,
         extra: extra_benchmarks,
-    } = prepare(experiment)?;
+    } = prepared;
     // The experiment's own runs, then each extra run, take equal shares of
     // the progress bar.
     let parts = 1 + experiment.extra.len();

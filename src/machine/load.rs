@@ -3,10 +3,11 @@
 use std::fmt;
 use std::path::Path;
 
-use super::Machine;
 use super::costs::{CostKind, Costs};
 use super::topology::Topology;
+use super::{Machine, Origin};
 use crate::types::Arch;
+use crate::util::escape;
 
 /// The profiles shipped with mmsim, built into the binary.
 const BUILTIN: &[(&str, &str)] = &[
@@ -35,9 +36,10 @@ pub struct LoadError {
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = escape(&self.file);
         match &self.key {
-            Some(key) => write!(f, "{}: {}: {}", self.file, key, self.problem),
-            None => write!(f, "{}: {}", self.file, self.problem),
+            Some(key) => write!(f, "{file}: {}: {}", escape(key), escape(&self.problem)),
+            None => write!(f, "{file}: {}", escape(&self.problem)),
         }
     }
 }
@@ -51,7 +53,11 @@ pub fn builtin_names() -> Vec<&'static str> {
 /// A built-in machine by name.
 pub fn builtin(name: &str) -> Result<Machine, LoadError> {
     match BUILTIN.iter().find(|(n, _)| *n == name) {
-        Some((n, text)) => parse(&format!("profiles/{n}.toml"), text),
+        Some((n, text)) => {
+            let mut machine = parse(&format!("profiles/{n}.toml"), text)?;
+            machine.origin = Origin::Builtin;
+            Ok(machine)
+        }
         None => Err(LoadError {
             file: name.to_string(),
             key: None,
@@ -166,7 +172,8 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
-/// Parses and validates a profile. `file` names it in errors.
+/// Parses and validates a profile. `file` names it in errors and is where
+/// the machine says it came from.
 pub fn parse(file: &str, text: &str) -> Result<Machine, LoadError> {
     let ctx = Ctx { file };
     let root: toml::Table = text.parse().map_err(|e: toml::de::Error| LoadError {
@@ -190,6 +197,8 @@ pub fn parse(file: &str, text: &str) -> Result<Machine, LoadError> {
         arch,
         topology,
         costs,
+        origin: Origin::File(file.to_string()),
+        overrides: Vec::new(),
     })
 }
 
@@ -327,44 +336,67 @@ fn parse_costs(
         }
         let unit = ctx.string(entry, &full, "unit")?;
         let source = ctx.string(entry, &full, "source")?;
-        let per_cycle = 1000.0 / topology.frequency_mhz as f64; // ns per cycle
-        let converted = match (kind, unit.as_str()) {
-            (CostKind::Latency, "cycles") => value,
-            (CostKind::Latency, "ns") => value / per_cycle,
-            // GB/s = bytes per ns; bytes per cycle = that times ns per cycle.
-            (CostKind::Bandwidth, "GB/s") => value * per_cycle,
-            (CostKind::Latency, other) => {
-                return Err(ctx.err(
-                    &join(&full, "unit"),
-                    format!("'{other}' is not a latency unit (cycles, ns)"),
-                ));
-            }
-            (CostKind::Bandwidth, other) => {
-                return Err(ctx.err(
-                    &join(&full, "unit"),
-                    format!("'{other}' is not a bandwidth unit (GB/s)"),
-                ));
-            }
-        };
-        check_range(ctx, &full, kind, converted, topology.frequency_mhz)?;
+        let converted =
+            to_machine_units(kind, value, &unit, topology.frequency_mhz).map_err(|e| match e {
+                CostProblem::Unit(problem) => ctx.err(&join(&full, "unit"), problem),
+                CostProblem::Value(problem) => ctx.err(&join(&full, "value"), problem),
+            })?;
         let cost = costs.get_mut(key).expect("declared parameter");
         cost.set(converted, source);
     }
     Ok(costs)
 }
 
+/// What is wrong with a cost's value and unit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum CostProblem {
+    Unit(String),
+    Value(String),
+}
+
+/// A cost given as `value` in `unit`, in machine units (cycles for a
+/// latency, bytes per cycle for a bandwidth), checked against the bounds
+/// every cost must keep. Profiles and `--set` both go through it.
+pub(super) fn to_machine_units(
+    kind: CostKind,
+    value: f64,
+    unit: &str,
+    frequency_mhz: u64,
+) -> Result<f64, CostProblem> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err(CostProblem::Value(format!(
+            "must be a positive number, not {value}"
+        )));
+    }
+    let per_cycle = 1000.0 / frequency_mhz as f64; // ns per cycle
+    let converted = match (kind, unit) {
+        (CostKind::Latency, "cycles") => value,
+        (CostKind::Latency, "ns") => value / per_cycle,
+        // GB/s = bytes per ns; bytes per cycle = that times ns per cycle.
+        (CostKind::Bandwidth, "GB/s") => value * per_cycle,
+        (CostKind::Latency, other) => {
+            return Err(CostProblem::Unit(format!(
+                "'{other}' is not a latency unit (cycles, ns)"
+            )));
+        }
+        (CostKind::Bandwidth, other) => {
+            return Err(CostProblem::Unit(format!(
+                "'{other}' is not a bandwidth unit (GB/s)"
+            )));
+        }
+    };
+    match range_problem(kind, converted, frequency_mhz) {
+        Some(problem) => Err(CostProblem::Value(problem)),
+        None => Ok(converted),
+    }
+}
+
 /// A latency must be at least one whole cycle (the engine charges whole
 /// cycles, and a line transfer of none would be no transfer) and at most
 /// [`LATENCY_NS_MAX`]; a bandwidth within its bounds.
-fn check_range(
-    ctx: &Ctx,
-    key: &str,
-    kind: CostKind,
-    converted: f64,
-    frequency_mhz: u64,
-) -> Result<(), LoadError> {
+fn range_problem(kind: CostKind, converted: f64, frequency_mhz: u64) -> Option<String> {
     let ns_per_cycle = 1000.0 / frequency_mhz as f64;
-    let problem = match kind {
+    match kind {
         CostKind::Latency if converted.round() < 1.0 => Some(format!(
             "{converted} cycles at {frequency_mhz} MHz rounds to 0; must be at least one cycle"
         )),
@@ -377,9 +409,5 @@ fn check_range(
                 .then(|| format!("{gbs} GB/s is outside 0.001..=100000 GB/s"))
         }
         CostKind::Latency => None,
-    };
-    match problem {
-        Some(problem) => Err(ctx.err(&join(key, "value"), problem)),
-        None => Ok(()),
     }
 }

@@ -834,3 +834,68 @@ fn too_many_nodes() {
         "test.toml: topology.numa_nodes: must be at most 64, not 128"
     );
 }
+
+#[test]
+fn set_cost_changes_one_cost_within_the_loaders_bounds() {
+    let mut machine = builtin("x86-2s-server").unwrap();
+    let digest = machine.digest();
+    assert_eq!(digest, builtin("x86-2s-server").unwrap().digest());
+    assert!(machine.is_builtin_unmodified());
+    assert_eq!(machine.display_name(), "x86-2s-server");
+    machine.set_cost("pcp_list_op=30").unwrap();
+    assert_eq!(machine.costs.pcp_list_op.cycles(), Cycles(30));
+    assert!(machine.costs.pcp_list_op.source.starts_with("--set"));
+    assert_ne!(machine.digest(), digest);
+    assert_eq!(machine.display_name(), "x86-2s-server (modified by --set)");
+    // 2.5 GHz: 10 ns is 25 cycles; 5 GB/s is 2 bytes a cycle.
+    machine.set_cost("pcp_list_op = 10ns").unwrap();
+    assert_eq!(machine.costs.pcp_list_op.cycles(), Cycles(25));
+    machine.set_cost("copy_page_bandwidth=5GB/s").unwrap();
+    assert_eq!(machine.costs.copy_page_bandwidth.value(), 2.0);
+    assert_eq!(machine.overrides.len(), 2, "one entry per cost");
+    assert_eq!(machine.overrides[0].key, "pcp_list_op");
+    assert_eq!(machine.overrides[0].value, 25.0);
+    assert_eq!(machine.overrides[0].profile_value, 12.0);
+    let error = |setting: &str| {
+        builtin("x86-2s-server")
+            .unwrap()
+            .set_cost(setting)
+            .unwrap_err()
+    };
+    assert_eq!(
+        error("nope=1"),
+        "--set 'nope=1': unknown cost (see 'mmsim machines NAME' for every cost)"
+    );
+    assert_eq!(
+        error("pcp_list_op=0.1"),
+        "--set 'pcp_list_op=0.1': 0.1 cycles at 2500 MHz rounds to 0; must be at least one cycle"
+    );
+    assert_eq!(
+        error("pcp_list_op=1e12"),
+        "--set 'pcp_list_op=1e12': must be at most 1 s"
+    );
+    assert_eq!(
+        error("pcp_list_op=\u{1b}"),
+        "--set 'pcp_list_op=\\x1b': '\\x1b' is not a number"
+    );
+}
+
+#[test]
+fn a_profile_file_says_where_it_came_from() {
+    let text = include_str!("../../profiles/x86-2s-server.toml");
+    let machine = parse("/tmp/copy.toml", text).unwrap();
+    assert_eq!(
+        machine.origin,
+        crate::machine::Origin::File("/tmp/copy.toml".to_string())
+    );
+    assert_eq!(
+        machine.display_name(),
+        "x86-2s-server (from /tmp/copy.toml)"
+    );
+    assert!(!machine.is_builtin_unmodified());
+    assert_eq!(
+        machine.digest(),
+        builtin("x86-2s-server").unwrap().digest(),
+        "the same values, the same digest"
+    );
+}

@@ -41,9 +41,13 @@ pub struct MetricPair<'a> {
     pub name: &'a str,
     pub unit: &'a str,
     pub higher_is_better: bool,
+    /// `null` also when the metric does not apply to that run's kernel
+    /// (then `not_applicable` says why).
     pub before: Option<f64>,
     pub after: Option<f64>,
     pub gain_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<&'static str>,
 }
 
 /// Matches metrics by name, in the order `before` lists them, then those
@@ -52,8 +56,8 @@ pub fn pair_metrics<'a>(before: &'a [Metric], after: &'a [Metric]) -> Vec<Metric
     let only_after = after
         .iter()
         .filter(|a| !before.iter().any(|b| b.name == a.name));
-    let value_in =
-        |metrics: &[Metric], name: &str| metrics.iter().find(|m| m.name == name).map(|m| m.value);
+    let find = |metrics: &'a [Metric], name: &str| metrics.iter().find(|m| m.name == name);
+    let value_in = |metrics: &'a [Metric], name: &str| find(metrics, name).map(|m| m.value);
     before
         .iter()
         .chain(only_after)
@@ -67,9 +71,12 @@ pub fn pair_metrics<'a>(before: &'a [Metric], after: &'a [Metric]) -> Vec<Metric
                 name: &metric.name,
                 unit: metric.unit,
                 higher_is_better: metric.higher_is_better,
-                before: b,
-                after: a,
+                before: b.filter(|v| !v.is_nan()),
+                after: a.filter(|v| !v.is_nan()),
                 gain_percent: gain,
+                not_applicable: find(before, &metric.name)
+                    .and_then(Metric::not_applicable)
+                    .or_else(|| find(after, &metric.name).and_then(Metric::not_applicable)),
             }
         })
         .collect()
@@ -87,22 +94,34 @@ pub fn format_metric_comparison(before: &[Metric], after: &[Metric], labels: [&s
         (labels[1], Align::Right),
         ("", Align::Right),
     ]);
+    let value_of =
+        |metrics: &[Metric], name: &str| metrics.iter().find(|m| m.name == name).map(|m| m.value);
     for pair in pair_metrics(before, after) {
-        let base_gain = pair.before.map(|_| Some(0.0));
-        let gain = pair.after.map(|_| pair.gain_percent);
+        // A metric that does not apply (NaN) shows n/a, one not reported -.
+        let b = value_of(before, pair.name);
+        let a = value_of(after, pair.name);
+        let base_gain = b.map(|v| (!v.is_nan()).then_some(0.0));
+        let gain = a.map(|_| pair.gain_percent);
         table.row(vec![
             pair.name.to_string(),
             pair.unit.to_string(),
-            value_cell(pair.before),
+            value_cell(b),
             gain_cell(base_gain),
-            value_cell(pair.after),
+            value_cell(a),
             gain_cell(gain),
         ]);
     }
     if table.is_empty() {
         return "# (no metrics)\n".to_string();
     }
-    table.render()
+    let not_applicable = pair_metrics(before, after)
+        .iter()
+        .filter_map(|p| {
+            p.not_applicable
+                .map(|reason| format!("# {}: n/a: {reason}\n", p.name))
+        })
+        .collect::<String>();
+    table.render() + &not_applicable
 }
 
 fn value_cell(value: Option<f64>) -> String {

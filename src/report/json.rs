@@ -1,9 +1,14 @@
 //! Runs as JSON documents.
 //!
-//! Same inputs give byte-identical output: every collection here is a Vec in
-//! a fixed order (written as an array, or as an object by [`Counters`]) or a
-//! BTreeMap, and serde writes struct fields in declaration order. Never put a
-//! HashMap in these types.
+//! Every document [`to_json_string`] writes opens with `schema_version`
+//! ([`SCHEMA_VERSION`]) and `mmsim` (its version and git commit), then the
+//! command's own fields.
+//!
+//! Same inputs give byte-identical output (from the same mmsim binary):
+//! every collection here is a Vec in a fixed order (written as an array, or
+//! as an object by [`Counters`] and [`CostsJson`]) or a BTreeMap, and serde
+//! writes struct fields in declaration order. Never put a HashMap in these
+//! types.
 
 use std::collections::BTreeMap;
 
@@ -14,15 +19,118 @@ use super::counters::counters;
 use super::profile::profile;
 use super::units::cycles_to_ns_rounded;
 use crate::features::Feature;
+use crate::machine::{CostOverride, Costs, Machine, Origin};
 use crate::sim::Event;
 use crate::workload::{Metric, RunOutput};
+
+/// The version of the JSON documents' shape. Raise it when a field changes
+/// meaning or goes away (adding one does not).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What every document opens with, then the command's own fields.
+#[derive(Serialize)]
+struct Document<'a, T: Serialize> {
+    schema_version: u32,
+    mmsim: VersionJson,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// mmsim's version: Cargo's, and the git commit built from (`unknown`
+/// outside a git checkout).
+#[derive(Serialize)]
+pub struct VersionJson {
+    pub version: &'static str,
+    pub commit: &'static str,
+}
+
+impl VersionJson {
+    pub fn current() -> VersionJson {
+        VersionJson {
+            version: crate::version::VERSION,
+            commit: crate::version::GIT_COMMIT,
+        }
+    }
+}
+
+/// Which machine a run used, and whether it is the one shipped.
+#[derive(Serialize)]
+pub struct MachineJson<'a> {
+    /// [`Machine::display_name`]: the profile's `name`, with `(from FILE)`
+    /// for a profile file and `(modified by --set)`, so that a machine that
+    /// is not a built-in one as shipped never passes for it.
+    pub name: String,
+    /// The `name` inside the profile.
+    pub profile_name: &'a str,
+    /// `built-in`, or the profile file's path as given.
+    pub profile: &'a str,
+    /// [`Machine::digest`]: of the architecture, topology and cost values.
+    pub digest: String,
+    /// Whether `--set` changed any cost: then this is not the profile's
+    /// machine.
+    pub modified: bool,
+    /// Costs `--set` changed, each with the profile's value.
+    pub overrides: &'a [CostOverride],
+    /// Every cost with its value, unless the machine is a built-in one as
+    /// shipped (whose costs `mmsim machines NAME` lists).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub costs: Option<CostsJson>,
+}
+
+impl<'a> MachineJson<'a> {
+    pub fn new(machine: &'a Machine) -> MachineJson<'a> {
+        MachineJson {
+            name: machine.display_name(),
+            profile_name: &machine.name,
+            profile: match &machine.origin {
+                Origin::Builtin => "built-in",
+                Origin::File(file) => file,
+            },
+            digest: machine.digest(),
+            modified: !machine.overrides.is_empty(),
+            overrides: &machine.overrides,
+            costs: (!machine.is_builtin_unmodified()).then(|| CostsJson::new(machine)),
+        }
+    }
+}
+
+/// Every cost of a machine as an object, in declaration order: each with
+/// its value in cycles (a latency) or GB/s (a bandwidth).
+pub struct CostsJson(Vec<(&'static str, CostValueJson)>);
+
+#[derive(Serialize)]
+pub struct CostValueJson {
+    pub value: f64,
+    pub unit: &'static str,
+}
+
+impl CostsJson {
+    pub fn new(machine: &Machine) -> CostsJson {
+        CostsJson(
+            Costs::parameters_for(machine.arch)
+                .map(|&(key, kind, _)| {
+                    let cost = machine.costs.get(key).expect("a declared parameter");
+                    let (value, unit) = machine.cost_in_unit(kind, cost.value());
+                    (key, CostValueJson { value, unit })
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Serialize for CostsJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
+    }
+}
 
 /// Everything one run produced.
 #[derive(Serialize)]
 pub struct RunJson<'a> {
     pub workload: &'a str,
+    /// The workload's flags as given.
     pub args: &'a [String],
-    pub machine: &'a str,
+    pub machine: MachineJson<'a>,
     /// Every feature by name, on or off.
     pub features: BTreeMap<&'static str, bool>,
     /// `/sys/kernel/mm/transparent_hugepage/enabled` and `use_zero_page`.
@@ -52,9 +160,13 @@ impl Serialize for Counters {
 #[derive(Serialize)]
 pub struct MetricJson<'a> {
     pub name: &'a str,
-    pub value: f64,
+    /// `null` when the metric does not apply to the run's kernel.
+    pub value: Option<f64>,
     pub unit: &'a str,
     pub higher_is_better: bool,
+    /// Why `value` is `null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<&'static str>,
 }
 
 /// The whole profile: every symbol charged any cycles, not only the top N.
@@ -91,7 +203,7 @@ impl<'a> RunJson<'a> {
         RunJson {
             workload: &run.workload,
             args: &run.args,
-            machine: &run.machine.name,
+            machine: MachineJson::new(&run.machine),
             features: Feature::ALL
                 .iter()
                 .map(|&f| (f.name(), run.features.has(f)))
@@ -113,9 +225,10 @@ impl<'a> MetricJson<'a> {
     pub fn new(metric: &'a Metric) -> MetricJson<'a> {
         MetricJson {
             name: &metric.name,
-            value: metric.value,
+            value: (!metric.value.is_nan()).then_some(metric.value),
             unit: metric.unit,
             higher_is_better: metric.higher_is_better,
+            not_applicable: metric.not_applicable(),
         }
     }
 }
@@ -152,7 +265,7 @@ impl ProfileJson {
 pub struct CompareJson<'a> {
     pub workload: &'a str,
     pub args: &'a [String],
-    pub machine: &'a str,
+    pub machine: MachineJson<'a>,
     pub feature: &'static str,
     pub seed: u64,
     pub metrics: Vec<MetricPair<'a>>,
@@ -165,7 +278,7 @@ impl<'a> CompareJson<'a> {
         CompareJson {
             workload: &before.workload,
             args: &before.args,
-            machine: &before.machine.name,
+            machine: MachineJson::new(&before.machine),
             feature: feature.name(),
             seed: before.seed,
             metrics: pair_metrics(&before.metrics, &after.metrics),
@@ -175,10 +288,17 @@ impl<'a> CompareJson<'a> {
     }
 }
 
-/// A document as indented JSON with a final newline.
-pub fn to_json_string<T: Serialize>(document: &T) -> String {
+/// A document as indented JSON with a final newline: `schema_version` and
+/// `mmsim` first, then the fields of `body` (a struct).
+pub fn to_json_string<T: Serialize>(body: &T) -> String {
+    let document = Document {
+        schema_version: SCHEMA_VERSION,
+        mmsim: VersionJson::current(),
+        body,
+    };
     // Serialising these types cannot fail: every map key is a string.
-    let mut text = serde_json::to_string_pretty(document).expect("JSON documents have string keys");
+    let mut text =
+        serde_json::to_string_pretty(&document).expect("JSON documents have string keys");
     text.push('\n');
     text
 }
@@ -195,7 +315,15 @@ mod tests {
             serde_json::from_str(&to_json_string(&RunJson::new(&run))).unwrap();
         assert_eq!(value["workload"], "test-bench");
         assert_eq!(value["args"][0], "-n");
-        assert_eq!(value["machine"], "x86-2s-server");
+        assert_eq!(value["schema_version"], SCHEMA_VERSION);
+        assert_eq!(value["mmsim"]["version"], crate::version::VERSION);
+        assert_eq!(value["mmsim"]["commit"], crate::version::GIT_COMMIT);
+        assert_eq!(value["args"], serde_json::json!(["-n", "4"]));
+        assert_eq!(value["machine"]["name"], "x86-2s-server");
+        assert_eq!(value["machine"]["profile"], "built-in");
+        assert_eq!(value["machine"]["digest"], run.machine.digest());
+        assert_eq!(value["machine"]["overrides"], serde_json::json!([]));
+        assert!(value["machine"].get("costs").is_none());
         assert_eq!(value["features"]["pcp-high-order"], true);
         assert_eq!(value["seed"], 7);
         assert_eq!(value["elapsed_cycles"], 5000);

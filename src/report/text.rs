@@ -9,6 +9,7 @@ use super::table::{Align, Table};
 use super::units::{format_bytes, format_duration, format_frequency};
 use crate::features::{Feature, Features};
 use crate::machine::Machine;
+use crate::util::escape;
 use crate::workload::{Metric, RunOutput};
 
 /// Every feature as `name=on` or `name=off`, space separated.
@@ -54,15 +55,17 @@ fn feature_states(features: Features, include: impl Fn(Feature) -> bool) -> Stri
 }
 
 /// A workload and its flags as one would type them (arguments with spaces
-/// or nothing in them are quoted).
+/// or nothing in them are quoted; control and invisible characters are
+/// escaped, `util::escape`).
 pub fn format_command(workload: &str, args: &[String]) -> String {
-    let mut command = workload.to_string();
+    let mut command = escape(workload);
     for arg in args {
         command.push(' ');
+        let arg = escape(arg);
         if arg.is_empty() || arg.contains(char::is_whitespace) {
             let _ = write!(command, "'{arg}'");
         } else {
-            command.push_str(arg);
+            command.push_str(&arg);
         }
     }
     command
@@ -83,12 +86,19 @@ pub fn format_memory(machine: &Machine) -> String {
     format_bytes(t.memory_per_node_bytes * t.numa_nodes as u64)
 }
 
-/// One line saying what a machine is.
+/// One line saying what a machine is: its name (with where it came from,
+/// unless built in, and whether `--set` changed it), its shape, and for a
+/// machine that is not a built-in one as shipped, the digest of its costs.
 pub fn format_machine(machine: &Machine) -> String {
     let t = &machine.topology;
+    let digest = if machine.is_builtin_unmodified() {
+        String::new()
+    } else {
+        format!(", {}", machine.digest())
+    };
     format!(
-        "{}: {} CPUs ({} sockets x {} cores x {} threads), {} NUMA nodes, {}, {}",
-        machine.name,
+        "{}: {} CPUs ({} sockets x {} cores x {} threads), {} NUMA nodes, {}, {}{digest}",
+        machine.display_name(),
         t.nr_cpus(),
         t.sockets,
         t.cores_per_socket,
@@ -97,6 +107,30 @@ pub fn format_machine(machine: &Machine) -> String {
         format_memory(machine),
         format_frequency(t)
     )
+}
+
+/// The `# costs:` header line of a machine whose costs `--set` changed, or
+/// nothing: each changed cost with its value and the profile's.
+pub fn format_overrides(machine: &Machine) -> String {
+    if machine.overrides.is_empty() {
+        return String::new();
+    }
+    let changes: Vec<String> = machine
+        .overrides
+        .iter()
+        .map(|o| {
+            format!(
+                "{}={} {} (profile: {} {})",
+                o.key, o.value, o.unit, o.profile_value, o.unit
+            )
+        })
+        .collect();
+    format!("# costs:    changed by --set: {}\n", changes.join(", "))
+}
+
+/// The header line naming the mmsim that wrote a report.
+pub fn format_version() -> String {
+    format!("# mmsim:    {}\n", crate::version::full())
 }
 
 /// The `#` lines that open a run's report.
@@ -108,6 +142,7 @@ pub fn format_header(run: &RunOutput) -> String {
         format_command(&run.workload, &run.args)
     );
     let _ = writeln!(out, "# machine:  {}", format_machine(&run.machine));
+    out.push_str(&format_overrides(&run.machine));
     let _ = writeln!(out, "# kernel:   {}", format_features(run.features));
     let _ = writeln!(out, "# seed:     {}", run.seed);
     let elapsed = format_duration(&run.machine.topology, run.elapsed);
@@ -116,6 +151,7 @@ pub fn format_header(run: &RunOutput) -> String {
         "# elapsed:  {elapsed} of virtual time ({} cycles)",
         run.elapsed.0
     );
+    out.push_str(&format_version());
     out
 }
 
@@ -136,7 +172,18 @@ pub fn format_metrics(metrics: &[Metric]) -> String {
             m.unit.to_string(),
         ]);
     }
-    table.render()
+    table.render() + &format_not_applicable(metrics.iter())
+}
+
+/// One `# NAME: n/a: why` line per metric that has no value in a run.
+pub fn format_not_applicable<'a>(metrics: impl Iterator<Item = &'a Metric>) -> String {
+    let mut out = String::new();
+    for m in metrics {
+        if let Some(reason) = m.not_applicable() {
+            let _ = writeln!(out, "# {}: n/a: {reason}", m.name);
+        }
+    }
+    out
 }
 
 /// The workload's own output lines, verbatim.
@@ -205,5 +252,23 @@ mod tests {
     fn commands_quote_arguments_with_spaces() {
         let args = vec!["-m".to_string(), "a b".to_string(), String::new()];
         assert_eq!(format_command("w", &args), "w -m 'a b' ''");
+        let args = vec!["\u{1b}[1m".to_string(), "a\nb".to_string()];
+        assert_eq!(format_command("w", &args), "w \\x1b[1m a\\nb");
+    }
+
+    #[test]
+    fn a_machine_that_is_not_the_builtin_one_says_so() {
+        let mut run = test_run();
+        run.machine.set_cost("pcp_list_op=30").unwrap();
+        let header = format_header(&run);
+        assert!(
+            header.contains("# machine:  x86-2s-server (modified by --set): "),
+            "{header}"
+        );
+        assert!(header.contains(&run.machine.digest()), "{header}");
+        assert!(header.contains(
+            "\n# costs:    changed by --set: pcp_list_op=30 cycles (profile: 12 cycles)\n"
+        ));
+        assert!(header.ends_with(&format!("# mmsim:    {}\n", crate::version::full())));
     }
 }

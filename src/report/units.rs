@@ -53,7 +53,10 @@ pub fn format_bytes(bytes: u64) -> String {
 /// (a rate such as 0.0323 zone->lock acquisitions per allocation would
 /// otherwise print as 0.03).
 pub fn format_metric(value: f64) -> String {
-    if value != 0.0 && value.abs() < 1.0 {
+    if value.is_nan() {
+        // Not applicable to the run (`Metric::not_applicable`).
+        "n/a".to_string()
+    } else if value != 0.0 && value.abs() < 1.0 {
         format!("{value:.4}")
     } else {
         format!("{value:.2}")

@@ -364,7 +364,13 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.problem)
+        let problem = crate::util::escape(&self.problem.to_string());
+        write!(
+            f,
+            "{}:{}: {problem}",
+            crate::util::escape(&self.file),
+            self.line
+        )
     }
 }
 
@@ -373,15 +379,27 @@ impl std::error::Error for ParseError {}
 /// A trace file that could not be read or parsed.
 #[derive(Debug)]
 pub enum LoadError {
-    Io { file: String, error: std::io::Error },
+    Io {
+        file: String,
+        error: std::io::Error,
+    },
     Parse(ParseError),
+    /// Nothing to replay: the file is empty or holds only comments.
+    NoEvents {
+        file: String,
+    },
 }
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LoadError::Io { file, error } => write!(f, "{file}: {error}"),
+            LoadError::Io { file, error } => write!(f, "{}: {error}", crate::util::escape(file)),
             LoadError::Parse(e) => e.fmt(f),
+            LoadError::NoEvents { file } => write!(
+                f,
+                "{}: no events (the trace is empty or holds only comments)",
+                crate::util::escape(file)
+            ),
         }
     }
 }
@@ -418,10 +436,16 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
     }
 }
 
-/// Reads and parses a trace file (plain or gzipped).
+/// Reads and parses a trace file (plain or gzipped); one with no events is
+/// an error, as there would be nothing to replay.
 pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
     let text = read_text(path)?;
-    parse(&path.display().to_string(), &text).map_err(LoadError::Parse)
+    let file = path.display().to_string();
+    let events = parse(&file, &text).map_err(LoadError::Parse)?;
+    if events.is_empty() {
+        return Err(LoadError::NoEvents { file });
+    }
+    Ok(events)
 }
 
 /// Parses a whole trace; `file` names it in errors. Besides each line's

@@ -3,7 +3,7 @@
 //! problem.
 
 use super::UsageError;
-use crate::util::parse_size;
+use crate::util::{escape, parse_size};
 
 pub struct Args<'a> {
     workload: &'static str,
@@ -31,8 +31,14 @@ impl<'a> Args<'a> {
         Some(arg.as_str())
     }
 
+    /// The one-line error: the workload's name and `message`, in which
+    /// whatever the user typed is escaped (`util::escape`).
     pub fn error(&self, message: impl std::fmt::Display) -> UsageError {
-        UsageError(format!("{}: {message}", self.workload))
+        UsageError(format!(
+            "{}: {}",
+            self.workload,
+            escape(&message.to_string())
+        ))
     }
 
     /// The value after `flag`.

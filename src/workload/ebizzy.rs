@@ -15,8 +15,7 @@ use crate::sim::{CpuId, Cycles, Event, Stats, Symbol};
 pub const NAME: &str = "ebizzy";
 pub const SUMMARY: &str =
     "ebizzy 0.3: threads copying and searching chunks through glibc's malloc (seed 004)";
-pub const USAGE: &str = "\
-  -t N                 threads (default 2 x CPUs)
+pub const USAGE: &str = "  -t N                 threads (default 2 x CPUs)
   -n N                 memory chunks (default 10)
   -s SIZE              bytes per chunk (default 512k)
   -S SECONDS           virtual seconds to run (default 0.05; ebizzy's own is 10)
@@ -650,7 +649,7 @@ impl Ebizzy {
         let records = run.records;
         let records_per_sec = (records as f64 / real.max(1e-12)) as u64;
         let find_vma = FindVmaStats::of(stats);
-        let hit_rate = find_vma.hit_rate_percent();
+        let hit_rate = find_vma.hit_rate_metric(features);
         let find_vma_cycles = find_vma.cycles;
         let per_record = find_vma_cycles as f64 / records.max(1) as f64;
         let faults = stats.event(Event::Pgfault);

@@ -19,10 +19,28 @@ use crate::sim::{Cycles, Event, Stats, Symbol};
 pub struct Metric {
     /// Short name, e.g. `send-8192` or `throughput`.
     pub name: String,
+    /// NaN when the metric does not apply to the run's kernel (see
+    /// [`Metric::not_applicable`]).
     pub value: f64,
     /// Unit as printed, e.g. `Mbit/s`.
     pub unit: &'static str,
     pub higher_is_better: bool,
+}
+
+impl Metric {
+    /// Why the metric has no value in this run, if it has none (a NaN
+    /// value): the reports print `n/a` with this reason (JSON: `null`).
+    pub fn not_applicable(&self) -> Option<&'static str> {
+        if !self.value.is_nan() {
+            return None;
+        }
+        Some(match self.name.as_str() {
+            "vmacache-hit-rate" => {
+                "no VMA cache with the maple tree (find_vma walks the tree; see --without maple-tree)"
+            }
+            _ => "not measured on this kernel",
+        })
+    }
 }
 
 /// Everything a run produced.
@@ -69,6 +87,17 @@ impl FindVmaStats {
             0.0
         } else {
             self.hits as f64 * 100.0 / self.calls as f64
+        }
+    }
+
+    /// The `vmacache-hit-rate` metric: the hit rate, or NaN (not
+    /// applicable, [`Metric::not_applicable`]) with the maple tree, which
+    /// has no VMA cache.
+    pub fn hit_rate_metric(&self, features: Features) -> f64 {
+        if features.has(Feature::MapleTree) {
+            f64::NAN
+        } else {
+            self.hit_rate_percent()
         }
     }
 

@@ -28,8 +28,7 @@ use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Stats, Symbol, Workload};
 pub const NAME: &str = "netperf-udp";
 pub const SUMMARY: &str =
     "netperf UDP_STREAM over loopback: sender and receiver on two CPUs (seed 001)";
-pub const USAGE: &str = "\
-  -m SIZE[,SIZE...]  message sizes in bytes (default: mmtests' 64,128,256,1024,2048,3312,4096,8192,16384)
+pub const USAGE: &str = "  -m SIZE[,SIZE...]  message sizes in bytes (default: mmtests' 64,128,256,1024,2048,3312,4096,8192,16384)
   -i N               iterations per size, reported as their harmonic mean (default 5, as mmtests)
   -l SECONDS         virtual length of each iteration (default 0.05; netperf's own default is 10)
   -s BYTES           receive socket buffer, net.core.rmem_default (default 212992)";
@@ -244,7 +243,7 @@ impl NetperfUdp {
         if ctx.nr_cpus() < 2 {
             return Err(RunError(format!(
                 "{NAME}: machine {} has fewer than 2 CPUs",
-                machine.name
+                machine.display_name()
             )));
         }
         let (sender, receiver) = Self::placement(machine, &mut ctx.rng);

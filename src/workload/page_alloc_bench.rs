@@ -25,8 +25,7 @@ use crate::sim::{CpuId, Ctx, Cycles, Engine, Event, RunState, Workload};
 pub const NAME: &str = "page-alloc-bench";
 pub const SUMMARY: &str =
     "N CPUs allocating and freeing pages of one order in batches (mmsim's own microbenchmark)";
-pub const USAGE: &str = "\
-  -n, --cpus N          CPUs taking part, cpu0..cpuN-1 (default 2)
+pub const USAGE: &str = "  -n, --cpus N          CPUs taking part, cpu0..cpuN-1 (default 2)
   -o, --order O         order of every block, 0..10 (default 0)
   -b, --batch B         blocks allocated per round before they are freed (default 63)
   -r, --rounds R        rounds per CPU (default 20000)
@@ -230,7 +229,7 @@ impl Benchmark for PageAllocBench {
             return Err(RunError(format!(
                 "{NAME}: --cpus {} but machine {} has {} CPUs",
                 self.cpus,
-                machine.name,
+                machine.display_name(),
                 machine.topology.nr_cpus()
             )));
         }

@@ -20,8 +20,7 @@ use crate::trace::{self, Access, Event, Op};
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
     "replays a recorded trace of real programs (see 'mmsim trace import', docs/trace-format.md)";
-pub const USAGE: &str = "\
-  FILE                 the trace, plain or gzipped
+pub const USAGE: &str = "  FILE                 the trace, plain or gzipped
   --recorded NAME      instead of FILE, a trace built into mmsim (tests/data/README.md):
                        make, python or pipeline";
 
@@ -327,7 +326,11 @@ impl Program for Run<'_> {
         self.counts.events += 1;
         self.count_progress(sys);
         match self.events.get(self.next) {
-            None => self.end(sys),
+            None => {
+                self.tasks.remove(&thread.tid);
+                self.end(sys);
+                return Next::Exit;
+            }
             Some(next) if next.tid == thread.tid => return Next::Run,
             Some(next) => {
                 let task = self.tasks[&next.tid].task;
@@ -465,7 +468,7 @@ impl TraceReplay {
                 },
                 Metric {
                     name: "vmacache-hit-rate".into(),
-                    value: find_vma.hit_rate_percent(),
+                    value: find_vma.hit_rate_metric(features),
                     unit: "%",
                     higher_is_better: true,
                 },

@@ -13,8 +13,8 @@ use crate::sim::{CpuId, Cycles};
 pub const NAME: &str = "usemem";
 pub const SUMMARY: &str =
     "vm-scalability's usemem: N processes each mapping and touching memory (seed 000)";
-pub const USAGE: &str = "\
-  SIZE                 bytes per process (per thread with -t), k/m/g/t suffixes or 0x hex
+pub const USAGE: &str =
+    "  SIZE                 bytes per process (per thread with -t), k/m/g/t suffixes or 0x hex
   -n, --nproc N        processes (default 1)
   -t, --thread M       threads per process, each with its own mapping (default: none)
   -o, --readonly       map PROT_READ and read instead of writing

@@ -25,13 +25,13 @@ use crate::sim::{CpuId, Ctx, Engine, RunState};
 pub struct Finished<P: Program> {
     pub program: P,
     pub ctx: Ctx,
-    pub core: Core<P::Thread>,
+    pub core: Core,
 }
 
-/// Boots `machine` with `features` and seed `seed`, lets `init` start the
-/// first tasks (with [`Core::spawn_process`]), and steps the machine until
-/// no task is left or a program fails. `progress` receives what the
-/// programs report ([`Sys::progress`]).
+/// Boots `machine` with `features` and seed `seed`, starts a process on
+/// each CPU `first` names whose first task runs the thread given with it,
+/// and steps the machine until no task is left or a program fails.
+/// `progress` receives what the programs report ([`Sys::progress`]).
 ///
 /// The error is one line: why the run could not complete.
 pub fn run<P: Program>(
@@ -40,16 +40,18 @@ pub fn run<P: Program>(
     seed: u64,
     program: P,
     progress: &mut dyn FnMut(f64),
-    init: impl FnOnce(&mut Ctx, &mut Core<P::Thread>) -> Result<(), String>,
+    first: Vec<(CpuId, P::Thread)>,
 ) -> Result<Finished<P>, String> {
     let mut ctx = Ctx::new(machine.clone(), seed);
     // Every CPU waits for a task to be queued on it.
     for cpu in 0..ctx.nr_cpus() {
         ctx.set_state(CpuId(cpu), RunState::Blocked);
     }
-    let mut core = Core::new(Kernel::new(machine, features), ctx.nr_cpus());
-    init(&mut ctx, &mut core)?;
+    let core = Core::new(Kernel::new(machine, features), ctx.nr_cpus());
     let mut sched = Sched::new(program, core, progress);
+    for (cpu, thread) in first {
+        sched.spawn_process(&mut ctx, cpu, thread)?;
+    }
     let mut engine = Engine::new(ctx);
     engine.run(&mut sched, None);
     if let Some(at) = engine.out_of_range() {

@@ -65,11 +65,10 @@ enum TaskState {
 }
 
 /// A task's place in the scheduler.
-struct SchedEntity<T> {
+#[derive(Clone, Copy, Debug)]
+struct SchedEntity {
     cpu: CpuId,
     state: TaskState,
-    /// The program's state for the task; out of its slot while it runs.
-    thread: Option<T>,
 }
 
 /// One FIFO of tasks per CPU.
@@ -132,17 +131,18 @@ impl RunQueues {
 
 /// The kernel a program runs on: the mm, the task table and the run
 /// queues.
-pub struct Core<T> {
+pub struct Core {
     pub k: Kernel,
     pub tasks: Tasks,
     rq: RunQueues,
-    entities: Vec<Option<SchedEntity<T>>>,
+    /// By task id: where each task the scheduler knows is.
+    entities: Vec<Option<SchedEntity>>,
     /// Why the run stopped early, if it did.
     failure: Option<String>,
 }
 
-impl<T> Core<T> {
-    pub fn new(k: Kernel, nr_cpus: u32) -> Core<T> {
+impl Core {
+    pub fn new(k: Kernel, nr_cpus: u32) -> Core {
         Core {
             k,
             tasks: Tasks::new(),
@@ -157,38 +157,31 @@ impl<T> Core<T> {
         self.failure.as_deref()
     }
 
-    /// Queues a new task on `cpu` with its program state.
-    fn start(&mut self, ctx: &mut Ctx, task: TaskId, cpu: CpuId, thread: T) {
+    /// Queues a new task on `cpu`.
+    fn start(&mut self, ctx: &mut Ctx, task: TaskId, cpu: CpuId) {
         let at = task.0 as usize;
         if self.entities.len() <= at {
-            self.entities.resize_with(at + 1, || None);
+            self.entities.resize(at + 1, None);
         }
         assert!(self.entities[at].is_none(), "{task:?} started twice");
         self.entities[at] = Some(SchedEntity {
             cpu,
             state: TaskState::Runnable,
-            thread: Some(thread),
         });
         self.rq.enqueue(ctx, cpu, task);
     }
 
-    /// A new process (`mm_alloc` and its first task) running `thread` on
-    /// `cpu`: how a run starts its first task.
-    pub fn spawn_process(
-        &mut self,
-        ctx: &mut Ctx,
-        cpu: CpuId,
-        thread: T,
-    ) -> Result<TaskId, String> {
+    /// A new process (`mm_alloc` and its first task) on `cpu`.
+    fn spawn_process(&mut self, ctx: &mut Ctx, cpu: CpuId) -> Result<TaskId, String> {
         let task = self
             .tasks
             .new_process(&mut self.k, ctx)
             .map_err(|e| format!("no memory for a new process: {e}"))?;
-        self.start(ctx, task, cpu, thread);
+        self.start(ctx, task, cpu);
         Ok(task)
     }
 
-    fn entity(&mut self, task: TaskId) -> &mut SchedEntity<T> {
+    fn entity(&mut self, task: TaskId) -> &mut SchedEntity {
         self.entities[task.0 as usize]
             .as_mut()
             .expect("a task known to the scheduler")
@@ -199,10 +192,13 @@ impl<T> Core<T> {
 /// system calls of the task it runs for.
 pub struct Sys<'a, T> {
     pub ctx: &'a mut Ctx,
-    core: &'a mut Core<T>,
+    core: &'a mut Core,
     task: TaskId,
     /// Tasks created in this step, queued once it ends.
     spawned: Vec<(TaskId, CpuId, T)>,
+    /// Tasks that exited at once in this step ([`Sys::reap_thread`]),
+    /// whose program state goes once it ends.
+    reaped: Vec<TaskId>,
     progress: &'a mut dyn FnMut(f64),
 }
 
@@ -296,6 +292,7 @@ impl<T> Sys<'_, T> {
         assert!(last.is_none(), "{task:?} reaped as its mm's last user");
         self.core.entities[task.0 as usize] = None;
         self.core.tasks.release_task(task);
+        self.reaped.push(task);
     }
 
     /// Ends the run on every CPU: the program cannot go on (`why` is the
@@ -362,42 +359,67 @@ impl<T> Sys<'_, T> {
 /// A program with its tasks on the kernel: what the engine steps.
 pub struct Sched<'p, P: Program> {
     pub program: P,
-    pub core: Core<P::Thread>,
+    pub core: Core,
+    /// By task id: each task's program state.
+    threads: Vec<Option<P::Thread>>,
     progress: &'p mut dyn FnMut(f64),
 }
 
 impl<'p, P: Program> Sched<'p, P> {
-    pub fn new(program: P, core: Core<P::Thread>, progress: &'p mut dyn FnMut(f64)) -> Self {
+    pub fn new(program: P, core: Core, progress: &'p mut dyn FnMut(f64)) -> Self {
         Sched {
             program,
             core,
+            threads: Vec::new(),
             progress,
         }
+    }
+
+    /// A new process on `cpu` whose first task runs `thread`: how a run
+    /// starts its first tasks.
+    pub fn spawn_process(
+        &mut self,
+        ctx: &mut Ctx,
+        cpu: CpuId,
+        thread: P::Thread,
+    ) -> Result<TaskId, String> {
+        let task = self.core.spawn_process(ctx, cpu)?;
+        self.set_thread(task, thread);
+        Ok(task)
+    }
+
+    fn set_thread(&mut self, task: TaskId, thread: P::Thread) {
+        let at = task.0 as usize;
+        if self.threads.len() <= at {
+            self.threads.resize_with(at + 1, || None);
+        }
+        self.threads[at] = Some(thread);
     }
 
     /// One step of `task`'s program, and what follows from its answer.
     fn run_program(&mut self, ctx: &mut Ctx, task: TaskId, cpu: CpuId) {
         self.core.tasks.switch_to(&mut self.core.k, ctx, task);
-        let mut thread = self
-            .core
-            .entity(task)
-            .thread
-            .take()
+        let thread = self.threads[task.0 as usize]
+            .as_mut()
             .expect("a runnable task has its program state");
         let mut sys = Sys {
             ctx,
             core: &mut self.core,
             task,
             spawned: Vec::new(),
+            reaped: Vec::new(),
             progress: &mut *self.progress,
         };
-        let next = self.program.step(&mut sys, &mut thread);
+        let next = self.program.step(&mut sys, thread);
         let spawned = std::mem::take(&mut sys.spawned);
-        let core = &mut self.core;
-        core.entity(task).thread = Some(thread);
-        for (child, child_cpu, child_thread) in spawned {
-            core.start(ctx, child, child_cpu, child_thread);
+        for reaped in std::mem::take(&mut sys.reaped) {
+            self.threads[reaped.0 as usize] = None;
         }
+        for (child, child_cpu, child_thread) in spawned {
+            self.core.start(ctx, child, child_cpu);
+            self.set_thread(child, child_thread);
+        }
+        let core = &mut self.core;
         if core.failure.is_some() {
             return;
         }
@@ -419,6 +441,7 @@ impl<'p, P: Program> Sched<'p, P> {
     fn release(&mut self, task: TaskId, cpu: CpuId) {
         self.core.rq.dequeue_front(cpu);
         self.core.entities[task.0 as usize] = None;
+        self.threads[task.0 as usize] = None;
         self.core.tasks.release_task(task);
     }
 }

@@ -626,9 +626,14 @@ impl Ebizzy {
             reported_percent: 0,
         };
         let main = Thread::Main(MainPhase::Start);
-        let done = kernel::run(machine, features, seed, program, progress, |ctx, core| {
-            core.spawn_process(ctx, CpuId(0), main).map(|_| ())
-        })
+        let done = kernel::run(
+            machine,
+            features,
+            seed,
+            program,
+            progress,
+            vec![(CpuId(0), main)],
+        )
         .map_err(|e| RunError(format!("{NAME}: {e}")))?;
         let run = done.program;
         let summary = Summary {

@@ -124,6 +124,26 @@ impl Serialize for CostsJson {
     }
 }
 
+/// Which upstream change a feature models.
+#[derive(Serialize)]
+pub struct FeatureVersionJson {
+    /// The release it arrived in, "5.14".
+    pub linux: String,
+    pub commit: &'static str,
+    /// The release that removed it, if one did.
+    pub removed_in: Option<String>,
+}
+
+impl FeatureVersionJson {
+    fn of(f: Feature) -> FeatureVersionJson {
+        FeatureVersionJson {
+            linux: f.version().to_string(),
+            commit: f.commit(),
+            removed_in: f.removed().map(|r| r.version.to_string()),
+        }
+    }
+}
+
 /// Everything one run produced.
 #[derive(Serialize)]
 pub struct RunJson<'a> {
@@ -133,6 +153,9 @@ pub struct RunJson<'a> {
     pub machine: MachineJson<'a>,
     /// Every feature by name, on or off.
     pub features: BTreeMap<&'static str, bool>,
+    /// Every feature by name: the Linux release and commit it models, and
+    /// where it left mainline.
+    pub feature_versions: BTreeMap<&'static str, FeatureVersionJson>,
     /// `/sys/kernel/mm/transparent_hugepage/enabled` and `use_zero_page`.
     pub thp_enabled: &'static str,
     pub thp_use_zero_page: bool,
@@ -207,6 +230,10 @@ impl<'a> RunJson<'a> {
             features: Feature::ALL
                 .iter()
                 .map(|&f| (f.name(), run.features.has(f)))
+                .collect(),
+            feature_versions: Feature::ALL
+                .iter()
+                .map(|&f| (f.name(), FeatureVersionJson::of(f)))
                 .collect(),
             thp_enabled: run.features.thp.enabled.name(),
             thp_use_zero_page: run.features.thp.use_zero_page,
@@ -325,6 +352,11 @@ mod tests {
         assert_eq!(value["machine"]["overrides"], serde_json::json!([]));
         assert!(value["machine"].get("costs").is_none());
         assert_eq!(value["features"]["pcp-high-order"], true);
+        assert_eq!(value["feature_versions"]["pcp-high-order"]["linux"], "5.14");
+        assert_eq!(
+            value["feature_versions"]["per-thread-vmacache"]["removed_in"],
+            "6.1"
+        );
         assert_eq!(value["seed"], 7);
         assert_eq!(value["elapsed_cycles"], 5000);
         assert_eq!(value["elapsed_ns"], 2000);

@@ -63,6 +63,15 @@ pub fn run<P: Program>(
     if let Some(why) = sched.core.failure() {
         return Err(why.to_string());
     }
+    // Every CPU has run out of work; a task still asleep would wait
+    // forever (a program that never wakes it is wrong).
+    let asleep: Vec<String> = sched.core.sleeping().map(|t| t.0.to_string()).collect();
+    if !asleep.is_empty() {
+        return Err(format!(
+            "the run ended with task {} asleep, waiting for a wake-up that never came",
+            asleep.join(", ")
+        ));
+    }
     Ok(Finished {
         program: sched.program,
         ctx: engine.ctx,

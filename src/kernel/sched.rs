@@ -157,6 +157,14 @@ impl Core {
         self.failure.as_deref()
     }
 
+    /// Tasks still asleep: at the end of a run, ones nothing woke.
+    pub fn sleeping(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.entities.iter().enumerate().filter_map(|(i, e)| {
+            e.filter(|e| e.state == TaskState::Sleeping)
+                .map(|_| TaskId(i as u32))
+        })
+    }
+
     /// Queues a new task on `cpu`.
     fn start(&mut self, ctx: &mut Ctx, task: TaskId, cpu: CpuId) {
         let at = task.0 as usize;
@@ -472,5 +480,162 @@ impl<P: Program> Workload for Sched<'_, P> {
         if ctx.now() == before {
             ctx.idle_until(Cycles(before.0 + 1));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Features;
+    use crate::kernel::run;
+    use crate::machine::builtin;
+    use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
+    use crate::mm::mmzone::PAGE_SIZE;
+
+    /// A script per task: what each step does, logged with the task and
+    /// the CPU it ran on.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Op {
+        Yield,
+        /// Writes a page of a new mapping, then carries on.
+        Touch,
+        /// Forks a child running `script` on `cpu`.
+        Fork(u32, usize),
+        /// Starts a thread running `script` on `cpu`.
+        Clone(u32, usize),
+        Sleep,
+        /// Wakes the task created by this task's `n`-th fork or clone.
+        Wake(usize),
+        Exit,
+    }
+
+    struct Script {
+        ops: &'static [Op],
+        at: usize,
+        children: Vec<TaskId>,
+    }
+
+    struct Scripts {
+        scripts: &'static [&'static [Op]],
+        log: Vec<(u32, u32, Op)>,
+    }
+
+    impl Program for Scripts {
+        type Thread = Script;
+
+        fn step(&mut self, sys: &mut Sys<'_, Script>, s: &mut Script) -> Next {
+            let op = s.ops[s.at];
+            s.at += 1;
+            self.log.push((sys.task().0, sys.ctx.cur().0, op));
+            let new = |i: usize| Script {
+                ops: self.scripts[i],
+                at: 0,
+                children: Vec::new(),
+            };
+            match op {
+                Op::Yield => return Next::Yield,
+                Op::Touch => {
+                    let at = sys.mmap(PAGE_SIZE, PROT_READ | PROT_WRITE).unwrap();
+                    sys.write_u64(at, 1).unwrap();
+                }
+                Op::Fork(cpu, i) => s.children.push(sys.fork(CpuId(cpu), new(i)).unwrap()),
+                Op::Clone(cpu, i) => s.children.push(sys.clone_thread(CpuId(cpu), new(i))),
+                Op::Sleep => return Next::Sleep,
+                Op::Wake(n) => sys.wake(s.children[n]),
+                Op::Exit => return Next::Exit,
+            }
+            Next::Run
+        }
+    }
+
+    fn run_scripts(
+        scripts: &'static [&'static [Op]],
+    ) -> Result<(Vec<(u32, u32, Op)>, Finished<Scripts>), String> {
+        let machine = builtin("x86-2s-server").unwrap();
+        let program = Scripts {
+            scripts,
+            log: Vec::new(),
+        };
+        let first = Script {
+            ops: scripts[0],
+            at: 0,
+            children: Vec::new(),
+        };
+        let done = run(
+            &machine,
+            Features::all(),
+            1,
+            program,
+            &mut |_| {},
+            vec![(CpuId(0), first)],
+        )?;
+        Ok((done.program.log.clone(), done))
+    }
+
+    use super::super::Finished;
+
+    #[test]
+    fn tasks_sharing_a_cpu_take_turns_when_they_yield() {
+        use Op::*;
+        // The parent starts two threads on CPU 1; they alternate there.
+        const SCRIPTS: &[&[Op]] = &[
+            &[Clone(1, 1), Clone(1, 1), Exit],
+            &[Touch, Yield, Touch, Exit],
+        ];
+        let (log, done) = run_scripts(SCRIPTS).unwrap();
+        let on_cpu1: Vec<(u32, Op)> = log
+            .iter()
+            .filter(|e| e.1 == 1)
+            .map(|e| (e.0, e.2))
+            .collect();
+        assert_eq!(
+            on_cpu1,
+            [
+                (1, Touch),
+                (1, Yield),
+                (2, Touch),
+                (2, Yield),
+                (1, Touch),
+                (1, Exit),
+                (2, Touch),
+                (2, Exit)
+            ]
+        );
+        // The last thread to exit tore the process down.
+        assert_eq!(done.core.k.live_mms().count(), 0);
+        assert_eq!(done.core.tasks.live().count(), 0);
+    }
+
+    #[test]
+    fn a_sleeping_task_runs_again_only_once_woken() {
+        use Op::*;
+        // The child sleeps at once; the parent touches twice, then wakes it.
+        const SCRIPTS: &[&[Op]] = &[
+            &[Fork(2, 1), Touch, Touch, Wake(0), Exit],
+            &[Sleep, Touch, Exit],
+        ];
+        let (log, done) = run_scripts(SCRIPTS).unwrap();
+        let order: Vec<(u32, Op)> = log.iter().map(|e| (e.0, e.2)).collect();
+        let woken = order.iter().position(|&e| e == (0, Wake(0))).unwrap();
+        let child_touch = order.iter().position(|&e| e == (1, Touch)).unwrap();
+        assert!(child_touch > woken, "{order:?}");
+        assert!(
+            log.iter().all(|e| e.0 != 1 || e.1 == 2),
+            "the child stays on CPU 2"
+        );
+        assert_eq!(done.core.k.live_mms().count(), 0);
+    }
+
+    #[test]
+    fn a_task_left_asleep_is_an_error() {
+        use Op::*;
+        const SCRIPTS: &[&[Op]] = &[&[Fork(1, 1), Exit], &[Sleep, Exit]];
+        let err = run_scripts(SCRIPTS)
+            .err()
+            .expect("a task asleep at the end");
+        assert_eq!(
+            err,
+            "the run ended with task 1 asleep, waiting for a wake-up that never came"
+        );
     }
 }

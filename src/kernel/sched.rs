@@ -548,9 +548,10 @@ mod tests {
         }
     }
 
-    fn run_scripts(
-        scripts: &'static [&'static [Op]],
-    ) -> Result<(Vec<(u32, u32, Op)>, Finished<Scripts>), String> {
+    /// (task, CPU, op) for every step, in the order they ran.
+    type Log = Vec<(u32, u32, Op)>;
+
+    fn run_scripts(scripts: &'static [&'static [Op]]) -> Result<(Log, Finished<Scripts>), String> {
         let machine = builtin("x86-2s-server").unwrap();
         let program = Scripts {
             scripts,

@@ -188,6 +188,16 @@ impl<T> Core<T> {
         Ok(task)
     }
 
+    /// A kernel thread (`kthread_create_on_cpu`, then woken) running
+    /// `thread` on `cpu`: no mm, so it takes no page to start, and its
+    /// exit tears nothing down. How a run starts a kernel module's
+    /// per-CPU threads.
+    pub fn spawn_kthread(&mut self, ctx: &mut Ctx, cpu: CpuId, thread: T) -> TaskId {
+        let task = self.tasks.kthread_create(&self.k);
+        self.start(ctx, task, cpu, thread);
+        task
+    }
+
     fn entity(&mut self, task: TaskId) -> &mut SchedEntity<T> {
         self.entities[task.0 as usize]
             .as_mut()

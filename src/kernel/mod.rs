@@ -12,7 +12,7 @@ pub mod task;
 #[cfg(test)]
 mod tests;
 
-pub use sched::{Core, Next, Program, Sched, Sys};
+pub use sched::{Core, Next, Program, Sched, Spawner, Sys};
 pub use task::{TaskStruct, Tasks};
 
 use crate::features::Features;
@@ -28,10 +28,10 @@ pub struct Finished<P: Program> {
     pub core: Core,
 }
 
-/// Boots `machine` with `features` and seed `seed`, starts a process on
-/// each CPU `first` names whose first task runs the thread given with it,
-/// and steps the machine until no task is left or a program fails.
-/// `progress` receives what the programs report ([`Sys::progress`]).
+/// Boots `machine` with `features` and seed `seed`, lets `init` start the
+/// first tasks (processes or kernel threads, [`Spawner`]), and steps the
+/// machine until no task is left or a program fails. `progress` receives
+/// what the programs report ([`Sys::progress`]).
 ///
 /// The error is one line: why the run could not complete.
 pub fn run<P: Program>(
@@ -40,7 +40,7 @@ pub fn run<P: Program>(
     seed: u64,
     program: P,
     progress: &mut dyn FnMut(f64),
-    first: Vec<(CpuId, P::Thread)>,
+    init: impl FnOnce(&mut Ctx, &mut Spawner<'_, P::Thread>) -> Result<(), String>,
 ) -> Result<Finished<P>, String> {
     let mut ctx = Ctx::new(machine.clone(), seed);
     // Every CPU waits for a task to be queued on it.
@@ -49,9 +49,7 @@ pub fn run<P: Program>(
     }
     let core = Core::new(Kernel::new(machine, features), ctx.nr_cpus());
     let mut sched = Sched::new(program, core, progress);
-    for (cpu, thread) in first {
-        sched.spawn_process(&mut ctx, cpu, thread)?;
-    }
+    init(&mut ctx, &mut sched.spawner())?;
     let mut engine = Engine::new(ctx);
     engine.run(&mut sched, None);
     if let Some(at) = engine.out_of_range() {

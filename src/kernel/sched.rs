@@ -189,6 +189,14 @@ impl Core {
         Ok(task)
     }
 
+    /// A kernel thread (`kthread_create_on_cpu`, then woken) on `cpu`: no
+    /// mm, so it takes no page to start, and its exit tears nothing down.
+    fn spawn_kthread(&mut self, ctx: &mut Ctx, cpu: CpuId) -> TaskId {
+        let task = self.tasks.kthread_create(&self.k);
+        self.start(ctx, task, cpu);
+        task
+    }
+
     fn entity(&mut self, task: TaskId) -> &mut SchedEntity {
         self.entities[task.0 as usize]
             .as_mut()
@@ -364,6 +372,45 @@ impl<T> Sys<'_, T> {
     }
 }
 
+/// How a run starts its first tasks, before the machine steps: processes,
+/// and kernel threads (a kernel module's per-CPU threads), each with the
+/// program state its first task runs.
+pub struct Spawner<'a, T> {
+    core: &'a mut Core,
+    threads: &'a mut Vec<Option<T>>,
+}
+
+impl<T> Spawner<'_, T> {
+    /// A new process (`mm_alloc` and its first task) on `cpu`, running
+    /// `thread`.
+    pub fn spawn_process(
+        &mut self,
+        ctx: &mut Ctx,
+        cpu: CpuId,
+        thread: T,
+    ) -> Result<TaskId, String> {
+        let task = self.core.spawn_process(ctx, cpu)?;
+        set_thread(self.threads, task, thread);
+        Ok(task)
+    }
+
+    /// A kernel thread on `cpu`, running `thread`.
+    pub fn spawn_kthread(&mut self, ctx: &mut Ctx, cpu: CpuId, thread: T) -> TaskId {
+        let task = self.core.spawn_kthread(ctx, cpu);
+        set_thread(self.threads, task, thread);
+        task
+    }
+}
+
+/// Puts `task`'s program state in its slot.
+fn set_thread<T>(threads: &mut Vec<Option<T>>, task: TaskId, thread: T) {
+    let at = task.0 as usize;
+    if threads.len() <= at {
+        threads.resize_with(at + 1, || None);
+    }
+    threads[at] = Some(thread);
+}
+
 /// A program with its tasks on the kernel: what the engine steps.
 pub struct Sched<'p, P: Program> {
     pub program: P,
@@ -383,25 +430,12 @@ impl<'p, P: Program> Sched<'p, P> {
         }
     }
 
-    /// A new process on `cpu` whose first task runs `thread`: how a run
-    /// starts its first tasks.
-    pub fn spawn_process(
-        &mut self,
-        ctx: &mut Ctx,
-        cpu: CpuId,
-        thread: P::Thread,
-    ) -> Result<TaskId, String> {
-        let task = self.core.spawn_process(ctx, cpu)?;
-        self.set_thread(task, thread);
-        Ok(task)
-    }
-
-    fn set_thread(&mut self, task: TaskId, thread: P::Thread) {
-        let at = task.0 as usize;
-        if self.threads.len() <= at {
-            self.threads.resize_with(at + 1, || None);
+    /// What starts the run's first tasks.
+    pub fn spawner(&mut self) -> Spawner<'_, P::Thread> {
+        Spawner {
+            core: &mut self.core,
+            threads: &mut self.threads,
         }
-        self.threads[at] = Some(thread);
     }
 
     /// One step of `task`'s program, and what follows from its answer.
@@ -425,7 +459,7 @@ impl<'p, P: Program> Sched<'p, P> {
         }
         for (child, child_cpu, child_thread) in spawned {
             self.core.start(ctx, child, child_cpu);
-            self.set_thread(child, child_thread);
+            set_thread(&mut self.threads, child, child_thread);
         }
         let core = &mut self.core;
         if core.failure.is_some() {
@@ -568,7 +602,7 @@ mod tests {
             1,
             program,
             &mut |_| {},
-            vec![(CpuId(0), first)],
+            |ctx, s| s.spawn_process(ctx, CpuId(0), first).map(|_| ()),
         )?;
         Ok((done.program.log.clone(), done))
     }

@@ -428,3 +428,39 @@ fn a_switch_sets_the_cpu_in_the_mask_of_a_new_mm_with_a_reused_id() {
     assert_eq!(k.mm(second_mm).cpumask, [CpuId(1), CpuId(2)]);
     assert_eq!(k.mm(parent_mm).cpumask, [CpuId(1)]);
 }
+
+/// Kernel threads run a program without an mm: starting and exiting them
+/// takes no page and tears nothing down.
+#[test]
+fn kthreads_run_a_program_without_an_mm() {
+    use super::{Next, Program, Sys};
+    struct Count(u32);
+    impl Program for Count {
+        type Thread = u32;
+        fn step(&mut self, sys: &mut Sys<'_, u32>, left: &mut u32) -> Next {
+            assert_eq!(sys.mm_of(sys.task()), None);
+            self.0 += 1;
+            *left -= 1;
+            if *left == 0 { Next::Exit } else { Next::Run }
+        }
+    }
+    let (k, ctx, _) = boot(VmaLookup::PerThread);
+    let machine = ctx.machine().clone();
+    let done = super::run(
+        &machine,
+        k.features,
+        1,
+        Count(0),
+        &mut |_| {},
+        |ctx, core| {
+            for cpu in 0..2 {
+                core.spawn_kthread(ctx, CpuId(cpu), 3);
+            }
+            Ok(())
+        },
+    )
+    .expect("the run completes");
+    assert_eq!(done.program.0, 6);
+    assert_eq!(done.core.tasks.live().count(), 0);
+    assert_eq!(done.ctx.stats.event(Event::AllocOrder0), 0);
+}

@@ -626,14 +626,9 @@ impl Ebizzy {
             reported_percent: 0,
         };
         let main = Thread::Main(MainPhase::Start);
-        let done = kernel::run(
-            machine,
-            features,
-            seed,
-            program,
-            progress,
-            vec![(CpuId(0), main)],
-        )
+        let done = kernel::run(machine, features, seed, program, progress, |ctx, s| {
+            s.spawn_process(ctx, CpuId(0), main).map(|_| ())
+        })
         .map_err(|e| RunError(format!("{NAME}: {e}")))?;
         let run = done.program;
         let summary = Summary {

@@ -133,20 +133,6 @@ impl std::error::Error for UsageError {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunError(pub String);
 
-impl RunError {
-    /// The error for a run whose virtual time ran past what the engine can
-    /// hold ([`crate::sim::Engine::out_of_range`]), if it did.
-    pub(crate) fn out_of_range(name: &str, engine: &crate::sim::Engine) -> Result<(), RunError> {
-        match engine.out_of_range() {
-            None => Ok(()),
-            Some(at) => Err(RunError(format!(
-                "{name}: virtual time reached {at} cycles, past what the engine can hold: \
-                 the machine's costs are far too large for this run"
-            ))),
-        }
-    }
-}
-
 impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

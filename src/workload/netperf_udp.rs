@@ -1,6 +1,7 @@
 //! netperf UDP_STREAM over loopback, run the way mmtests runs it.
 //!
-//! A sender (netperf) and a receiver (netserver) run on two CPUs. Each
+//! Two processes, a sender (netperf) and a receiver (netserver), run
+//! pinned on two CPUs, each iteration on a freshly booted kernel. Each
 //! datagram is one linear skb (Linux 5.13): the sender enters `sendmsg`,
 //! allocates the skb head from `skbuff_head_cache` and the data buffer with
 //! kmalloc (kmalloc-512 .. kmalloc-8k, or `kmalloc_large` above 8 KiB),
@@ -9,21 +10,44 @@
 //! `rcvbuf` is dropped and freed on the sender. The receiver takes a
 //! datagram off the queue, copies it out and frees the head and data on its
 //! own CPU. Its blocking `recvmsg` sleeps when the queue is empty and is
-//! woken by the sender.
+//! woken by the sender. The skbs' pages come from the booted kernel's page
+//! allocator, the one the processes' page tables come from too.
 //!
 //! What is reported, as netperf does: the sender's throughput (messages
-//! sent x size / elapsed) and the receiver's; per size, mmtests' harmonic
-//! mean over iterations.
+//! sent x size / elapsed, elapsed from its first send to the end of its
+//! test as its own clock has it) and the receiver's; per size, mmtests'
+//! harmonic mean over iterations.
+//!
+//! The two PGDs move the figures slightly. netserver's and netperf's
+//! `pgd_alloc` run on CPU 0 as the run boots them: netserver's refills CPU
+//! 0's order-0 per-CPU list from the buddy lists under zone->lock (one
+//! `rmqueue_bulk`, a max-order block split for the batch), netperf's takes
+//! the next page of that list. The free lists the skbs' pages come from
+//! are then not the fresh ones of a kernel without processes: the skbs get
+//! other pfns, the receiver's drains merge with other buddies, and the
+//! sender's refills find other struct-page cache lines last written by the
+//! receiver. At most sizes that is a few hundred cycles over a 0.05 s test
+//! (the last digit of the Mbit/s); at 16384 bytes with `pcp-high-order` on,
+//! where the sender refills its order-3 list from blocks the receiver's
+//! drains just merged, it is +0.3% (one iteration of seed 1: cache-line
+//! transfers 22712 -> 18567, `rmqueue_bulk`'s cycles -14%). Nothing else of
+//! booting real processes shows: the same run with two kernel threads in
+//! place of the processes and the two `mm_alloc`s alone gives the same
+//! figures; with kernel threads, no `mm_alloc` and netserver started
+//! first, those of the stream's former step loop, byte for byte. (The
+//! processes' teardown comes after netperf's test, and each CPU switches
+//! to its task once.)
 
 use std::collections::VecDeque;
 
 use super::args::Args;
 use super::{Benchmark, Metric, Progress, Report, RunError, UsageError};
 use crate::features::Features;
+use crate::kernel::{self, Next, Program, Sys};
 use crate::machine::Machine;
-use crate::mm::PageAllocator;
+use crate::mm::current::TaskId;
 use crate::mm::slab::{CacheId, Object, Slub};
-use crate::sim::{CpuId, Ctx, Cycles, Engine, RunState, Stats, Symbol, Workload};
+use crate::sim::{CpuId, Cycles, Stats, Symbol};
 
 pub const NAME: &str = "netperf-udp";
 pub const SUMMARY: &str =
@@ -90,35 +114,48 @@ struct Datagram {
     truesize: u64,
 }
 
-/// One iteration: the two tasks and the kernel they share.
+/// A task of the pair.
+enum Thread {
+    /// netserver: `recvmsg` in a loop.
+    Netserver,
+    /// netperf: `sendmsg` in a loop until the test's length has passed
+    /// since its first send, then it reports and exits.
+    Netperf {
+        receiver: TaskId,
+        /// When the timed test started and when it ends.
+        window: Option<(Cycles, Cycles)>,
+    },
+}
+
+type S<'s> = Sys<'s, Thread>;
+
+/// One iteration: what the two tasks share in the kernel (the SLUB caches
+/// and the receiving socket's queue) and what netperf reports. Pages come
+/// from the booted kernel's page allocator.
 struct Stream {
-    pa: PageAllocator,
     slub: Slub,
     skbuff_head_cache: CacheId,
-    sender: CpuId,
-    receiver: CpuId,
     size: u64,
     data_size: u64,
     truesize: u64,
     rcvbuf: u64,
-    end: Cycles,
+    /// The test's length.
+    length: Cycles,
     queue: VecDeque<Datagram>,
     rmem: u64,
     sent: u64,
     dropped: u64,
     received: u64,
-    sender_done: bool,
-    failed: Option<String>,
+    /// The sender's elapsed time, once its test is over.
+    elapsed: Option<Cycles>,
 }
 
 impl Stream {
-    fn send(&mut self, ctx: &mut Ctx) {
-        if ctx.now() >= self.end {
-            self.sender_done = true;
-            ctx.finish();
-            ctx.wake(self.receiver, ctx.now());
-            return;
+    fn send(&mut self, sys: &mut S, receiver: TaskId, end: Cycles) -> Result<Next, String> {
+        if sys.now() >= end {
+            return Ok(Next::Exit);
         }
+        let (k, ctx) = sys.kernel();
         let costs = &ctx.machine().costs;
         let (syscall, path) = (
             costs.syscall_entry_exit.cycles(),
@@ -127,78 +164,96 @@ impl Stream {
         let copy = costs.copy_user_bandwidth.cycles_for_bytes(self.size);
         ctx.charge(Symbol::EntrySyscall, syscall);
         ctx.charge(Symbol::UdpSendmsg, path);
-        let Some(head) = self
+        let head = self
             .slub
-            .kmem_cache_alloc(ctx, &mut self.pa, self.skbuff_head_cache)
-        else {
-            return self.fail(ctx, "out of memory for an skb head");
-        };
-        let Some(data) = self.slub.kmalloc(ctx, &mut self.pa, self.data_size) else {
-            return self.fail(ctx, "out of memory for skb data");
-        };
+            .kmem_cache_alloc(ctx, &mut k.pa, self.skbuff_head_cache)
+            .ok_or("out of memory for an skb head")?;
+        let data = self
+            .slub
+            .kmalloc(ctx, &mut k.pa, self.data_size)
+            .ok_or("out of memory for skb data")?;
         ctx.charge(Symbol::CopyUserEnhancedFastString, copy);
         self.sent += 1;
         // __udp_enqueue_schedule_skb: drop when the queue is over rcvbuf.
         if self.rmem > self.rcvbuf {
             self.dropped += 1;
-            self.free_skb(ctx, head, data);
-            return;
+            self.free_skb(sys, head, data);
+            return Ok(Next::Run);
         }
         self.rmem += self.truesize;
         self.queue.push_back(Datagram {
             head,
             data,
-            queued_at: ctx.now(),
+            queued_at: sys.now(),
             truesize: self.truesize,
         });
-        ctx.wake(self.receiver, ctx.now());
+        // sk_data_ready: the receiver, if asleep in recvmsg, wakes.
+        sys.wake(receiver);
+        Ok(Next::Run)
     }
 
-    fn receive(&mut self, ctx: &mut Ctx) {
+    fn receive(&mut self, sys: &mut S) -> Next {
         let Some(datagram) = self.queue.pop_front() else {
-            if self.sender_done {
-                ctx.finish()
+            // Blocking recvmsg sleeps on an empty queue; once netperf has
+            // gone, nothing more comes.
+            return if self.elapsed.is_some() {
+                Next::Exit
             } else {
-                ctx.block()
-            }
-            return;
+                Next::Sleep
+            };
         };
         // The datagram exists only from the moment the sender queued it.
-        ctx.idle_until(datagram.queued_at);
-        let costs = &ctx.machine().costs;
+        sys.ctx.idle_until(datagram.queued_at);
+        let costs = &sys.ctx.machine().costs;
         let (syscall, path) = (
             costs.syscall_entry_exit.cycles(),
             costs.udp_recv_path.cycles(),
         );
         let copy = costs.copy_user_bandwidth.cycles_for_bytes(self.size);
-        ctx.charge(Symbol::EntrySyscall, syscall);
-        ctx.charge(Symbol::UdpRecvmsg, path);
-        ctx.charge(Symbol::CopyUserEnhancedFastString, copy);
+        sys.ctx.charge(Symbol::EntrySyscall, syscall);
+        sys.ctx.charge(Symbol::UdpRecvmsg, path);
+        sys.ctx.charge(Symbol::CopyUserEnhancedFastString, copy);
         self.rmem -= datagram.truesize;
         self.received += 1;
-        self.free_skb(ctx, datagram.head, datagram.data);
+        self.free_skb(sys, datagram.head, datagram.data);
+        Next::Run
     }
 
     /// `consume_skb`/`kfree_skb`: the data buffer, then the head.
-    fn free_skb(&mut self, ctx: &mut Ctx, head: Object, data: Object) {
-        self.slub.free(ctx, &mut self.pa, data);
-        self.slub.free(ctx, &mut self.pa, head);
-    }
-
-    fn fail(&mut self, ctx: &mut Ctx, why: &str) {
-        self.failed = Some(why.to_string());
-        self.sender_done = true;
-        // Nothing after a failure counts: every CPU stops.
-        ctx.stop_all();
+    fn free_skb(&mut self, sys: &mut S, head: Object, data: Object) {
+        let (k, ctx) = sys.kernel();
+        self.slub.free(ctx, &mut k.pa, data);
+        self.slub.free(ctx, &mut k.pa, head);
     }
 }
 
-impl Workload for Stream {
-    fn step(&mut self, ctx: &mut Ctx) {
-        if ctx.cur() == self.sender {
-            self.send(ctx);
-        } else {
-            self.receive(ctx);
+impl Program for Stream {
+    type Thread = Thread;
+
+    fn step(&mut self, sys: &mut S, thread: &mut Thread) -> Next {
+        match thread {
+            Thread::Netserver => self.receive(sys),
+            Thread::Netperf { receiver, window } => {
+                let now = sys.now();
+                let (start, end) = *window.get_or_insert((now, now + self.length));
+                match self.send(sys, *receiver, end) {
+                    Ok(Next::Exit) => {
+                        // The test is over: netperf's elapsed time is its
+                        // own, taken before it exits (its mm is torn down
+                        // after this step, on its CPU's clock).
+                        self.elapsed = Some(sys.now() - start);
+                        // The receiver may be asleep on the empty queue.
+                        sys.wake(*receiver);
+                        Next::Exit
+                    }
+                    Ok(next) => next,
+                    Err(why) => {
+                        // Nothing after a failure counts: every CPU stops.
+                        sys.fail(why);
+                        Next::Run
+                    }
+                }
+            }
         }
     }
 }
@@ -232,6 +287,8 @@ impl NetperfUdp {
         (sender, receiver)
     }
 
+    /// One iteration, a fresh boot: netserver starts on the receiver's
+    /// CPU, then netperf on the sender's.
     fn iteration(
         &self,
         machine: &Machine,
@@ -239,15 +296,13 @@ impl NetperfUdp {
         seed: u64,
         size: u64,
     ) -> Result<Iteration, RunError> {
-        let mut ctx = Ctx::new(machine.clone(), seed);
-        if ctx.nr_cpus() < 2 {
+        let topo = &machine.topology;
+        if topo.nr_cpus() < 2 {
             return Err(RunError(format!(
                 "{NAME}: machine {} has fewer than 2 CPUs",
                 machine.display_name()
             )));
         }
-        let (sender, receiver) = Self::placement(machine, &mut ctx.rng);
-        let topo = &machine.topology;
         let mut slub = Slub::new(topo.nr_cpus(), topo.numa_nodes);
         let skbuff_head_cache = slub.create_cache(
             "skbuff_head_cache",
@@ -266,44 +321,37 @@ impl NetperfUdp {
             },
             |id| slub.cache(id).size,
         ) + SKB_HEAD;
-        let mut stream = Stream {
-            pa: PageAllocator::new(machine, features),
+        let stream = Stream {
             slub,
             skbuff_head_cache,
-            sender,
-            receiver,
             size,
             data_size,
             truesize,
             rcvbuf: self.rcvbuf,
-            end: topo.ns_to_cycles(self.seconds * 1e9),
+            length: topo.ns_to_cycles(self.seconds * 1e9),
             queue: VecDeque::new(),
             rmem: 0,
             sent: 0,
             dropped: 0,
             received: 0,
-            sender_done: false,
-            failed: None,
+            elapsed: None,
         };
-        for cpu in 0..ctx.nr_cpus() {
-            let id = CpuId(cpu);
-            let state = if id == sender {
-                RunState::Runnable
-            } else if id == receiver {
-                RunState::Blocked
-            } else {
-                RunState::Idle
+        let done = kernel::run(machine, features, seed, stream, &mut |_| {}, |ctx, core| {
+            let (sender, receiver) = Self::placement(machine, &mut ctx.rng);
+            // netserver first, as the harness starts it: it is asleep in
+            // recvmsg before netperf (which starts after its own mm_alloc)
+            // sends anything.
+            let receiver = core.spawn_process(ctx, receiver, Thread::Netserver)?;
+            let netperf = Thread::Netperf {
+                receiver,
+                window: None,
             };
-            ctx.set_state(id, state);
-        }
-        let mut engine = Engine::new(ctx);
-        engine.run(&mut stream, None);
-        RunError::out_of_range(NAME, &engine)?;
-        if let Some(why) = stream.failed {
-            return Err(RunError(format!("{NAME}: {why}")));
-        }
-        let ctx = engine.ctx;
-        let seconds = topo.cycles_to_secs(ctx.clock_of(sender));
+            core.spawn_process(ctx, sender, netperf).map(|_| ())
+        })
+        .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+        let stream = done.program;
+        let elapsed = stream.elapsed.expect("netperf ran to its end");
+        let seconds = topo.cycles_to_secs(elapsed);
         let mbits = |n: u64| (n * size * 8) as f64 / seconds / 1e6;
         Ok(Iteration {
             send_mbits: mbits(stream.sent),
@@ -311,7 +359,7 @@ impl NetperfUdp {
             sent: stream.sent,
             received: stream.received,
             seconds,
-            stats: ctx.stats,
+            stats: done.ctx.stats,
         })
     }
 }
@@ -446,23 +494,32 @@ mod stream_tests {
 
     #[test]
     fn kmalloc_large_buffers_take_zone_lock_only_on_refill_after_the_change() {
+        // The only order-0 pages are the two processes' PGDs, allocated on
+        // CPU 0 as the run boots them: netserver's refills CPU 0's order-0
+        // list under zone->lock, netperf's is a hit on it.
+        let pgds = |s: &Stats| {
+            (
+                s.event(Event::AllocOrder0),
+                s.event(Event::ZoneLockAllocOrder0),
+            )
+        };
         let before = run("8192", false);
         let s = &before.stats;
+        assert_eq!(pgds(s), (2, 1));
         // Every datagram's order-2 buffer takes zone->lock to allocate.
         assert_eq!(
             s.event(Event::ZoneLockAllocOrder1To3),
             s.event(Event::AllocOrder1To3)
         );
-        assert_eq!(s.event(Event::PcpAllocHit), 0);
+        assert_eq!(s.event(Event::PcpAllocHit), 1, "netperf's PGD");
         let after = run("8192", true);
         let s = &after.stats;
-        assert_eq!(
-            s.event(Event::ZoneLockAllocOrder1To3),
-            s.event(Event::PcpAllocRefill)
-        );
+        assert_eq!(pgds(s), (2, 1));
+        // Every refill but the PGDs' is of an order-2 list.
+        let refills = s.event(Event::PcpAllocRefill) - 1;
+        assert_eq!(s.event(Event::ZoneLockAllocOrder1To3), refills);
         // The sender's order-2 list is refilled 15 blocks at a time
         // (max(63 >> 2, 2)); the receiver only frees.
-        let refills = s.event(Event::PcpAllocRefill);
         assert!(s.event(Event::AllocOrder1To3) <= 15 * refills + 15);
         assert!(s.event(Event::ZoneLockAcquired) < before.stats.event(Event::ZoneLockAcquired) / 4);
     }

@@ -18,9 +18,11 @@ use std::collections::VecDeque;
 use super::args::Args;
 use super::{Benchmark, Metric, Progress, Report, RunError, UsageError};
 use crate::features::Features;
+use crate::kernel::{self, Next, Program, Sys};
 use crate::machine::Machine;
-use crate::mm::{Gfp, MAX_ORDER, Order, PageAllocator, Pfn};
-use crate::sim::{CpuId, Ctx, Cycles, Engine, Event, RunState, Workload};
+use crate::mm::current::TaskId;
+use crate::mm::{Gfp, MAX_ORDER, Order, Pfn};
+use crate::sim::{CpuId, Ctx, Cycles, Event};
 
 pub const NAME: &str = "page-alloc-bench";
 pub const SUMMARY: &str =
@@ -98,23 +100,35 @@ enum Phase {
     ThpFree,
 }
 
+/// What one CPU's kernel thread has in hand.
 struct BenchCpu {
     round: u64,
     phase: Phase,
     held: Vec<Pfn>,
     inbox: VecDeque<Pfn>,
     thps: Vec<Pfn>,
-    finished: bool,
+    /// The kernel thread running here, once it has run: its partner wakes
+    /// it when a batch comes.
+    task: Option<TaskId>,
+    /// When the thread exited, if it has.
+    finished: Option<Cycles>,
 }
 
+/// The benchmark as a kernel module runs it: one kernel thread per CPU
+/// (`kthread_create_on_cpu`), each a worker or, with `--free-on remote`,
+/// every odd one its even partner's consumer. Kernel threads have no mm:
+/// starting them takes no page from the allocator under test.
 struct Run<'a> {
     bench: &'a PageAllocBench,
-    pa: PageAllocator,
     cpus: Vec<BenchCpu>,
     failures: u64,
-    progress: Progress<'a>,
     reported: u64,
 }
+
+/// A thread's own state: the index of the CPU it is bound to.
+type Thread = usize;
+
+type S<'s> = Sys<'s, Thread>;
 
 impl Run<'_> {
     /// In remote mode odd CPUs only free what their even partner allocated.
@@ -122,77 +136,96 @@ impl Run<'_> {
         self.bench.free_on == FreeOn::Remote && cpu % 2 == 1
     }
 
-    fn alloc(&mut self, ctx: &mut Ctx, order: Order) -> Option<Pfn> {
-        let page = self.pa.alloc_pages(ctx, self.bench.gfp, order);
+    fn alloc(&mut self, sys: &mut S, order: Order) -> Option<Pfn> {
+        let (k, ctx) = sys.kernel();
+        let page = k.pa.alloc_pages(ctx, self.bench.gfp, order);
         if page.is_none() {
             self.failures += 1;
         }
         page
     }
 
-    fn end_round(&mut self, ctx: &mut Ctx, me: usize) {
-        self.cpus[me].round += 1;
-        if me == 0 && self.cpus[0].round * 100 / self.bench.rounds > self.reported {
-            self.reported = self.cpus[0].round * 100 / self.bench.rounds;
-            (self.progress)(self.reported as f64 / 100.0);
-        }
-        if self.cpus[me].round < self.bench.rounds {
-            self.cpus[me].phase = Phase::Alloc;
-            return;
-        }
-        self.cpus[me].finished = true;
-        ctx.finish();
-        if self.bench.free_on == FreeOn::Remote {
-            // The partner may be waiting for a batch that will not come.
-            ctx.wake(CpuId(me as u32 + 1), ctx.now());
+    fn free(sys: &mut S, page: Pfn, order: Order) {
+        let (k, ctx) = sys.kernel();
+        k.pa.free_pages(ctx, page, order);
+    }
+
+    /// `wake_up_process` of `cpu`'s thread, if it has started (if not, it
+    /// finds its inbox when it does).
+    fn wake(&self, sys: &mut S, cpu: usize) {
+        if let Some(task) = self.cpus[cpu].task {
+            sys.wake(task);
         }
     }
 
-    fn step_worker(&mut self, ctx: &mut Ctx, me: usize) {
+    fn end_round(&mut self, sys: &mut S, me: usize) -> Next {
+        self.cpus[me].round += 1;
+        if me == 0 && self.cpus[0].round * 100 / self.bench.rounds > self.reported {
+            self.reported = self.cpus[0].round * 100 / self.bench.rounds;
+            sys.progress(self.reported as f64 / 100.0);
+        }
+        if self.cpus[me].round < self.bench.rounds {
+            self.cpus[me].phase = Phase::Alloc;
+            return Next::Run;
+        }
+        self.cpus[me].finished = Some(sys.now());
+        if self.bench.free_on == FreeOn::Remote {
+            // The partner may be waiting for a batch that will not come.
+            self.wake(sys, me + 1);
+        }
+        Next::Exit
+    }
+
+    fn step_worker(&mut self, sys: &mut S, me: usize) -> Next {
         let order = self.bench.order;
         match self.cpus[me].phase {
             Phase::Alloc if (self.cpus[me].held.len() as u32) < self.bench.batch => {
-                match self.alloc(ctx, order) {
+                match self.alloc(sys, order) {
                     Some(p) => self.cpus[me].held.push(p),
-                    None => self.hand_over(ctx, me),
+                    None => self.hand_over(sys, me),
                 }
             }
-            Phase::Alloc => self.hand_over(ctx, me),
+            Phase::Alloc => self.hand_over(sys, me),
             Phase::Free => match self.cpus[me].inbox.pop_front() {
-                Some(p) => self.pa.free_pages(ctx, p, order),
+                Some(p) => Self::free(sys, p, order),
                 None => self.cpus[me].phase = Phase::ThpAlloc,
             },
             Phase::ThpAlloc if (self.cpus[me].thps.len() as u32) < self.bench.thp_frees => {
-                match self.alloc(ctx, Order::THP) {
+                match self.alloc(sys, Order::THP) {
                     Some(p) => self.cpus[me].thps.push(p),
                     None => self.cpus[me].phase = Phase::ThpFree,
                 }
             }
             Phase::ThpAlloc => self.cpus[me].phase = Phase::ThpFree,
             Phase::ThpFree => match self.cpus[me].thps.pop() {
-                Some(p) => self.pa.free_pages(ctx, p, Order::THP),
-                None => self.end_round(ctx, me),
+                Some(p) => Self::free(sys, p, Order::THP),
+                None => return self.end_round(sys, me),
             },
         }
+        Next::Run
     }
 
-    fn step_consumer(&mut self, ctx: &mut Ctx, me: usize) {
+    fn step_consumer(&mut self, sys: &mut S, me: usize) -> Next {
         match self.cpus[me].inbox.pop_front() {
-            Some(p) => self.pa.free_pages(ctx, p, self.bench.order),
-            None if self.cpus[me - 1].finished => {
-                self.cpus[me].finished = true;
-                ctx.finish();
+            Some(p) => {
+                Self::free(sys, p, self.bench.order);
+                Next::Run
             }
-            None => ctx.block(),
+            None if self.cpus[me - 1].finished.is_some() => {
+                self.cpus[me].finished = Some(sys.now());
+                Next::Exit
+            }
+            // Its partner wakes it with the next batch, or when it is done.
+            None => Next::Sleep,
         }
     }
 
     /// The batch goes to whoever frees it: this CPU, or its partner.
-    fn hand_over(&mut self, ctx: &mut Ctx, me: usize) {
+    fn hand_over(&mut self, sys: &mut S, me: usize) {
         let batch = std::mem::take(&mut self.cpus[me].held);
         if self.bench.free_on == FreeOn::Remote {
             self.cpus[me + 1].inbox.extend(batch);
-            ctx.wake(CpuId(me as u32 + 1), ctx.now());
+            self.wake(sys, me + 1);
             self.cpus[me].phase = Phase::ThpAlloc;
         } else {
             self.cpus[me].inbox.extend(batch);
@@ -201,18 +234,18 @@ impl Run<'_> {
     }
 }
 
-impl Workload for Run<'_> {
-    fn step(&mut self, ctx: &mut Ctx) {
-        let me = ctx.cur().index();
-        let before = ctx.now();
+impl Program for Run<'_> {
+    type Thread = Thread;
+
+    // Phase changes cost nothing in Linux terms; the scheduler moves the
+    // clock on by a cycle after a step that took no time.
+    fn step(&mut self, sys: &mut S, me: &mut Thread) -> Next {
+        let me = *me;
+        self.cpus[me].task.get_or_insert(sys.task());
         if self.is_consumer(me) {
-            self.step_consumer(ctx, me);
+            self.step_consumer(sys, me)
         } else {
-            self.step_worker(ctx, me);
-        }
-        // Phase changes cost nothing in Linux terms; keep the clock moving.
-        if ctx.now() == before && ctx.state_of(ctx.cur()) == RunState::Runnable {
-            ctx.idle_until(Cycles(before.0 + 1));
+            self.step_worker(sys, me)
         }
     }
 }
@@ -233,17 +266,6 @@ impl Benchmark for PageAllocBench {
                 machine.topology.nr_cpus()
             )));
         }
-        let mut ctx = Ctx::new(machine.clone(), seed);
-        for cpu in 0..ctx.nr_cpus() {
-            ctx.set_state(
-                CpuId(cpu),
-                if cpu < self.cpus {
-                    RunState::Runnable
-                } else {
-                    RunState::Idle
-                },
-            );
-        }
         let cpus = (0..self.cpus)
             .map(|_| BenchCpu {
                 round: 0,
@@ -251,27 +273,31 @@ impl Benchmark for PageAllocBench {
                 held: Vec::new(),
                 inbox: VecDeque::new(),
                 thps: Vec::new(),
-                finished: false,
+                task: None,
+                finished: None,
             })
             .collect();
-        let mut run = Run {
+        let program = Run {
             bench: self,
-            pa: PageAllocator::new(machine, features),
             cpus,
             failures: 0,
-            progress,
             reported: 0,
         };
-        let mut engine = Engine::new(ctx);
-        engine.run(&mut run, None);
-        RunError::out_of_range(NAME, &engine)?;
-        debug_assert!(run.cpus.iter().all(|c| c.finished));
-        let ctx = engine.ctx;
-        let elapsed = (0..self.cpus)
-            .map(|c| ctx.clock_of(CpuId(c)))
+        let done = kernel::run(machine, features, seed, program, progress, |ctx, core| {
+            for cpu in 0..self.cpus {
+                core.spawn_kthread(ctx, CpuId(cpu), cpu as usize);
+            }
+            Ok(())
+        })
+        .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+        let run = done.program;
+        let elapsed = run
+            .cpus
+            .iter()
+            .map(|c| c.finished.expect("every thread ran to its end"))
             .max()
             .unwrap_or_default();
-        Ok(self.report(machine, features, seed, &ctx, elapsed, run.failures))
+        Ok(self.report(machine, features, seed, &done.ctx, elapsed, run.failures))
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{Benchmark, FindVmaStats, Metric, Progress, Report, RunError, UsageError, last_clock};
 use crate::features::Features;
-use crate::kernel::{self, Next, Program, Sys};
+use crate::kernel::{self, Next, Program, Spawner, Sys};
 use crate::machine::Machine;
 use crate::mm::current::TaskId;
 use crate::mm::kernel::{Fault, Kernel, MmId};
@@ -374,16 +374,12 @@ pub fn replay(
         reported_percent: 0,
     };
     let cpu = program.place(machine.topology.nr_cpus());
-    let init = first.map(|(tid, _)| (cpu, Thread { tid }));
-    let done = kernel::run(
-        machine,
-        features,
-        seed,
-        program,
-        progress,
-        init.into_iter().collect(),
-    )
-    .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+    let init = |ctx: &mut Ctx, s: &mut Spawner<'_, Thread>| match first {
+        Some((tid, _)) => s.spawn_process(ctx, cpu, Thread { tid }).map(|_| ()),
+        None => Ok(()),
+    };
+    let done = kernel::run(machine, features, seed, program, progress, init)
+        .map_err(|e| RunError(format!("{NAME}: {e}")))?;
     let kernel = done.core.k;
     if end_check == EndCheck::Check {
         kernel.check();

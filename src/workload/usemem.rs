@@ -312,14 +312,9 @@ impl Benchmark for Usemem {
             phase: Phase::Fork(0),
             base: 0,
         };
-        let done = kernel::run(
-            machine,
-            features,
-            seed,
-            program,
-            progress,
-            vec![(CpuId(0), parent)],
-        )
+        let done = kernel::run(machine, features, seed, program, progress, |ctx, s| {
+            s.spawn_process(ctx, CpuId(0), parent).map(|_| ())
+        })
         .map_err(|e| RunError(format!("{NAME}: {e}")))?;
         Ok(self.output(&done.program, last_clock(&done.ctx), done.ctx.stats))
     }

@@ -27,6 +27,17 @@ const GFP_TRANSHUGE: Gfp = Gfp {
     node: None,
 };
 
+/// The huge zero page's allocation: `GFP_TRANSHUGE | __GFP_ZERO` without
+/// `__GFP_MOVABLE` (`get_huge_zero_page`, 3.8 to 4.8, and
+/// `mm_get_huge_zero_page` after). It is never migrated (every mm maps the
+/// one page, and nothing could move all those PMDs), so it comes from an
+/// unmovable pageblock and does not pin a movable one that compaction
+/// would then fail to empty.
+const GFP_HUGE_ZERO: Gfp = Gfp {
+    migratetype: MigrateType::Unmovable,
+    node: None,
+};
+
 /// The global huge zero page and its refcount (`huge_zero_page`,
 /// `huge_zero_refcount`).
 #[derive(Clone, Debug, Default)]
@@ -50,7 +61,7 @@ impl Kernel {
         }
         // `atomic_inc_not_zero` reads 0 and gives up without a cmpxchg.
         self.huge_zero.line.read(ctx, symbol);
-        let Some(pfn) = self.pa.alloc_pages(ctx, GFP_TRANSHUGE, Order::THP) else {
+        let Some(pfn) = self.pa.alloc_pages(ctx, GFP_HUGE_ZERO, Order::THP) else {
             ctx.count(Event::ThpZeroPageAllocFailed, 1);
             return None;
         };

@@ -1,9 +1,11 @@
 //! Hand-made cases with exact counts for what the review of the randomized
 //! tests found: the lock `madvise` takes, copy-on-write of PTE-mapped THPs,
-//! what `mprotect` does to the page-table entries, and `max_map_count`.
+//! what `mprotect` does to the page-table entries, `max_map_count`, and
+//! the huge zero page's migratetype.
 
 use super::super::mm_types::Vma;
 use super::super::mmap::DEFAULT_MAX_MAP_COUNT;
+use super::super::mmzone::MigrateType;
 use super::*;
 use crate::sim::Symbol;
 
@@ -355,4 +357,29 @@ fn exit_mmap_in_steps_ends_as_in_one_go() {
         "a put per huge zero PMD: {:?}",
         counts[0]
     );
+}
+
+/// `get_huge_zero_page` allocates without `__GFP_MOVABLE`: the huge zero
+/// page comes from an unmovable pageblock (on a fresh machine, where every
+/// pageblock is movable, by one fallback that claims the pageblock), while
+/// a THP written next to it is movable and takes no fallback.
+#[test]
+fn the_huge_zero_page_is_unmovable_and_a_thp_movable() {
+    for setup in BOTH_HUGE_ZERO_SCHEMES {
+        let (mut k, mut ctx, mm) = one_process(setup, 3);
+        let a = huge_region(&mut k, &mut ctx, mm);
+        let b = huge_region(&mut k, &mut ctx, mm);
+        let fallbacks = event(&ctx, Event::Fallback);
+        assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(0));
+        let zero = k.huge_zero.page.expect("the huge zero page");
+        assert_eq!(k.pa.page(zero).migratetype, MigrateType::Unmovable);
+        assert_eq!(event(&ctx, Event::Fallback) - fallbacks, 1, "{setup:?}");
+        k.write_u64(&mut ctx, mm, b, 1).unwrap();
+        let thp = pfn_at(&k, mm, b);
+        assert_eq!(k.pa.page(thp).migratetype, MigrateType::Movable);
+        assert_eq!(event(&ctx, Event::Fallback) - fallbacks, 1, "{setup:?}");
+        k.check();
+        k.mmput(&mut ctx, mm);
+        assert_all_freed(&mut k, &mut ctx);
+    }
 }

@@ -16,7 +16,7 @@
 //!
 //! The hit rate counts every lookup of the run, as `/proc/vmstat` would:
 //! the faults', and those the system calls make themselves (`munmap`,
-//! `mprotect`, `madvise`; `mm/syscall_lookups.rs`), including the main
+//! `mprotect`, `madvise`, `brk`; `mm/kernel.rs`), including the main
 //! thread's faults on its chunks before the threads start (1,289 hits of
 //! 1,290 with either cache). Measured with `cargo run --release --
 //! reproduce per-thread-vmacache` (seed 1): 0.86% before (published 1.06%)

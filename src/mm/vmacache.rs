@@ -233,7 +233,7 @@ impl Kernel {
     /// `vmacache_find_calls` and `vmacache_find_hits`, and charges the cache
     /// check and the tree walk to their own symbols, on behalf of `caller`.
     /// Every lookup goes through here: the page fault's (`memory.rs`) and
-    /// the system calls' (`syscall_lookups.rs`).
+    /// the system calls' (`kernel.rs`).
     pub(super) fn find_vma(
         &mut self,
         ctx: &mut Ctx,
@@ -241,22 +241,40 @@ impl Kernel {
         addr: u64,
         caller: Symbol,
     ) -> Option<Vma> {
+        self.find_vma_at(ctx, mm, addr, caller).map(|(_, vma)| vma)
+    }
+
+    /// [`Kernel::find_vma`] with the VMA's place in the tree's order, for a
+    /// system call to carry on from the VMA found, as Linux's carry on from
+    /// the `vm_area_struct` (the tree's index is what its pointer is here).
+    pub(super) fn find_vma_at(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        caller: Symbol,
+    ) -> Option<(usize, Vma)> {
         let lookup = self.vma_lookup();
         if lookup == VmaLookup::MapleTree {
             let depth = maple_tree_depth(self.mm(mm).vmas.len());
             charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
-            return self.mm(mm).vmas.find_vma(addr).0;
+            let (found, _) = self.mm(mm).vmas.find_vma_id(addr);
+            return found.map(|(_, index, vma)| (index, vma));
         }
         ctx.count(Event::VmacacheFindCalls, 1);
         let hit = match lookup {
             VmaLookup::MmapCache => self.mmap_cache_find(ctx, mm, addr, caller),
             _ => self.vmacache_find(ctx, mm, addr, caller),
         };
-        if hit.is_some() {
+        if let Some((index, vma)) = hit {
             // A hit must be the tree's answer: the VMA containing `addr`, as
-            // it is now (every caller, not only the tests, checks this in a
-            // debug build).
-            debug_assert_eq!(hit, self.mm(mm).vmas.find_vma(addr).0, "hit at {addr:#x}");
+            // it is now, at its place (every caller, not only the tests,
+            // checks this in a debug build).
+            debug_assert_eq!(
+                Some((index, vma)),
+                self.mm(mm).vmas.find_vma_id(addr).0.map(|(_, i, v)| (i, v)),
+                "hit at {addr:#x}"
+            );
             ctx.count(Event::VmacacheFindHits, 1);
             return hit;
         }
@@ -272,7 +290,7 @@ impl Kernel {
             VmaLookup::MmapCache => self.mm_mut(mm).vmacache.mmap_cache = Some(cached),
             _ => self.vmacache_update(ctx.cur(), mm, addr, cached),
         }
-        Some(vma)
+        Some((index, vma))
     }
 
     /// 3.14's check of `mm->mmap_cache`, inline in `find_vma`.
@@ -282,7 +300,7 @@ impl Kernel {
         mm: MmId,
         addr: u64,
         caller: Symbol,
-    ) -> Option<Vma> {
+    ) -> Option<(usize, Vma)> {
         let m = self.mm_mut(mm);
         let nr_detach = m.vmas.nr_detach();
         if m.vmacache.nr_detach_seen != nr_detach {
@@ -305,7 +323,7 @@ impl Kernel {
             index_hint: index,
             ..cached
         });
-        vma.contains(addr).then_some(vma)
+        vma.contains(addr).then_some((index, vma))
     }
 
     /// The task current on this CPU if it may use the cache for `mm`
@@ -317,7 +335,13 @@ impl Kernel {
     }
 
     /// `vmacache_find` (3.15): `vmacache_valid`, then the scan of the slots.
-    fn vmacache_find(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, caller: Symbol) -> Option<Vma> {
+    fn vmacache_find(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        caller: Symbol,
+    ) -> Option<(usize, Vma)> {
         self.vmacache_sync(mm);
         let Some(task) = self.vmacache_task(ctx.cur(), mm) else {
             charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
@@ -342,7 +366,7 @@ impl Kernel {
             if vma.contains(addr) {
                 cached.start_hint = vma.start;
                 cached.index_hint = index;
-                hit = Some(vma);
+                hit = Some((index, vma));
                 break;
             }
         }
@@ -655,7 +679,7 @@ mod tests {
             assert_eq!(calls_hits(&ctx), (6, 2), "a miss after the munmap");
             // brk looks up the old break, where nothing is mapped: a miss.
             let heap = 0x1000_0000;
-            k.brk(&mut ctx, mm, heap + 5, heap + 5 + 2 * P).unwrap();
+            k.sys_brk(&mut ctx, mm, heap + 5, heap + 5 + 2 * P).unwrap();
             assert_eq!(calls_hits(&ctx), (7, 2), "{mode:?}");
             // A mapping a page above the heap: nothing to unmap, no lookup.
             let rw = PROT_READ | PROT_WRITE;
@@ -664,7 +688,7 @@ mod tests {
             assert_eq!(calls_hits(&ctx), (7, 2), "{mode:?}");
             // brk may not grow to within a page of it.
             let brk = heap + 3 * P;
-            assert_eq!(k.brk(&mut ctx, mm, brk, brk + 1), Err(Errno::ENOMEM));
+            assert_eq!(k.sys_brk(&mut ctx, mm, brk, brk + 1), Err(Errno::ENOMEM));
             assert_eq!(calls_hits(&ctx), (8, 2), "{mode:?}");
             // MAP_FIXED over the heap unmaps it first: do_munmap's lookups.
             k.mmap_fixed(&mut ctx, mm, heap + P, P, rw).unwrap();

@@ -12,7 +12,7 @@
 //!   (`Kernel::mmap_fixed`), as a private anonymous mapping whatever it
 //!   was (mmsim models no files).
 //! - `brk`: the first `brk` of an address space sets its start; later
-//!   ones move the break with `Kernel::brk` (which grows the heap unless a
+//!   ones move the break with `Kernel::sys_brk` (which grows the heap unless a
 //!   mapping lies in the way, or shrinks it with munmap).
 //! - `fork` is `Kernel::fork`, `clone` a new user of the same mm, `exec` a
 //!   fresh mm (the process's other threads exit), `exit` an `mmput`.
@@ -249,7 +249,7 @@ impl Run<'_> {
             return;
         };
         let new = addr.max(brk.start);
-        let r = self.k.brk(ctx, mm, brk.cur, new);
+        let r = self.k.sys_brk(ctx, mm, brk.cur, new);
         if r.is_ok() {
             self.brk.insert(mm, Brk { cur: new, ..brk });
         }

@@ -383,3 +383,66 @@ fn the_huge_zero_page_is_unmovable_and_a_thp_movable() {
         assert_all_freed(&mut k, &mut ctx);
     }
 }
+
+/// Each system call makes its own `find_vma` calls, where Linux 3.14/3.15
+/// makes them and only then: none for arguments its checks refuse or an
+/// empty range, one at the start for `mprotect` and `madvise`, two for
+/// `do_munmap` once a VMA overlaps (one if nothing does or the split is
+/// refused), none for a `MAP_FIXED` mapping over nothing, one for a `brk`
+/// that grows. Counted with no task current, so every lookup (3.15's)
+/// walks the tree and is a miss.
+#[test]
+fn each_system_call_looks_up_where_linux_does_with_exact_counts() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::PerThread);
+    let (mut k, mut ctx, mm) = one_process(setup, 9);
+    let calls = |ctx: &Ctx| event(ctx, Event::VmacacheFindCalls);
+    let a = k.mmap(&mut ctx, mm, 8 * P, RW).unwrap();
+    let expect = |ctx: &Ctx, what: &str, n: u64, total: &mut u64| {
+        *total += n;
+        assert_eq!(calls(ctx), *total, "{what}");
+    };
+    let mut total = calls(&ctx);
+    assert_eq!(total, 0, "a kernel-placed mmap looks nothing up");
+    assert_eq!(k.munmap(&mut ctx, mm, a + 1, P), Err(Errno::EINVAL));
+    expect(&ctx, "munmap refused by its checks", 0, &mut total);
+    assert_eq!(k.mprotect(&mut ctx, mm, a, 0, PROT_READ), Ok(()));
+    expect(&ctx, "mprotect of nothing", 0, &mut total);
+    assert_eq!(k.mprotect(&mut ctx, mm, a, P, 1 << 8), Err(Errno::EINVAL));
+    expect(&ctx, "mprotect of unknown bits", 0, &mut total);
+    assert_eq!(k.madvise(&mut ctx, mm, a, 0, Advice::DontNeed), Ok(()));
+    expect(&ctx, "madvise of nothing", 0, &mut total);
+    assert_eq!(
+        k.madvise(&mut ctx, mm, a + 1, P, Advice::DontNeed),
+        Err(Errno::EINVAL)
+    );
+    expect(&ctx, "madvise refused by its checks", 0, &mut total);
+    k.mprotect(&mut ctx, mm, a, 2 * P, PROT_READ).unwrap();
+    expect(&ctx, "mprotect over two pages", 1, &mut total);
+    k.madvise(&mut ctx, mm, a, 8 * P, Advice::NoHugePage)
+        .unwrap();
+    expect(&ctx, "madvise over two VMAs", 1, &mut total);
+    k.munmap(&mut ctx, mm, a - 4 * P, 2 * P).unwrap();
+    expect(&ctx, "munmap of a hole below", 1, &mut total);
+    k.munmap(&mut ctx, mm, a + 7 * P, P).unwrap();
+    expect(&ctx, "munmap of the last page", 2, &mut total);
+    let max = k.mm(mm).vmas.len();
+    k.mm_mut(mm).vmas.set_max_map_count(max);
+    assert_eq!(k.munmap(&mut ctx, mm, a + 4 * P, P), Err(Errno::ENOMEM));
+    expect(&ctx, "munmap refused at max_map_count", 1, &mut total);
+    k.mm_mut(mm).vmas.set_max_map_count(DEFAULT_MAX_MAP_COUNT);
+    k.mmap_fixed(&mut ctx, mm, a - 2 * P, P, RW).unwrap();
+    expect(&ctx, "MAP_FIXED over nothing", 0, &mut total);
+    k.mmap_fixed(&mut ctx, mm, a + P, 2 * P, RW).unwrap();
+    expect(&ctx, "MAP_FIXED over two VMAs", 2, &mut total);
+    let heap = 0x1000_0000;
+    k.sys_brk(&mut ctx, mm, heap, heap + 1).unwrap();
+    expect(&ctx, "brk growing", 1, &mut total);
+    k.sys_brk(&mut ctx, mm, heap + 1, heap + 2).unwrap();
+    expect(&ctx, "brk within its page", 0, &mut total);
+    k.sys_brk(&mut ctx, mm, heap + 2, heap).unwrap();
+    expect(&ctx, "brk shrinking: do_munmap", 2, &mut total);
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 0);
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

@@ -223,8 +223,6 @@ impl Kernel {
         pmd: TableId,
         index: usize,
     ) -> Result<bool, Fault> {
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
-        ctx.charge(Symbol::DoHugePmdWpPage, cost);
         let entry = self.tables.get(pmd, index);
         let (old, deposit) = match entry {
             Entry::HugeZero { deposit } => (None, deposit),
@@ -234,6 +232,9 @@ impl Kernel {
         if let Some(pfn) = old
             && self.thp_mapped_once(pfn)
         {
+            // Reuse: the PMD made writable in place (one entry written).
+            let cost = ctx.machine().costs.pgtable_level.cycles();
+            ctx.charge(Symbol::DoHugePmdWpPage, cost);
             self.tables.set(
                 pmd,
                 index,
@@ -256,6 +257,8 @@ impl Kernel {
             return Ok(false);
         };
         ctx.count(Event::ThpFaultAlloc, 1);
+        let cost = ctx.machine().costs.huge_pmd_wp_path.cycles();
+        ctx.charge(Symbol::DoHugePmdWpPage, cost);
         match old {
             None => self.clear_pages(ctx, new, Order::THP),
             Some(old) => {

@@ -268,7 +268,7 @@ impl Kernel {
     /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)`.
     pub fn mmap(&mut self, ctx: &mut Ctx, mm: MmId, len: u64, prot: u32) -> Result<u64, Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        let cost = ctx.machine().costs.do_mmap_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
         let result = self.mm_mut(mm).vmas.mmap(len, prot);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
@@ -306,6 +306,8 @@ impl Kernel {
         };
         let last = self.find_vma_at(ctx, mm, end, Symbol::DoMunmap);
         let removed = (self.mm_mut(mm).vmas).munmap_detach(first, last.map(|(i, _)| i), end);
+        let cost = ctx.machine().costs.do_munmap_path.cycles();
+        ctx.charge(Symbol::DoMunmap, cost);
         for vma in &removed {
             self.zap_range(ctx, mm, vma.start, vma.end, Symbol::DoMunmap);
         }
@@ -327,8 +329,6 @@ impl Kernel {
         prot: u32,
     ) -> Result<(), Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
-        ctx.charge(Symbol::MprotectFixup, cost);
         let result = match mprotect_end(start, len, prot) {
             Ok(Some(end)) => self.mprotect_range(ctx, mm, start, end, prot),
             other => other.map(|_| ()),
@@ -347,6 +347,8 @@ impl Kernel {
         prot: u32,
     ) -> Result<(), Errno> {
         let found = self.find_vma_at(ctx, mm, start, Symbol::DoMprotectPkey);
+        let cost = ctx.machine().costs.mprotect_path.cycles();
+        ctx.charge(Symbol::MprotectFixup, cost);
         // The pages the call may change, within the user address space.
         let (lo, hi) = user_range(start, end - start);
         let before: Vec<Vma> = (self.mm(mm).vmas)
@@ -392,13 +394,13 @@ impl Kernel {
         } else {
             self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
         }
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
-        ctx.charge(Symbol::Madvise, cost);
         let done = match madvise_end(start, len) {
             Err(errno) => Madvised::failed(errno),
             Ok(end) if end == start => Madvised::nothing(),
             Ok(end) => {
                 let found = self.find_vma_at(ctx, mm, start, Symbol::Madvise);
+                let cost = ctx.machine().costs.madvise_path.cycles();
+                ctx.charge(Symbol::Madvise, cost);
                 (self.mm_mut(mm).vmas).madvise_from(found.map(|(i, _)| i), start, end, advice)
             }
         };
@@ -623,7 +625,7 @@ impl Kernel {
         prot: u32,
     ) -> Result<(), Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        let cost = ctx.machine().costs.do_mmap_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
         let result = self.mmap_fixed_locked(ctx, mm, addr, len, prot);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
@@ -672,9 +674,9 @@ impl Kernel {
         let result = if new_end < old_end {
             self.do_munmap(ctx, mm, new_end, old_end)
         } else {
-            let cost = ctx.machine().costs.anon_fault_path.cycles();
-            ctx.charge(Symbol::SysBrk, cost);
             let next = self.find_vma(ctx, mm, old_end, Symbol::SysBrk);
+            let cost = ctx.machine().costs.brk_path.cycles();
+            ctx.charge(Symbol::SysBrk, cost);
             if next.is_some_and(|vma| vma.start < new_end + PAGE_SIZE) {
                 Err(Errno::ENOMEM)
             } else {

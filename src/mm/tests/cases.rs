@@ -446,3 +446,57 @@ fn each_system_call_looks_up_where_linux_does_with_exact_counts() {
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// Each call charges its own path cost, once, to its own symbol: a call its
+/// checks refuse pays none; a munmap of a hole no `do_munmap_path`; a write
+/// to the huge zero page `huge_pmd_wp_path`, a write that reuses a THP one
+/// entry.
+#[test]
+fn each_call_charges_its_own_cost_with_exact_cycles() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::PerThread);
+    let (mut k, mut ctx, mm) = one_process(setup, 10);
+    let costs = ctx.machine().costs.clone();
+    let cycles = |ctx: &Ctx, symbol| ctx.stats.cycles(symbol).0;
+    let a = huge_region(&mut k, &mut ctx, mm);
+    // huge_region: one mmap and two munmaps that unmap something.
+    assert_eq!(cycles(&ctx, Symbol::DoMmap), costs.do_mmap_path.cycles().0);
+    let munmaps = cycles(&ctx, Symbol::DoMunmap);
+    k.munmap(&mut ctx, mm, a - 8 * P, P).unwrap();
+    assert_eq!(cycles(&ctx, Symbol::DoMunmap), munmaps, "a hole");
+    let b = k.mmap(&mut ctx, mm, P, RW).unwrap();
+    k.munmap(&mut ctx, mm, b, P).unwrap();
+    let unmapped = cycles(&ctx, Symbol::DoMunmap) - munmaps;
+    assert_eq!(unmapped, costs.do_munmap_path.cycles().0, "nothing to zap");
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, a + 1, P, PROT_READ),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(cycles(&ctx, Symbol::MprotectFixup), 0, "refused");
+    k.mprotect(&mut ctx, mm, a, HPAGE_PMD_SIZE, RW).unwrap();
+    assert_eq!(
+        cycles(&ctx, Symbol::MprotectFixup),
+        costs.mprotect_path.cycles().0
+    );
+    k.madvise(&mut ctx, mm, a, HPAGE_PMD_SIZE, Advice::HugePage)
+        .unwrap();
+    assert_eq!(cycles(&ctx, Symbol::Madvise), costs.madvise_path.cycles().0);
+    let heap = 0x1000_0000;
+    k.sys_brk(&mut ctx, mm, heap, heap + P).unwrap();
+    assert_eq!(cycles(&ctx, Symbol::SysBrk), costs.brk_path.cycles().0);
+    assert_eq!(cycles(&ctx, Symbol::EntrySyscall), 0, "not charged yet");
+    // A read maps the huge zero page; the write replaces it with a THP.
+    assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(0));
+    k.write_u64(&mut ctx, mm, a, 1).unwrap();
+    let wp = costs.huge_pmd_wp_path.cycles().0;
+    assert_eq!(cycles(&ctx, Symbol::DoHugePmdWpPage), wp);
+    // Write-protected by a fork's copy and left alone by the child's exit,
+    // the THP is reused in place: one entry written.
+    let child = k.fork(&mut ctx, mm).unwrap();
+    k.mmput(&mut ctx, child);
+    k.write_u64(&mut ctx, mm, a + 8, 2).unwrap();
+    let one_entry = costs.pgtable_level.cycles().0;
+    assert_eq!(cycles(&ctx, Symbol::DoHugePmdWpPage), wp + one_entry);
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

@@ -306,6 +306,7 @@ impl Kernel {
         };
         let last = self.find_vma_at(ctx, mm, end, Symbol::DoMunmap);
         let removed = (self.mm_mut(mm).vmas).munmap_detach(first, last.map(|(i, _)| i), end);
+        self.mmap_cache_kill(ctx, mm);
         let cost = ctx.machine().costs.do_munmap_path.cycles();
         ctx.charge(Symbol::DoMunmap, cost);
         for vma in &removed {

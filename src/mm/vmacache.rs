@@ -59,7 +59,7 @@ use super::mm_types::Vma;
 use super::mmap::{VmaId, VmaTree};
 use super::mmzone::PAGE_SIZE;
 use crate::features::Feature;
-use crate::sim::{CpuId, Ctx, Cycles, Event, Symbol};
+use crate::sim::{CacheLine, CpuId, Ctx, Cycles, Event, Symbol};
 
 /// `VMACACHE_SIZE`: slots per task.
 pub const VMACACHE_SIZE: usize = 4;
@@ -126,6 +126,15 @@ pub struct MmVmacache {
     mmap_cache: Option<CachedVma>,
     /// `VmaTree::nr_detach` when `mmap_cache` was last set or checked.
     nr_detach_seen: u64,
+    /// 3.14's first cache line of `mm_struct`, where `mmap_cache` sits
+    /// beside `mmap` and `mm_rb`: every `find_vma` reads it, and a miss
+    /// that finds a VMA and every `detach_vmas_to_be_unmapped` store to it,
+    /// from whichever CPUs the mm's threads run on. The stores are plain
+    /// (`CacheLine::store`): an ownership transfer when other CPUs hold
+    /// the line, free when this CPU alone does (an `rmw` would charge a
+    /// locked operation there, which a single-threaded process's every
+    /// miss would pay).
+    mmap_cache_line: CacheLine,
 }
 
 /// Every task, and which one is current on each CPU.
@@ -287,7 +296,13 @@ impl Kernel {
             index_hint: index,
         };
         match lookup {
-            VmaLookup::MmapCache => self.mm_mut(mm).vmacache.mmap_cache = Some(cached),
+            VmaLookup::MmapCache => {
+                let vmacache = &mut self.mm_mut(mm).vmacache;
+                vmacache.mmap_cache = Some(cached);
+                let began = ctx.now();
+                vmacache.mmap_cache_line.store(ctx, Symbol::FindVma);
+                record_caller(ctx, Symbol::FindVma, caller, began);
+            }
             _ => self.vmacache_update(ctx.cur(), mm, addr, cached),
         }
         Some((index, vma))
@@ -302,6 +317,10 @@ impl Kernel {
         caller: Symbol,
     ) -> Option<(usize, Vma)> {
         let m = self.mm_mut(mm);
+        // ACCESS_ONCE(mm->mmap_cache), whatever it holds.
+        let began = ctx.now();
+        m.vmacache.mmap_cache_line.read(ctx, Symbol::FindVma);
+        record_caller(ctx, Symbol::FindVma, caller, began);
         let nr_detach = m.vmas.nr_detach();
         if m.vmacache.nr_detach_seen != nr_detach {
             // detach_vmas_to_be_unmapped: "Kill the cache."
@@ -324,6 +343,17 @@ impl Kernel {
             ..cached
         });
         vma.contains(addr).then_some((index, vma))
+    }
+
+    /// 3.14's `detach_vmas_to_be_unmapped` clears `mm->mmap_cache`: a store
+    /// to the shared line, charged to `do_munmap`. The slot itself is
+    /// emptied at the next lookup (`VmaTree::nr_detach`); nothing reads it
+    /// in between.
+    pub(super) fn mmap_cache_kill(&mut self, ctx: &mut Ctx, mm: MmId) {
+        if self.vma_lookup() == VmaLookup::MmapCache {
+            let line = &mut self.mm_mut(mm).vmacache.mmap_cache_line;
+            line.store(ctx, Symbol::DoMunmap);
+        }
     }
 
     /// The task current on this CPU if it may use the cache for `mm`
@@ -428,6 +458,15 @@ fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) ->
                 cached.id, cached.start_hint
             )
         })
+}
+
+/// Records that the cycles `symbol` was charged since `began` (a cache
+/// line's use: its wait and its cost) were on behalf of `caller`.
+fn record_caller(ctx: &mut Ctx, symbol: Symbol, caller: Symbol, began: Cycles) {
+    let spent = Cycles(ctx.now().0 - began.0);
+    if spent > Cycles::ZERO {
+        ctx.stats.add_caller_cycles(symbol, caller, spent);
+    }
 }
 
 /// Charges `nodes` VMAs (or slots) looked at to `symbol`, recording that

@@ -500,3 +500,87 @@ fn each_call_charges_its_own_cost_with_exact_cycles() {
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// 3.14's `mm->mmap_cache` sits in `mm_struct`'s first line, shared by
+/// every thread of the mm: each lookup reads it, each miss that finds a VMA
+/// writes it. Two CPUs looking up the same VMA in turn fetch the line once
+/// (the second CPU's first read) and then hit in their own copies; looking
+/// up different VMAs in turn, every lookup misses and pays twice, a read
+/// that fetches the line the other CPU wrote and a store that takes it
+/// back, each a transfer within the socket.
+#[test]
+fn the_mmap_cache_line_bounces_between_two_cpus_looking_up_in_turn() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::MmapCache);
+    let (mut k, mut ctx) = setup.boot(11);
+    let t0 = k.new_process(&mut ctx).unwrap();
+    let t1 = k.clone_task(t0);
+    let mm = k.task_mm(t0).unwrap();
+    k.set_current(&ctx, t0);
+    let a = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
+    let b = k.mmap(&mut ctx, mm, 4 * P, PROT_READ).unwrap();
+    let costs = ctx.machine().costs.clone();
+    let transfer = costs.line_transfer_same_socket.cycles().0;
+    let node = costs.find_vma_node.cycles().0;
+    // Each lookup at the later of the two clocks, as the threads would
+    // take turns on a real machine.
+    let lookup = |k: &mut Kernel, ctx: &mut Ctx, cpu: u32, addr: u64| {
+        let now = ctx.clock_of(CpuId(0)).max(ctx.clock_of(CpuId(1)));
+        ctx.set_cur(CpuId(cpu));
+        ctx.idle_until(now);
+        k.set_current(ctx, if cpu == 0 { t0 } else { t1 });
+        let before = (
+            event(ctx, Event::LineTransfers),
+            ctx.stats.cycles(Symbol::FindVma).0,
+        );
+        assert!(k.find_vma(ctx, mm, addr, Symbol::PageFault).is_some());
+        (
+            event(ctx, Event::LineTransfers) - before.0,
+            ctx.stats.cycles(Symbol::FindVma).0 - before.1,
+        )
+    };
+    // The same VMA: a miss, then one fetch by CPU 1, then hits at home.
+    let first = lookup(&mut k, &mut ctx, 0, a);
+    assert_eq!(first.0, 0, "the line was never written: from memory");
+    assert_eq!(lookup(&mut k, &mut ctx, 1, a), (1, transfer + node));
+    for cpu in [0, 1, 0, 1] {
+        assert_eq!(lookup(&mut k, &mut ctx, cpu, a), (0, node), "CPU {cpu}");
+    }
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 5);
+    // Different VMAs in turn: each lookup misses (one slot checked, then
+    // the walk: B lies two nodes deep, A at the root) and moves the line
+    // twice. The first store only takes back the copy CPU 1 read from CPU
+    // 0, the owner: it pays the transfer but is not counted as one.
+    let walk = |addr| if addr == b { 2 } else { 1 };
+    assert_eq!(
+        lookup(&mut k, &mut ctx, 0, b),
+        (0, transfer + (1 + walk(b)) * node)
+    );
+    for (cpu, addr) in [(1, a), (0, b), (1, a), (0, b)] {
+        assert_eq!(
+            lookup(&mut k, &mut ctx, cpu, addr),
+            (2, 2 * transfer + (1 + walk(addr)) * node),
+            "CPU {cpu}"
+        );
+    }
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 5);
+    assert_eq!(event(&ctx, Event::VmacacheFindCalls), 11);
+    // munmap's detach clears mmap_cache: a store to the line its own
+    // lookup at the end (a miss, after the split) has just written, so
+    // free: do_munmap pays its path only. From CPU 1, its lookup at the
+    // start fetches the line (a hit in B) and the one at the end (a miss)
+    // takes it back from CPU 0's copy; the third transfer is mmap_lock's
+    // count, last taken on CPU 0.
+    let now = ctx.clock_of(CpuId(0));
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(now);
+    k.set_current(&ctx, t1);
+    let unmapped = ctx.stats.cycles(Symbol::DoMunmap).0;
+    let transfers = event(&ctx, Event::LineTransfers);
+    k.munmap(&mut ctx, mm, b + 3 * P, P).unwrap();
+    assert_eq!(
+        ctx.stats.cycles(Symbol::DoMunmap).0 - unmapped,
+        costs.do_munmap_path.cycles().0
+    );
+    assert_eq!(event(&ctx, Event::LineTransfers) - transfers, 3);
+    assert_eq!(event(&ctx, Event::VmacacheFindCalls), 13);
+}

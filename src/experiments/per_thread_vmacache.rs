@@ -19,25 +19,28 @@
 //! `mprotect`, `madvise`, `brk`; `mm/kernel.rs`), including the main
 //! thread's faults on its chunks before the threads start (1,289 hits of
 //! 1,290 with either cache). Measured with `cargo run --release --
-//! reproduce per-thread-vmacache` (seed 1): 0.86% before (published 1.06%)
-//! and 99.44% after (published 99.97%); "before" is mostly those main
-//! thread hits, and falls as the run gets longer (`-S 0.2`: 0.18%, after
+//! reproduce per-thread-vmacache` (seed 1): 1.10% before (published 1.06%)
+//! and 99.45% after (published 99.97%); "before" is mostly those main
+//! thread hits, and falls as the run gets longer (`-S 0.2`: 0.22%, after
 //! 99.88%). ebizzy's own 10 s would take minutes of host time.
 //!
 //! The cycles in `find_vma` are not a row: the seed gives billions of
 //! cycles (91.54 -> 14.18) for a run of unspecified length (and says they
 //! fluctuate from ~60 to ~116 billion from run to run before the change),
 //! so an absolute figure cannot be compared with a 0.05 s virtual run.
-//! The workload reports `find-vma-cycles-per-record` instead: 22,620
-//! before and 3,182 after, a ratio of 7.1 beside the seed's 6.5. The
-//! machine profile's `find_vma_node` is itself a derived guess.
+//! The workload reports `find-vma-cycles-per-record` instead: 3,807,970
+//! before and 3,179 after. Before, 3.14's `mmap_cache` line goes round the
+//! 80 CPUs twice per lookup; without that line the model gave 22,620, a
+//! ratio of 7.1 beside the seed's 6.5, so the line's cost is overstated
+//! (README.md says why). The machine profile's `find_vma_node` is itself a
+//! derived guess.
 //!
 //! The experiment also replays the three traces of real programs recorded
 //! for mmsim (`tests/data/README.md`: a `make -j2` build, a two-thread
 //! Python program, a shell pipeline), before and after on the same machine
 //! and kernels. Nothing was published for them; the output reports ours
 //! alone. Measured as above: hit rates 66.7% -> 76.3% (make), 42.5% ->
-//! 66.5% (python), 40.8% -> 57.3% (pipeline), and 13-40% *more* cycles in
+//! 66.5% (python), 40.8% -> 57.3% (pipeline), and 12-39% *more* cycles in
 //! `find_vma` after, because scanning up to four slots (each charged one
 //! `find_vma_node`) costs more than the few tree walks the extra hits save
 //! in such small address spaces.

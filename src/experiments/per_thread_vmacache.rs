@@ -20,7 +20,7 @@
 //! thread's faults on its chunks before the threads start (1,289 hits of
 //! 1,290 with either cache). Measured with `cargo run --release --
 //! reproduce per-thread-vmacache` (seed 1): 1.10% before (published 1.06%)
-//! and 99.45% after (published 99.97%); "before" is mostly those main
+//! and 99.47% after (published 99.97%); "before" is mostly those main
 //! thread hits, and falls as the run gets longer (`-S 0.2`: 0.22%, after
 //! 99.88%). ebizzy's own 10 s would take minutes of host time.
 //!
@@ -29,7 +29,7 @@
 //! fluctuate from ~60 to ~116 billion from run to run before the change),
 //! so an absolute figure cannot be compared with a 0.05 s virtual run.
 //! The workload reports `find-vma-cycles-per-record` instead: 3,807,970
-//! before and 3,179 after. Before, 3.14's `mmap_cache` line goes round the
+//! before and 3,262 after. Before, 3.14's `mmap_cache` line goes round the
 //! 80 CPUs twice per lookup; without that line the model gave 22,620, a
 //! ratio of 7.1 beside the seed's 6.5, so the line's cost is overstated
 //! (README.md says why). The machine profile's `find_vma_node` is itself a

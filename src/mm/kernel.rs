@@ -271,6 +271,8 @@ impl Kernel {
         let cost = ctx.machine().costs.do_mmap_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
         let result = self.mm_mut(mm).vmas.mmap(len, prot);
+        // A merge may have unlinked a VMA (vmacache_invalidate).
+        self.vmacache_stores(ctx, mm, Symbol::DoMmap);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         result
     }
@@ -306,7 +308,7 @@ impl Kernel {
         };
         let last = self.find_vma_at(ctx, mm, end, Symbol::DoMunmap);
         let removed = (self.mm_mut(mm).vmas).munmap_detach(first, last.map(|(i, _)| i), end);
-        self.mmap_cache_kill(ctx, mm);
+        self.vmacache_stores(ctx, mm, Symbol::DoMunmap);
         let cost = ctx.machine().costs.do_munmap_path.cycles();
         ctx.charge(Symbol::DoMunmap, cost);
         for vma in &removed {
@@ -361,6 +363,7 @@ impl Kernel {
             })
             .collect();
         let result = (self.mm_mut(mm).vmas).mprotect_from(found.map(|(i, _)| i), start, end, prot);
+        self.vmacache_stores(ctx, mm, Symbol::MprotectFixup);
         // Whatever was applied, the page tables follow the VMAs.
         self.sync_protection(ctx, mm, lo, hi);
         for old in before {
@@ -402,7 +405,10 @@ impl Kernel {
                 let found = self.find_vma_at(ctx, mm, start, Symbol::Madvise);
                 let cost = ctx.machine().costs.madvise_path.cycles();
                 ctx.charge(Symbol::Madvise, cost);
-                (self.mm_mut(mm).vmas).madvise_from(found.map(|(i, _)| i), start, end, advice)
+                let done =
+                    (self.mm_mut(mm).vmas).madvise_from(found.map(|(i, _)| i), start, end, advice);
+                self.vmacache_stores(ctx, mm, Symbol::Madvise);
+                done
             }
         };
         for vma in &done.zap {
@@ -647,6 +653,7 @@ impl Kernel {
             self.do_munmap(ctx, mm, start, end)?;
         }
         (self.mm_mut(mm).vmas).mmap_region(start, end, calc_vm_prot_bits(prot));
+        self.vmacache_stores(ctx, mm, Symbol::DoMmap);
         Ok(())
     }
 
@@ -681,7 +688,9 @@ impl Kernel {
             if next.is_some_and(|vma| vma.start < new_end + PAGE_SIZE) {
                 Err(Errno::ENOMEM)
             } else {
-                self.mm_mut(mm).vmas.do_brk(old_end, new_end - old_end)
+                let grown = self.mm_mut(mm).vmas.do_brk(old_end, new_end - old_end);
+                self.vmacache_stores(ctx, mm, Symbol::SysBrk);
+                grown
             }
         };
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);

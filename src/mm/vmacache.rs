@@ -126,15 +126,19 @@ pub struct MmVmacache {
     mmap_cache: Option<CachedVma>,
     /// `VmaTree::nr_detach` when `mmap_cache` was last set or checked.
     nr_detach_seen: u64,
-    /// 3.14's first cache line of `mm_struct`, where `mmap_cache` sits
-    /// beside `mmap` and `mm_rb`: every `find_vma` reads it, and a miss
-    /// that finds a VMA and every `detach_vmas_to_be_unmapped` store to it,
-    /// from whichever CPUs the mm's threads run on. The stores are plain
-    /// (`CacheLine::store`): an ownership transfer when other CPUs hold
-    /// the line, free when this CPU alone does (an `rmw` would charge a
-    /// locked operation there, which a single-threaded process's every
-    /// miss would pay).
-    mmap_cache_line: CacheLine,
+    /// The first cache line of `mm_struct`, beside `mmap` and `mm_rb`:
+    /// 3.14's `mmap_cache` (every `find_vma` reads it; a miss that finds a
+    /// VMA and every `detach_vmas_to_be_unmapped` store to it) or 3.15's
+    /// `vmacache_seqnum` (every `vmacache_find` by a task of the mm reads
+    /// it; every `vmacache_invalidate` stores to it), from whichever CPUs
+    /// the mm's threads run on. The stores are plain (`CacheLine::store`):
+    /// an ownership transfer when other CPUs hold the line, free when this
+    /// CPU alone does (an `rmw` would charge a locked operation there,
+    /// which a single-threaded process's every miss would pay).
+    line: CacheLine,
+    /// `VmaTree::nr_detach` (3.14) or `VmaTree::vmacache_seqnum` (3.15)
+    /// when the stores to `line` were last charged.
+    stores_charged: u64,
 }
 
 /// Every task, and which one is current on each CPU.
@@ -300,7 +304,7 @@ impl Kernel {
                 let vmacache = &mut self.mm_mut(mm).vmacache;
                 vmacache.mmap_cache = Some(cached);
                 let began = ctx.now();
-                vmacache.mmap_cache_line.store(ctx, Symbol::FindVma);
+                vmacache.line.store(ctx, Symbol::FindVma);
                 record_caller(ctx, Symbol::FindVma, caller, began);
             }
             _ => self.vmacache_update(ctx.cur(), mm, addr, cached),
@@ -319,7 +323,7 @@ impl Kernel {
         let m = self.mm_mut(mm);
         // ACCESS_ONCE(mm->mmap_cache), whatever it holds.
         let began = ctx.now();
-        m.vmacache.mmap_cache_line.read(ctx, Symbol::FindVma);
+        m.vmacache.line.read(ctx, Symbol::FindVma);
         record_caller(ctx, Symbol::FindVma, caller, began);
         let nr_detach = m.vmas.nr_detach();
         if m.vmacache.nr_detach_seen != nr_detach {
@@ -345,14 +349,25 @@ impl Kernel {
         vma.contains(addr).then_some((index, vma))
     }
 
-    /// 3.14's `detach_vmas_to_be_unmapped` clears `mm->mmap_cache`: a store
-    /// to the shared line, charged to `do_munmap`. The slot itself is
-    /// emptied at the next lookup (`VmaTree::nr_detach`); nothing reads it
-    /// in between.
-    pub(super) fn mmap_cache_kill(&mut self, ctx: &mut Ctx, mm: MmId) {
-        if self.vma_lookup() == VmaLookup::MmapCache {
-            let line = &mut self.mm_mut(mm).vmacache.mmap_cache_line;
-            line.store(ctx, Symbol::DoMunmap);
+    /// The stores to `mm_struct`'s first line that a system call's changes
+    /// to the tree made, charged to `symbol` once the call has changed it:
+    /// 3.14's `detach_vmas_to_be_unmapped` clears `mm->mmap_cache`, 3.15's
+    /// `vmacache_invalidate` increments `mm->vmacache_seqnum` (at a detach
+    /// or a merge that unlinks a VMA). Several in one call cost one store:
+    /// the line is this CPU's after the first. The cache state itself
+    /// follows at the next lookup (`VmaTree::nr_detach`,
+    /// `VmaTree::vmacache_seqnum`); nothing reads it in between.
+    pub(super) fn vmacache_stores(&mut self, ctx: &mut Ctx, mm: MmId, symbol: Symbol) {
+        let lookup = self.vma_lookup();
+        let m = self.mm_mut(mm);
+        let changes = match lookup {
+            VmaLookup::MmapCache => m.vmas.nr_detach(),
+            VmaLookup::PerThread => m.vmas.vmacache_seqnum(),
+            VmaLookup::MapleTree => return,
+        };
+        if changes != m.vmacache.stores_charged {
+            m.vmacache.stores_charged = changes;
+            m.vmacache.line.store(ctx, symbol);
         }
     }
 
@@ -377,6 +392,13 @@ impl Kernel {
             charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
             return None;
         };
+        // vmacache_valid: mm->vmacache_seqnum, in mm_struct's first line.
+        let began = ctx.now();
+        self.mm_mut(mm)
+            .vmacache
+            .line
+            .read(ctx, Symbol::VmacacheFind);
+        record_caller(ctx, Symbol::VmacacheFind, caller, began);
         let mm_seqnum = self.mm(mm).vmacache.seqnum;
         let (tree, tasks) = self.vmas_and_tasks(mm);
         let cache = &mut tasks.get_mut(task).vmacache;

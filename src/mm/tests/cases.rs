@@ -584,3 +584,61 @@ fn the_mmap_cache_line_bounces_between_two_cpus_looking_up_in_turn() {
     assert_eq!(event(&ctx, Event::LineTransfers) - transfers, 3);
     assert_eq!(event(&ctx, Event::VmacacheFindCalls), 13);
 }
+
+/// 3.15's `mm->vmacache_seqnum` sits in the same first line of `mm_struct`:
+/// every `vmacache_find` by a task of the mm reads it, every invalidation
+/// stores to it. Read-only, the line costs nothing however many CPUs read
+/// it; after a munmap on one CPU, each other CPU's next lookup fetches it
+/// once (and misses, its seqnum being stale).
+#[test]
+fn the_vmacache_seqnum_line_moves_only_after_an_invalidation() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::PerThread);
+    let (mut k, mut ctx) = setup.boot(12);
+    let t0 = k.new_process(&mut ctx).unwrap();
+    let t1 = k.clone_task(t0);
+    let mm = k.task_mm(t0).unwrap();
+    k.set_current(&ctx, t0);
+    let a = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
+    let b = k.mmap(&mut ctx, mm, 4 * P, PROT_READ).unwrap();
+    let costs = ctx.machine().costs.clone();
+    let transfer = costs.line_transfer_same_socket.cycles().0;
+    let node = costs.find_vma_node.cycles().0;
+    let on = |k: &mut Kernel, ctx: &mut Ctx, cpu: u32| {
+        let now = ctx.clock_of(CpuId(0)).max(ctx.clock_of(CpuId(1)));
+        ctx.set_cur(CpuId(cpu));
+        ctx.idle_until(now);
+        k.set_current(ctx, if cpu == 0 { t0 } else { t1 });
+    };
+    let lookup = |k: &mut Kernel, ctx: &mut Ctx, cpu: u32, addr: u64| {
+        on(k, ctx, cpu);
+        let before = (
+            event(ctx, Event::LineTransfers),
+            ctx.stats.cycles(Symbol::VmacacheFind).0,
+        );
+        assert!(k.find_vma(ctx, mm, addr, Symbol::PageFault).is_some());
+        (
+            event(ctx, Event::LineTransfers) - before.0,
+            ctx.stats.cycles(Symbol::VmacacheFind).0 - before.1,
+        )
+    };
+    // Nothing invalidated yet: each CPU misses once, then hits, and the
+    // line (never written) costs nothing.
+    for cpu in [0, 1, 0, 1, 0, 1] {
+        assert_eq!(lookup(&mut k, &mut ctx, cpu, a).0, 0, "CPU {cpu}");
+    }
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 4);
+    // CPU 0 unmaps B's first page: its lookup at the start misses and
+    // caches B, the one at the end hits B (not split: the range starts at
+    // B's start); then the detach, one invalidation, one store.
+    on(&mut k, &mut ctx, 0);
+    k.munmap(&mut ctx, mm, b, P).unwrap();
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 5);
+    // CPU 1's next lookup fetches the line and misses (a stale seqnum:
+    // one slot check's worth); CPU 0 reads its own line and misses too;
+    // after that both read their copies for free and hit (one slot each).
+    assert_eq!(lookup(&mut k, &mut ctx, 1, a), (1, transfer + node));
+    assert_eq!(lookup(&mut k, &mut ctx, 0, a), (0, node));
+    assert_eq!(lookup(&mut k, &mut ctx, 1, a), (0, node));
+    assert_eq!(lookup(&mut k, &mut ctx, 0, a), (0, node));
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 7);
+}

@@ -356,7 +356,7 @@ impl<T> Sys<'_, T> {
     /// `brk`, from the break `old_brk` to `new_brk`.
     pub fn brk(&mut self, old_brk: u64, new_brk: u64) -> Result<(), Errno> {
         let mm = self.mm();
-        self.core.k.brk(self.ctx, mm, old_brk, new_brk)
+        self.core.k.sys_brk(self.ctx, mm, old_brk, new_brk)
     }
 
     /// A user load of the 8-byte word at `addr`, faulting as needed.

@@ -125,7 +125,7 @@ fn system_calls_look_up_through_the_cache_with_their_caller() {
         assert_eq!(calls_hits(&ctx), (6, 2), "a miss after the munmap");
         // brk looks up the old break, where nothing is mapped: a miss.
         let heap = 0x1000_0000;
-        k.brk(&mut ctx, mm, heap + 5, heap + 5 + 2 * P).unwrap();
+        k.sys_brk(&mut ctx, mm, heap + 5, heap + 5 + 2 * P).unwrap();
         assert_eq!(calls_hits(&ctx), (7, 2), "{mode:?}");
         // A mapping a page above the heap: nothing to unmap, no lookup.
         let rw = PROT_READ | PROT_WRITE;
@@ -134,7 +134,7 @@ fn system_calls_look_up_through_the_cache_with_their_caller() {
         assert_eq!(calls_hits(&ctx), (7, 2), "{mode:?}");
         // brk may not grow to within a page of it.
         let brk = heap + 3 * P;
-        assert_eq!(k.brk(&mut ctx, mm, brk, brk + 1), Err(Errno::ENOMEM));
+        assert_eq!(k.sys_brk(&mut ctx, mm, brk, brk + 1), Err(Errno::ENOMEM));
         assert_eq!(calls_hits(&ctx), (8, 2), "{mode:?}");
         // MAP_FIXED over the heap unmaps it first: do_munmap's lookups.
         k.mmap_fixed(&mut ctx, mm, heap + P, P, rw).unwrap();

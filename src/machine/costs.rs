@@ -118,7 +118,13 @@ costs! {
     page_fault_entry_exit: Latency, "a user page fault's exception entry, do_page_fault's checks and the return to user space, excluding handle_mm_fault";
     find_vma_node: Latency, "visiting one node of the VMA red-black tree in find_vma";
     pgtable_level: Latency, "reading or writing one page-table entry during a walk (one level)";
-    anon_fault_path: Latency, "handle_mm_fault's bookkeeping for an anonymous fault outside allocation, clearing and locks: anon_vma, rmap, LRU and counters";
+    anon_fault_path: Latency, "handle_mm_fault's bookkeeping for an anonymous fault that maps a new page (do_anonymous_page, wp_page_copy) outside allocation, clearing and locks: anon_vma, rmap, LRU and counters";
+    do_mmap_path: Latency, "an anonymous private mmap outside entry, locks and lookups: do_mmap's checks, get_unmapped_area's walk, mmap_region's accounting, vma_merge or a new vm_area_struct linked into the tree";
+    do_munmap_path: Latency, "a do_munmap that unmaps something, outside the lookups, zapping, page-table frees and TLB flushes: the splits, the detach, unmap_region's mmu_gather, remove_vma and accounting";
+    mprotect_path: Latency, "an mprotect whose arguments pass, outside entry, locks, the lookup and the PTE walk: mprotect_fixup's vma_merge or splits, the new vm_flags and vm_page_prot, accounting";
+    madvise_path: Latency, "a madvise of a valid non-empty range, outside entry, locks, the lookup, zapping and flushes: madvise_vma's dispatch, MADV_DONTNEED's mmu_gather and notifier set-up, or the THP hints' vma_merge or splits";
+    brk_path: Latency, "a brk that asks to grow the heap, outside entry, locks and the lookup: sys_brk's checks, do_brk's find_vma_links walk, vma_merge or a new vm_area_struct, accounting";
+    huge_pmd_wp_path: Latency, "do_huge_pmd_wp_page installing a new THP, outside allocation, clearing or copying, locks and flushes: memcg charge, page_add_new_anon_rmap, LRU add, the old page's or huge zero page's release bookkeeping";
     huge_pmd_install: Latency, "installing a huge PMD (set_pmd_at, the deposit, counters), excluding allocation and clearing";
     clear_page_bandwidth: Bandwidth, "clear_page_erms: zeroing a 4 KiB page (rep stosb)";
     clear_huge_page_bandwidth: Bandwidth, "clear_huge_page: zeroing a 2 MiB THP subpage by subpage, inside a fault";

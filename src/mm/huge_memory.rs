@@ -27,6 +27,17 @@ const GFP_TRANSHUGE: Gfp = Gfp {
     node: None,
 };
 
+/// The huge zero page's allocation: `GFP_TRANSHUGE | __GFP_ZERO` without
+/// `__GFP_MOVABLE` (`get_huge_zero_page`, 3.8 to 4.8, and
+/// `mm_get_huge_zero_page` after). It is never migrated (every mm maps the
+/// one page, and nothing could move all those PMDs), so it comes from an
+/// unmovable pageblock and does not pin a movable one that compaction
+/// would then fail to empty.
+const GFP_HUGE_ZERO: Gfp = Gfp {
+    migratetype: MigrateType::Unmovable,
+    node: None,
+};
+
 /// The global huge zero page and its refcount (`huge_zero_page`,
 /// `huge_zero_refcount`).
 #[derive(Clone, Debug, Default)]
@@ -50,7 +61,7 @@ impl Kernel {
         }
         // `atomic_inc_not_zero` reads 0 and gives up without a cmpxchg.
         self.huge_zero.line.read(ctx, symbol);
-        let Some(pfn) = self.pa.alloc_pages(ctx, GFP_TRANSHUGE, Order::THP) else {
+        let Some(pfn) = self.pa.alloc_pages(ctx, GFP_HUGE_ZERO, Order::THP) else {
             ctx.count(Event::ThpZeroPageAllocFailed, 1);
             return None;
         };
@@ -212,8 +223,6 @@ impl Kernel {
         pmd: TableId,
         index: usize,
     ) -> Result<bool, Fault> {
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
-        ctx.charge(Symbol::DoHugePmdWpPage, cost);
         let entry = self.tables.get(pmd, index);
         let (old, deposit) = match entry {
             Entry::HugeZero { deposit } => (None, deposit),
@@ -223,6 +232,9 @@ impl Kernel {
         if let Some(pfn) = old
             && self.thp_mapped_once(pfn)
         {
+            // Reuse: the PMD made writable in place (one entry written).
+            let cost = ctx.machine().costs.pgtable_level.cycles();
+            ctx.charge(Symbol::DoHugePmdWpPage, cost);
             self.tables.set(
                 pmd,
                 index,
@@ -245,6 +257,8 @@ impl Kernel {
             return Ok(false);
         };
         ctx.count(Event::ThpFaultAlloc, 1);
+        let cost = ctx.machine().costs.huge_pmd_wp_path.cycles();
+        ctx.charge(Symbol::DoHugePmdWpPage, cost);
         match old {
             None => self.clear_pages(ctx, new, Order::THP),
             Some(old) => {

@@ -17,7 +17,7 @@ use super::contents::Contents;
 use super::current::{CpuCurrent, TaskMm};
 use super::huge_memory::HugeZeroPage;
 use super::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, TASK_SIZE, VmFlags, Vma};
-use super::mmap::VmaTree;
+use super::mmap::{Madvised, VmaTree, calc_vm_prot_bits, madvise_end, mprotect_end, munmap_range};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::{Gfp, PageAllocator};
 use super::pgtable::{Entry, Level, PUD_SHIFT, PageTables, TableId};
@@ -277,34 +277,61 @@ impl Kernel {
     /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)`.
     pub fn mmap(&mut self, ctx: &mut Ctx, mm: MmId, len: u64, prot: u32) -> Result<u64, Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        let cost = ctx.machine().costs.do_mmap_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
         let result = self.mm_mut(mm).vmas.mmap(len, prot);
+        // A merge may have unlinked a VMA (vmacache_invalidate).
+        self.vmacache_stores(ctx, mm, Symbol::DoMmap);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         result
     }
 
-    /// `munmap`: removes the mappings, then zaps their pages and page
-    /// tables and flushes the TLBs of every CPU that ran the mm.
+    /// `munmap` (`vm_munmap`): under `mmap_lock` for writing, the argument
+    /// checks and then [`Kernel::do_munmap`].
     pub fn munmap(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, len: u64) -> Result<(), Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        self.munmap_lookups(ctx, mm, start, len);
-        let result = self.mm_mut(mm).vmas.munmap(start, len);
-        if let Ok(removed) = &result {
-            for vma in removed {
-                self.zap_range(ctx, mm, vma.start, vma.end, Symbol::DoMunmap);
-            }
-            if !removed.is_empty() {
-                self.free_empty_tables(ctx, mm);
-                self.flush_tlb_mm(ctx, mm);
-            }
-        }
+        let result =
+            munmap_range(start, len).and_then(|(start, end)| self.do_munmap(ctx, mm, start, end));
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
-        result.map(|_| ())
+        result
+    }
+
+    /// `do_munmap(start, end)` with checked arguments, as Linux 3.14/3.15
+    /// steps through it: `find_vma` at `start` (through the cache), the
+    /// split of that VMA at `start`, `find_vma` at `end` (after the split, so
+    /// a cache holding the first VMA now holds only its part below `start`
+    /// and misses there), the split at `end` and the detach; then
+    /// `unmap_region` zaps the pages, frees the emptied page tables and
+    /// flushes the TLBs of every CPU that ran the mm.
+    pub(super) fn do_munmap(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+    ) -> Result<(), Errno> {
+        let found = self.find_vma_at(ctx, mm, start, Symbol::DoMunmap);
+        let vmas = &mut self.mm_mut(mm).vmas;
+        let Some(first) = vmas.munmap_split_start(found.map(|(i, _)| i), start, end)? else {
+            return Ok(());
+        };
+        let last = self.find_vma_at(ctx, mm, end, Symbol::DoMunmap);
+        let removed = (self.mm_mut(mm).vmas).munmap_detach(first, last.map(|(i, _)| i), end);
+        self.vmacache_stores(ctx, mm, Symbol::DoMunmap);
+        let cost = ctx.machine().costs.do_munmap_path.cycles();
+        ctx.charge(Symbol::DoMunmap, cost);
+        for vma in &removed {
+            self.zap_range(ctx, mm, vma.start, vma.end, Symbol::DoMunmap);
+        }
+        self.free_empty_tables(ctx, mm);
+        self.flush_tlb_mm(ctx, mm);
+        Ok(())
     }
 
     /// `mprotect`: changes the VMAs' protection; in each VMA whose flags
     /// changed, every mapping is write-protected (`change_protection`).
+    /// The one `find_vma`, at `start`, comes once the arguments pass; the
+    /// walk over the range then follows the VMAs in order.
     pub fn mprotect(
         &mut self,
         ctx: &mut Ctx,
@@ -314,21 +341,40 @@ impl Kernel {
         prot: u32,
     ) -> Result<(), Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        let result = match mprotect_end(start, len, prot) {
+            Ok(Some(end)) => self.mprotect_range(ctx, mm, start, end, prot),
+            other => other.map(|_| ()),
+        };
+        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        result
+    }
+
+    /// `mprotect` with checked arguments, under `mmap_lock`.
+    fn mprotect_range(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        prot: u32,
+    ) -> Result<(), Errno> {
+        let found = self.find_vma_at(ctx, mm, start, Symbol::DoMprotectPkey);
+        let cost = ctx.machine().costs.mprotect_path.cycles();
         ctx.charge(Symbol::MprotectFixup, cost);
-        self.mprotect_lookups(ctx, mm, start, len, prot);
-        let (range_start, range_end) = user_range(start, len);
+        // The pages the call may change, within the user address space.
+        let (lo, hi) = user_range(start, end - start);
         let before: Vec<Vma> = (self.mm(mm).vmas)
-            .overlapping(range_start, range_end)
+            .overlapping(lo, hi)
             .map(|v| Vma {
-                start: v.start.max(range_start),
-                end: v.end.min(range_end),
+                start: v.start.max(lo),
+                end: v.end.min(hi),
                 flags: v.flags,
             })
             .collect();
-        let result = self.mm_mut(mm).vmas.mprotect(start, len, prot);
+        let result = (self.mm_mut(mm).vmas).mprotect_from(found.map(|(i, _)| i), start, end, prot);
+        self.vmacache_stores(ctx, mm, Symbol::MprotectFixup);
         // Whatever was applied, the page tables follow the VMAs.
-        self.sync_protection(ctx, mm, range_start, range_end);
+        self.sync_protection(ctx, mm, lo, hi);
         for old in before {
             let (now, _) = self.mm(mm).vmas.find_vma(old.start);
             if now.is_some_and(|now| now.flags != old.flags) {
@@ -336,14 +382,17 @@ impl Kernel {
             }
         }
         self.flush_tlb_mm(ctx, mm);
-        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         result
     }
 
     /// `madvise`: THP hints change the VMAs; `MADV_DONTNEED` zaps the pages
     /// of the mapped parts of the range. Advice that changes `vm_flags`
     /// takes `mmap_lock` for writing, `MADV_DONTNEED` for reading
-    /// (`madvise_need_mmap_write`, 3.14 to 5.x).
+    /// (`madvise_need_mmap_write`, 3.14 to 5.x). A valid, non-empty range
+    /// is looked up once, at `start` (`find_vma_prev`, which in 3.15 is
+    /// `find_vma` and `vm_prev`); the walk then follows the VMAs in order.
+    /// Linux looks up again only after advice that drops `mmap_sem`
+    /// (`MADV_REMOVE`, `MADV_WILLNEED` on files), which mmsim does not model.
     pub fn madvise(
         &mut self,
         ctx: &mut Ctx,
@@ -358,10 +407,19 @@ impl Kernel {
         } else {
             self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
         }
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
-        ctx.charge(Symbol::Madvise, cost);
-        self.madvise_lookups(ctx, mm, start, len);
-        let done = self.mm_mut(mm).vmas.madvise(start, len, advice);
+        let done = match madvise_end(start, len) {
+            Err(errno) => Madvised::failed(errno),
+            Ok(end) if end == start => Madvised::nothing(),
+            Ok(end) => {
+                let found = self.find_vma_at(ctx, mm, start, Symbol::Madvise);
+                let cost = ctx.machine().costs.madvise_path.cycles();
+                ctx.charge(Symbol::Madvise, cost);
+                let done =
+                    (self.mm_mut(mm).vmas).madvise_from(found.map(|(i, _)| i), start, end, advice);
+                self.vmacache_stores(ctx, mm, Symbol::Madvise);
+                done
+            }
+        };
         for vma in &done.zap {
             self.zap_range(ctx, mm, vma.start, vma.end, Symbol::Madvise);
         }
@@ -567,8 +625,13 @@ pub enum Target {
 
 impl Kernel {
     /// `mmap(addr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-    /// 0)`: maps `[addr, addr + len)`, replacing whatever was there; the
-    /// replaced parts are zapped and the TLBs flushed, as munmap does.
+    /// 0)`: maps `[addr, addr + len)`, replacing whatever was there.
+    /// `mmap_region` finds an overlap with `find_vma_links` (a tree walk,
+    /// not a cached lookup) and only then calls `do_munmap`, whose lookups
+    /// and zaps are those of `munmap`. A mapping placed by the kernel
+    /// ([`Kernel::mmap`]) looks nothing up: `vm_unmapped_area` searches the
+    /// tree's gaps, and only an address hint, which mmsim's callers never
+    /// give, would be checked with `find_vma`.
     pub fn mmap_fixed(
         &mut self,
         ctx: &mut Ctx,
@@ -578,21 +641,69 @@ impl Kernel {
         prot: u32,
     ) -> Result<(), Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        let cost = ctx.machine().costs.do_mmap_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
-        self.mmap_fixed_lookups(ctx, mm, addr, len);
-        let result = self.mm_mut(mm).vmas.mmap_fixed(addr, len, prot);
-        if let Ok(replaced) = &result {
-            for vma in replaced {
-                self.zap_range(ctx, mm, vma.start, vma.end, Symbol::DoMunmap);
-            }
-            if !replaced.is_empty() {
-                self.free_empty_tables(ctx, mm);
-                self.flush_tlb_mm(ctx, mm);
-            }
-        }
+        let result = self.mmap_fixed_locked(ctx, mm, addr, len, prot);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
-        result.map(|_| ())
+        result
+    }
+
+    /// `mmap_fixed` under `mmap_lock`.
+    fn mmap_fixed_locked(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        len: u64,
+        prot: u32,
+    ) -> Result<(), Errno> {
+        let (start, end) = self.mm(mm).vmas.mmap_fixed_range(addr, len)?;
+        if self.mm(mm).vmas.find_vma_links(start, end) {
+            self.do_munmap(ctx, mm, start, end)?;
+        }
+        (self.mm_mut(mm).vmas).mmap_region(start, end, calc_vm_prot_bits(prot));
+        self.vmacache_stores(ctx, mm, Symbol::DoMmap);
+        Ok(())
+    }
+
+    /// `brk`: moves the program break of `mm` from `old_brk` to `new_brk`
+    /// (byte addresses; the heap ends at the page above each), under
+    /// `mmap_lock` for writing. Shrinking is `do_munmap` of the pages above
+    /// the new end. Growing looks up the old end (`find_vma_intersection`:
+    /// `find_vma`, through the cache) and fails with ENOMEM if a VMA lies
+    /// within a page above the new end, else maps the new pages
+    /// (`do_brk`, which finds its place with `find_vma_links`, a tree walk).
+    /// Equal page-rounded breaks do nothing. The caller keeps `mm->brk` and
+    /// `mm->start_brk`.
+    pub fn sys_brk(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        old_brk: u64,
+        new_brk: u64,
+    ) -> Result<(), Errno> {
+        let align = |a: u64| a.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let (old_end, new_end) = (align(old_brk), align(new_brk));
+        if new_end == old_end {
+            return Ok(());
+        }
+        self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        let result = if new_end < old_end {
+            self.do_munmap(ctx, mm, new_end, old_end)
+        } else {
+            let next = self.find_vma(ctx, mm, old_end, Symbol::SysBrk);
+            let cost = ctx.machine().costs.brk_path.cycles();
+            ctx.charge(Symbol::SysBrk, cost);
+            if next.is_some_and(|vma| vma.start < new_end + PAGE_SIZE) {
+                Err(Errno::ENOMEM)
+            } else {
+                let grown = self.mm_mut(mm).vmas.do_brk(old_end, new_end - old_end);
+                self.vmacache_stores(ctx, mm, Symbol::SysBrk);
+                grown
+            }
+        };
+        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
+        result
     }
 
     /// `clone(CLONE_VM | CLONE_THREAD ...)`'s share of the mm: one more

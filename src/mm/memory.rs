@@ -192,13 +192,16 @@ impl Kernel {
         index: usize,
         write: bool,
     ) -> Result<(), Fault> {
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
-        ctx.charge(Symbol::DoAnonymousPage, cost);
         if !write {
+            // The zero page needs no rmap, memcg or LRU: one entry written.
+            let cost = ctx.machine().costs.pgtable_level.cycles();
+            ctx.charge(Symbol::DoAnonymousPage, cost);
             self.tables.set(pte, index, Entry::ZeroPage);
             ctx.count(Event::ZeroPageInstalls, 1);
             return Ok(());
         }
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoAnonymousPage, cost);
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
         self.map_new_page(mm, pte, index, pfn, vma.flags.contains(VmFlags::WRITE));
         Ok(())
@@ -231,9 +234,10 @@ impl Kernel {
         index: usize,
         pfn: Pfn,
     ) -> Result<(), Fault> {
-        let cost = ctx.machine().costs.anon_fault_path.cycles();
-        ctx.charge(Symbol::DoWpPage, cost);
         if self.page_trans_huge_mapcount(pfn) == 1 {
+            // Reuse: the PTE made writable in place (one entry written).
+            let cost = ctx.machine().costs.pgtable_level.cycles();
+            ctx.charge(Symbol::DoWpPage, cost);
             self.tables
                 .set(pte, index, Entry::Page { pfn, write: true });
             return Ok(());
@@ -250,6 +254,10 @@ impl Kernel {
         index: usize,
         old: Option<Pfn>,
     ) -> Result<(), Fault> {
+        // The new page's bookkeeping is do_anonymous_page's: memcg charge,
+        // page_add_new_anon_rmap, the LRU add, counters.
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoWpPage, cost);
         let new = match old {
             None => self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?,
             Some(old) => {

@@ -79,7 +79,7 @@ fn page_align(len: u64) -> Option<u64> {
 }
 
 /// `calc_vm_prot_bits`: read, write and exec; other bits are dropped.
-fn calc_vm_prot_bits(prot: u32) -> VmFlags {
+pub(super) fn calc_vm_prot_bits(prot: u32) -> VmFlags {
     let mut flags = VmFlags::default();
     for (bit, flag) in [
         (PROT_READ, VmFlags::READ),
@@ -93,15 +93,6 @@ fn calc_vm_prot_bits(prot: u32) -> VmFlags {
     flags
 }
 
-/// `[start, end)` of `vma` that lies inside `[start, end)`.
-fn clip(vma: &Vma, start: u64, end: u64) -> Vma {
-    Vma {
-        start: vma.start.max(start),
-        end: vma.end.min(end),
-        flags: vma.flags,
-    }
-}
-
 /// What `madvise` did. Linux advises every mapped part of the range before
 /// it reports a hole in it, so a call can both fail and leave the caller
 /// pages to zap.
@@ -113,6 +104,24 @@ pub struct Madvised {
     pub zap: Vec<Vma>,
     /// What the system call returns.
     pub result: Result<(), Errno>,
+}
+
+impl Madvised {
+    /// A call that failed before it advised anything.
+    pub(super) fn failed(errno: Errno) -> Madvised {
+        Madvised {
+            zap: Vec::new(),
+            result: Err(errno),
+        }
+    }
+
+    /// A call that advised nothing and succeeded (an empty range).
+    pub(super) fn nothing() -> Madvised {
+        Madvised {
+            zap: Vec::new(),
+            result: Ok(()),
+        }
+    }
 }
 
 /// One process's VMAs (`mm->mmap`, `mm->mm_rb`).
@@ -306,6 +315,13 @@ impl VmaTree {
         (self.vmas.get(index).copied(), depth)
     }
 
+    /// The place of `find_vma(addr)` in address order, if a VMA ends
+    /// above `addr`.
+    fn find_vma_place(&self, addr: u64) -> Option<usize> {
+        let (index, _) = self.find_vma_index(addr);
+        (index < self.vmas.len()).then_some(index)
+    }
+
     /// `find_vma` by index: `len()` when no VMA ends above `addr`.
     fn find_vma_index(&self, addr: u64) -> (usize, u32) {
         let (mut lo, mut hi) = (0, self.vmas.len());
@@ -353,9 +369,35 @@ impl VmaTree {
     /// changed when it fails.
     pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<Vec<Vma>, Errno> {
         let (start, end) = self.mmap_fixed_range(addr, len)?;
-        let unmapped = self.do_munmap(start, end)?;
+        let unmapped = if self.find_vma_links(start, end) {
+            self.do_munmap(start, end)?
+        } else {
+            Vec::new()
+        };
         self.mmap_region(start, end, calc_vm_prot_bits(prot));
         Ok(unmapped)
+    }
+
+    /// Whether anything is mapped in `[start, end)`: `mmap_region`'s and
+    /// `do_brk`'s `find_vma_links`, a walk of the tree that bypasses the
+    /// VMA cache (so it is neither counted nor charged as a lookup).
+    pub(super) fn find_vma_links(&self, start: u64, end: u64) -> bool {
+        let (found, _) = self.find_vma(start);
+        found.is_some_and(|vma| vma.start < end)
+    }
+
+    /// `do_brk(addr, len)` for a `brk` that found room above the old break
+    /// (`sys_brk` checked with `find_vma_intersection`): `get_unmapped_area`'s
+    /// and the VMA count's checks, then the heap grows by `vma_merge` or a
+    /// new VMA, read-write (`VM_DATA_DEFAULT_FLAGS` less exec).
+    pub(super) fn do_brk(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        let (start, end) = self.mmap_fixed_range(addr, len)?;
+        assert!(
+            !self.find_vma_links(start, end),
+            "brk grows over a mapping at {start:#x}-{end:#x}"
+        );
+        self.mmap_region(start, end, calc_vm_prot_bits(PROT_READ | PROT_WRITE));
+        Ok(())
     }
 
     /// `mmap_fixed`'s checks of its arguments: the range it maps.
@@ -414,7 +456,7 @@ impl VmaTree {
 
     /// What is left of `mmap_region` once `[start, end)` is free: grow a
     /// neighbour with the same flags over it (`vma_merge`), or link a new VMA.
-    fn mmap_region(&mut self, start: u64, end: u64, flags: VmFlags) {
+    pub(super) fn mmap_region(&mut self, start: u64, end: u64, flags: VmFlags) {
         if self.vma_merge(start, end, flags) {
             return;
         }
@@ -450,57 +492,83 @@ impl VmaTree {
         self.do_munmap(start, end)
     }
 
-    /// `__do_munmap` once its arguments are checked.
+    /// `do_munmap` once its arguments are checked, with the tree's own
+    /// lookups: the steps [`Kernel::do_munmap`](super::kernel::Kernel)
+    /// takes with the cached `find_vma`.
     fn do_munmap(&mut self, start: u64, end: u64) -> Result<Vec<Vma>, Errno> {
-        let first = self.vmas.partition_point(|vma| vma.end <= start);
-        let last = self.vmas.partition_point(|vma| vma.start < end);
-        if first >= last {
+        let first = self.find_vma_place(start);
+        let Some(first) = self.munmap_split_start(first, start, end)? else {
             return Ok(Vec::new());
-        }
-        let head = self.vmas[first];
-        let tail = self.vmas[last - 1];
-        if self.munmap_refused(&head, start, end) {
-            return Err(Errno::ENOMEM);
-        }
-        // One VMA that loses its middle.
-        let punches_hole = head.start < start && head.end > end;
-        let unmapped = self.vmas[first..last]
-            .iter()
-            .map(|vma| clip(vma, start, end))
-            .collect();
-        let mut kept = Vec::with_capacity(2);
-        let mut kept_ids = Vec::with_capacity(2);
-        if head.start < start {
-            kept.push(Vma { end: start, ..head });
-            kept_ids.push(self.ids[first]);
-        }
-        if tail.end > end {
-            kept.push(Vma { start: end, ..tail });
-            // __split_vma(.., vma, start, 0) leaves the struct below the
-            // range; a second split of the new upper part makes another.
-            let id = if punches_hole {
-                self.new_id()
-            } else {
-                self.ids[last - 1]
-            };
-            kept_ids.push(id);
-        }
-        self.vmas.splice(first..last, kept);
-        self.ids.splice(first..last, kept_ids);
-        // detach_vmas_to_be_unmapped invalidates once, however many VMAs go.
-        self.vmacache_seqnum += 1;
-        self.nr_detach += 1;
-        Ok(unmapped)
+        };
+        let last = self.find_vma_place(end);
+        Ok(self.munmap_detach(first, last, end))
     }
 
-    /// `__split_vma(mm, vma, addr, 0)` as `do_munmap` calls it between its
-    /// two `find_vma`s: the VMA with `addr` strictly inside keeps its
-    /// identity for `[vm_start, addr)`, and `[addr, vm_end)` is a new VMA.
-    /// Nothing is unlinked, so nothing is invalidated. The two halves have
-    /// equal flags, which [`VmaTree::check`] forbids: the caller unmaps from
-    /// `addr` at once ([`VmaTree::munmap`] or [`VmaTree::mmap_fixed`]).
-    pub(super) fn split_vma_for_munmap(&mut self, addr: u64) {
-        let (index, _) = self.find_vma_index(addr);
+    /// `do_munmap`'s first step, from `found`, the place of `find_vma(start)`:
+    /// `None` if no VMA overlaps `[start, end)`; ENOMEM if the first VMA
+    /// would lose its middle and the count is at `max_map_count` (only that
+    /// split adds a VMA: Linux lets every other unmap through at the limit,
+    /// since it frees memory); otherwise the first VMA is split at `start`
+    /// if it begins below it (`__split_vma(.., start, 0)`: it keeps its
+    /// identity for the part below), and the place of the first VMA inside
+    /// the range is returned. The split leaves two neighbours with equal
+    /// flags, which [`VmaTree::check`] forbids until
+    /// [`VmaTree::munmap_detach`] removes the upper one.
+    pub(super) fn munmap_split_start(
+        &mut self,
+        found: Option<usize>,
+        start: u64,
+        end: u64,
+    ) -> Result<Option<usize>, Errno> {
+        let Some(index) = found else {
+            return Ok(None);
+        };
+        let vma = self.vmas[index];
+        if vma.start >= end {
+            return Ok(None);
+        }
+        if vma.start >= start {
+            return Ok(Some(index));
+        }
+        if vma.end > end && self.vmas.len() >= self.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        self.split_vma(index, start, false);
+        Ok(Some(index + 1))
+    }
+
+    /// `do_munmap`'s second step, from `last`, the place of `find_vma(end)`:
+    /// a VMA that straddles `end` is split there (`__split_vma(.., end, 1)`:
+    /// the part above keeps its identity), then every VMA from `first` up
+    /// to `end` is detached (`detach_vmas_to_be_unmapped`, one invalidation
+    /// however many go). Returns them, in address order, for the caller to
+    /// zap.
+    pub(super) fn munmap_detach(
+        &mut self,
+        first: usize,
+        last: Option<usize>,
+        end: u64,
+    ) -> Vec<Vma> {
+        if let Some(last) = last
+            && self.vmas[last].start < end
+        {
+            self.split_vma(last, end, true);
+        }
+        let stop = first + self.vmas[first..].partition_point(|vma| vma.start < end);
+        assert!(stop > first, "do_munmap detaches nothing below {end:#x}");
+        let unmapped = self.vmas.drain(first..stop).collect();
+        self.ids.drain(first..stop);
+        self.vmacache_seqnum += 1;
+        self.nr_detach += 1;
+        unmapped
+    }
+
+    /// `__split_vma(mm, vma, addr, new_below)` for the VMA at `index`, which
+    /// holds `addr` strictly inside: the new `vm_area_struct` takes the part
+    /// below `addr` if `new_below`, else the part above; the other part
+    /// keeps the VMA's identity. Nothing is unlinked, so nothing is
+    /// invalidated.
+    fn split_vma(&mut self, index: usize, addr: u64, new_below: bool) {
         let vma = self.vmas[index];
         assert!(
             vma.start < addr && addr < vma.end,
@@ -509,15 +577,8 @@ impl VmaTree {
         self.vmas[index].end = addr;
         self.vmas.insert(index + 1, Vma { start: addr, ..vma });
         let id = self.new_id();
-        self.ids.insert(index + 1, id);
-    }
-
-    /// Whether `do_munmap(start, end)`, whose first VMA is `first`, refuses
-    /// to split it: only a hole punched in one VMA adds a VMA, and Linux lets
-    /// every other unmap through at the limit, since it frees memory.
-    pub(super) fn munmap_refused(&self, first: &Vma, start: u64, end: u64) -> bool {
-        let punches_hole = first.start < start && first.end > end;
-        punches_hole && self.vmas.len() >= self.max_map_count
+        self.ids
+            .insert(if new_below { index } else { index + 1 }, id);
     }
 
     /// `mprotect(start, len, prot)`: sets the protection of every VMA in the
@@ -539,9 +600,21 @@ impl VmaTree {
         let Some(end) = mprotect_end(start, len, prot)? else {
             return Ok(());
         };
+        let found = self.find_vma_place(start);
+        self.mprotect_from(found, start, end, prot)
+    }
+
+    /// `mprotect` once its arguments passed ([`mprotect_end`]), from
+    /// `found`, the place of `find_vma(start)`.
+    pub(super) fn mprotect_from(
+        &mut self,
+        found: Option<usize>,
+        start: u64,
+        end: u64,
+        prot: u32,
+    ) -> Result<(), Errno> {
         if prot & (PROT_GROWSDOWN | PROT_GROWSUP) != 0 {
-            let (index, _) = self.find_vma_index(start);
-            let vma = self.vmas.get(index).ok_or(Errno::ENOMEM)?;
+            let vma = found.map(|index| self.vmas[index]).ok_or(Errno::ENOMEM)?;
             let before_it = if prot & PROT_GROWSDOWN != 0 {
                 vma.start >= end
             } else {
@@ -556,12 +629,12 @@ impl VmaTree {
         }
         let prot_flags = calc_vm_prot_bits(prot);
         let mut addr = start;
+        let mut found = found;
         // Each pass moves addr up to the next VMA boundary (or to end), so
         // there are at most two passes per VMA in the range.
         loop {
-            let (index, _) = self.find_vma_index(addr);
-            let vma = match self.vmas.get(index) {
-                Some(vma) if vma.start <= addr => *vma,
+            let (index, vma) = match found.map(|index| (index, self.vmas[index])) {
+                Some((index, vma)) if vma.start <= addr => (index, vma),
                 _ => return Err(Errno::ENOMEM),
             };
             let range_end = vma.end.min(end);
@@ -571,6 +644,9 @@ impl VmaTree {
                 return Ok(());
             }
             addr = range_end;
+            // Linux follows vm_next; the splits and merges behind moved the
+            // places, so the next VMA is found again (not a lookup).
+            found = self.find_vma_place(addr);
         }
     }
 
@@ -585,41 +661,56 @@ impl VmaTree {
     /// `max_map_count` stops the walk with EAGAIN (`madvise_behavior` turns
     /// the ENOMEM of `split_vma` into it).
     pub fn madvise(&mut self, start: u64, len: u64, advice: Advice) -> Madvised {
+        let end = match madvise_end(start, len) {
+            Ok(end) => end,
+            Err(errno) => return Madvised::failed(errno),
+        };
+        let found = self.find_vma_place(start);
+        self.madvise_from(found, start, end, advice)
+    }
+
+    /// `madvise` once its arguments passed ([`madvise_end`]), from `found`,
+    /// the place of `find_vma(start)`.
+    pub(super) fn madvise_from(
+        &mut self,
+        found: Option<usize>,
+        start: u64,
+        end: u64,
+        advice: Advice,
+    ) -> Madvised {
         let mut outcome = Madvised {
             zap: Vec::new(),
             result: Ok(()),
         };
-        let end = match madvise_end(start, len) {
-            Ok(end) => end,
-            Err(errno) => {
-                outcome.result = Err(errno);
-                return outcome;
-            }
-        };
         let mut addr = start;
+        let mut found = found;
         let mut hole = false;
         // Each pass moves addr up to the next VMA boundary (or to end), so
         // there are at most two passes per VMA in the range.
         while addr < end {
-            let (index, _) = self.find_vma_index(addr);
-            let Some(vma) = self.vmas.get(index).copied() else {
+            let Some(index) = found else {
                 hole = true;
                 break;
             };
+            let vma = self.vmas[index];
             if vma.start > addr {
                 hole = true;
                 addr = vma.start.min(end);
-                continue;
+            } else {
+                let range_end = vma.end.min(end);
+                if let Err(errno) =
+                    self.madvise_vma(index, addr, range_end, advice, &mut outcome.zap)
+                {
+                    outcome.result = Err(match errno {
+                        Errno::ENOMEM => Errno::EAGAIN,
+                        other => other,
+                    });
+                    return outcome;
+                }
+                addr = range_end;
             }
-            let range_end = vma.end.min(end);
-            if let Err(errno) = self.madvise_vma(index, addr, range_end, advice, &mut outcome.zap) {
-                outcome.result = Err(match errno {
-                    Errno::ENOMEM => Errno::EAGAIN,
-                    other => other,
-                });
-                return outcome;
-            }
-            addr = range_end;
+            // As in mprotect_from: vm_next, found again after the splits.
+            found = self.find_vma_place(addr);
         }
         if hole {
             outcome.result = Err(Errno::ENOMEM);
@@ -948,6 +1039,37 @@ mod tests {
         for hint in [0, 1, 2, 3, 99] {
             assert_eq!(tree.vma_by_id(id, want.start, hint), None);
         }
+    }
+
+    /// munmap's steps hand identities on as `__split_vma` does in
+    /// `do_munmap`: a VMA that loses its middle keeps its identity below the
+    /// hole and the part above is new; across two VMAs, each keeps its own.
+    #[test]
+    fn munmap_hands_identities_on_as_do_munmap_splits() {
+        let mut tree = VmaTree::new(BASE);
+        let a = tree.mmap(8 * P, RW).unwrap();
+        let id = |tree: &VmaTree, addr: u64| tree.find_vma_id(addr).0.unwrap().0;
+        let whole = id(&tree, a);
+        assert_eq!(
+            tree.munmap(a + 3 * P, 2 * P).unwrap(),
+            [vma(a + 3 * P, a + 5 * P, RW)]
+        );
+        assert_eq!(id(&tree, a), whole, "below the hole");
+        let above = id(&tree, a + 5 * P);
+        assert_ne!(above, whole, "above the hole: a new VMA");
+        assert_eq!(tree.vmacache_seqnum(), 1);
+        let unmapped = tree.munmap(a + 2 * P, 4 * P).unwrap();
+        assert_eq!(
+            unmapped,
+            [vma(a + 2 * P, a + 3 * P, RW), vma(a + 5 * P, a + 6 * P, RW)]
+        );
+        assert_eq!(
+            layout(&tree),
+            [vma(a, a + 2 * P, RW), vma(a + 6 * P, a + 8 * P, RW)]
+        );
+        assert_eq!((id(&tree, a), id(&tree, a + 6 * P)), (whole, above));
+        assert_eq!(tree.vmacache_seqnum(), 2, "one detach per call");
+        assert_eq!(tree.nr_detach(), 2);
     }
 
     /// `nr_vmas` adjacent two-page VMAs below `BASE`, read-write at the top,

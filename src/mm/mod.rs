@@ -16,7 +16,6 @@ pub mod page_alloc;
 pub mod pagemap;
 pub mod pgtable;
 pub mod slab;
-pub mod syscall_lookups;
 pub mod vmacache;
 
 pub use mmzone::{

@@ -61,7 +61,7 @@ use super::mm_types::Vma;
 use super::mmap::{VmaId, VmaTree};
 use super::mmzone::PAGE_SIZE;
 use crate::features::Feature;
-use crate::sim::{CpuId, Ctx, Cycles, Event, Symbol};
+use crate::sim::{CacheLine, CpuId, Ctx, Cycles, Event, Symbol};
 
 /// `VMACACHE_SIZE`: slots per task.
 pub const VMACACHE_SIZE: usize = 4;
@@ -124,6 +124,19 @@ pub struct MmVmacache {
     /// count it has seen and flushes itself at its next lookup. Nothing
     /// reads the slots before that lookup, so the result is the same.
     flush_all_gen: u64,
+    /// The first cache line of `mm_struct`, beside `mmap` and `mm_rb`:
+    /// 3.14's `mmap_cache` (every `find_vma` reads it; a miss that finds a
+    /// VMA and every `detach_vmas_to_be_unmapped` store to it) or 3.15's
+    /// `vmacache_seqnum` (every `vmacache_find` by a task of the mm reads
+    /// it; every `vmacache_invalidate` stores to it), from whichever CPUs
+    /// the mm's threads run on. The stores are plain (`CacheLine::store`):
+    /// an ownership transfer when other CPUs hold the line, free when this
+    /// CPU alone does (an `rmw` would charge a locked operation there,
+    /// which a single-threaded process's every miss would pay).
+    line: CacheLine,
+    /// `VmaTree::nr_detach` (3.14) or `VmaTree::vmacache_seqnum` (3.15)
+    /// when the stores to `line` were last charged.
+    stores_charged: u64,
 }
 
 /// How `find_vma` looks a VMA up, from the features.
@@ -170,7 +183,7 @@ impl Kernel {
     /// `vmacache_find_calls` and `vmacache_find_hits`, and charges the cache
     /// check and the tree walk to their own symbols, on behalf of `caller`.
     /// Every lookup goes through here: the page fault's (`memory.rs`) and
-    /// the system calls' (`syscall_lookups.rs`).
+    /// the system calls' (`kernel.rs`).
     pub(crate) fn find_vma(
         &mut self,
         ctx: &mut Ctx,
@@ -178,22 +191,40 @@ impl Kernel {
         addr: u64,
         caller: Symbol,
     ) -> Option<Vma> {
+        self.find_vma_at(ctx, mm, addr, caller).map(|(_, vma)| vma)
+    }
+
+    /// [`Kernel::find_vma`] with the VMA's place in the tree's order, for a
+    /// system call to carry on from the VMA found, as Linux's carry on from
+    /// the `vm_area_struct` (the tree's index is what its pointer is here).
+    pub(super) fn find_vma_at(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        caller: Symbol,
+    ) -> Option<(usize, Vma)> {
         let lookup = self.vma_lookup();
         if lookup == VmaLookup::MapleTree {
             let depth = maple_tree_depth(self.mm(mm).vmas.len());
             charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
-            return self.mm(mm).vmas.find_vma(addr).0;
+            let (found, _) = self.mm(mm).vmas.find_vma_id(addr);
+            return found.map(|(_, index, vma)| (index, vma));
         }
         ctx.count(Event::VmacacheFindCalls, 1);
         let hit = match lookup {
             VmaLookup::MmapCache => self.mmap_cache_find(ctx, mm, addr, caller),
             _ => self.vmacache_find(ctx, mm, addr, caller),
         };
-        if hit.is_some() {
+        if let Some((index, vma)) = hit {
             // A hit must be the tree's answer: the VMA containing `addr`, as
-            // it is now (every caller, not only the tests, checks this in a
-            // debug build).
-            debug_assert_eq!(hit, self.mm(mm).vmas.find_vma(addr).0, "hit at {addr:#x}");
+            // it is now, at its place (every caller, not only the tests,
+            // checks this in a debug build).
+            debug_assert_eq!(
+                Some((index, vma)),
+                self.mm(mm).vmas.find_vma_id(addr).0.map(|(_, i, v)| (i, v)),
+                "hit at {addr:#x}"
+            );
             ctx.count(Event::VmacacheFindHits, 1);
             return hit;
         }
@@ -206,10 +237,16 @@ impl Kernel {
             index_hint: index,
         };
         match lookup {
-            VmaLookup::MmapCache => self.mm_mut(mm).vmacache.mmap_cache = Some(cached),
+            VmaLookup::MmapCache => {
+                let vmacache = &mut self.mm_mut(mm).vmacache;
+                vmacache.mmap_cache = Some(cached);
+                let began = ctx.now();
+                vmacache.line.store(ctx, Symbol::FindVma);
+                record_caller(ctx, Symbol::FindVma, caller, began);
+            }
             _ => self.vmacache_update(ctx.cur(), mm, addr, cached),
         }
-        Some(vma)
+        Some((index, vma))
     }
 
     /// 3.14's check of `mm->mmap_cache`, inline in `find_vma`.
@@ -219,8 +256,12 @@ impl Kernel {
         mm: MmId,
         addr: u64,
         caller: Symbol,
-    ) -> Option<Vma> {
+    ) -> Option<(usize, Vma)> {
         let m = self.mm_mut(mm);
+        // ACCESS_ONCE(mm->mmap_cache), whatever it holds.
+        let began = ctx.now();
+        m.vmacache.line.read(ctx, Symbol::FindVma);
+        record_caller(ctx, Symbol::FindVma, caller, began);
         let nr_detach = m.vmas.nr_detach();
         if m.vmacache.nr_detach_seen != nr_detach {
             // detach_vmas_to_be_unmapped: "Kill the cache."
@@ -242,18 +283,58 @@ impl Kernel {
             index_hint: index,
             ..cached
         });
-        vma.contains(addr).then_some(vma)
+        vma.contains(addr).then_some((index, vma))
+    }
+
+    /// The stores to `mm_struct`'s first line that a system call's changes
+    /// to the tree made, charged to `symbol` once the call has changed it:
+    /// 3.14's `detach_vmas_to_be_unmapped` clears `mm->mmap_cache`, 3.15's
+    /// `vmacache_invalidate` increments `mm->vmacache_seqnum` (at a detach
+    /// or a merge that unlinks a VMA). Several in one call cost one store:
+    /// the line is this CPU's after the first. The cache state itself
+    /// follows at the next lookup (`VmaTree::nr_detach`,
+    /// `VmaTree::vmacache_seqnum`); nothing reads it in between.
+    pub(super) fn vmacache_stores(&mut self, ctx: &mut Ctx, mm: MmId, symbol: Symbol) {
+        let lookup = self.vma_lookup();
+        let m = self.mm_mut(mm);
+        let changes = match lookup {
+            VmaLookup::MmapCache => m.vmas.nr_detach(),
+            VmaLookup::PerThread => m.vmas.vmacache_seqnum(),
+            VmaLookup::MapleTree => return,
+        };
+        if changes != m.vmacache.stores_charged {
+            m.vmacache.stores_charged = changes;
+            m.vmacache.line.store(ctx, symbol);
+        }
     }
 
     /// `vmacache_find` (3.15): `vmacache_valid`, then the scan of the slots.
-    fn vmacache_find(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, caller: Symbol) -> Option<Vma> {
+    fn vmacache_find(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        caller: Symbol,
+    ) -> Option<(usize, Vma)> {
         self.vmacache_sync(mm);
-        let (m, current) = self.mm_and_current(mm, ctx.cur());
         // vmacache_valid_mm: current->mm is this mm, and not a kernel thread.
-        let Some(current) = current.filter(|t| t.mm == Some(mm) && t.kind == TaskKind::User) else {
+        let cpu = ctx.cur();
+        let valid_mm = self
+            .current_mm_fields(cpu)
+            .is_some_and(|t| t.mm == Some(mm) && t.kind == TaskKind::User);
+        if !valid_mm {
             charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
             return None;
-        };
+        }
+        // vmacache_valid: mm->vmacache_seqnum, in mm_struct's first line.
+        let began = ctx.now();
+        self.mm_mut(mm)
+            .vmacache
+            .line
+            .read(ctx, Symbol::VmacacheFind);
+        record_caller(ctx, Symbol::VmacacheFind, caller, began);
+        let (m, current) = self.mm_and_current(mm, cpu);
+        let current = current.expect("checked above");
         let task = current.task;
         let cache = &mut current.vmacache;
         if cache.flush_all_seen != m.vmacache.flush_all_gen {
@@ -276,7 +357,7 @@ impl Kernel {
             if vma.contains(addr) {
                 cached.start_hint = vma.start;
                 cached.index_hint = index;
-                hit = Some(vma);
+                hit = Some((index, vma));
                 break;
             }
         }
@@ -346,6 +427,15 @@ fn vma_of_slot(tree: &VmaTree, task: TaskId, slot: usize, cached: &CachedVma) ->
                 cached.id, cached.start_hint
             )
         })
+}
+
+/// Records that the cycles `symbol` was charged since `began` (a cache
+/// line's use: its wait and its cost) were on behalf of `caller`.
+fn record_caller(ctx: &mut Ctx, symbol: Symbol, caller: Symbol, began: Cycles) {
+    let spent = Cycles(ctx.now().0 - began.0);
+    if spent > Cycles::ZERO {
+        ctx.stats.add_caller_cycles(symbol, caller, spent);
+    }
 }
 
 /// Charges `nodes` VMAs (or slots) looked at to `symbol`, recording that

@@ -297,6 +297,32 @@ impl CacheLine {
         })
     }
 
+    /// A plain store by the current CPU. Like [`CacheLine::rmw`] where the
+    /// line must be fetched or other copies invalidated (the ownership
+    /// transfer is what a store costs as much as an atomic does), but free
+    /// where this CPU already holds the only copy: a store to an owned line
+    /// retires into the store buffer, where `rmw` charges a locked
+    /// operation (`atomic_rmw_local`). A line never modified still costs
+    /// `atomic_rmw_local`, as for `rmw` (from memory; the latency is not
+    /// modelled). Returns the cycles spent waiting.
+    pub fn store(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
+        let cpu = ctx.cur();
+        let now = ctx.now();
+        self.forget_before(ctx.horizon());
+        let idle = match self.tail.last_end() {
+            Some(end) => end <= now && now >= self.transfers.floor(),
+            None => self.transfers.idle_from(now),
+        };
+        if idle && self.only_here_at_end(cpu) {
+            // Owned here and nobody uses the line from now on: nothing to
+            // wait for and nothing changes hands.
+            return Cycles::ZERO;
+        }
+        self.access(ctx, symbol, |line, ctx, begun| {
+            line.store_need(ctx, cpu, begun)
+        })
+    }
+
     /// Whether, after every remembered transfer, `cpu` holds the only copy
     /// of the line: it modified it last and nobody read it since.
     fn only_here_at_end(&self, cpu: CpuId) -> bool {
@@ -486,6 +512,30 @@ impl CacheLine {
             };
         }
         self.rmw_need_walked(ctx, cpu, begun)
+    }
+
+    /// What a plain store by `cpu` after the first `begun` transfers needs:
+    /// nothing if `cpu` holds the only copy, else what a modification needs.
+    fn store_need(&self, ctx: &Ctx, cpu: CpuId, begun: usize) -> Need {
+        if let Some(holder) = self.modified_last_by(begun) {
+            if holder == cpu {
+                return Need::Free;
+            }
+            return self.rmw_need(ctx, cpu, begun);
+        }
+        let (mut here, mut elsewhere) = (false, false);
+        self.for_each_holder_at(begun, |holder| {
+            if holder == cpu {
+                here = true;
+            } else {
+                elsewhere = true;
+            }
+        });
+        if here && !elsewhere {
+            Need::Free
+        } else {
+            self.rmw_need_walked(ctx, cpu, begun)
+        }
     }
 
     /// [`CacheLine::rmw_need`] by a walk over every holder.

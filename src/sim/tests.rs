@@ -203,6 +203,39 @@ fn line_comes_back_with_one_transfer_then_stays_local() {
     assert_eq!(ctx.stats.event(Event::LineTransfers), 1);
 }
 
+/// A plain store costs what an RMW costs where the line has to move (from
+/// memory the first time, from the other CPU, or the other CPU's copy taken
+/// back), and nothing on a line this CPU alone holds.
+#[test]
+fn a_store_pays_for_the_line_moving_and_nothing_on_an_owned_line() {
+    let mut ctx = ctx_with_cpus(2, 1);
+    let mut line = CacheLine::new();
+    let local = local_rmw(&ctx);
+    let transfer = transfer_cost(&ctx, CpuId(1), CpuId(0));
+    line.store(&mut ctx, RMW);
+    assert_eq!(ctx.now(), local, "never modified: as an RMW");
+    line.store(&mut ctx, RMW);
+    line.store(&mut ctx, RMW);
+    assert_eq!(ctx.now(), local, "owned here: free");
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(Cycles(1_000));
+    line.store(&mut ctx, RMW);
+    assert_eq!(ctx.now(), Cycles(1_000) + transfer, "taken from cpu0");
+    assert_eq!(line.owner(), Some(CpuId(1)));
+    // cpu0 reads it back; cpu1's next store invalidates that copy: an
+    // upgrade by the owner, paid but not counted as a transfer.
+    ctx.set_cur(CpuId(0));
+    ctx.idle_until(Cycles(2_000));
+    line.read(&mut ctx, RMW);
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(Cycles(3_000));
+    line.store(&mut ctx, RMW);
+    assert_eq!(ctx.now(), Cycles(3_000) + transfer);
+    line.store(&mut ctx, RMW);
+    assert_eq!(ctx.now(), Cycles(3_000) + transfer, "owned again: free");
+    assert_eq!(ctx.stats.event(Event::LineTransfers), 2);
+}
+
 #[test]
 fn readers_each_fetch_a_copy_and_a_write_collects_them() {
     let mut ctx = ctx_with_cpus(4, 1);

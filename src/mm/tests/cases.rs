@@ -1,9 +1,11 @@
 //! Hand-made cases with exact counts for what the review of the randomized
 //! tests found: the lock `madvise` takes, copy-on-write of PTE-mapped THPs,
-//! what `mprotect` does to the page-table entries, and `max_map_count`.
+//! what `mprotect` does to the page-table entries, `max_map_count`, and
+//! the huge zero page's migratetype.
 
 use super::super::mm_types::Vma;
 use super::super::mmap::DEFAULT_MAX_MAP_COUNT;
+use super::super::mmzone::MigrateType;
 use super::*;
 use crate::sim::Symbol;
 
@@ -355,4 +357,300 @@ fn exit_mmap_in_steps_ends_as_in_one_go() {
         "a put per huge zero PMD: {:?}",
         counts[0]
     );
+}
+
+/// `get_huge_zero_page` allocates without `__GFP_MOVABLE`: the huge zero
+/// page comes from an unmovable pageblock (on a fresh machine, where every
+/// pageblock is movable, by one fallback that claims the pageblock), while
+/// a THP written next to it is movable and takes no fallback.
+#[test]
+fn the_huge_zero_page_is_unmovable_and_a_thp_movable() {
+    for setup in BOTH_HUGE_ZERO_SCHEMES {
+        let (mut k, mut ctx, mm) = one_process(setup, 3);
+        let a = huge_region(&mut k, &mut ctx, mm);
+        let b = huge_region(&mut k, &mut ctx, mm);
+        let fallbacks = event(&ctx, Event::Fallback);
+        assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(0));
+        let zero = k.huge_zero.page.expect("the huge zero page");
+        assert_eq!(k.pa.page(zero).migratetype, MigrateType::Unmovable);
+        assert_eq!(event(&ctx, Event::Fallback) - fallbacks, 1, "{setup:?}");
+        k.write_u64(&mut ctx, mm, b, 1).unwrap();
+        let thp = pfn_at(&k, mm, b);
+        assert_eq!(k.pa.page(thp).migratetype, MigrateType::Movable);
+        assert_eq!(event(&ctx, Event::Fallback) - fallbacks, 1, "{setup:?}");
+        k.check();
+        k.mmput(&mut ctx, mm);
+        assert_all_freed(&mut k, &mut ctx);
+    }
+}
+
+/// Each system call makes its own `find_vma` calls, where Linux 3.14/3.15
+/// makes them and only then: none for arguments its checks refuse or an
+/// empty range, one at the start for `mprotect` and `madvise`, two for
+/// `do_munmap` once a VMA overlaps (one if nothing does or the split is
+/// refused), none for a `MAP_FIXED` mapping over nothing, one for a `brk`
+/// that grows. Counted with no task current, so every lookup (3.15's)
+/// walks the tree and is a miss.
+#[test]
+fn each_system_call_looks_up_where_linux_does_with_exact_counts() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::PerThread);
+    let (mut k, mut ctx, mm) = one_process(setup, 9);
+    let calls = |ctx: &Ctx| event(ctx, Event::VmacacheFindCalls);
+    let a = k.mmap(&mut ctx, mm, 8 * P, RW).unwrap();
+    let expect = |ctx: &Ctx, what: &str, n: u64, total: &mut u64| {
+        *total += n;
+        assert_eq!(calls(ctx), *total, "{what}");
+    };
+    let mut total = calls(&ctx);
+    assert_eq!(total, 0, "a kernel-placed mmap looks nothing up");
+    assert_eq!(k.munmap(&mut ctx, mm, a + 1, P), Err(Errno::EINVAL));
+    expect(&ctx, "munmap refused by its checks", 0, &mut total);
+    assert_eq!(k.mprotect(&mut ctx, mm, a, 0, PROT_READ), Ok(()));
+    expect(&ctx, "mprotect of nothing", 0, &mut total);
+    assert_eq!(k.mprotect(&mut ctx, mm, a, P, 1 << 8), Err(Errno::EINVAL));
+    expect(&ctx, "mprotect of unknown bits", 0, &mut total);
+    assert_eq!(k.madvise(&mut ctx, mm, a, 0, Advice::DontNeed), Ok(()));
+    expect(&ctx, "madvise of nothing", 0, &mut total);
+    assert_eq!(
+        k.madvise(&mut ctx, mm, a + 1, P, Advice::DontNeed),
+        Err(Errno::EINVAL)
+    );
+    expect(&ctx, "madvise refused by its checks", 0, &mut total);
+    k.mprotect(&mut ctx, mm, a, 2 * P, PROT_READ).unwrap();
+    expect(&ctx, "mprotect over two pages", 1, &mut total);
+    k.madvise(&mut ctx, mm, a, 8 * P, Advice::NoHugePage)
+        .unwrap();
+    expect(&ctx, "madvise over two VMAs", 1, &mut total);
+    k.munmap(&mut ctx, mm, a - 4 * P, 2 * P).unwrap();
+    expect(&ctx, "munmap of a hole below", 1, &mut total);
+    k.munmap(&mut ctx, mm, a + 7 * P, P).unwrap();
+    expect(&ctx, "munmap of the last page", 2, &mut total);
+    let max = k.mm(mm).vmas.len();
+    k.mm_mut(mm).vmas.set_max_map_count(max);
+    assert_eq!(k.munmap(&mut ctx, mm, a + 4 * P, P), Err(Errno::ENOMEM));
+    expect(&ctx, "munmap refused at max_map_count", 1, &mut total);
+    k.mm_mut(mm).vmas.set_max_map_count(DEFAULT_MAX_MAP_COUNT);
+    k.mmap_fixed(&mut ctx, mm, a - 2 * P, P, RW).unwrap();
+    expect(&ctx, "MAP_FIXED over nothing", 0, &mut total);
+    k.mmap_fixed(&mut ctx, mm, a + P, 2 * P, RW).unwrap();
+    expect(&ctx, "MAP_FIXED over two VMAs", 2, &mut total);
+    let heap = 0x1000_0000;
+    k.sys_brk(&mut ctx, mm, heap, heap + 1).unwrap();
+    expect(&ctx, "brk growing", 1, &mut total);
+    k.sys_brk(&mut ctx, mm, heap + 1, heap + 2).unwrap();
+    expect(&ctx, "brk within its page", 0, &mut total);
+    k.sys_brk(&mut ctx, mm, heap + 2, heap).unwrap();
+    expect(&ctx, "brk shrinking: do_munmap", 2, &mut total);
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 0);
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// Each call charges its own path cost, once, to its own symbol: a call its
+/// checks refuse pays none; a munmap of a hole no `do_munmap_path`; a write
+/// to the huge zero page `huge_pmd_wp_path`, a write that reuses a THP one
+/// entry.
+#[test]
+fn each_call_charges_its_own_cost_with_exact_cycles() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::PerThread);
+    let (mut k, mut ctx, mm) = one_process(setup, 10);
+    let costs = ctx.machine().costs.clone();
+    let cycles = |ctx: &Ctx, symbol| ctx.stats.cycles(symbol).0;
+    let a = huge_region(&mut k, &mut ctx, mm);
+    // huge_region: one mmap and two munmaps that unmap something.
+    assert_eq!(cycles(&ctx, Symbol::DoMmap), costs.do_mmap_path.cycles().0);
+    let munmaps = cycles(&ctx, Symbol::DoMunmap);
+    k.munmap(&mut ctx, mm, a - 8 * P, P).unwrap();
+    assert_eq!(cycles(&ctx, Symbol::DoMunmap), munmaps, "a hole");
+    let b = k.mmap(&mut ctx, mm, P, RW).unwrap();
+    k.munmap(&mut ctx, mm, b, P).unwrap();
+    let unmapped = cycles(&ctx, Symbol::DoMunmap) - munmaps;
+    assert_eq!(unmapped, costs.do_munmap_path.cycles().0, "nothing to zap");
+    assert_eq!(
+        k.mprotect(&mut ctx, mm, a + 1, P, PROT_READ),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(cycles(&ctx, Symbol::MprotectFixup), 0, "refused");
+    k.mprotect(&mut ctx, mm, a, HPAGE_PMD_SIZE, RW).unwrap();
+    assert_eq!(
+        cycles(&ctx, Symbol::MprotectFixup),
+        costs.mprotect_path.cycles().0
+    );
+    k.madvise(&mut ctx, mm, a, HPAGE_PMD_SIZE, Advice::HugePage)
+        .unwrap();
+    assert_eq!(cycles(&ctx, Symbol::Madvise), costs.madvise_path.cycles().0);
+    let heap = 0x1000_0000;
+    k.sys_brk(&mut ctx, mm, heap, heap + P).unwrap();
+    assert_eq!(cycles(&ctx, Symbol::SysBrk), costs.brk_path.cycles().0);
+    assert_eq!(cycles(&ctx, Symbol::EntrySyscall), 0, "not charged yet");
+    // A read maps the huge zero page; the write replaces it with a THP.
+    assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(0));
+    k.write_u64(&mut ctx, mm, a, 1).unwrap();
+    let wp = costs.huge_pmd_wp_path.cycles().0;
+    assert_eq!(cycles(&ctx, Symbol::DoHugePmdWpPage), wp);
+    // Write-protected by a fork's copy and left alone by the child's exit,
+    // the THP is reused in place: one entry written.
+    let child = k.fork(&mut ctx, mm).unwrap();
+    k.mmput(&mut ctx, child);
+    k.write_u64(&mut ctx, mm, a + 8, 2).unwrap();
+    let one_entry = costs.pgtable_level.cycles().0;
+    assert_eq!(cycles(&ctx, Symbol::DoHugePmdWpPage), wp + one_entry);
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}
+
+/// 3.14's `mm->mmap_cache` sits in `mm_struct`'s first line, shared by
+/// every thread of the mm: each lookup reads it, each miss that finds a VMA
+/// writes it. Two CPUs looking up the same VMA in turn fetch the line once
+/// (the second CPU's first read) and then hit in their own copies; looking
+/// up different VMAs in turn, every lookup misses and pays twice, a read
+/// that fetches the line the other CPU wrote and a store that takes it
+/// back, each a transfer within the socket.
+#[test]
+fn the_mmap_cache_line_bounces_between_two_cpus_looking_up_in_turn() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::MmapCache);
+    let (mut k, mut ctx) = setup.boot(11);
+    let mut ts = Tasks::new();
+    let t0 = ts.new_process(&mut k, &mut ctx).unwrap();
+    let t1 = ts.clone_task(&mut k, t0);
+    let mm = ts.task_mm(t0).unwrap();
+    ts.switch_to(&mut k, &ctx, t0);
+    let a = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
+    let b = k.mmap(&mut ctx, mm, 4 * P, PROT_READ).unwrap();
+    let costs = ctx.machine().costs.clone();
+    let transfer = costs.line_transfer_same_socket.cycles().0;
+    let node = costs.find_vma_node.cycles().0;
+    // Each lookup at the later of the two clocks, as the threads would
+    // take turns on a real machine.
+    let lookup = |k: &mut Kernel, ts: &mut Tasks, ctx: &mut Ctx, cpu: u32, addr: u64| {
+        let now = ctx.clock_of(CpuId(0)).max(ctx.clock_of(CpuId(1)));
+        ctx.set_cur(CpuId(cpu));
+        ctx.idle_until(now);
+        ts.switch_to(k, ctx, if cpu == 0 { t0 } else { t1 });
+        let before = (
+            event(ctx, Event::LineTransfers),
+            ctx.stats.cycles(Symbol::FindVma).0,
+        );
+        assert!(k.find_vma(ctx, mm, addr, Symbol::PageFault).is_some());
+        (
+            event(ctx, Event::LineTransfers) - before.0,
+            ctx.stats.cycles(Symbol::FindVma).0 - before.1,
+        )
+    };
+    // The same VMA: a miss, then one fetch by CPU 1, then hits at home.
+    let first = lookup(&mut k, &mut ts, &mut ctx, 0, a);
+    assert_eq!(first.0, 0, "the line was never written: from memory");
+    assert_eq!(
+        lookup(&mut k, &mut ts, &mut ctx, 1, a),
+        (1, transfer + node)
+    );
+    for cpu in [0, 1, 0, 1] {
+        assert_eq!(
+            lookup(&mut k, &mut ts, &mut ctx, cpu, a),
+            (0, node),
+            "CPU {cpu}"
+        );
+    }
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 5);
+    // Different VMAs in turn: each lookup misses (one slot checked, then
+    // the walk: B lies two nodes deep, A at the root) and moves the line
+    // twice. The first store only takes back the copy CPU 1 read from CPU
+    // 0, the owner: it pays the transfer but is not counted as one.
+    let walk = |addr| if addr == b { 2 } else { 1 };
+    assert_eq!(
+        lookup(&mut k, &mut ts, &mut ctx, 0, b),
+        (0, transfer + (1 + walk(b)) * node)
+    );
+    for (cpu, addr) in [(1, a), (0, b), (1, a), (0, b)] {
+        assert_eq!(
+            lookup(&mut k, &mut ts, &mut ctx, cpu, addr),
+            (2, 2 * transfer + (1 + walk(addr)) * node),
+            "CPU {cpu}"
+        );
+    }
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 5);
+    assert_eq!(event(&ctx, Event::VmacacheFindCalls), 11);
+    // munmap's detach clears mmap_cache: a store to the line its own
+    // lookup at the end (a miss, after the split) has just written, so
+    // free: do_munmap pays its path only. From CPU 1, its lookup at the
+    // start fetches the line (a hit in B) and the one at the end (a miss)
+    // takes it back from CPU 0's copy; the third transfer is mmap_lock's
+    // count, last taken on CPU 0.
+    let now = ctx.clock_of(CpuId(0));
+    ctx.set_cur(CpuId(1));
+    ctx.idle_until(now);
+    ts.switch_to(&mut k, &ctx, t1);
+    let unmapped = ctx.stats.cycles(Symbol::DoMunmap).0;
+    let transfers = event(&ctx, Event::LineTransfers);
+    k.munmap(&mut ctx, mm, b + 3 * P, P).unwrap();
+    assert_eq!(
+        ctx.stats.cycles(Symbol::DoMunmap).0 - unmapped,
+        costs.do_munmap_path.cycles().0
+    );
+    assert_eq!(event(&ctx, Event::LineTransfers) - transfers, 3);
+    assert_eq!(event(&ctx, Event::VmacacheFindCalls), 13);
+}
+
+/// 3.15's `mm->vmacache_seqnum` sits in the same first line of `mm_struct`:
+/// every `vmacache_find` by a task of the mm reads it, every invalidation
+/// stores to it. Read-only, the line costs nothing however many CPUs read
+/// it; after a munmap on one CPU, each other CPU's next lookup fetches it
+/// once (and misses, its seqnum being stale).
+#[test]
+fn the_vmacache_seqnum_line_moves_only_after_an_invalidation() {
+    let setup = THP_ALWAYS_MM_FLAG.lookup(VmaLookup::PerThread);
+    let (mut k, mut ctx) = setup.boot(12);
+    let mut ts = Tasks::new();
+    let t0 = ts.new_process(&mut k, &mut ctx).unwrap();
+    let t1 = ts.clone_task(&mut k, t0);
+    let mm = ts.task_mm(t0).unwrap();
+    ts.switch_to(&mut k, &ctx, t0);
+    let a = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
+    let b = k.mmap(&mut ctx, mm, 4 * P, PROT_READ).unwrap();
+    let costs = ctx.machine().costs.clone();
+    let transfer = costs.line_transfer_same_socket.cycles().0;
+    let node = costs.find_vma_node.cycles().0;
+    let on = |k: &mut Kernel, ts: &mut Tasks, ctx: &mut Ctx, cpu: u32| {
+        let now = ctx.clock_of(CpuId(0)).max(ctx.clock_of(CpuId(1)));
+        ctx.set_cur(CpuId(cpu));
+        ctx.idle_until(now);
+        ts.switch_to(k, ctx, if cpu == 0 { t0 } else { t1 });
+    };
+    let lookup = |k: &mut Kernel, ts: &mut Tasks, ctx: &mut Ctx, cpu: u32, addr: u64| {
+        on(k, ts, ctx, cpu);
+        let before = (
+            event(ctx, Event::LineTransfers),
+            ctx.stats.cycles(Symbol::VmacacheFind).0,
+        );
+        assert!(k.find_vma(ctx, mm, addr, Symbol::PageFault).is_some());
+        (
+            event(ctx, Event::LineTransfers) - before.0,
+            ctx.stats.cycles(Symbol::VmacacheFind).0 - before.1,
+        )
+    };
+    // Nothing invalidated yet: each CPU misses once, then hits, and the
+    // line (never written) costs nothing.
+    for cpu in [0, 1, 0, 1, 0, 1] {
+        assert_eq!(lookup(&mut k, &mut ts, &mut ctx, cpu, a).0, 0, "CPU {cpu}");
+    }
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 4);
+    // CPU 0 unmaps B's first page: its lookup at the start misses and
+    // caches B, the one at the end hits B (not split: the range starts at
+    // B's start); then the detach, one invalidation, one store.
+    on(&mut k, &mut ts, &mut ctx, 0);
+    k.munmap(&mut ctx, mm, b, P).unwrap();
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 5);
+    // CPU 1's next lookup fetches the line and misses (a stale seqnum:
+    // one slot check's worth); CPU 0 reads its own line and misses too;
+    // after that both read their copies for free and hit (one slot each).
+    assert_eq!(
+        lookup(&mut k, &mut ts, &mut ctx, 1, a),
+        (1, transfer + node)
+    );
+    assert_eq!(lookup(&mut k, &mut ts, &mut ctx, 0, a), (0, node));
+    assert_eq!(lookup(&mut k, &mut ts, &mut ctx, 1, a), (0, node));
+    assert_eq!(lookup(&mut k, &mut ts, &mut ctx, 0, a), (0, node));
+    assert_eq!(event(&ctx, Event::VmacacheFindHits), 7);
 }

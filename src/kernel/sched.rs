@@ -23,7 +23,7 @@ use crate::mm::current::TaskId;
 use crate::mm::fork::Teardown;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice, Errno};
-use crate::sim::{CpuId, Ctx, Cycles, Workload};
+use crate::sim::{CpuId, Ctx, Cycles, Symbol, Workload};
 
 /// What a task does after a step of its program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -324,37 +324,51 @@ impl<T> Sys<'_, T> {
     }
 }
 
-/// The system calls, on `current->mm`.
+/// The system calls, on `current->mm`. Each pays the machine's
+/// `syscall_entry_exit` (entry, exit and their mitigations) before the
+/// kernel's work; the page faults of loads and stores are exceptions, which
+/// the fault path charges itself.
 impl<T> Sys<'_, T> {
+    fn syscall_entry(&mut self) {
+        let cost = self.ctx.machine().costs.syscall_entry_exit.cycles();
+        self.ctx.charge(Symbol::EntrySyscall, cost);
+    }
+
     /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)`.
     pub fn mmap(&mut self, len: u64, prot: u32) -> Result<u64, Errno> {
+        self.syscall_entry();
         let mm = self.mm();
         self.core.k.mmap(self.ctx, mm, len, prot)
     }
 
     /// `mmap` with `MAP_FIXED` at `addr`.
     pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        self.syscall_entry();
         let mm = self.mm();
         self.core.k.mmap_fixed(self.ctx, mm, addr, len, prot)
     }
 
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        self.syscall_entry();
         let mm = self.mm();
         self.core.k.munmap(self.ctx, mm, addr, len)
     }
 
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        self.syscall_entry();
         let mm = self.mm();
         self.core.k.mprotect(self.ctx, mm, addr, len, prot)
     }
 
     pub fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+        self.syscall_entry();
         let mm = self.mm();
         self.core.k.madvise(self.ctx, mm, addr, len, advice)
     }
 
     /// `brk`, from the break `old_brk` to `new_brk`.
     pub fn brk(&mut self, old_brk: u64, new_brk: u64) -> Result<(), Errno> {
+        self.syscall_entry();
         let mm = self.mm();
         self.core.k.sys_brk(self.ctx, mm, old_brk, new_brk)
     }

@@ -522,6 +522,12 @@ impl<P: Program> Workload for Sched<'_, P> {
         if self.core.failure.is_some() {
             return;
         }
+        if self.core.rq.front(cpu).is_none() {
+            // Nothing left to run here: the CPU goes idle now, not at an
+            // empty step of its own later.
+            ctx.block();
+            return;
+        }
         // A step whose work took no virtual time ends one cycle later, so
         // that the loop, which refuses a runnable CPU that never moves,
         // moves on.

@@ -49,7 +49,9 @@ pub trait Program {
 
     /// Runs one step of `thread`, which is `current` on `sys.ctx.cur()`: one
     /// operation (a system call, a memory access, a batch of user work).
-    /// Steps should be short: no other CPU acts inside one.
+    /// Steps should be short: no other CPU acts inside one, so several
+    /// system calls that take `mmap_lock` for writing in one step look to
+    /// the other CPUs like one long hold (docs/workloads.md, ebizzy).
     fn step(&mut self, sys: &mut Sys<'_, Self::Thread>, thread: &mut Self::Thread) -> Next;
 }
 

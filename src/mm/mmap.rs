@@ -55,7 +55,7 @@
 //!   when no VMA lies at or above the start).
 
 use super::mm_types::{
-    Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFlags, Vma,
+    Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFile, VmFlags, Vma,
 };
 use super::mmzone::PAGE_SIZE;
 
@@ -98,7 +98,7 @@ fn clip(vma: &Vma, start: u64, end: u64) -> Vma {
     Vma {
         start: vma.start.max(start),
         end: vma.end.min(end),
-        flags: vma.flags,
+        ..*vma
     }
 }
 
@@ -338,7 +338,28 @@ impl VmaTree {
     pub fn mmap(&mut self, len: u64, prot: u32) -> Result<u64, Errno> {
         let len = self.mmap_checks(len)?;
         let addr = self.unmapped_area_topdown(len).ok_or(Errno::ENOMEM)?;
-        self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot));
+        self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot), None);
+        Ok(addr)
+    }
+
+    /// `mmap(NULL, len, prot, MAP_SHARED or MAP_PRIVATE, fd, pgoff *
+    /// PAGE_SIZE)` of a tmpfs file: placed as an anonymous mapping is.
+    pub fn mmap_file(
+        &mut self,
+        len: u64,
+        prot: u32,
+        shared: bool,
+        file: super::shmem::FileId,
+        pgoff: u64,
+    ) -> Result<u64, Errno> {
+        let len = self.mmap_checks(len)?;
+        let addr = self.unmapped_area_topdown(len).ok_or(Errno::ENOMEM)?;
+        let mut flags = calc_vm_prot_bits(prot);
+        if shared {
+            flags = flags.union(VmFlags::SHARED);
+        }
+        let file = VmFile::new(file, addr, pgoff);
+        self.mmap_region(addr, addr + len, flags, Some(file));
         Ok(addr)
     }
 
@@ -354,7 +375,7 @@ impl VmaTree {
     pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<Vec<Vma>, Errno> {
         let (start, end) = self.mmap_fixed_range(addr, len)?;
         let unmapped = self.do_munmap(start, end)?;
-        self.mmap_region(start, end, calc_vm_prot_bits(prot));
+        self.mmap_region(start, end, calc_vm_prot_bits(prot), None);
         Ok(unmapped)
     }
 
@@ -414,8 +435,8 @@ impl VmaTree {
 
     /// What is left of `mmap_region` once `[start, end)` is free: grow a
     /// neighbour with the same flags over it (`vma_merge`), or link a new VMA.
-    fn mmap_region(&mut self, start: u64, end: u64, flags: VmFlags) {
-        if self.vma_merge(start, end, flags) {
+    fn mmap_region(&mut self, start: u64, end: u64, flags: VmFlags, file: Option<VmFile>) {
+        if self.vma_merge(start, end, flags, file) {
             return;
         }
         let index = self.vmas.partition_point(|vma| vma.start < start);
@@ -431,7 +452,15 @@ impl VmaTree {
                 "new VMA {start:#x}-{end:#x} overlaps {next}"
             );
         }
-        self.vmas.insert(index, Vma { start, end, flags });
+        self.vmas.insert(
+            index,
+            Vma {
+                start,
+                end,
+                flags,
+                file,
+            },
+        );
         let id = self.new_id();
         self.ids.insert(index, id);
     }
@@ -639,7 +668,11 @@ impl VmaTree {
         let flags = self.vmas[index].flags;
         let new_flags = match advice {
             Advice::DontNeed => {
-                zap.push(Vma { start, end, flags });
+                zap.push(Vma {
+                    start,
+                    end,
+                    ..self.vmas[index]
+                });
                 return Ok(());
             }
             Advice::HugePage => flags.without(VmFlags::NOHUGEPAGE).union(VmFlags::HUGEPAGE),
@@ -717,7 +750,7 @@ impl VmaTree {
         if vma.flags == flags {
             return Ok(());
         }
-        if self.vma_merge(start, end, flags) {
+        if self.vma_merge(start, end, flags, vma.file) {
             return Ok(());
         }
         // split_vma refuses at max_map_count, one split at a time; refusing
@@ -728,7 +761,12 @@ impl VmaTree {
         }
         let pieces = [
             Vma { end: start, ..vma },
-            Vma { start, end, flags },
+            Vma {
+                start,
+                end,
+                flags,
+                ..vma
+            },
             Vma { start: end, ..vma },
         ];
         // The middle keeps the VMA's identity; the outer pieces are new.
@@ -754,18 +792,18 @@ impl VmaTree {
     /// `vmacache_seqnum` (`__vma_unlink_common`); the VMA the range was cut
     /// from, if the merge covers only part of it, keeps the rest (mprotect's
     /// cases 4 and 5 move the boundary between two VMAs and unlink nothing).
-    fn vma_merge(&mut self, start: u64, end: u64, flags: VmFlags) -> bool {
+    fn vma_merge(&mut self, start: u64, end: u64, flags: VmFlags, file: Option<VmFile>) -> bool {
         let before = self.vmas.partition_point(|vma| vma.end < start);
         let after = self.vmas.partition_point(|vma| vma.start < end);
         let prev = Some(before).filter(|&i| {
             self.vmas
                 .get(i)
-                .is_some_and(|vma| vma.end == start && vma.flags == flags)
+                .is_some_and(|vma| vma.end == start && vma.flags == flags && vma.file == file)
         });
         let next = Some(after).filter(|&i| {
             self.vmas
                 .get(i)
-                .is_some_and(|vma| vma.start == end && vma.flags == flags)
+                .is_some_and(|vma| vma.start == end && vma.flags == flags && vma.file == file)
         });
         let Some(survivor) = prev.or(next) else {
             return false;
@@ -774,6 +812,7 @@ impl VmaTree {
             start: prev.map_or(start, |i| self.vmas[i].start),
             end: next.map_or(end, |i| self.vmas[i].end),
             flags,
+            file,
         };
         let first = self.vmas.partition_point(|vma| vma.end <= merged.start);
         let last = self.vmas.partition_point(|vma| vma.start < merged.end);
@@ -850,7 +889,7 @@ impl VmaTree {
                 "VMA {vma} overlaps or follows {next}"
             );
             assert!(
-                vma.end < next.start || vma.flags != next.flags,
+                vma.end < next.start || vma.flags != next.flags || vma.file != next.file,
                 "VMA {vma} and {next} touch with equal flags but were not merged"
             );
         }
@@ -874,6 +913,7 @@ fn check_vma(vma: &Vma) {
     );
     assert!(vma.end <= TASK_SIZE, "VMA {vma} ends above TASK_SIZE");
     let known = VmFlags::PROT_MASK
+        .union(VmFlags::SHARED)
         .union(VmFlags::HUGEPAGE)
         .union(VmFlags::NOHUGEPAGE);
     assert!(
@@ -885,6 +925,10 @@ fn check_vma(vma: &Vma) {
         !vma.flags
             .contains(VmFlags::HUGEPAGE.union(VmFlags::NOHUGEPAGE)),
         "VMA {vma} is both hugepage and nohugepage"
+    );
+    assert!(
+        vma.file.is_some() || !vma.flags.contains(VmFlags::SHARED),
+        "VMA {vma} is shared but maps no file"
     );
 }
 
@@ -905,6 +949,7 @@ mod tests {
             start,
             end,
             flags: calc_vm_prot_bits(prot),
+            file: None,
         }
     }
 
@@ -1585,6 +1630,7 @@ mod tests {
                         start: page_addr(i),
                         end: page_addr(i + 1),
                         flags,
+                        file: None,
                     })
                 })
                 .collect()
@@ -1652,7 +1698,7 @@ mod tests {
         let page = |vma: &Vma, addr: u64| Vma {
             start: addr,
             end: addr + P,
-            flags: vma.flags,
+            ..*vma
         };
         vmas.iter()
             .inspect(|vma| assert!(!vma.is_empty(), "empty piece {vma}"))

@@ -368,6 +368,12 @@ impl WillItScale {
             core.spawn_process(ctx, CpuId(0), parent).map(|_| ())
         })
         .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+        if cfg!(debug_assertions) {
+            // Every task and every file is gone: no page may be left.
+            assert_eq!(done.core.k.live_mms().count(), 0);
+            assert_eq!(done.core.k.shmem.live().count(), 0);
+            crate::mm::check::check_no_leaks(&done.core.k);
+        }
         let (lines, average) = done.program.lines(cycles_per_second);
         Ok(Outcome {
             lines,

@@ -33,6 +33,10 @@
 //!   if their `anon_vma`s allow it (one of them has none yet, or they share
 //!   it). mmsim has no `anon_vma` yet, so it merges whenever two VMAs touch
 //!   and their flags are equal; the tree never holds two such neighbours.
+//! - A mapping of a tmpfs file (`mmap_file`, `mm/shmem.rs`) carries its
+//!   file and offset in [`Vma::file`], kept so that splits need no
+//!   adjustment and the merge test is equality: Linux merges file VMAs of
+//!   the same file at contiguous offsets with equal flags, and so does this.
 //! - A private mapping of `/dev/zero` is treated exactly as an anonymous one.
 //!   In Linux it keeps `vm_file`, which `vma_merge` compares, so it never
 //!   merges with an anonymous neighbour; [`Vma`] records no file.

@@ -248,8 +248,10 @@ impl Run {
         Ok(Next::Run)
     }
 
-    /// The parent makes task `n` on the first CPU of core `n`; after the
-    /// last, it lets them all go and exits.
+    /// The parent makes task `n`, bound to core `n` modulo the cores as
+    /// main.c binds it: on the core's first CPU, or, for the second task on
+    /// a core, on its sibling (where Linux's scheduler would put it within
+    /// the core's cpuset). After the last, it lets them all go and exits.
     fn spawn(&mut self, sys: &mut Sys<'_, Thread>, t: &mut Thread, n: u32) -> Result<Next, String> {
         if n == self.tasks {
             self.start = Some(sys.now());
@@ -258,7 +260,7 @@ impl Run {
             }
             return Ok(Next::Exit);
         }
-        let cpu = CpuId(n % sys.ctx.machine().topology.nr_cores());
+        let cpu = task_cpu(n, &sys.ctx.machine().topology);
         let child = Thread {
             phase: Phase::Wait,
             nr: n,
@@ -321,6 +323,12 @@ impl Run {
     }
 }
 
+/// The CPU of task `n`: the first CPU of core `n` modulo the cores (Linux
+/// numbers every core's first thread first), then the siblings.
+fn task_cpu(n: u32, t: &crate::machine::Topology) -> CpuId {
+    CpuId(n % t.nr_cpus() / t.nr_cores() * t.nr_cores() + n % t.nr_cores())
+}
+
 /// What one run of main.c left.
 struct Outcome {
     lines: Vec<String>,
@@ -344,6 +352,14 @@ impl WillItScale {
         threads: bool,
         progress: Progress,
     ) -> Result<Outcome, RunError> {
+        if tasks > machine.topology.nr_cpus() {
+            // Tasks sharing a CPU would run one after the other: mmsim
+            // models no time slices.
+            return Err(RunError(format!(
+                "{NAME}: {tasks} tasks on {} CPUs: at most one task per CPU",
+                machine.topology.nr_cpus()
+            )));
+        }
         let cycles_per_second = machine.topology.frequency_mhz * 1_000_000;
         let period = Cycles((self.period * cycles_per_second as f64).round().max(1.0) as u64);
         let measured = (self.seconds / self.period).round().max(1.0) as u32;
@@ -642,6 +658,23 @@ mod tests {
         // One or two busy CPUs of 72: idle above 95%.
         assert!(one[2] > 95.0 && two[4] > 95.0 && two[2] < one[2], "{l:?}");
         assert_eq!(out.metrics.len(), 4);
+    }
+
+    #[test]
+    fn tasks_go_to_cores_then_siblings_and_never_share_a_cpu() {
+        let machine = builtin("haswell-ep-2s").unwrap();
+        let t = &machine.topology;
+        let cpus: Vec<u32> = [0, 17, 18, 35, 36, 71].map(|n| task_cpu(n, t).0).to_vec();
+        assert_eq!(cpus, [0, 17, 18, 35, 36, 71]);
+        assert_eq!(t.core_of(task_cpu(36, t)), 0, "task 36 on core 0's sibling");
+        let args: Vec<String> = ["page_fault1", "-t", "73"].map(String::from).to_vec();
+        let err = parse(&args)
+            .unwrap()
+            .run(&machine, Features::all(), 1, &mut |_| {});
+        assert_eq!(
+            err.err().unwrap().0,
+            "will-it-scale: 73 tasks on 72 CPUs: at most one task per CPU"
+        );
     }
 
     #[test]

@@ -26,6 +26,12 @@
 //! sample is taken each task unmaps, closes its file and exits (main.c
 //! kills them; the teardown is not measured).
 //!
+//! Not faithful for `--threads` on 4.20 and later: mmsim's munmap holds
+//! `mmap_lock` for writing while it zaps the 128 MiB, as kernels before
+//! 4.20 did; since dd2283f2605e (4.20) munmap downgrades the lock to
+//! reading for the zap, so the other threads' faults no longer wait for
+//! it. The threads' figures here are those of the older locking.
+//!
 //! `--runtest` does what runtest.py does with the two binaries: runs 1 to
 //! `-t` tasks as processes and as threads and prints its CSV
 //! (`tasks,processes,processes_idle,threads,threads_idle,linear`); idle is

@@ -297,6 +297,11 @@ impl Run {
             taken.push(self.count[nr]);
             if nr == 0 {
                 sys.progress(taken.len() as f64 / self.samples as f64);
+                if cfg!(debug_assertions) && taken.len() == WARMUP as usize {
+                    // Mid-run, mappings and page caches live: the checker,
+                    // once (it walks every table).
+                    sys.kernel().0.check();
+                }
             }
         }
         taken.len() == self.samples as usize

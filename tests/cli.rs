@@ -1038,3 +1038,27 @@ fn listings_print_json() {
         "unexpected argument 'x' for 'mmsim experiments'",
     );
 }
+
+#[test]
+fn will_it_scale_prints_main_c_lines_and_the_same_twice() {
+    let args = [
+        "run",
+        "will-it-scale",
+        "page_fault2",
+        "-t",
+        "2",
+        "--threads",
+        "-s",
+        "0.002",
+        "--period",
+        "0.001",
+        "--machine",
+        "haswell-ep-2s",
+    ];
+    let out = succeeds(&args);
+    assert!(out.contains("\ntestcase:Separate file private mapping page fault\nwarmup\nmin:"));
+    assert!(out.contains("\nmeasurement\nmin:"));
+    assert!(out.contains("\naverage:"));
+    assert!(out.contains("mmsim_shmem_pages_added"), "{out}");
+    assert_eq!(out, succeeds(&args), "one seed, one output");
+}

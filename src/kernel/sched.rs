@@ -23,6 +23,7 @@ use crate::mm::current::TaskId;
 use crate::mm::fork::Teardown;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice, Errno};
+use crate::mm::shmem::FileId;
 use crate::sim::{CpuId, Ctx, Cycles, Symbol, Workload};
 
 /// What a task does after a step of its program.
@@ -348,6 +349,36 @@ impl<T> Sys<'_, T> {
         self.syscall_entry();
         let mm = self.mm();
         self.core.k.mmap_fixed(self.ctx, mm, addr, len, prot)
+    }
+
+    /// `mkstemp` in `/tmp` (tmpfs) and `ftruncate(fd, size)`.
+    pub fn shmem_create(&mut self, size: u64) -> FileId {
+        self.core.k.shmem_create(size)
+    }
+
+    /// `unlink` of a tmpfs file.
+    pub fn shmem_unlink(&mut self, file: FileId) {
+        self.core.k.shmem_unlink(self.ctx, file)
+    }
+
+    /// `close` of a tmpfs file's fd (refused while a VMA maps it).
+    pub fn shmem_close(&mut self, file: FileId) -> Result<(), Errno> {
+        self.core.k.shmem_close(self.ctx, file)
+    }
+
+    /// `mmap(NULL, len, prot, MAP_SHARED or MAP_PRIVATE, fd, 0)` of a
+    /// tmpfs file.
+    pub fn mmap_file(
+        &mut self,
+        len: u64,
+        prot: u32,
+        shared: bool,
+        file: FileId,
+    ) -> Result<u64, Errno> {
+        let mm = self.mm();
+        self.core
+            .k
+            .mmap_file(self.ctx, mm, len, prot, shared, file, 0)
     }
 
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), Errno> {

@@ -1,6 +1,7 @@
 //! The invariant checker, in the spirit of CONFIG_DEBUG_VM: page tables
-//! against the pages, counters and VMAs they account for. Tests run it
-//! after every operation; it panics naming the first thing wrong.
+//! against the pages, counters and VMAs they account for, and tmpfs page
+//! caches against their pages. Tests run it after every operation; it
+//! panics naming the first thing wrong.
 
 use std::collections::BTreeMap;
 
@@ -38,7 +39,7 @@ pub fn check_mappings(k: &Kernel) {
 /// counts.
 fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
     let m = k.mm(mm);
-    let (mut rss, mut tables) = (0u64, 0u64);
+    let (mut rss, mut rss_shmem, mut tables) = (0u64, 0u64, 0u64);
     walk(k, m.pgd, Level::Pgd, 0, &mut |addr, level, entry| {
         let vma = m.vmas.find_vma(addr).0.filter(|v| v.start <= addr);
         let in_vma = |write: bool| {
@@ -55,7 +56,31 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
             Entry::Page { pfn, write } => {
                 assert_eq!(level, Level::Pte, "mm {}: page entry at {level:?}", mm.0);
                 in_vma(write);
-                rss += 1;
+                let v = vma.expect("inside a VMA");
+                let shared = v.flags.contains(VmFlags::SHARED);
+                if k.pa.page(pfn).shmem {
+                    // A cache page, mapped where its VMA maps its offset;
+                    // writable only through a shared mapping.
+                    let file = v.file.unwrap_or_else(|| {
+                        panic!("mm {}: cache page {pfn} at {addr:#x} in {v}", mm.0)
+                    });
+                    let cached = k.shmem.file(file.file).page(file.pgoff(addr));
+                    assert_eq!(
+                        cached,
+                        Some(pfn),
+                        "mm {}: {pfn} at {addr:#x} is not {v}'s page there",
+                        mm.0
+                    );
+                    assert!(
+                        shared || !write,
+                        "mm {}: private {v} maps cache page {pfn} writable",
+                        mm.0
+                    );
+                    rss_shmem += 1;
+                } else {
+                    assert!(!shared, "mm {}: anonymous {pfn} in shared {v}", mm.0);
+                    rss += 1;
+                }
                 *census.pte_maps.entry(pfn.0).or_default() += 1;
             }
             Entry::ZeroPage => in_vma(false),
@@ -76,6 +101,11 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
     assert_eq!(
         rss, m.rss_anon,
         "mm {}: MM_ANONPAGES disagrees with the page tables",
+        mm.0
+    );
+    assert_eq!(
+        rss_shmem, m.rss_shmem,
+        "mm {}: MM_SHMEMPAGES disagrees with the page tables",
         mm.0
     );
     assert_eq!(
@@ -139,6 +169,16 @@ fn check_pages(k: &Kernel, census: &Census) {
         );
         *head_refs.entry(head).or_default() += maps;
     }
+    // The page cache holds one reference on each of its pages.
+    for (file, pgoff, pfn) in k.shmem.pages() {
+        let page = k.pa.page(pfn);
+        assert!(
+            page.state == PageState::Allocated && page.order == 0 && page.shmem,
+            "{pfn}: page {pgoff} of file {} but {page:?}",
+            file.0
+        );
+        *head_refs.entry(pfn.0).or_default() += 1;
+    }
     for (&head, &refs) in &head_refs {
         assert_eq!(
             k.pa.page(Pfn(head)).refcount,
@@ -175,7 +215,8 @@ fn check_huge_zero(k: &Kernel, census: &Census) {
 }
 
 /// With nothing but processes allocating, every allocated page is a mapped
-/// page, a page table, a deposit or the huge zero page: nothing leaked.
+/// page, a page-cache page, a page table, a deposit or the huge zero page:
+/// nothing leaked.
 pub fn check_no_leaks(k: &Kernel) {
     let mut census = Census::default();
     for mm in k.live_mms() {
@@ -187,6 +228,7 @@ pub fn check_no_leaks(k: &Kernel) {
         .keys()
         .map(|&p| k.compound_head(Pfn(p)).0)
         .chain(census.pmd_maps.keys().copied())
+        .chain(k.shmem.pages().map(|(_, _, pfn)| pfn.0))
         .collect();
     for head in heads {
         user += 1u64 << k.pa.page(Pfn(head)).order;
@@ -199,6 +241,6 @@ pub fn check_no_leaks(k: &Kernel) {
     assert_eq!(
         k.pa.nr_allocated_pages(),
         user + census.table_pages + zero,
-        "allocated pages vs user pages + page tables + huge zero page"
+        "allocated pages vs user and page-cache pages + page tables + huge zero page"
     );
 }

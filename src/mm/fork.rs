@@ -43,6 +43,9 @@ impl Kernel {
             .mm(parent)
             .vmas
             .iter()
+            // copy_page_range skips a VMA with no anon_vma: a shared
+            // mapping's pages are faulted in again from the page cache.
+            .filter(|v| !v.flags.contains(super::mm_types::VmFlags::SHARED))
             .map(|v| (v.start, v.end))
             .collect();
         let (src, dst) = (self.mm(parent).pgd, self.mm(child).pgd);
@@ -152,7 +155,11 @@ impl Kernel {
                 self.pa.page_mut(pfn).mapcount += 1;
                 self.tables
                     .set(src, index, Entry::Page { pfn, write: false });
-                self.mm_mut(child).rss_anon += 1;
+                if self.pa.page(pfn).shmem {
+                    self.mm_mut(child).rss_shmem += 1;
+                } else {
+                    self.mm_mut(child).rss_anon += 1;
+                }
                 Entry::Page { pfn, write: false }
             }
             other => other,

@@ -41,6 +41,8 @@ pub enum Fault {
     Segv,
     /// No memory for a page or a page table: the OOM path.
     Oom,
+    /// A file mapping's page lies beyond the end of the file.
+    Sigbus,
 }
 
 impl std::fmt::Display for Fault {
@@ -49,6 +51,7 @@ impl std::fmt::Display for Fault {
             Fault::Segv => "SIGSEGV (no VMA allows the access)",
             // mmsim has no reclaim and no OOM killer (docs/design.md).
             Fault::Oom => "out of memory (VM_FAULT_OOM)",
+            Fault::Sigbus => "SIGBUS (a file page beyond the end of the file)",
         })
     }
 }
@@ -65,6 +68,8 @@ pub struct MmStruct {
     pub flags: u64,
     /// `MM_ANONPAGES`, in base pages.
     pub rss_anon: u64,
+    /// `MM_SHMEMPAGES`: tmpfs page-cache pages mapped (`shmem.rs`).
+    pub rss_shmem: u64,
     /// Page-table pages this mm holds, deposits included (`pgtables_bytes` / 4 KiB).
     pub nr_pgtables: u64,
     pub mmap_lock: RwSemaphore,
@@ -108,6 +113,8 @@ pub struct Kernel {
     pub tables: PageTables,
     pub contents: Contents,
     pub huge_zero: HugeZeroPage,
+    /// tmpfs files and their page caches (`shmem.rs`).
+    pub shmem: super::shmem::Shmem,
     pub thp: ThpConfig,
     pub features: Features,
     mms: Vec<Option<MmStruct>>,
@@ -128,6 +135,7 @@ impl Kernel {
             tables: PageTables::new(),
             contents: Contents::new(),
             huge_zero: HugeZeroPage::default(),
+            shmem: super::shmem::Shmem::default(),
             thp: features.thp,
             features,
             mms: Vec::new(),
@@ -178,6 +186,7 @@ impl Kernel {
             cpumask: Vec::new(),
             flags: 0,
             rss_anon: 0,
+            rss_shmem: 0,
             nr_pgtables: 1,
             mmap_lock: RwSemaphore::new(),
             vmacache: MmVmacache::default(),
@@ -257,7 +266,9 @@ impl Kernel {
 
     /// Is a THP allowed for this VMA (`transparent_hugepage_enabled`)?
     pub(super) fn thp_allowed(&self, vma: &Vma) -> bool {
-        if vma.flags.contains(VmFlags::NOHUGEPAGE) {
+        // tmpfs's own huge pages (`shmem_enabled`) are "never" by default,
+        // and not modelled; a private file mapping gets no THP.
+        if vma.flags.contains(VmFlags::NOHUGEPAGE) || vma.file.is_some() {
             return false;
         }
         match self.thp.enabled {
@@ -368,7 +379,7 @@ impl Kernel {
             .map(|v| Vma {
                 start: v.start.max(lo),
                 end: v.end.min(hi),
-                flags: v.flags,
+                ..*v
             })
             .collect();
         let result = (self.mm_mut(mm).vmas).mprotect_from(found.map(|(i, _)| i), start, end, prot);
@@ -661,7 +672,7 @@ impl Kernel {
         if self.mm(mm).vmas.find_vma_links(start, end) {
             self.do_munmap(ctx, mm, start, end)?;
         }
-        (self.mm_mut(mm).vmas).mmap_region(start, end, calc_vm_prot_bits(prot));
+        (self.mm_mut(mm).vmas).mmap_region(start, end, calc_vm_prot_bits(prot), None);
         self.vmacache_stores(ctx, mm, Symbol::DoMmap);
         Ok(())
     }

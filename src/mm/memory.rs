@@ -108,6 +108,9 @@ impl Kernel {
             return Ok(());
         }
         let pte = self.ensure_table(ctx, mm, pmd, Level::Pmd, addr)?;
+        if let Some(file) = vma.file {
+            return self.handle_file_pte_fault(ctx, mm, vma, pte, addr, file, write);
+        }
         self.handle_pte_fault(ctx, mm, vma, pte, Level::Pte.index(addr), write)
     }
 
@@ -208,7 +211,14 @@ impl Kernel {
     }
 
     /// Installs a fresh order-0 page (refcount 1 from the allocator).
-    fn map_new_page(&mut self, mm: MmId, pte: TableId, index: usize, pfn: Pfn, write: bool) {
+    pub(super) fn map_new_page(
+        &mut self,
+        mm: MmId,
+        pte: TableId,
+        index: usize,
+        pfn: Pfn,
+        write: bool,
+    ) {
         self.pa.page_mut(pfn).mapcount = 1;
         self.tables.set(pte, index, Entry::Page { pfn, write });
         self.mm_mut(mm).rss_anon += 1;
@@ -226,7 +236,7 @@ impl Kernel {
     /// from 5.19 an exclusive subpage is reused again (`PageAnonExclusive`).
     /// For a 4 KiB page every rule comes to the same here: mmsim has no swap
     /// cache, pins or LRU batches, so its refcount is its mapcount.
-    fn do_wp_page(
+    pub(super) fn do_wp_page(
         &mut self,
         ctx: &mut Ctx,
         mm: MmId,
@@ -246,7 +256,7 @@ impl Kernel {
     }
 
     /// `wp_page_copy`: a private copy of `old` (None: the zero page).
-    fn wp_page_copy(
+    pub(super) fn wp_page_copy(
         &mut self,
         ctx: &mut Ctx,
         mm: MmId,
@@ -272,8 +282,8 @@ impl Kernel {
         };
         if let Some(old) = old {
             self.page_remove_rmap(old);
+            self.dec_rss(mm, old);
             self.put_page(ctx, old);
-            self.mm_mut(mm).rss_anon -= 1;
         }
         self.map_new_page(mm, pte, index, new, true);
         self.flush_tlb_mm(ctx, mm);
@@ -367,8 +377,8 @@ impl Kernel {
                     self.zap_pte(ctx, symbol);
                     self.tables.set(table, index, Entry::None);
                     self.page_remove_rmap(pfn);
+                    self.dec_rss(mm, pfn);
                     self.put_page(ctx, pfn);
-                    self.mm_mut(mm).rss_anon -= 1;
                 }
                 Entry::ZeroPage => {
                     self.zap_pte(ctx, symbol);

@@ -65,6 +65,8 @@ impl VmFlags {
     pub const READ: VmFlags = VmFlags(0x1);
     pub const WRITE: VmFlags = VmFlags(0x2);
     pub const EXEC: VmFlags = VmFlags(0x4);
+    /// `MAP_SHARED` of a file: writes go to the page cache's pages.
+    pub const SHARED: VmFlags = VmFlags(0x8);
     /// `MADV_HUGEPAGE` was given.
     pub const HUGEPAGE: VmFlags = VmFlags(0x2000_0000);
     /// `MADV_NOHUGEPAGE` was given.
@@ -103,12 +105,42 @@ pub enum Advice {
 }
 
 /// One virtual memory area: a private anonymous mapping (or a private
-/// mapping of `/dev/zero`, which Linux treats the same) of `[start, end)`.
+/// mapping of `/dev/zero`, which Linux treats the same) of `[start, end)`,
+/// or a mapping of a tmpfs file (`file`; `VmFlags::SHARED` if `MAP_SHARED`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vma {
     pub start: u64,
     pub end: u64,
     pub flags: VmFlags,
+    /// `vm_file` and `vm_pgoff`, or `None` for an anonymous mapping.
+    pub file: Option<VmFile>,
+}
+
+/// The file a VMA maps (`vm_file`) and where (`vm_pgoff`). The offset is
+/// kept as the file page that address 0 would map, so that every piece of
+/// a split VMA keeps the right `vm_pgoff` as it is, and two VMAs may merge
+/// exactly when Linux's `vma_merge` allows it for a file: the same file at
+/// contiguous offsets, which here is equality.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmFile {
+    pub file: super::shmem::FileId,
+    /// `vm_pgoff - vm_start / PAGE_SIZE`, wrapping.
+    pub pgoff_at_zero: u64,
+}
+
+impl VmFile {
+    /// The mapping of `file` from page offset `pgoff` at address `start`.
+    pub fn new(file: super::shmem::FileId, start: u64, pgoff: u64) -> VmFile {
+        VmFile {
+            file,
+            pgoff_at_zero: pgoff.wrapping_sub(start / PAGE_SIZE),
+        }
+    }
+
+    /// The file page that `addr` maps (`linear_page_index`).
+    pub fn pgoff(&self, addr: u64) -> u64 {
+        (addr / PAGE_SIZE).wrapping_add(self.pgoff_at_zero)
+    }
 }
 
 impl Vma {
@@ -145,6 +177,19 @@ impl fmt::Display for Vma {
             bit(VmFlags::WRITE, 'w'),
             bit(VmFlags::EXEC, 'x')
         )?;
+        if let Some(file) = self.file {
+            let kind = if self.flags.contains(VmFlags::SHARED) {
+                's'
+            } else {
+                'p'
+            };
+            write!(
+                f,
+                "{kind} file {} at page {}",
+                file.file.0,
+                file.pgoff(self.start)
+            )?;
+        }
         if self.flags.contains(VmFlags::HUGEPAGE) {
             f.write_str(" hugepage")?;
         }

@@ -33,6 +33,10 @@
 //!   if their `anon_vma`s allow it (one of them has none yet, or they share
 //!   it). mmsim has no `anon_vma` yet, so it merges whenever two VMAs touch
 //!   and their flags are equal; the tree never holds two such neighbours.
+//! - A mapping of a tmpfs file (`mmap_file`, `mm/shmem.rs`) carries its
+//!   file and offset in [`Vma::file`], kept so that splits need no
+//!   adjustment and the merge test is equality: Linux merges file VMAs of
+//!   the same file at contiguous offsets with equal flags, and so does this.
 //! - A private mapping of `/dev/zero` is treated exactly as an anonymous one.
 //!   In Linux it keeps `vm_file`, which `vma_merge` compares, so it never
 //!   merges with an anonymous neighbour; [`Vma`] records no file.
@@ -55,7 +59,7 @@
 //!   when no VMA lies at or above the start).
 
 use super::mm_types::{
-    Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFlags, Vma,
+    Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFile, VmFlags, Vma,
 };
 use super::mmzone::PAGE_SIZE;
 
@@ -354,7 +358,28 @@ impl VmaTree {
     pub fn mmap(&mut self, len: u64, prot: u32) -> Result<u64, Errno> {
         let len = self.mmap_checks(len)?;
         let addr = self.unmapped_area_topdown(len).ok_or(Errno::ENOMEM)?;
-        self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot));
+        self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot), None);
+        Ok(addr)
+    }
+
+    /// `mmap(NULL, len, prot, MAP_SHARED or MAP_PRIVATE, fd, pgoff *
+    /// PAGE_SIZE)` of a tmpfs file: placed as an anonymous mapping is.
+    pub fn mmap_file(
+        &mut self,
+        len: u64,
+        prot: u32,
+        shared: bool,
+        file: super::shmem::FileId,
+        pgoff: u64,
+    ) -> Result<u64, Errno> {
+        let len = self.mmap_checks(len)?;
+        let addr = self.unmapped_area_topdown(len).ok_or(Errno::ENOMEM)?;
+        let mut flags = calc_vm_prot_bits(prot);
+        if shared {
+            flags = flags.union(VmFlags::SHARED);
+        }
+        let file = VmFile::new(file, addr, pgoff);
+        self.mmap_region(addr, addr + len, flags, Some(file));
         Ok(addr)
     }
 
@@ -374,7 +399,7 @@ impl VmaTree {
         } else {
             Vec::new()
         };
-        self.mmap_region(start, end, calc_vm_prot_bits(prot));
+        self.mmap_region(start, end, calc_vm_prot_bits(prot), None);
         Ok(unmapped)
     }
 
@@ -396,7 +421,7 @@ impl VmaTree {
             !self.find_vma_links(start, end),
             "brk grows over a mapping at {start:#x}-{end:#x}"
         );
-        self.mmap_region(start, end, calc_vm_prot_bits(PROT_READ | PROT_WRITE));
+        self.mmap_region(start, end, calc_vm_prot_bits(PROT_READ | PROT_WRITE), None);
         Ok(())
     }
 
@@ -456,8 +481,14 @@ impl VmaTree {
 
     /// What is left of `mmap_region` once `[start, end)` is free: grow a
     /// neighbour with the same flags over it (`vma_merge`), or link a new VMA.
-    pub(super) fn mmap_region(&mut self, start: u64, end: u64, flags: VmFlags) {
-        if self.vma_merge(start, end, flags) {
+    pub(super) fn mmap_region(
+        &mut self,
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+        file: Option<VmFile>,
+    ) {
+        if self.vma_merge(start, end, flags, file) {
             return;
         }
         let index = self.vmas.partition_point(|vma| vma.start < start);
@@ -473,7 +504,15 @@ impl VmaTree {
                 "new VMA {start:#x}-{end:#x} overlaps {next}"
             );
         }
-        self.vmas.insert(index, Vma { start, end, flags });
+        self.vmas.insert(
+            index,
+            Vma {
+                start,
+                end,
+                flags,
+                file,
+            },
+        );
         let id = self.new_id();
         self.ids.insert(index, id);
     }
@@ -730,7 +769,11 @@ impl VmaTree {
         let flags = self.vmas[index].flags;
         let new_flags = match advice {
             Advice::DontNeed => {
-                zap.push(Vma { start, end, flags });
+                zap.push(Vma {
+                    start,
+                    end,
+                    ..self.vmas[index]
+                });
                 return Ok(());
             }
             Advice::HugePage => flags.without(VmFlags::NOHUGEPAGE).union(VmFlags::HUGEPAGE),
@@ -808,7 +851,7 @@ impl VmaTree {
         if vma.flags == flags {
             return Ok(());
         }
-        if self.vma_merge(start, end, flags) {
+        if self.vma_merge(start, end, flags, vma.file) {
             return Ok(());
         }
         // split_vma refuses at max_map_count, one split at a time; refusing
@@ -819,7 +862,12 @@ impl VmaTree {
         }
         let pieces = [
             Vma { end: start, ..vma },
-            Vma { start, end, flags },
+            Vma {
+                start,
+                end,
+                flags,
+                ..vma
+            },
             Vma { start: end, ..vma },
         ];
         // The middle keeps the VMA's identity; the outer pieces are new.
@@ -845,18 +893,18 @@ impl VmaTree {
     /// `vmacache_seqnum` (`__vma_unlink_common`); the VMA the range was cut
     /// from, if the merge covers only part of it, keeps the rest (mprotect's
     /// cases 4 and 5 move the boundary between two VMAs and unlink nothing).
-    fn vma_merge(&mut self, start: u64, end: u64, flags: VmFlags) -> bool {
+    fn vma_merge(&mut self, start: u64, end: u64, flags: VmFlags, file: Option<VmFile>) -> bool {
         let before = self.vmas.partition_point(|vma| vma.end < start);
         let after = self.vmas.partition_point(|vma| vma.start < end);
         let prev = Some(before).filter(|&i| {
             self.vmas
                 .get(i)
-                .is_some_and(|vma| vma.end == start && vma.flags == flags)
+                .is_some_and(|vma| vma.end == start && vma.flags == flags && vma.file == file)
         });
         let next = Some(after).filter(|&i| {
             self.vmas
                 .get(i)
-                .is_some_and(|vma| vma.start == end && vma.flags == flags)
+                .is_some_and(|vma| vma.start == end && vma.flags == flags && vma.file == file)
         });
         let Some(survivor) = prev.or(next) else {
             return false;
@@ -865,6 +913,7 @@ impl VmaTree {
             start: prev.map_or(start, |i| self.vmas[i].start),
             end: next.map_or(end, |i| self.vmas[i].end),
             flags,
+            file,
         };
         let first = self.vmas.partition_point(|vma| vma.end <= merged.start);
         let last = self.vmas.partition_point(|vma| vma.start < merged.end);
@@ -941,7 +990,7 @@ impl VmaTree {
                 "VMA {vma} overlaps or follows {next}"
             );
             assert!(
-                vma.end < next.start || vma.flags != next.flags,
+                vma.end < next.start || vma.flags != next.flags || vma.file != next.file,
                 "VMA {vma} and {next} touch with equal flags but were not merged"
             );
         }
@@ -965,6 +1014,7 @@ fn check_vma(vma: &Vma) {
     );
     assert!(vma.end <= TASK_SIZE, "VMA {vma} ends above TASK_SIZE");
     let known = VmFlags::PROT_MASK
+        .union(VmFlags::SHARED)
         .union(VmFlags::HUGEPAGE)
         .union(VmFlags::NOHUGEPAGE);
     assert!(
@@ -976,6 +1026,10 @@ fn check_vma(vma: &Vma) {
         !vma.flags
             .contains(VmFlags::HUGEPAGE.union(VmFlags::NOHUGEPAGE)),
         "VMA {vma} is both hugepage and nohugepage"
+    );
+    assert!(
+        vma.file.is_some() || !vma.flags.contains(VmFlags::SHARED),
+        "VMA {vma} is shared but maps no file"
     );
 }
 
@@ -996,6 +1050,7 @@ mod tests {
             start,
             end,
             flags: calc_vm_prot_bits(prot),
+            file: None,
         }
     }
 
@@ -1707,6 +1762,7 @@ mod tests {
                         start: page_addr(i),
                         end: page_addr(i + 1),
                         flags,
+                        file: None,
                     })
                 })
                 .collect()
@@ -1774,7 +1830,7 @@ mod tests {
         let page = |vma: &Vma, addr: u64| Vma {
             start: addr,
             end: addr + P,
-            flags: vma.flags,
+            ..*vma
         };
         vmas.iter()
             .inspect(|vma| assert!(!vma.is_empty(), "empty piece {vma}"))

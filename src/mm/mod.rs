@@ -15,6 +15,7 @@ pub mod mmzone;
 pub mod page_alloc;
 pub mod pagemap;
 pub mod pgtable;
+pub mod shmem;
 pub mod slab;
 pub mod vmacache;
 

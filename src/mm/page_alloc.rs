@@ -380,6 +380,7 @@ impl PageAllocator {
         meta.refcount = 1;
         meta.mapcount = 0;
         meta.compound_mapcount = 0;
+        meta.shmem = false;
         zone.nr_allocated_pages += order.nr_pages();
         Some(Pfn(zone.start_pfn + idx as u64))
     }

@@ -53,6 +53,9 @@ pub struct PageMeta {
     pub mapcount: u32,
     /// `compound_mapcount + 1` of a THP's head: PMDs mapping it whole.
     pub compound_mapcount: u32,
+    /// The page is in a tmpfs file's page cache (`page->mapping` is the
+    /// file's, not an `anon_vma`: `!PageAnon`), which holds a reference.
+    pub shmem: bool,
 }
 
 impl PageMeta {
@@ -66,6 +69,7 @@ impl PageMeta {
         refcount: 0,
         mapcount: 0,
         compound_mapcount: 0,
+        shmem: false,
     };
 }
 

@@ -51,6 +51,8 @@ events! {
     HugeZeroPmdInstalls => "mmsim_huge_zero_pmd_installs", "PMDs set to map the huge zero page",
     ZeroPageInstalls => "mmsim_zero_page_installs", "PTEs set to map the 4 KiB zero page",
     CowCopies => "mmsim_cow_copies", "copy-on-write page copies (4 KiB or THP)",
+    ShmemPagesAdded => "mmsim_shmem_pages_added", "pages allocated, cleared and added to a tmpfs file's page cache (shmem_getpage_gfp)",
+    ShmemPagesFreed => "mmsim_shmem_pages_freed", "tmpfs page-cache pages freed when the last reference to an unlinked file went",
     AllocFailed => "mmsim_alloc_failed", "allocations that found no page at the min watermark",
     ZoneLockAcquired => "mmsim_zone_lock_acquired", "acquisitions of a zone->lock",
     ZoneLockWaitCycles => "mmsim_zone_lock_wait_cycles", "cycles spent waiting for a zone->lock held by another CPU",

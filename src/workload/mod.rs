@@ -7,6 +7,7 @@ pub mod netperf_udp;
 pub mod page_alloc_bench;
 pub mod trace;
 pub mod usemem;
+pub mod will_it_scale;
 
 use std::fmt;
 
@@ -255,6 +256,12 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: ebizzy::SUMMARY,
         usage: ebizzy::USAGE,
         parse: ebizzy::parse,
+    },
+    WorkloadInfo {
+        name: will_it_scale::NAME,
+        summary: will_it_scale::SUMMARY,
+        usage: will_it_scale::USAGE,
+        parse: will_it_scale::parse,
     },
     WorkloadInfo {
         name: trace::NAME,

@@ -276,6 +276,7 @@ impl Run<'_> {
             Ok(()) => {}
             Err(Fault::Segv) => self.counts.segv += 1,
             Err(Fault::Oom) => self.counts.oom += 1,
+            Err(Fault::Sigbus) => unreachable!("a trace maps no file"),
         }
     }
 

@@ -1,28 +1,6 @@
 //! Page faults on 4 KiB pages, and tearing mappings down (`mm/memory.c`).
 //!
-//! **Where protection lives.** An entry carries one permission bit, write;
-//! whether a VMA may be read at all is read off the VMA. Linux marks the
-//! entries of a `PROT_NONE` VMA `_PAGE_PROTNONE` (present to the kernel,
-//! not present to the MMU) and rewrites them in `change_protection`;
-//! mmsim's hardware walk (`Kernel::translate`) instead refuses any access
-//! in a `PROT_NONE` VMA. That gives the same counts and costs, which is why
-//! entries carry no such bit:
-//! - an access to a `PROT_NONE` page traps either way, and the trap finds
-//!   the VMA inaccessible and ends in SIGSEGV without reaching
-//!   `handle_mm_fault`, so `pgfault` is not counted in either;
-//! - `mprotect` rewrites every present entry of each VMA whose flags
-//!   change, whatever the new protection (`change_protection`, charged
-//!   per entry), and in the kernels modelled (3.14 to 5.14) a private
-//!   mapping's entries come out read-only for every protection, so the
-//!   write bit is all that changes; giving access back leaves them
-//!   read-only, and each first write faults and reuses the page (or copies
-//!   it, if shared), as in Linux;
-//! - fork copies, and munmap and exit zap, `PROT_NONE` entries as any
-//!   others, and a `PROT_NONE` huge PMD splits as any other.
-//!
-//! What would need the bit is not modelled: NUMA hinting faults
-//! (`change_prot_numa` makes entries of accessible VMAs `PROT_NONE`) and
-//! `get_user_pages` on such entries.
+//! More, and why: docs/mm.md, "memory.rs: faults and zap".
 
 use super::kernel::{Fault, Kernel, MmId};
 use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};

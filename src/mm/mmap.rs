@@ -1,62 +1,7 @@
 //! Address-space layout (`mm/mmap.c`, `mm/mprotect.c`, `mm/madvise.c`):
 //! the ordered set of VMAs and the system calls that change it.
 //!
-//! [`VmaTree`] is what `mm->mmap` and `mm->mm_rb` are in Linux 4.x-5.x: one
-//! process's VMAs in address order. It is a pure data structure: it touches
-//! no page tables and charges no time. The calls that take memory away return
-//! the ranges whose pages the caller must zap, and [`VmaTree::find_vma`]
-//! returns how deep its search went, for the caller to charge.
-//!
-//! Every mutating call expects the caller to hold `mmap_lock` for writing
-//! (`MADV_DONTNEED` and `find_vma` need it only for reading: they change no
-//! VMA).
-//!
-//! The system calls follow 4.x-5.x, including their odd corners:
-//! - `mmap` places top-down below `mmap_base` in the highest gap that fits
-//!   (`arch_get_unmapped_area_topdown`), with no 2 MiB alignment (anonymous
-//!   mappings were aligned only from 6.7).
-//! - Unmapping a hole is not an error. `munmap` refuses only the split that
-//!   would take the VMA count above `max_map_count`.
-//! - `mprotect` changes the VMAs up to the first hole in the range and then
-//!   returns ENOMEM; `madvise` advises every mapped part of the range and then
-//!   returns ENOMEM if there was a hole. Both are what Linux does.
-//! - `mprotect` refuses `PROT_GROWSDOWN | PROT_GROWSUP` together before
-//!   anything else, checks the other protection bits only after a zero
-//!   length has already returned 0, and accepts `PROT_SEM` (and ignores
-//!   it). One grows bit asks to extend the change to the VMA's end that
-//!   grows; no VMA here grows (there are no stacks), so it is EINVAL once a
-//!   VMA is found, ENOMEM where the range starts in a hole. `mmap` ignores
-//!   unknown protection bits altogether.
-//!
-//! Where mmsim departs from Linux, and why:
-//! - Merging: Linux merges two adjacent anonymous VMAs with equal flags only
-//!   if their `anon_vma`s allow it (one of them has none yet, or they share
-//!   it). mmsim has no `anon_vma` yet, so it merges whenever two VMAs touch
-//!   and their flags are equal; the tree never holds two such neighbours.
-//! - A mapping of a tmpfs file (`mmap_file`, `mm/shmem.rs`) carries its
-//!   file and offset in [`Vma::file`], kept so that splits need no
-//!   adjustment and the merge test is equality: Linux merges file VMAs of
-//!   the same file at contiguous offsets with equal flags, and so does this.
-//! - A private mapping of `/dev/zero` is treated exactly as an anonymous one.
-//!   In Linux it keeps `vm_file`, which `vma_merge` compares, so it never
-//!   merges with an anonymous neighbour; [`Vma`] records no file.
-//! - When no gap below `mmap_base` fits, x86 retries bottom-up from
-//!   `mmap_legacy_base` (a third of `TASK_SIZE`), which finds room between
-//!   `mmap_base` and the stack. mmsim has no stack VMA to bound that region
-//!   and returns ENOMEM instead.
-//! - The lowest address top-down placement uses is `mmap_min_addr` (as the
-//!   generic `arch_get_unmapped_area_topdown` does); x86 searches down to
-//!   `PAGE_SIZE` and would fail with EPERM below `mmap_min_addr`.
-//! - `mmap` at a fixed address below `mmap_min_addr` fails with EINVAL; Linux
-//!   returns EPERM (`cap_mmap_addr`), which [`Errno`] does not have.
-//! - A split refused at `max_map_count` in `mprotect` or `madvise` is refused
-//!   before the first of the (up to two) splits. Linux makes the first split
-//!   when one VMA short of the limit and then refuses the second, leaving
-//!   two neighbours with equal flags that the tree here never holds: the
-//!   VMA count differs by one in that case only.
-//! - `PROT_GROWSDOWN` and `PROT_GROWSUP` are unknown bits (EINVAL): no VMA
-//!   here grows, and Linux too returns EINVAL for them on such a VMA (ENOMEM
-//!   when no VMA lies at or above the start).
+//! More, and why: docs/mm.md, "mmap.rs: VMAs".
 
 use super::mm_types::{
     Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFile, VmFlags, Vma,
@@ -855,7 +800,7 @@ impl VmaTree {
             return Ok(());
         }
         // split_vma refuses at max_map_count, one split at a time; refusing
-        // before either keeps the tree merged (see the module documentation).
+        // before either keeps the tree merged (docs/mm.md, "mmap.rs: VMAs").
         let nr_new = usize::from(vma.start < start) + usize::from(end < vma.end);
         if nr_new > 0 && self.vmas.len() + nr_new > self.max_map_count {
             return Err(Errno::ENOMEM);

@@ -2,38 +2,7 @@
 //! `page_fault3` do with their `mkstemp` file in `/tmp`: a file with a
 //! size, its page cache, private and shared mappings of it, and its end.
 //!
-//! What is modelled:
-//! - A file is created empty and sized (`mkstemp` + `ftruncate`, no pages);
-//!   its page cache is one slot per page offset (the xarray's contents).
-//! - A fault on a file page finds the page in the cache or allocates one,
-//!   clears it and adds it (`shmem_getpage_gfp` with `SGP_CACHE`); the
-//!   cache holds one reference on each of its pages (`refcount` = 1 + the
-//!   PTEs mapping it), and the page is marked `shmem` (`!PageAnon`). A page
-//!   beyond the end of the file is SIGBUS.
-//! - A read fault maps the cache page (`do_read_fault`): writable in a
-//!   shared writable mapping (tmpfs has no writeback, so no write-notify),
-//!   read-only in a private one. A write fault in a shared mapping maps it
-//!   writable (`do_shared_fault`); in a private one it copies it into a new
-//!   anonymous page (`do_cow_fault`, counted in `mmsim_cow_copies`). A
-//!   write to a read-only cache page makes it writable in a shared mapping
-//!   (`wp_page_shared`) and copies it in a private one (`wp_page_copy`).
-//! - Unmapping drops the PTEs' references and leaves the cache's;
-//!   `MM_SHMEMPAGES` counts the mapped cache pages per mm. Once the file is
-//!   unlinked and closed, its pages are freed (`shmem_evict_inode`).
-//!
-//! What is not: tmpfs huge pages (`shmem_enabled`, "never" by default),
-//! swap, `read`/`write` and every other file operation, memcg, the LRU,
-//! dirty tracking (a no-op for tmpfs), fault-around (`do_read_fault` maps
-//! up to 16 neighbouring cache pages with `filemap_map_pages`; only read
-//! faults do, and will-it-scale's page faults are writes), and `vm_file`
-//! references: a VMA holds none here, so a file still mapped cannot be
-//! closed for the last time ([`Kernel::shmem_close`] refuses it; Linux
-//! would keep the file until the last VMA goes). Costs: each fault handler
-//! is charged `anon_fault_path` (the fault path besides clearing or
-//! copying: rmap, memcg, LRU, counters, as for an anonymous page); a page
-//! cache look-up is charged `pgtable_level` per xarray level (a pointer
-//! read per level, as a page-table walk; no sourced figure of its own), an
-//! insertion one more walk; clearing and copying are `highmem.rs`'s.
+//! More, and why: docs/mm.md, "shmem.rs: tmpfs".
 
 use super::kernel::{Fault, Kernel, MmId};
 use super::mm_types::{Errno, VmFile, VmFlags, Vma};
@@ -142,8 +111,8 @@ impl Kernel {
     }
 
     /// `close` of the file's one fd. Refused with EBUSY-like EINVAL while a
-    /// VMA still maps the file (VMAs hold no file reference here: see the
-    /// module documentation).
+    /// VMA still maps the file (VMAs hold no file reference here: see
+    /// docs/mm.md, "shmem.rs: tmpfs").
     pub fn shmem_close(&mut self, ctx: &mut Ctx, file: FileId) -> Result<(), Errno> {
         let mapped = self.live_mms().any(|mm| {
             self.mm(mm)

@@ -2,28 +2,7 @@
 //! page traffic real: when slabs are allocated from the page allocator and
 //! when they are given back.
 //!
-//! Objects are not individually tracked, only counted: a slab knows how many
-//! objects it has, how many are in use, and how many sit on its own freelist
-//! (freed by a CPU that does not own it). What is modelled, as in 5.13:
-//! - the CPU slab with its lockless freelist (`c->freelist`) and the
-//!   allocation and free fast paths;
-//! - `___slab_alloc`: take the remote frees of the CPU slab (`get_freelist`),
-//!   else a slab from the per-CPU partial list, else from the node partial
-//!   list (`get_partial_node`, filling the per-CPU partial list up to half of
-//!   `cpu_partial` objects), else a new slab (`allocate_slab`);
-//! - `__slab_free`: a free into a full slab freezes it onto the freeing
-//!   CPU's partial list (`put_cpu_partial`, which first moves the whole list
-//!   to the node when it holds more than `cpu_partial` objects:
-//!   `unfreeze_partials`); a free that empties a slab on the node partial
-//!   list discards it when the node keeps at least `min_partial` slabs;
-//! - slab order from `calculate_order` (`slub_min_objects` grows with the
-//!   number of CPUs, `slub_max_order` = 3), `min_partial` and `cpu_partial`
-//!   from the object size;
-//! - kmalloc size classes and `kmalloc_large` above 8 KiB.
-//!
-//! Not modelled: object addresses and contents, debugging, NUMA fallback
-//! for partial slabs (`get_any_partial`), `deactivate_slab` of a CPU slab
-//! with free objects (the CPU slab here is only replaced once empty).
+//! More, and why: docs/mm.md, "slab.rs: SLUB".
 
 use std::collections::VecDeque;
 

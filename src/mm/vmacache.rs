@@ -2,58 +2,7 @@
 //! `include/linux/vmacache.h`). A task's slots live in its `task_struct`
 //! (`crate::kernel`), and in its CPU's slot while it runs (`current.rs`).
 //!
-//! Three settings, as Linux had them over time (`Kernel::vma_lookup`):
-//! - 3.14 (`per-thread-vmacache` and `maple-tree` off): one `mm->mmap_cache`
-//!   shared by every thread of the mm. `find_vma` checks it inline, else
-//!   walks the red-black tree and stores the result. `munmap`
-//!   (`detach_vmas_to_be_unmapped`) clears it.
-//! - 3.15 (`per-thread-vmacache`, commit 615d6e8756c8): each task has
-//!   `vmacache[4]` and a u32 `vmacache_seqnum`; the mm has a u32
-//!   `vmacache_seqnum`. `vmacache_find` is used only when `current->mm` is
-//!   the mm and current is not a kernel thread; a task whose seqnum differs
-//!   from the mm's takes the mm's and flushes its slots (that lookup is a
-//!   miss); otherwise the four slots are scanned for `vm_start <= addr <
-//!   vm_end`. A tree walk's result goes into slot `(addr >> PAGE_SHIFT) & 3`.
-//!   `vmacache_invalidate` bumps the mm's seqnum; when it wraps to 0,
-//!   `vmacache_flush_all` flushes every task of the mm. fork (the child's
-//!   mm starts at 0, the child task is flushed) and exec (the new mm at 0,
-//!   the task flushed) reset it.
-//! - 6.1 (`maple-tree`, commit 7964cf8caa4d "mm: remove vmacache"): no cache;
-//!   every lookup walks the maple tree. It overrides `per-thread-vmacache`.
-//!
-//! **Identity, not copies.** Linux's caches hold `vm_area_struct` pointers:
-//! a VMA changed in place (mprotect's splits keep the struct for the middle,
-//! `vma_merge` moves boundaries) stays cached without a seqnum bump, and a
-//! hit re-reads its current `vm_start`/`vm_end`. mmsim's caches hold a
-//! [`VmaId`] and re-read the VMA from the tree on every check, so a hit
-//! returns the VMA as it is now. A cached identity that is no longer in the
-//! tree while the seqnums say the cache is valid would be a use-after-free
-//! in Linux; here it panics.
-//!
-//! **When the seqnum is bumped.** [`VmaTree`](super::mmap::VmaTree) counts
-//! Linux's `vmacache_invalidate` calls in a u64; the mm's u32 seqnum is
-//! brought up to date (by the same number of bumps, wrapping, with the
-//! flush of every task if a bump reached 0) at the start of each cached
-//! lookup. Nothing reads the seqnum between two lookups, so doing the bumps
-//! late is the same as doing them at the unlink.
-//!
-//! Departures, on purpose:
-//! - 3.14's `__vma_unlink` pointed `mmap_cache` at the merged VMA when a
-//!   merge unlinked the cached one; here that lookup is a miss (the tree
-//!   walk then caches the merged VMA). Rare: only merges that swallow the
-//!   cached VMA whole.
-//! - `vmacache_flush_all` in Linux skipped the walk when `mm_users == 1`;
-//!   that shortcut was the bug of CVE-2018-17182, fixed by commit
-//!   7a9cdebdcc17 ("mm: get rid of vmacache_flush_all() entirely", v4.19,
-//!   which made the seqnum u64). mmsim flushes every task of the mm.
-//! - Costs: a cache slot checked (3.14's one slot, or each non-empty slot of
-//!   3.15's four) costs one `find_vma_node`: it is the same work, one load of
-//!   the VMA's line and two compares. The maple tree walk is charged
-//!   `find_vma_node` per level, with the depth of a maple tree holding the
-//!   VMAs and the gaps between them in full nodes (16 slots per leaf, 10 per
-//!   internal node): no sourced per-node cost of the maple tree was found,
-//!   and a maple node scans several pivots where an rbtree node compares
-//!   once, so this is a guess in both directions.
+//! More, and why: docs/mm.md, "vmacache.rs: the VMA cache".
 
 use super::current::{TaskId, TaskKind};
 use super::kernel::{Kernel, MmId};
@@ -274,7 +223,7 @@ impl Kernel {
             .vmas
             .vma_by_id(cached.id, cached.start_hint, cached.index_hint)
         else {
-            // Unlinked by a merge (see the module documentation).
+            // Unlinked by a merge (docs/mm.md, "vmacache.rs: the VMA cache").
             m.vmacache.mmap_cache = None;
             return None;
         };

@@ -1,32 +1,7 @@
 //! One cache line that CPUs read and modify, with ownership transfers
 //! serialised in virtual time.
 //!
-//! The model is MESI reduced to what costs time. The line has an owner (the
-//! last CPU to modify it) and sharers (CPUs that read it since). A
-//! modification by the owner with no other sharer is local; any other
-//! modification must collect the line from every other holder, which costs
-//! the transfer from the farthest of them. A read by a CPU that holds no copy
-//! fetches one from the nearest holder and becomes a sharer; a read by a
-//! holder is free. A line never modified is in memory: reading it is free and
-//! the first modification costs a local atomic.
-//!
-//! Transfers of one line happen one at a time: a request waits for the
-//! transfer in flight. So N CPUs hammering one counter get one transfer's
-//! worth of throughput between them, however large N is.
-//!
-//! Transfers are kept on a [`Timeline`], each with the CPU it moved the line
-//! to, so a CPU sees the line as of its own clock: who held it then, and
-//! whether it was free. A CPU stepped later may use a gap before a transfer
-//! that a CPU stepped earlier made at a later virtual time. The transfer
-//! after such a gap keeps the cost it was charged, although the holder
-//! before it changed (the sync-step approximation, docs/engine.md).
-//!
-//! Every modification occupies the line for its duration, a local one too
-//! (a locked instruction holds the line until it completes), and is kept on
-//! the timeline, so that a modification placed before it later (by a CPU
-//! stepped later) makes it a transfer for whoever comes after. A read by a
-//! holder is free and leaves no trace: a modification placed before it later
-//! does not turn it into a miss.
+//! More, and why: docs/engine.md, "Notes: cacheline.rs".
 
 use std::convert::Infallible;
 use std::ops::ControlFlow;

@@ -1,27 +1,6 @@
 //! Cross-CPU function calls: `smp_call_function_many` (kernel/smp.c).
 //!
-//! The sender pays a send cost per target, in turn. Each target takes the
-//! interrupt `ipi_delivery` cycles after its send, or, if its interrupts
-//! are off at that moment, when they come back on. The handler's time
-//! (`ipi_handler_entry_exit` to `flush_smp_call_function_queue`, the
-//! function's own cycles to the function's symbol) is charged to the target.
-//! With `wait`, the sender spins in `smp_call_function_many_cond` until the
-//! last target has run the function and its completion flag has travelled
-//! back (one cache-line transfer from the target).
-//!
-//! A target is in one of two positions relative to the delivery time:
-//!
-//! - its clock has reached it (it is ahead, or idle): its recorded
-//!   interrupts-off sections say when it takes the interrupt, and the handler
-//!   time is added to its clock at once;
-//! - its clock has not (it is behind, and runnable): what it will do at the
-//!   delivery time is not known yet. The IPI waits on the target, and is
-//!   taken when the target's clock passes the delivery time (at the end of a
-//!   step, when its interrupts-off sections are known). The sender, meanwhile,
-//!   assumed the target had interrupts on; if the acknowledgement turns out to
-//!   be later, the sender's clock is moved forward by the difference. That
-//!   happens before the sender's next step (the target is behind it), so only
-//!   the rest of the sender's current step ran early.
+//! More, and why: docs/engine.md, "Notes: ipi.rs".
 
 use super::cacheline::transfer_cost;
 use super::engine::{Ctx, RunState};

@@ -1,21 +1,7 @@
 //! A reader/writer semaphore (`mmap_lock`, say; kernel/locking/rwsem.c) in
 //! virtual time.
 //!
-//! Readers share the lock but all modify its count word, so they bounce its
-//! cache line between them. A writer waits until no reader and no writer
-//! holds the lock. A reader that arrives while a writer holds the lock, or
-//! waits for it, queues behind that writer (Linux's rwsem does not let new
-//! readers pass a waiting writer). Waiters sleep: a waiting CPU's clock jumps
-//! to the moment it gets the lock and nothing is charged for the wait;
-//! `down_*` returns it, for the caller to count.
-//!
-//! As with [`super::SpinLock`], the lock is taken and released within one
-//! step, and holds are kept on timelines so that each CPU finds the lock as
-//! it was at its own clock. A hold that turns out, at release, to overlap a
-//! conflicting hold placed by another step moves to the first gap that fits
-//! it, and the holder's clock moves on by as much (idle, as a sleeper's).
-//! Not modelled: the wake-up latency of a sleeping waiter, optimistic
-//! spinning on the owner, and reader lock stealing.
+//! More, and why: docs/engine.md, "Notes: rwsem.rs".
 
 use super::cacheline::CacheLine;
 use super::engine::Ctx;

@@ -1,27 +1,7 @@
 //! A FIFO spinlock (a queued spinlock, kernel/locking/qspinlock.c) in
 //! virtual time.
 //!
-//! A lock is taken and released within one step (kernel code runs
-//! synchronously inside a step). Its holds are kept on a [`Timeline`], so a
-//! CPU finds the lock as it was at its own clock: free if no hold covers
-//! that moment, even if a CPU stepped earlier holds it at a later virtual
-//! time. Waiters are served in order of arrival in virtual time, as the MCS
-//! queue serves them, except where two holds were placed by different steps
-//! that overlap in time: the hold placed first (by the step that ran first)
-//! keeps its place.
-//!
-//! A hold is known to fit only at release, once its length is known. If it
-//! would overlap a hold placed earlier by another step, it is moved to the
-//! first gap after that hold that fits it, and the holder's clock moves on by
-//! the same amount, as if it had spun that much longer (charged to the slow
-//! path).
-//!
-//! Costs: the lock word is a [`CacheLine`]; taking the lock modifies it (a
-//! transfer from the previous holder). Spinning is charged to
-//! `native_queued_spin_lock_slowpath`, and so is the acquiring transfer after
-//! a spin (the slow path does it); an uncontended acquisition is charged to
-//! the caller's symbol (`_raw_spin_lock`, `_raw_spin_lock_irqsave`). Release
-//! is a plain store (the store buffer hides it) and costs the holder nothing.
+//! More, and why: docs/engine.md, "Notes: spinlock.rs".
 
 use super::cacheline::CacheLine;
 use super::engine::Ctx;
@@ -63,7 +43,7 @@ impl SpinLock {
 
     /// `spin_unlock`: releases the lock held by the current CPU. Returns the
     /// cycles the hold had to move later because it overlapped another hold
-    /// (already charged to the slow path; see the module documentation).
+    /// (already charged to the slow path; docs/engine.md, "Notes: spinlock.rs").
     pub fn unlock(&mut self, ctx: &mut Ctx) -> Cycles {
         let holder = self.release(ctx);
         assert!(

@@ -1,28 +1,6 @@
 //! The busy spans of one shared object (a cache line, a lock) in virtual time.
 //!
-//! CPUs are stepped one at a time, so a CPU whose step ran first may already
-//! have used an object at a virtual time later than the clock of the CPU being
-//! stepped now. A single "busy until" mark would make the later-stepped CPU
-//! wait for that future use even though, as of its own clock, the object was
-//! free. A timeline instead remembers when the object was busy, so each CPU
-//! sees the object as of its own clock and can use a gap before a later use.
-//!
-//! Memory is bounded: spans that end at or before the engine's horizon (the
-//! clock at which the current step began; no CPU acts earlier than that) are
-//! dropped, and past [`SPANS_MAX`] the oldest span is folded into a floor
-//! before which nothing may be placed any more (a conservative loss of gaps).
-//!
-//! A line that many CPUs hammer holds hundreds of back-to-back spans ahead of
-//! the earliest clock, and almost every search for a place to fit ends after
-//! the last of them. An exclusive timeline therefore also keeps the start of
-//! every gap between spans in an ordered set, so a search jumps over a long
-//! run of back-to-back spans in one lookup instead of walking it span by
-//! span. Short runs (a few spans between gaps, as on a line whose transfers
-//! differ in length) are cheaper to step over than to look up.
-//!
-//! Both lists live in a [`SlideQueue`]: one contiguous slice, so that the
-//! searches are plain slice searches and the oldest span leaves by moving
-//! an offset.
+//! More, and why: docs/engine.md, "Notes: timeline.rs".
 
 use self::slide_queue::SlideQueue;
 use crate::types::Cycles;

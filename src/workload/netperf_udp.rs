@@ -1,42 +1,6 @@
 //! netperf UDP_STREAM over loopback, run the way mmtests runs it.
 //!
-//! Two processes, a sender (netperf) and a receiver (netserver), run
-//! pinned on two CPUs, each iteration on a freshly booted kernel. Each
-//! datagram is one linear skb (Linux 5.13): the sender enters `sendmsg`,
-//! allocates the skb head from `skbuff_head_cache` and the data buffer with
-//! kmalloc (kmalloc-512 .. kmalloc-8k, or `kmalloc_large` above 8 KiB),
-//! copies the message in, and runs the protocol path through loopback up to
-//! the receiving socket's queue. A datagram that finds the queue over
-//! `rcvbuf` is dropped and freed on the sender. The receiver takes a
-//! datagram off the queue, copies it out and frees the head and data on its
-//! own CPU. Its blocking `recvmsg` sleeps when the queue is empty and is
-//! woken by the sender. The skbs' pages come from the booted kernel's page
-//! allocator, the one the processes' page tables come from too.
-//!
-//! What is reported, as netperf does: the sender's throughput (messages
-//! sent x size / elapsed, elapsed from its first send to the end of its
-//! test as its own clock has it) and the receiver's; per size, mmtests'
-//! harmonic mean over iterations.
-//!
-//! The two PGDs move the figures slightly. netserver's and netperf's
-//! `pgd_alloc` run on CPU 0 as the run boots them: netserver's refills CPU
-//! 0's order-0 per-CPU list from the buddy lists under zone->lock (one
-//! `rmqueue_bulk`, a max-order block split for the batch), netperf's takes
-//! the next page of that list. The free lists the skbs' pages come from
-//! are then not the fresh ones of a kernel without processes: the skbs get
-//! other pfns, the receiver's drains merge with other buddies, and the
-//! sender's refills find other struct-page cache lines last written by the
-//! receiver. At most sizes that is a few hundred cycles over a 0.05 s test
-//! (the last digit of the Mbit/s); at 16384 bytes with `pcp-high-order` on,
-//! where the sender refills its order-3 list from blocks the receiver's
-//! drains just merged, it is +0.3% (one iteration of seed 1: cache-line
-//! transfers 22712 -> 18567, `rmqueue_bulk`'s cycles -14%). Nothing else of
-//! booting real processes shows: the same run with two kernel threads in
-//! place of the processes and the two `mm_alloc`s alone gives the same
-//! figures; with kernel threads, no `mm_alloc` and netserver started
-//! first, those of the stream's former step loop, byte for byte. (The
-//! processes' teardown comes after netperf's test, and each CPU switches
-//! to its task once.)
+//! More, and why: docs/workloads.md, "netperf-udp".
 
 use std::collections::VecDeque;
 

@@ -1,41 +1,7 @@
 //! will-it-scale's page-fault tests (github.com/antonblanchard/will-it-scale,
 //! `tests/page_fault{1,2,3}.c`, `main.c`, `runtest.py`).
 //!
-//! Each task loops: map 128 MiB, write one byte in every page (counting an
-//! iteration per page; mmsim's user stores are 8-byte words), unmap.
-//! `page_fault1` maps anonymous memory; `page_fault2` and `page_fault3`
-//! map, privately and shared, a 128 MiB tmpfs file of their own that they
-//! made with `mkstemp` in `/tmp`, `ftruncate` and `unlink` before the loop
-//! (`src/mm/shmem.rs`; those file calls are not charged).
-//!
-//! The harness is main.c's: `-t` tasks, processes (`fork`) or, with
-//! `--threads`, threads of one process, task i bound to core i modulo the
-//! cores (its first CPU; a second task on a core gets the sibling; at most
-//! one task a CPU, as mmsim has no time slices). Every task waits until all
-//! are made, then runs; the parent then exits (main.c's sleeps, and its
-//! address space is all but empty). The harness samples the tasks'
-//! counters every period, prints `min:N max:N total:N` per sample,
-//! discards the first six (its warm-up) and prints the `average:N` of the
-//! next ones. main.c sleeps one second between samples; here the period
-//! is `--period` virtual seconds, the counts are printed per second (a
-//! sample's count divided by the period, exact with `--period 1`), and
-//! `-s` is the measured time in virtual seconds (main.c's `-s N` measures
-//! N one-second samples). A sample reads each task's counter as it stood
-//! at the sample's virtual time, exactly: the harness's own task, its
-//! shared counter page and its reads are not simulated. When the last
-//! sample is taken each task unmaps, closes its file and exits (main.c
-//! kills them; the teardown is not measured).
-//!
-//! Not faithful for `--threads` on 4.20 and later: mmsim's munmap holds
-//! `mmap_lock` for writing while it zaps the 128 MiB, as kernels before
-//! 4.20 did; since dd2283f2605e (4.20) munmap downgrades the lock to
-//! reading for the zap, so the other threads' faults no longer wait for
-//! it. The threads' figures here are those of the older locking.
-//!
-//! `--runtest` does what runtest.py does with the two binaries: runs 1 to
-//! `-t` tasks as processes and as threads and prints its CSV
-//! (`tasks,processes,processes_idle,threads,threads_idle,linear`); idle is
-//! the share of all CPUs' time not charged to any function.
+//! More, and why: docs/workloads.md, "will-it-scale".
 
 use super::args::Args;
 use super::{Benchmark, Metric, Progress, Report, RunError, UsageError, last_clock};

@@ -451,6 +451,34 @@ mod tests {
     }
 
     #[test]
+    fn a_sequential_write_is_one_run_per_page_streamed_per_line() {
+        // 1 MiB of 4 KiB pages (the mapping is too small for a THP): 256
+        // faults, 256 runs of 512 words, 64 lines each, all streamed from
+        // DRAM with 2 bytes of traffic per byte (read for ownership and
+        // write-back), beside the clears' 4 KiB per page.
+        let out = run(&["1M"], true);
+        let s = &out.stats;
+        assert_eq!(s.event(Event::Pgfault), 256);
+        assert_eq!(s.event(Event::UserRuns), 256);
+        assert_eq!(s.event(Event::UserWords), 131_072);
+        assert_eq!(s.event(Event::UserLines), 16_384);
+        assert_eq!(s.event(Event::UserLineHits), 0);
+        assert_eq!(s.event(Event::UserStreamedLines), 16_384);
+        let clears = s.event(Event::PgallocNormal) * 4096;
+        assert_eq!(s.event(Event::DramBytes), 16_384 * 64 * 2 + clears);
+        // A core can go no faster than its streaming rate allows: 1 MiB
+        // written at 19.9 / 2 GB/s takes at least 105 us.
+        let runtime = out.metrics.iter().find(|m| m.name == "runtime").unwrap();
+        assert!(runtime.value >= 105.0, "{}", runtime.value);
+        // Reads one page apart: one lone line each, a miss.
+        let out = run(&["--readonly", "-j", "4096", "1M"], true);
+        let s = &out.stats;
+        assert_eq!(s.event(Event::UserRuns), 256);
+        assert_eq!(s.event(Event::UserLines), 256);
+        assert_eq!(s.event(Event::UserStreamedLines), 0);
+    }
+
+    #[test]
     fn a_size_under_one_word_prints_no_line() {
         // bytes = 4 / 8 + 8 x 0 accesses = 0, and usemem then prints nothing.
         let out = run(&["-n", "2", "4"], true);

@@ -25,10 +25,11 @@ enum PageData {
     Sparse(Vec<(u16, u64)>),
     Full(Box<[u64; WORDS]>),
     /// The words of `rule`, zeros elsewhere, except `exceptions`: words
-    /// written since (by index, sorted; zeros included), which win.
+    /// written since (by index, sorted; zeros included), which win. Boxed,
+    /// and usually empty: a page's entry stays 40 bytes.
     Rule {
         rule: Rule,
-        exceptions: Vec<(u16, u64)>,
+        exceptions: Exceptions,
     },
 }
 
@@ -41,6 +42,14 @@ struct Rule {
     count: u16,
     value: u64,
     step: u64,
+}
+
+/// A rule page's exceptions: no allocation while there are none.
+type Exceptions = Option<Box<Vec<(u16, u64)>>>;
+
+/// The exceptions as a slice.
+fn slice(e: &Exceptions) -> &[(u16, u64)] {
+    e.as_deref().map_or(&[], Vec::as_slice)
 }
 
 impl Rule {
@@ -95,9 +104,9 @@ impl Contents {
                 .binary_search_by_key(&(word as u16), |&(i, _)| i)
                 .map_or(0, |at| words[at].1),
             Some(PageData::Full(words)) => words[word],
-            Some(PageData::Rule { rule, exceptions }) => exceptions
+            Some(PageData::Rule { rule, exceptions }) => slice(exceptions)
                 .binary_search_by_key(&(word as u16), |&(i, _)| i)
-                .map_or_else(|_| rule.get(word), |at| exceptions[at].1),
+                .map_or_else(|_| rule.get(word), |at| slice(exceptions)[at].1),
         }
     }
 
@@ -110,6 +119,7 @@ impl Contents {
         match data {
             PageData::Full(words) => words[word] = value,
             PageData::Rule { rule, exceptions } => {
+                let exceptions = exceptions.get_or_insert_with(Box::default);
                 let found = exceptions.binary_search_by_key(&(word as u16), |&(i, _)| i);
                 match found {
                     Ok(at) if value == rule.get(word) => {
@@ -133,7 +143,7 @@ impl Contents {
         }
         let too_many = match data {
             PageData::Sparse(words) => words.len() > SPARSE_MAX,
-            PageData::Rule { exceptions, .. } => exceptions.len() > SPARSE_MAX,
+            PageData::Rule { exceptions, .. } => slice(exceptions).len() > SPARSE_MAX,
             PageData::Full(_) => false,
         };
         if too_many {
@@ -149,7 +159,7 @@ impl Contents {
         let zero = match self.pages.get(&pfn.0) {
             Some(PageData::Sparse(w)) => w.is_empty(),
             Some(PageData::Rule { rule, exceptions }) => {
-                rule.is_zero() && exceptions.iter().all(|&(_, v)| v == 0)
+                rule.is_zero() && slice(exceptions).iter().all(|&(_, v)| v == 0)
             }
             _ => false,
         };
@@ -198,7 +208,7 @@ impl Contents {
                         pfn.0,
                         PageData::Rule {
                             rule,
-                            exceptions: Vec::new(),
+                            exceptions: None,
                         },
                     );
                 }
@@ -206,7 +216,7 @@ impl Contents {
             Some(data) if rule.covers_page() => {
                 *data = PageData::Rule {
                     rule,
-                    exceptions: Vec::new(),
+                    exceptions: None,
                 };
                 self.forget_if_zero(pfn);
             }
@@ -215,7 +225,9 @@ impl Contents {
                 exceptions,
             }) if old.same_words(&rule) => {
                 *old = rule;
-                exceptions.retain(|&(i, _)| rule.index(i as usize).is_none());
+                if let Some(e) = exceptions {
+                    e.retain(|&(i, _)| rule.index(i as usize).is_none());
+                }
                 self.forget_if_zero(pfn);
             }
             Some(_) => {
@@ -251,7 +263,7 @@ impl Contents {
                 step,
             };
             if *rule == wanted
-                && exceptions
+                && slice(exceptions)
                     .iter()
                     .all(|&(i, _)| rule.index(i as usize).is_none())
             {
@@ -275,7 +287,9 @@ impl Contents {
                     + match d {
                         PageData::Sparse(w) => w.capacity() * 16,
                         PageData::Full(_) => PAGE_SIZE as usize,
-                        PageData::Rule { exceptions, .. } => exceptions.capacity() * 16,
+                        PageData::Rule { exceptions, .. } => {
+                            exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
+                        }
                     }
             })
             .sum()
@@ -308,9 +322,10 @@ impl Contents {
                 let rule_zero = rule.is_zero()
                     || (0..rule.count as usize).all(|k| {
                         let word = rule.first as usize + k * rule.stride as usize;
-                        rule.get(word) == 0 || exceptions.iter().any(|&(i, _)| i as usize == word)
+                        rule.get(word) == 0
+                            || slice(exceptions).iter().any(|&(i, _)| i as usize == word)
                     });
-                rule_zero && exceptions.iter().all(|&(_, v)| v == 0)
+                rule_zero && slice(exceptions).iter().all(|&(_, v)| v == 0)
             }
         }
     }
@@ -331,7 +346,7 @@ fn materialize(data: &PageData) -> Box<[u64; WORDS]> {
                 let word = rule.first as usize + k * rule.stride as usize;
                 full[word] = rule.get(word);
             }
-            for &(i, v) in exceptions {
+            for &(i, v) in slice(exceptions) {
                 full[i as usize] = v;
             }
         }
@@ -446,6 +461,12 @@ mod tests {
         let mut z = Contents::new();
         z.fill_run(Pfn(9), 0, 512, 8, 0, 0);
         assert_eq!(z.stored_pages(), 0);
+    }
+
+    #[test]
+    fn a_page_entry_stays_small() {
+        // usemem 10G keeps 2.6 million of them.
+        assert!(std::mem::size_of::<PageData>() <= 40);
     }
 
     #[test]

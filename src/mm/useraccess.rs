@@ -20,7 +20,7 @@
 
 use super::kernel::{Fault, Kernel, MmId, Target};
 use super::mm_types::HPAGE_PMD_SIZE;
-use super::mmzone::PAGE_SIZE;
+use super::mmzone::{PAGE_SIZE, Pfn};
 use crate::sim::{Ctx, Cycles, Event, Symbol, Traffic, dram_stream};
 use crate::types::Arch;
 
@@ -177,6 +177,17 @@ impl Kernel {
     ) -> Result<(), Fault> {
         let kind = RunKind::Write { value, step: 0 };
         self.access_run(ctx, mm, addr, 1, 8, kind).map(|_| ())
+    }
+
+    /// A 4 KiB page the current CPU just cleared or copied: its lines are in
+    /// that CPU's cache (`highmem.rs`).
+    pub(super) fn page_now_cached(&mut self, ctx: &Ctx, pfn: Pfn) {
+        let line = line_size(ctx.machine().arch);
+        let lines = PAGE_SIZE / line;
+        let cpu = ctx.cur().index();
+        for l in pfn.0 * lines..(pfn.0 + 1) * lines {
+            self.user_caches.touch(cpu, l);
+        }
     }
 
     /// Charges `count` accesses from `addr`, `stride` apart, landing on

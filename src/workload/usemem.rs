@@ -451,25 +451,36 @@ mod tests {
     }
 
     #[test]
-    fn a_sequential_write_is_one_run_per_page_streamed_per_line() {
+    fn a_sequential_write_is_one_run_per_page_charged_per_line() {
         // 1 MiB of 4 KiB pages (the mapping is too small for a THP): 256
-        // faults, 256 runs of 512 words, 64 lines each, all streamed from
-        // DRAM with 2 bytes of traffic per byte (read for ownership and
-        // write-back), beside the clears' 4 KiB per page.
+        // faults, 256 runs of 512 words, 64 lines each, all in the CPU's
+        // cache after the fault's clear: no DRAM traffic but the clears'.
         let out = run(&["1M"], true);
         let s = &out.stats;
+        let clears = |s: &crate::sim::Stats| s.event(Event::PgallocNormal) * 4096;
         assert_eq!(s.event(Event::Pgfault), 256);
         assert_eq!(s.event(Event::UserRuns), 256);
         assert_eq!(s.event(Event::UserWords), 131_072);
         assert_eq!(s.event(Event::UserLines), 16_384);
-        assert_eq!(s.event(Event::UserLineHits), 0);
-        assert_eq!(s.event(Event::UserStreamedLines), 16_384);
-        let clears = s.event(Event::PgallocNormal) * 4096;
-        assert_eq!(s.event(Event::DramBytes), 16_384 * 64 * 2 + clears);
-        // A core can go no faster than its streaming rate allows: 1 MiB
-        // written at 19.9 / 2 GB/s takes at least 105 us.
+        assert_eq!(s.event(Event::UserLineHits), 16_384);
+        assert_eq!(s.event(Event::UserStreamedLines), 0);
+        assert_eq!(s.event(Event::DramBytes), clears(s));
+        // 64 MiB: 31 THPs (their clears leave nothing in the model: every
+        // line streamed, 2 bytes of traffic a byte) and 512 4 KiB pages at
+        // the unaligned end (all hits).
+        let out = run(&["64M"], true);
+        let s = &out.stats;
+        assert_eq!(s.event(Event::Pgfault), 31 + 512);
+        assert_eq!(s.event(Event::ThpFaultAlloc), 31);
+        assert_eq!(s.event(Event::UserRuns), 16_384);
+        assert_eq!(s.event(Event::UserLines), 1_048_576);
+        assert_eq!(s.event(Event::UserStreamedLines), 31 * 32_768);
+        assert_eq!(s.event(Event::UserLineHits), 512 * 64);
+        assert_eq!(s.event(Event::DramBytes), 31 * 32_768 * 64 * 2 + clears(s));
+        // A core goes no faster than its streaming rate: the THPs' 62 MiB
+        // at 19.9 / 2 GB/s take at least 6.5 ms.
         let runtime = out.metrics.iter().find(|m| m.name == "runtime").unwrap();
-        assert!(runtime.value >= 105.0, "{}", runtime.value);
+        assert!(runtime.value >= 6_500.0, "{}", runtime.value);
         // Reads one page apart: one lone line each, a miss.
         let out = run(&["--readonly", "-j", "4096", "1M"], true);
         let s = &out.stats;

@@ -412,8 +412,8 @@ mod user_runs {
         let a = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
         let costs = ctx.machine().costs.clone();
         let hit = costs.user_cache_hit.cycles().0;
-        let miss = costs.user_access.cycles().0;
-        // One word faults the page in and misses its line: the latency.
+        // One word faults the page in; the fault's clear left the page in
+        // this CPU's cache, so the store hits.
         let one = RunKind::Write { value: 1, step: 0 };
         let s = seen(&mut ctx, |c| {
             k.access_run(c, mm, a + 8, 1, 8, one).unwrap();
@@ -421,30 +421,32 @@ mod user_runs {
         assert_eq!(s.faults, 1);
         assert_eq!(
             (s.runs, s.words, s.lines, s.hits, s.streamed),
-            (1, 1, 1, 0, 0)
+            (1, 1, 1, 1, 0)
         );
-        assert_eq!(s.cycles, miss);
-        // The whole page, p[i] = i: 512 words, 64 lines, the first a hit,
-        // 63 streamed (read for ownership and write-back: 2 bytes a byte).
+        assert_eq!(s.cycles, hit);
+        // Another CPU writes the whole page, p[i] = i: 512 words, 64
+        // lines, none in its cache, all streamed (read for ownership and
+        // write-back: 2 bytes of traffic a byte).
+        ctx.set_cur(CpuId(1));
         let fill = RunKind::Write { value: 0, step: 1 };
         let s = seen(&mut ctx, |c| {
             k.access_run(c, mm, a, 512, 8, fill).unwrap();
         });
-        let own = costs.user_stream_bandwidth.cycles_for_bytes(63 * 64 * 2).0;
+        let own = costs.user_stream_bandwidth.cycles_for_bytes(64 * 64 * 2).0;
         assert_eq!(
             s,
             Seen {
-                cycles: hit + own,
+                cycles: own,
                 runs: 1,
                 words: 512,
                 lines: 64,
-                hits: 1,
-                streamed: 63,
-                dram_bytes: 63 * 64 * 2,
+                hits: 0,
+                streamed: 64,
+                dram_bytes: 64 * 64 * 2,
                 faults: 0,
             }
         );
-        // Again: every line is in the CPU's model now.
+        // Again: every line is in its cache now.
         let check = RunKind::CheckWrite { value: 0, step: 1 };
         let s = seen(&mut ctx, |c| {
             assert_eq!(k.access_run(c, mm, a, 512, 8, check), Ok(RunResult::Done));
@@ -474,20 +476,27 @@ mod user_runs {
             costs.user_cache_hit.cycles().0,
             costs.user_access.cycles().0,
         );
-        // Fault the pages in with one store each (a lone access: a miss).
+        // CPU 0 faults the pages in with one store each (hits: the clears
+        // left them in its cache).
         for p in 0..8 {
             k.write_u64(&mut ctx, mm, a + p * P, 1).unwrap();
         }
-        // Two lines apart: 32 accesses on 32 lines, 1 of them cached,
+        // CPU 1, two lines apart: 32 accesses on 32 lines, none cached,
         // none streamed (the prefetcher is not assumed to follow).
+        ctx.set_cur(CpuId(1));
         let read = RunKind::Read;
         let s = seen(&mut ctx, |c| {
             k.access_run(c, mm, a + P, 32, 128, read).unwrap();
         });
-        assert_eq!((s.words, s.lines, s.hits, s.streamed), (32, 32, 1, 0));
-        assert_eq!(s.cycles, hit + 31 * miss);
+        assert_eq!((s.words, s.lines, s.hits, s.streamed), (32, 32, 0, 0));
+        assert_eq!(s.cycles, 32 * miss);
         assert_eq!(s.dram_bytes, 0);
-        // Eight bytes apart within one line: one line.
+        // The same again: all hits.
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a + P, 32, 128, read).unwrap();
+        });
+        assert_eq!((s.lines, s.hits, s.cycles), (32, 32, 32 * hit));
+        // Eight bytes apart within one line: one line, streamed.
         let s = seen(&mut ctx, |c| {
             k.access_run(c, mm, a + 2 * P + 64, 8, 8, read).unwrap();
         });

@@ -24,6 +24,7 @@ use crate::mm::fork::Teardown;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice, Errno};
 use crate::mm::shmem::FileId;
+use crate::mm::useraccess::{RunKind, RunResult};
 use crate::sim::{CpuId, Ctx, Cycles, Symbol, Workload};
 
 /// What a task does after a step of its program.
@@ -416,6 +417,23 @@ impl<T> Sys<'_, T> {
     pub fn write_u64(&mut self, addr: u64, value: u64) -> Result<(), Fault> {
         let mm = self.mm();
         self.core.k.write_u64(self.ctx, mm, addr, value)
+    }
+
+    /// `count` user accesses of 8 bytes from `addr`, `stride` bytes apart,
+    /// all within the page of `addr`, in one step: the page is faulted in
+    /// once if needed and the whole run charged by the per-line rule
+    /// (`mm::useraccess`, docs/costs.md "User memory accesses").
+    pub fn access_run(
+        &mut self,
+        addr: u64,
+        count: u64,
+        stride: u64,
+        kind: RunKind,
+    ) -> Result<RunResult, Fault> {
+        let mm = self.mm();
+        self.core
+            .k
+            .access_run(self.ctx, mm, addr, count, stride, kind)
     }
 }
 

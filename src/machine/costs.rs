@@ -131,7 +131,9 @@ costs! {
     copy_page_bandwidth: Bandwidth, "copy_page / copy_user_huge_page: copying a page for copy-on-write";
     node_memory_bandwidth: Bandwidth, "the sustained DRAM bandwidth of one NUMA node's memory controllers, shared by every CPU streaming to or from that node's memory";
     call_cached_read: Latency, "a call to a small function that reads a word in L1 (or L2), tests it and returns: mm_get_huge_zero_page's test_bit on mm->flags";
-    user_access: Latency, "a user load or store to a mapped page that misses the caches";
+    user_access: Latency, "a user load or store to a line that misses every cache: the idle DRAM latency (local node)";
+    user_cache_hit: Latency, "a user load or store to a line in the CPU's own caches (L2 hit latency)";
+    user_stream_bandwidth: Bandwidth, "one core's DRAM traffic (line fills plus write-backs) in a sequential run of user loads or stores, with hardware prefetch: STREAM on one core";
     tlb_flush_local: Latency, "flushing this CPU's TLB for a range or an mm (flush_tlb_func: INVLPG or a CR3 write)";
     zap_pte: Latency, "zap_pte_range's work per present PTE (or huge PMD), excluding freeing the page";
     copy_pte: Latency, "copy_pte_range's work per present PTE (or huge PMD) at fork";

@@ -1,10 +1,15 @@
-//! What is in each page: real bytes, stored sparsely.
+//! What is in each page: real bytes, stored compactly.
 //!
 //! A page that was never written (or was cleared) has no entry and reads as
 //! zeros, so untouched memory costs the host nothing. A written page keeps
 //! only its non-zero 8-byte words until it has many, then a full 4 KiB copy.
-//! Pages are found by frame number; the map is ordered (a BTreeMap), so
-//! nothing depends on hash order.
+//! A run of words written from a rule ([`Contents::fill_run`]: word
+//! `first + k * stride` holds `value + k * step`, as usemem's `p[i] = i`
+//! writes them, or one value everywhere for a same-filled page) is kept as
+//! the rule plus the words written since that differ from it, a few dozen
+//! bytes for 4 KiB; the words are worked out only when something reads
+//! them. Pages are found by frame number; the map is ordered (a BTreeMap),
+//! so nothing depends on hash order.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +24,60 @@ enum PageData {
     /// Non-zero words by index, sorted.
     Sparse(Vec<(u16, u64)>),
     Full(Box<[u64; WORDS]>),
+    /// The words of `rule`, zeros elsewhere, except `exceptions`: words
+    /// written since (by index, sorted; zeros included), which win. Boxed,
+    /// and usually empty: a page's entry stays 40 bytes.
+    Rule {
+        rule: Rule,
+        exceptions: Exceptions,
+    },
+}
+
+/// Words `first + k * stride` for `k < count` hold `value + k * step`
+/// (wrapping); the page's other words are zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rule {
+    first: u16,
+    stride: u16,
+    count: u16,
+    value: u64,
+    step: u64,
+}
+
+/// A rule page's exceptions: no allocation while there are none.
+type Exceptions = Option<Box<Vec<(u16, u64)>>>;
+
+/// The exceptions as a slice.
+fn slice(e: &Exceptions) -> &[(u16, u64)] {
+    e.as_deref().map_or(&[], Vec::as_slice)
+}
+
+impl Rule {
+    /// The `k` of `word` if the rule writes it.
+    #[inline]
+    fn index(&self, word: usize) -> Option<u64> {
+        let d = word.checked_sub(self.first as usize)?;
+        let k = d / self.stride as usize;
+        (d % self.stride as usize == 0 && k < self.count as usize).then_some(k as u64)
+    }
+
+    #[inline]
+    fn get(&self, word: usize) -> u64 {
+        self.index(word)
+            .map_or(0, |k| self.value.wrapping_add(k.wrapping_mul(self.step)))
+    }
+
+    fn is_zero(&self) -> bool {
+        self.value == 0 && (self.step == 0 || self.count == 1)
+    }
+
+    fn same_words(&self, other: &Rule) -> bool {
+        (self.first, self.stride, self.count) == (other.first, other.stride, other.count)
+    }
+
+    fn covers_page(&self) -> bool {
+        self.first == 0 && self.stride == 1 && self.count as usize == WORDS
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -45,6 +104,9 @@ impl Contents {
                 .binary_search_by_key(&(word as u16), |&(i, _)| i)
                 .map_or(0, |at| words[at].1),
             Some(PageData::Full(words)) => words[word],
+            Some(PageData::Rule { rule, exceptions }) => slice(exceptions)
+                .binary_search_by_key(&(word as u16), |&(i, _)| i)
+                .map_or_else(|_| rule.get(word), |at| slice(exceptions)[at].1),
         }
     }
 
@@ -56,6 +118,18 @@ impl Contents {
             .or_insert_with(|| PageData::Sparse(Vec::new()));
         match data {
             PageData::Full(words) => words[word] = value,
+            PageData::Rule { rule, exceptions } => {
+                let exceptions = exceptions.get_or_insert_with(Box::default);
+                let found = exceptions.binary_search_by_key(&(word as u16), |&(i, _)| i);
+                match found {
+                    Ok(at) if value == rule.get(word) => {
+                        exceptions.remove(at);
+                    }
+                    Ok(at) => exceptions[at].1 = value,
+                    Err(_) if value == rule.get(word) => {}
+                    Err(at) => exceptions.insert(at, (word as u16, value)),
+                }
+            }
             PageData::Sparse(words) => {
                 match words.binary_search_by_key(&(word as u16), |&(i, _)| i) {
                     Ok(at) if value == 0 => {
@@ -65,18 +139,160 @@ impl Contents {
                     Err(_) if value == 0 => {}
                     Err(at) => words.insert(at, (word as u16, value)),
                 }
-                if words.len() > SPARSE_MAX {
-                    let mut full = Box::new([0u64; WORDS]);
-                    for &(i, v) in words.iter() {
-                        full[i as usize] = v;
-                    }
-                    *data = PageData::Full(full);
+            }
+        }
+        let too_many = match data {
+            PageData::Sparse(words) => words.len() > SPARSE_MAX,
+            PageData::Rule { exceptions, .. } => slice(exceptions).len() > SPARSE_MAX,
+            PageData::Full(_) => false,
+        };
+        if too_many {
+            let full = materialize(data);
+            *data = PageData::Full(full);
+        }
+        self.forget_if_zero(pfn);
+    }
+
+    /// A page whose every word is now zero is stored as no page (a full
+    /// page is kept: looking costs 512 words).
+    fn forget_if_zero(&mut self, pfn: Pfn) {
+        let zero = match self.pages.get(&pfn.0) {
+            Some(PageData::Sparse(w)) => w.is_empty(),
+            Some(PageData::Rule { rule, exceptions }) => {
+                rule.is_zero() && slice(exceptions).iter().all(|&(_, v)| v == 0)
+            }
+            _ => false,
+        };
+        if zero {
+            self.pages.remove(&pfn.0);
+        }
+    }
+
+    /// Writes `count` words from `offset` (8-aligned), `stride` bytes apart
+    /// (a multiple of 8), word `k` getting `value + k * step` (wrapping):
+    /// the same bytes as `count` calls of [`Contents::write_u64`]. Onto a
+    /// page that is zero, that a run of the same words wrote last, or that
+    /// the run covers whole, the run is kept as a rule: O(1) host memory.
+    pub fn fill_run(
+        &mut self,
+        pfn: Pfn,
+        offset: u64,
+        count: u64,
+        stride: u64,
+        value: u64,
+        step: u64,
+    ) {
+        if count == 0 {
+            return;
+        }
+        let first = word_index(offset);
+        let stride_words = if count == 1 { 1 } else { (stride / 8) as usize };
+        assert!(
+            stride_words >= 1
+                && (count == 1 || stride.is_multiple_of(8))
+                && first + (count as usize - 1) * stride_words < WORDS,
+            "a run of {count} words from {offset:#x}, {stride} bytes apart, leaves the page"
+        );
+        let rule = Rule {
+            first: first as u16,
+            stride: stride_words as u16,
+            count: count as u16,
+            value,
+            step,
+        };
+        let data = self.pages.get_mut(&pfn.0);
+        match data {
+            None => {
+                if !rule.is_zero() {
+                    self.pages.insert(
+                        pfn.0,
+                        PageData::Rule {
+                            rule,
+                            exceptions: None,
+                        },
+                    );
+                }
+            }
+            Some(data) if rule.covers_page() => {
+                *data = PageData::Rule {
+                    rule,
+                    exceptions: None,
+                };
+                self.forget_if_zero(pfn);
+            }
+            Some(PageData::Rule {
+                rule: old,
+                exceptions,
+            }) if old.same_words(&rule) => {
+                *old = rule;
+                if let Some(e) = exceptions {
+                    e.retain(|&(i, _)| rule.index(i as usize).is_none());
+                }
+                self.forget_if_zero(pfn);
+            }
+            Some(_) => {
+                for k in 0..count {
+                    let word = first + k as usize * stride_words;
+                    let v = value.wrapping_add(k.wrapping_mul(step));
+                    self.write_u64(pfn, word as u64 * 8, v);
                 }
             }
         }
-        if matches!(self.pages.get(&pfn.0), Some(PageData::Sparse(w)) if w.is_empty()) {
-            self.pages.remove(&pfn.0);
+    }
+
+    /// The first of the words a [`Contents::fill_run`] with these arguments
+    /// would write that does not hold what it would write: `(k, what it
+    /// holds)`. O(1) when the page holds that run's rule untouched.
+    pub fn run_mismatch(
+        &self,
+        pfn: Pfn,
+        offset: u64,
+        count: u64,
+        stride: u64,
+        value: u64,
+        step: u64,
+    ) -> Option<(u64, u64)> {
+        let first = word_index(offset);
+        let stride_words = if count <= 1 { 1 } else { (stride / 8) as usize };
+        if let Some(PageData::Rule { rule, exceptions }) = self.pages.get(&pfn.0) {
+            let wanted = Rule {
+                first: first as u16,
+                stride: stride_words as u16,
+                count: count as u16,
+                value,
+                step,
+            };
+            if *rule == wanted
+                && slice(exceptions)
+                    .iter()
+                    .all(|&(i, _)| rule.index(i as usize).is_none())
+            {
+                return None;
+            }
         }
+        (0..count).find_map(|k| {
+            let word = first + k as usize * stride_words;
+            let got = self.read_u64(pfn, word as u64 * 8);
+            (got != value.wrapping_add(k.wrapping_mul(step))).then_some((k, got))
+        })
+    }
+
+    /// Host bytes the stored pages take, roughly: each entry and what it
+    /// owns (a map entry's own overhead not counted).
+    pub fn host_bytes(&self) -> usize {
+        self.pages
+            .values()
+            .map(|d| {
+                std::mem::size_of::<(u64, PageData)>()
+                    + match d {
+                        PageData::Sparse(w) => w.capacity() * 16,
+                        PageData::Full(_) => PAGE_SIZE as usize,
+                        PageData::Rule { exceptions, .. } => {
+                            exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
+                        }
+                    }
+            })
+            .sum()
     }
 
     /// `clear_page`: the page reads as zeros.
@@ -102,8 +318,40 @@ impl Contents {
             None => true,
             Some(PageData::Sparse(words)) => words.is_empty(),
             Some(PageData::Full(words)) => words.iter().all(|&w| w == 0),
+            Some(PageData::Rule { rule, exceptions }) => {
+                let rule_zero = rule.is_zero()
+                    || (0..rule.count as usize).all(|k| {
+                        let word = rule.first as usize + k * rule.stride as usize;
+                        rule.get(word) == 0
+                            || slice(exceptions).iter().any(|&(i, _)| i as usize == word)
+                    });
+                rule_zero && slice(exceptions).iter().all(|&(_, v)| v == 0)
+            }
         }
     }
+}
+
+/// Every word of a rule page, made real.
+fn materialize(data: &PageData) -> Box<[u64; WORDS]> {
+    let mut full = Box::new([0u64; WORDS]);
+    match data {
+        PageData::Sparse(words) => {
+            for &(i, v) in words {
+                full[i as usize] = v;
+            }
+        }
+        PageData::Full(words) => full.copy_from_slice(&words[..]),
+        PageData::Rule { rule, exceptions } => {
+            for k in 0..rule.count as usize {
+                let word = rule.first as usize + k * rule.stride as usize;
+                full[word] = rule.get(word);
+            }
+            for &(i, v) in slice(exceptions) {
+                full[i as usize] = v;
+            }
+        }
+    }
+    full
 }
 
 fn word_index(offset: u64) -> usize {
@@ -145,6 +393,80 @@ mod tests {
         c.clear(Pfn(1));
         assert!(c.is_zero(Pfn(1)));
         assert!(!c.is_zero(Pfn(2)));
+    }
+
+    #[test]
+    fn a_rule_run_reads_back_as_the_words_it_stands_for() {
+        let mut c = Contents::new();
+        // usemem's p[i] = i over a whole page, words 512..1024.
+        c.fill_run(Pfn(4), 0, 512, 8, 512, 1);
+        let mut d = Contents::new();
+        for k in 0..512u64 {
+            d.write_u64(Pfn(4), k * 8, 512 + k);
+        }
+        for k in 0..512u64 {
+            assert_eq!(c.read_u64(Pfn(4), k * 8), d.read_u64(Pfn(4), k * 8));
+        }
+        assert_eq!(c.run_mismatch(Pfn(4), 0, 512, 8, 512, 1), None);
+        assert_eq!(c.run_mismatch(Pfn(4), 0, 512, 8, 513, 1), Some((0, 512)));
+        // A later word wins over the rule; writing the rule's value back
+        // drops the exception.
+        c.write_u64(Pfn(4), 8 * 7, 3);
+        assert_eq!(c.read_u64(Pfn(4), 8 * 7), 3);
+        assert_eq!(c.run_mismatch(Pfn(4), 0, 512, 8, 512, 1), Some((7, 3)));
+        c.write_u64(Pfn(4), 8 * 7, 519);
+        assert_eq!(c.run_mismatch(Pfn(4), 0, 512, 8, 512, 1), None);
+        // The same run again replaces the rule; a copy and a clear behave.
+        c.write_u64(Pfn(4), 8 * 9, 1);
+        c.fill_run(Pfn(4), 0, 512, 8, 1024, 1);
+        assert_eq!(c.read_u64(Pfn(4), 8 * 9), 1033);
+        c.copy(Pfn(4), Pfn(5));
+        assert_eq!(c.read_u64(Pfn(5), 8 * 511), 1535);
+        c.clear(Pfn(4));
+        assert!(c.is_zero(Pfn(4)) && !c.is_zero(Pfn(5)));
+        assert!(
+            c.host_bytes() < 128,
+            "{} host bytes for a 4 KiB page",
+            c.host_bytes()
+        );
+    }
+
+    #[test]
+    fn strided_and_partial_runs_match_word_writes() {
+        // Every third word from word 5, over a page with words already set,
+        // then a run of other words: the same bytes as word-by-word writes.
+        let mut c = Contents::new();
+        let mut d = Contents::new();
+        for (pfn, first, count, stride, value, step) in [
+            (1, 40, 100, 24, 7, 3),
+            (1, 40, 100, 24, 9, 3),
+            (1, 0, 10, 8, 0, 0),
+            (2, 8, 1, 8, 0, 1),
+            (3, 0, 512, 8, 5, 0),
+            (3, 16, 20, 16, 0, 0),
+        ] {
+            c.fill_run(Pfn(pfn), first, count, stride, value, step);
+            for k in 0..count {
+                d.write_u64(Pfn(pfn), first + k * stride, value + k * step);
+            }
+            for p in 1..4 {
+                for w in 0..512u64 {
+                    assert_eq!(c.read_u64(Pfn(p), w * 8), d.read_u64(Pfn(p), w * 8));
+                }
+                assert_eq!(c.is_zero(Pfn(p)), d.is_zero(Pfn(p)));
+            }
+        }
+        // A same-filled page is one rule; zero runs store nothing.
+        assert_eq!(c.stored_pages(), 2);
+        let mut z = Contents::new();
+        z.fill_run(Pfn(9), 0, 512, 8, 0, 0);
+        assert_eq!(z.stored_pages(), 0);
+    }
+
+    #[test]
+    fn a_page_entry_stays_small() {
+        // usemem 10G keeps 2.6 million of them.
+        assert!(std::mem::size_of::<PageData>() <= 40);
     }
 
     #[test]

@@ -16,6 +16,12 @@
 //! - a copy reads the source page (from its node) and writes the
 //!   destination (to its node): the page's size each.
 //!
+//! A 4 KiB page just cleared or copied is in the CPU's cache: its lines
+//! enter the CPU's model of user lines (`useraccess.rs`), so the user
+//! accesses that follow the fault hit. A huge page's do not: its last
+//! 256 KiB would be all a 4096-line model kept, and a run over the page from
+//! its start evicts those before it reaches them.
+//!
 //! Charging the write-back at the clear is the steady state of a stream
 //! much larger than the last-level cache, where each new dirty line evicts
 //! an older one. It overstates traffic for a page freed and cleared again
@@ -44,6 +50,9 @@ impl Kernel {
             bytes_per_byte: 1,
         }];
         dram_stream(ctx, symbol, bytes, own, &traffic);
+        if order == Order::ZERO {
+            self.page_now_cached(ctx, pfn);
+        }
     }
 
     /// Copies the block of `order` at `from` to `to` (`copy_page`,
@@ -66,6 +75,9 @@ impl Kernel {
         });
         let traffic: &[Traffic] = if source == destination { &same } else { &apart };
         dram_stream(ctx, Symbol::CopyPage, bytes, own, traffic);
+        if order == Order::ZERO {
+            self.page_now_cached(ctx, to);
+        }
         for sub in 0..order.nr_pages() {
             self.contents.copy(Pfn(from.0 + sub), Pfn(to.0 + sub));
         }

@@ -21,6 +21,7 @@ use super::mmap::{Madvised, VmaTree, calc_vm_prot_bits, madvise_end, mprotect_en
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::{Gfp, PageAllocator};
 use super::pgtable::{Entry, Level, PUD_SHIFT, PageTables, TableId};
+use super::useraccess::UserCaches;
 use super::vmacache::MmVmacache;
 pub use crate::features::{Features, ThpConfig, ThpEnabled};
 use crate::machine::Machine;
@@ -122,6 +123,8 @@ pub struct Kernel {
     pub(super) cpu_current: Vec<CpuCurrent>,
     /// Per page-table page: its split lock (`ptlock_ptr`), by table id.
     ptlocks: Vec<SpinLock>,
+    /// Each CPU's cache model for user lines (`useraccess.rs`).
+    pub(super) user_caches: UserCaches,
 }
 
 /// Where new mappings go, top-down: below the stack gap as on x86_64 with
@@ -141,6 +144,7 @@ impl Kernel {
             mms: Vec::new(),
             cpu_current: Vec::new(),
             ptlocks: Vec::new(),
+            user_caches: UserCaches::default(),
         }
     }
 
@@ -464,35 +468,9 @@ impl Kernel {
         crate::arch::huge_pmd_cleared(ctx, &self.mm(mm).cpumask);
     }
 
-    /// A user load of the 8-byte word at `addr` (8-aligned), faulting as
-    /// needed.
-    pub fn read_u64(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Result<u64, Fault> {
-        let target = self.user_access(ctx, mm, addr, false)?;
-        Ok(match target {
-            Target::Zero => 0,
-            Target::Page(pfn) => self.contents.read_u64(pfn, addr % PAGE_SIZE),
-        })
-    }
-
-    /// A user store of `value` to the 8-byte word at `addr` (8-aligned).
-    pub fn write_u64(
-        &mut self,
-        ctx: &mut Ctx,
-        mm: MmId,
-        addr: u64,
-        value: u64,
-    ) -> Result<(), Fault> {
-        match self.user_access(ctx, mm, addr, true)? {
-            Target::Page(pfn) => {
-                self.contents.write_u64(pfn, addr % PAGE_SIZE, value);
-                Ok(())
-            }
-            Target::Zero => unreachable!("a write access resolved to a zero page"),
-        }
-    }
-
-    /// Resolves a user access: the page it lands on, after any faults.
-    fn user_access(
+    /// Resolves a user access: the page it lands on, after any faults. The
+    /// access itself is charged by the caller (`useraccess.rs`).
+    pub(super) fn resolve(
         &mut self,
         ctx: &mut Ctx,
         mm: MmId,
@@ -500,8 +478,6 @@ impl Kernel {
         write: bool,
     ) -> Result<Target, Fault> {
         assert!(addr.is_multiple_of(8), "unaligned user access at {addr:#x}");
-        let cost = ctx.machine().costs.user_access.cycles();
-        ctx.charge(Symbol::UserAccess, cost);
         // A fault is retried once it is handled; a second miss on the same
         // access would mean the handler did not map the page.
         let mut target = self

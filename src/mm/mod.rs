@@ -17,6 +17,7 @@ pub mod pagemap;
 pub mod pgtable;
 pub mod shmem;
 pub mod slab;
+pub mod useraccess;
 pub mod vmacache;
 
 pub use mmzone::{

@@ -7,7 +7,9 @@ use super::{Benchmark, Metric, Progress, Report, RunError, UsageError, last_cloc
 use crate::features::Features;
 use crate::kernel::{self, Next, Program, Sys};
 use crate::machine::Machine;
+use crate::mm::PAGE_SIZE;
 use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
+use crate::mm::useraccess::{RunKind, RunResult};
 use crate::sim::{CpuId, Cycles};
 
 pub const NAME: &str = "usemem";
@@ -197,7 +199,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One iteration of `do_rw_once`.
+    /// The iterations of `do_rw_once` that land in one page, as one run
+    /// (`Sys::access_run`): the same faults, the same memory contents and
+    /// the same checks as word by word, at a host cost per page. A random
+    /// pattern goes one word at a time.
     fn access(
         &mut self,
         sys: &mut Sys<'_, Thread>,
@@ -206,20 +211,43 @@ impl Run<'_> {
         i: u64,
     ) -> Result<(), String> {
         let words = self.u.bytes / 8;
-        let idx = if self.u.random {
-            sys.ctx.rng.below(words.saturating_sub(1).max(1))
+        let step_words = self.u.step / 8;
+        let (idx, count) = if self.u.random {
+            (sys.ctx.rng.below(words.saturating_sub(1).max(1)), 1)
         } else {
-            i
+            // Accesses i, i + step_words, ... below `words` and in i's page.
+            let addr = t.base + i * 8;
+            let in_page = (PAGE_SIZE - addr % PAGE_SIZE).div_ceil(self.u.step);
+            let left = (words - i).div_ceil(step_words);
+            // A SIZE under one word still makes the one access at 0.
+            (i, in_page.min(left).max(1))
         };
         let addr = t.base + idx * 8;
-        if self.u.readonly {
-            sys.read_u64(addr)
-                .map_err(|e| format!("read fault at {addr:#x}: {e}"))?;
+        let (value, step) = (idx, step_words);
+        let kind = if self.u.readonly {
+            RunKind::Read
+        } else if rep > 0 && !self.u.random {
+            // `vp[idx] = idx`, after checking that the last pass's write
+            // stuck.
+            RunKind::CheckWrite { value, step }
         } else {
-            self.write_checked(sys, addr, idx, rep)?;
+            RunKind::Write { value, step }
+        };
+        let done = sys
+            .access_run(addr, count, self.u.step, kind)
+            .map_err(|e| match kind {
+                RunKind::Read => format!("read fault at {addr:#x}: {e}"),
+                _ => format!("write fault at {addr:#x}: {e}"),
+            })?;
+        if let RunResult::Mismatch { k, got } = done {
+            let idx = idx + k * step_words;
+            return Err(format!(
+                "Data wrong at offset {:#x}. Expected {idx:#010x}, got {got:#010x}",
+                idx * 8
+            ));
         }
-        self.count_progress(sys);
-        let next = i + self.u.step / 8;
+        self.count_progress(sys, count);
+        let next = i + count * step_words;
         t.phase = match (next < words, rep + 1 < self.u.repeat) {
             (true, _) => Phase::Access { rep, i: next },
             (false, true) => Phase::Access { rep: rep + 1, i: 0 },
@@ -228,29 +256,8 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// `vp[idx] = idx`, after checking on repeats that the last write stuck.
-    fn write_checked(
-        &mut self,
-        sys: &mut Sys<'_, Thread>,
-        addr: u64,
-        idx: u64,
-        rep: u32,
-    ) -> Result<(), String> {
-        if rep > 0 && !self.u.random {
-            let got = sys.read_u64(addr).map_err(|e| format!("read fault: {e}"))?;
-            if got != idx {
-                return Err(format!(
-                    "Data wrong at offset {:#x}. Expected {idx:#010x}, got {got:#010x}",
-                    idx * 8
-                ));
-            }
-        }
-        sys.write_u64(addr, idx)
-            .map_err(|e| format!("write fault at {addr:#x}: {e}"))
-    }
-
-    fn count_progress(&mut self, sys: &mut Sys<'_, Thread>) {
-        self.done_accesses += 1;
+    fn count_progress(&mut self, sys: &mut Sys<'_, Thread>, accesses: u64) {
+        self.done_accesses += accesses;
         if self.done_accesses < self.next_report_at {
             return;
         }
@@ -436,6 +443,45 @@ mod tests {
         };
         assert_eq!(after.stats.cycles(Symbol::GetHugeZeroPage), Cycles::ZERO);
         assert!(refcount_cycles(&after) < refcount_cycles(&before));
+    }
+
+    #[test]
+    fn a_sequential_write_is_one_run_per_page_charged_per_line() {
+        // 1 MiB of 4 KiB pages (the mapping is too small for a THP): 256
+        // faults, 256 runs of 512 words, 64 lines each, all in the CPU's
+        // cache after the fault's clear: no DRAM traffic but the clears'.
+        let out = run(&["1M"], true);
+        let s = &out.stats;
+        let clears = |s: &crate::sim::Stats| s.event(Event::PgallocNormal) * 4096;
+        assert_eq!(s.event(Event::Pgfault), 256);
+        assert_eq!(s.event(Event::UserRuns), 256);
+        assert_eq!(s.event(Event::UserWords), 131_072);
+        assert_eq!(s.event(Event::UserLines), 16_384);
+        assert_eq!(s.event(Event::UserLineHits), 16_384);
+        assert_eq!(s.event(Event::UserStreamedLines), 0);
+        assert_eq!(s.event(Event::DramBytes), clears(s));
+        // 64 MiB: 31 THPs (their clears leave nothing in the model: every
+        // line streamed, 2 bytes of traffic a byte) and 512 4 KiB pages at
+        // the unaligned end (all hits).
+        let out = run(&["64M"], true);
+        let s = &out.stats;
+        assert_eq!(s.event(Event::Pgfault), 31 + 512);
+        assert_eq!(s.event(Event::ThpFaultAlloc), 31);
+        assert_eq!(s.event(Event::UserRuns), 16_384);
+        assert_eq!(s.event(Event::UserLines), 1_048_576);
+        assert_eq!(s.event(Event::UserStreamedLines), 31 * 32_768);
+        assert_eq!(s.event(Event::UserLineHits), 512 * 64);
+        assert_eq!(s.event(Event::DramBytes), 31 * 32_768 * 64 * 2 + clears(s));
+        // A core goes no faster than its streaming rate: the THPs' 62 MiB
+        // at 19.9 / 2 GB/s take at least 6.5 ms.
+        let runtime = out.metrics.iter().find(|m| m.name == "runtime").unwrap();
+        assert!(runtime.value >= 6_500.0, "{}", runtime.value);
+        // Reads one page apart: one lone line each, a miss.
+        let out = run(&["--readonly", "-j", "4096", "1M"], true);
+        let s = &out.stats;
+        assert_eq!(s.event(Event::UserRuns), 256);
+        assert_eq!(s.event(Event::UserLines), 256);
+        assert_eq!(s.event(Event::UserStreamedLines), 0);
     }
 
     #[test]

@@ -654,3 +654,231 @@ fn the_vmacache_seqnum_line_moves_only_after_an_invalidation() {
     assert_eq!(lookup(&mut k, &mut ts, &mut ctx, 0, a), (0, node));
     assert_eq!(event(&ctx, Event::VmacacheFindHits), 7);
 }
+
+/// The per-line cost rule of user runs (`useraccess.rs`, docs/costs.md
+/// "User memory accesses"), with exact counts, on `x86-2s-server`'s costs
+/// (one node here, 64-byte lines).
+mod user_runs {
+    use super::*;
+    use crate::mm::useraccess::{CACHE_LINES, RunKind, RunResult, UserCaches};
+
+    const THP_NEVER: Setup = Setup::new(ThpEnabled::Never, true, true);
+
+    /// What a few runs added: cycles charged to user accesses, and the
+    /// counters.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Seen {
+        cycles: u64,
+        runs: u64,
+        words: u64,
+        lines: u64,
+        hits: u64,
+        streamed: u64,
+        dram_bytes: u64,
+        faults: u64,
+    }
+
+    fn seen(c: &mut Ctx, f: impl FnOnce(&mut Ctx)) -> Seen {
+        let snap = |c: &Ctx| Seen {
+            cycles: c.stats.cycles(Symbol::UserAccess).0,
+            runs: event(c, Event::UserRuns),
+            words: event(c, Event::UserWords),
+            lines: event(c, Event::UserLines),
+            hits: event(c, Event::UserLineHits),
+            streamed: event(c, Event::UserStreamedLines),
+            dram_bytes: event(c, Event::DramBytes),
+            faults: event(c, Event::Pgfault),
+        };
+        let before = snap(c);
+        f(c);
+        let after = snap(c);
+        Seen {
+            cycles: after.cycles - before.cycles,
+            runs: after.runs - before.runs,
+            words: after.words - before.words,
+            lines: after.lines - before.lines,
+            hits: after.hits - before.hits,
+            streamed: after.streamed - before.streamed,
+            dram_bytes: after.dram_bytes - before.dram_bytes,
+            faults: after.faults - before.faults,
+        }
+    }
+
+    #[test]
+    fn a_sequential_run_streams_its_missed_lines_and_hits_the_rest() {
+        let (mut k, mut ctx, mm) = one_process(THP_NEVER, 1);
+        let a = k.mmap(&mut ctx, mm, 4 * P, RW).unwrap();
+        let costs = ctx.machine().costs.clone();
+        let hit = costs.user_cache_hit.cycles().0;
+        // One word faults the page in; the fault's clear left the page in
+        // this CPU's cache, so the store hits.
+        let one = RunKind::Write { value: 1, step: 0 };
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a + 8, 1, 8, one).unwrap();
+        });
+        assert_eq!(s.faults, 1);
+        assert_eq!(
+            (s.runs, s.words, s.lines, s.hits, s.streamed),
+            (1, 1, 1, 1, 0)
+        );
+        assert_eq!(s.cycles, hit);
+        // Another CPU writes the whole page, p[i] = i: 512 words, 64
+        // lines, none in its cache, all streamed (read for ownership and
+        // write-back: 2 bytes of traffic a byte).
+        ctx.set_cur(CpuId(1));
+        let fill = RunKind::Write { value: 0, step: 1 };
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a, 512, 8, fill).unwrap();
+        });
+        let own = costs.user_stream_bandwidth.cycles_for_bytes(64 * 64 * 2).0;
+        assert_eq!(
+            s,
+            Seen {
+                cycles: own,
+                runs: 1,
+                words: 512,
+                lines: 64,
+                hits: 0,
+                streamed: 64,
+                dram_bytes: 64 * 64 * 2,
+                faults: 0,
+            }
+        );
+        // Again: every line is in its cache now.
+        let check = RunKind::CheckWrite { value: 0, step: 1 };
+        let s = seen(&mut ctx, |c| {
+            assert_eq!(k.access_run(c, mm, a, 512, 8, check), Ok(RunResult::Done));
+        });
+        assert_eq!((s.lines, s.hits, s.streamed, s.dram_bytes), (64, 64, 0, 0));
+        assert_eq!(s.cycles, 64 * hit);
+        // The contents are what 512 stores left, kept as one rule.
+        for i in [0u64, 1, 255, 511] {
+            assert_eq!(k.read_u64(&mut ctx, mm, a + 8 * i), Ok(i));
+        }
+        assert!(k.contents.host_bytes() < 128);
+        // A check that finds a word changed stops there, before its store.
+        k.write_u64(&mut ctx, mm, a + 8 * 100, 7).unwrap();
+        let next = RunKind::CheckWrite { value: 0, step: 1 };
+        assert_eq!(
+            k.access_run(&mut ctx, mm, a, 512, 8, next),
+            Ok(RunResult::Mismatch { k: 100, got: 7 })
+        );
+    }
+
+    #[test]
+    fn strided_and_lone_accesses_pay_the_latency_of_each_line() {
+        let (mut k, mut ctx, mm) = one_process(THP_NEVER, 2);
+        let a = k.mmap(&mut ctx, mm, 8 * P, RW).unwrap();
+        let costs = ctx.machine().costs.clone();
+        let (hit, miss) = (
+            costs.user_cache_hit.cycles().0,
+            costs.user_access.cycles().0,
+        );
+        // CPU 0 faults the pages in with one store each (hits: the clears
+        // left them in its cache).
+        for p in 0..8 {
+            k.write_u64(&mut ctx, mm, a + p * P, 1).unwrap();
+        }
+        // CPU 1, two lines apart: 32 accesses on 32 lines, none cached,
+        // none streamed (the prefetcher is not assumed to follow).
+        ctx.set_cur(CpuId(1));
+        let read = RunKind::Read;
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a + P, 32, 128, read).unwrap();
+        });
+        assert_eq!((s.words, s.lines, s.hits, s.streamed), (32, 32, 0, 0));
+        assert_eq!(s.cycles, 32 * miss);
+        assert_eq!(s.dram_bytes, 0);
+        // The same again: all hits.
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a + P, 32, 128, read).unwrap();
+        });
+        assert_eq!((s.lines, s.hits, s.cycles), (32, 32, 32 * hit));
+        // Eight bytes apart within one line: one line, streamed.
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a + 2 * P + 64, 8, 8, read).unwrap();
+        });
+        assert_eq!((s.words, s.lines, s.hits, s.streamed), (8, 1, 0, 1));
+    }
+
+    #[test]
+    fn each_cpu_has_its_own_direct_mapped_4096_lines() {
+        let mut tags = UserCaches::default();
+        let line = 12_345;
+        assert!(!tags.touch(0, line));
+        assert!(tags.touch(0, line));
+        // Another CPU has not seen it.
+        assert!(!tags.touch(1, line));
+        // A line 4096 lines on takes the same slot and evicts it.
+        assert!(!tags.touch(0, line + CACHE_LINES as u64));
+        assert!(!tags.touch(0, line));
+        // 4096 consecutive lines all fit.
+        for l in 0..CACHE_LINES as u64 {
+            tags.touch(2, 1 << 20 | l);
+        }
+        assert!((0..CACHE_LINES as u64).all(|l| tags.touch(2, 1 << 20 | l)));
+
+        // A CPU that has not seen a page streams all of it; the CPU that
+        // just did finds it all.
+        let (mut k, mut ctx, mm) = one_process(THP_NEVER, 3);
+        let a = k.mmap(&mut ctx, mm, P, RW).unwrap();
+        let fill = RunKind::Write { value: 0, step: 0 };
+        k.access_run(&mut ctx, mm, a, 512, 8, fill).unwrap();
+        ctx.set_cur(CpuId(1));
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a, 512, 8, RunKind::Read).unwrap();
+        });
+        assert_eq!((s.lines, s.hits, s.streamed), (64, 0, 64));
+        assert_eq!(s.dram_bytes, 64 * 64);
+        let s = seen(&mut ctx, |c| {
+            k.access_run(c, mm, a, 512, 8, RunKind::Read).unwrap();
+        });
+        assert_eq!((s.lines, s.hits, s.streamed), (64, 64, 0));
+    }
+
+    #[test]
+    fn runs_fault_and_fill_as_word_by_word_stores_do() {
+        // The same stores into a THP region and a 4 KiB region, by runs
+        // and by words: the same faults and the same memory.
+        for setup in [THP_ALWAYS_MM_FLAG, THP_NEVER] {
+            let (mut k1, mut c1, m1) = one_process(setup, 4);
+            let (mut k2, mut c2, m2) = one_process(setup, 4);
+            let a1 = huge_region(&mut k1, &mut c1, m1);
+            let a2 = huge_region(&mut k2, &mut c2, m2);
+            assert_eq!(a1, a2);
+            for stride in [8u64, 24, 4096] {
+                let mut addr = a1;
+                let end = a1 + HPAGE_PMD_SIZE / 4;
+                while addr < end {
+                    let page_end = (addr | (P - 1)) + 1;
+                    let count = (page_end - addr).div_ceil(stride);
+                    let value = addr / 8;
+                    let kind = RunKind::Write {
+                        value,
+                        step: stride / 8,
+                    };
+                    k1.access_run(&mut c1, m1, addr, count, stride, kind)
+                        .unwrap();
+                    for i in 0..count {
+                        let at = addr + i * stride;
+                        k2.write_u64(&mut c2, m2, at, at / 8).unwrap();
+                    }
+                    addr += count * stride;
+                }
+            }
+            assert_eq!(event(&c1, Event::Pgfault), event(&c2, Event::Pgfault));
+            assert_eq!(
+                event(&c1, Event::ThpFaultAlloc),
+                event(&c2, Event::ThpFaultAlloc)
+            );
+            for w in (0..HPAGE_PMD_SIZE / 4).step_by(8) {
+                assert_eq!(
+                    k1.read_u64(&mut c1, m1, a1 + w),
+                    k2.read_u64(&mut c2, m2, a2 + w),
+                    "{setup:?}: word {w:#x}"
+                );
+            }
+            assert!(k1.contents.host_bytes() * 8 < k2.contents.host_bytes() + 64 * 64);
+        }
+    }
+}

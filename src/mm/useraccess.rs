@@ -1,0 +1,265 @@
+//! User-space loads and stores, charged per cache line: a run of accesses
+//! within one page is resolved (and faulted) once and charged by the rule
+//! of docs/costs.md, "User memory accesses".
+//!
+//! - Each line the run touches is looked up in the CPU's cache model: a
+//!   direct-mapped array of 4096 line tags per CPU (256 KiB of 64-byte
+//!   lines, 512 KiB of POWER9's 128-byte lines: the L2 of the smaller
+//!   built-in cores), by physical line. A hit costs `user_cache_hit`.
+//! - A sequential run (more than one access, at most a line apart) is what
+//!   the hardware prefetcher follows: its missed lines stream from the
+//!   page's node at `user_stream_bandwidth`, through `dram_stream`, so that
+//!   CPUs streaming to one node share its bandwidth. A load moves the line
+//!   in (1 byte of traffic per byte); a store reads it for ownership and
+//!   writes it back later (2).
+//! - Any other missed line (a lone access, a stride past a line) waits the
+//!   full DRAM latency, `user_access`.
+//! - Further words in a line already touched by the run cost nothing more:
+//!   a core issues a load or store per cycle or better, faster than any of
+//!   the above serves lines.
+
+use super::kernel::{Fault, Kernel, MmId, Target};
+use super::mm_types::HPAGE_PMD_SIZE;
+use super::mmzone::{PAGE_SIZE, Pfn};
+use crate::sim::{Ctx, Cycles, Event, Symbol, Traffic, dram_stream};
+use crate::types::Arch;
+
+/// Line tags per CPU.
+pub const CACHE_LINES: usize = 4096;
+
+/// What a run does to each word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// Loads.
+    Read,
+    /// Stores: word `k` gets `value + k * step` (wrapping).
+    Write { value: u64, step: u64 },
+    /// A load of each word, checked against `value + k * step`, then the
+    /// store of that value (usemem's repeat passes): the first word found
+    /// different stops the run before its store.
+    CheckWrite { value: u64, step: u64 },
+}
+
+/// What a run found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunResult {
+    Done,
+    /// `CheckWrite` found word `k` holding `got`; the words before it were
+    /// written.
+    Mismatch {
+        k: u64,
+        got: u64,
+    },
+}
+
+/// The cost of one run, for tests: lines touched, hits and lines streamed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunCost {
+    pub lines: u64,
+    pub hits: u64,
+    pub streamed: u64,
+}
+
+/// Every CPU's line tags, made when the CPU first touches user memory.
+#[derive(Clone, Debug, Default)]
+pub struct UserCaches {
+    cpus: Vec<Option<Box<[u32; CACHE_LINES]>>>,
+}
+
+impl UserCaches {
+    /// Looks `line` (a physical line number) up in `cpu`'s tags and leaves
+    /// it there: true if it was there.
+    #[inline]
+    pub fn touch(&mut self, cpu: usize, line: u64) -> bool {
+        if self.cpus.len() <= cpu {
+            self.cpus.resize_with(cpu + 1, || None);
+        }
+        let tags = self.cpus[cpu].get_or_insert_with(|| Box::new([0; CACHE_LINES]));
+        let set = line as usize % CACHE_LINES;
+        // Tag 0 is an empty slot. Lines below 2^44 (1 PiB of 64-byte lines)
+        // have tags of their own.
+        let tag = ((line / CACHE_LINES as u64) as u32).wrapping_add(1);
+        let hit = tags[set] == tag;
+        tags[set] = tag;
+        hit
+    }
+}
+
+/// The cache line size of an architecture, bytes.
+pub fn line_size(arch: Arch) -> u64 {
+    match arch {
+        Arch::X86_64 => 64,
+        Arch::Powerpc64 => 128,
+    }
+}
+
+/// Line numbers for the zero pages, above any machine's memory: every
+/// process reads the same lines of them.
+const ZERO_LINES: u64 = (1 << 43) + (1 << 42);
+
+impl Kernel {
+    /// `count` user accesses of 8 bytes from `addr` (8-aligned), `stride`
+    /// bytes apart, all in the page of `addr`: resolved once, faulting as
+    /// the first access would, then charged per line (module header).
+    pub fn access_run(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        count: u64,
+        stride: u64,
+        kind: RunKind,
+    ) -> Result<RunResult, Fault> {
+        assert!(count > 0, "a run of no accesses");
+        assert!(
+            addr.is_multiple_of(8) && (count == 1 || (stride >= 8 && stride.is_multiple_of(8))),
+            "unaligned user run at {addr:#x}, stride {stride}"
+        );
+        let offset = addr % PAGE_SIZE;
+        let stride = if count == 1 { 8 } else { stride };
+        assert!(
+            offset + (count - 1) * stride + 8 <= PAGE_SIZE,
+            "a run of {count} accesses from {addr:#x}, {stride} bytes apart, leaves the page"
+        );
+        let target = match kind {
+            RunKind::Read => self.resolve(ctx, mm, addr, false)?,
+            RunKind::Write { .. } => self.resolve(ctx, mm, addr, true)?,
+            RunKind::CheckWrite { .. } => {
+                self.resolve(ctx, mm, addr, false)?;
+                self.resolve(ctx, mm, addr, true)?
+            }
+        };
+        let (run_count, result) = match (kind, target) {
+            (RunKind::Read, _) => (count, RunResult::Done),
+            (RunKind::Write { value, step }, Target::Page(pfn)) => {
+                self.contents
+                    .fill_run(pfn, offset, count, stride, value, step);
+                (count, RunResult::Done)
+            }
+            (RunKind::CheckWrite { value, step }, Target::Page(pfn)) => {
+                let found = self
+                    .contents
+                    .run_mismatch(pfn, offset, count, stride, value, step);
+                let done = found.map_or(count, |(k, _)| k);
+                self.contents
+                    .fill_run(pfn, offset, done, stride, value, step);
+                match found {
+                    // The mismatched word was loaded, not stored.
+                    Some((k, got)) => (k + 1, RunResult::Mismatch { k, got }),
+                    None => (count, RunResult::Done),
+                }
+            }
+            (_, Target::Zero) => unreachable!("a write access resolved to a zero page"),
+        };
+        let write = !matches!(kind, RunKind::Read);
+        self.charge_run(ctx, target, addr, run_count, stride, write);
+        Ok(result)
+    }
+
+    /// A user load of the 8-byte word at `addr` (8-aligned), faulting as
+    /// needed.
+    pub fn read_u64(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) -> Result<u64, Fault> {
+        let target = self.resolve(ctx, mm, addr, false)?;
+        self.charge_run(ctx, target, addr, 1, 8, false);
+        Ok(match target {
+            Target::Zero => 0,
+            Target::Page(pfn) => self.contents.read_u64(pfn, addr % PAGE_SIZE),
+        })
+    }
+
+    /// A user store of `value` to the 8-byte word at `addr` (8-aligned).
+    pub fn write_u64(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        value: u64,
+    ) -> Result<(), Fault> {
+        let kind = RunKind::Write { value, step: 0 };
+        self.access_run(ctx, mm, addr, 1, 8, kind).map(|_| ())
+    }
+
+    /// A 4 KiB page the current CPU just cleared or copied: its lines are in
+    /// that CPU's cache (`highmem.rs`).
+    pub(super) fn page_now_cached(&mut self, ctx: &Ctx, pfn: Pfn) {
+        let line = line_size(ctx.machine().arch);
+        let lines = PAGE_SIZE / line;
+        let cpu = ctx.cur().index();
+        for l in pfn.0 * lines..(pfn.0 + 1) * lines {
+            self.user_caches.touch(cpu, l);
+        }
+    }
+
+    /// Charges `count` accesses from `addr`, `stride` apart, landing on
+    /// `target`, by the rule of the module header; returns what it found.
+    pub(super) fn charge_run(
+        &mut self,
+        ctx: &mut Ctx,
+        target: Target,
+        addr: u64,
+        count: u64,
+        stride: u64,
+        write: bool,
+    ) -> RunCost {
+        let line = line_size(ctx.machine().arch);
+        let (base, node) = match target {
+            Target::Page(pfn) => (
+                pfn.0 * (PAGE_SIZE / line) + (addr % PAGE_SIZE) / line,
+                self.pa.node_of(pfn),
+            ),
+            // The zero pages: lines by offset in the huge zero page; their
+            // traffic goes to the CPU's own node.
+            Target::Zero => (
+                ZERO_LINES + (addr % HPAGE_PMD_SIZE) / line,
+                ctx.machine().topology.node_of(ctx.cur()),
+            ),
+        };
+        let first = addr / line;
+        let last = (addr + (count - 1) * stride) / line;
+        let cpu = ctx.cur().index();
+        let mut cost = RunCost::default();
+        let mut touch = |l: u64, cost: &mut RunCost| {
+            cost.lines += 1;
+            if self.user_caches.touch(cpu, base + (l - first)) {
+                cost.hits += 1;
+            }
+        };
+        if stride >= line || count == 1 {
+            for k in 0..count {
+                touch((addr + k * stride) / line, &mut cost);
+            }
+        } else {
+            for l in first..=last {
+                touch(l, &mut cost);
+            }
+        }
+        let misses = cost.lines - cost.hits;
+        let costs = &ctx.machine().costs;
+        let hits = Cycles(costs.user_cache_hit.cycles().0 * cost.hits);
+        let missed = Cycles(costs.user_access.cycles().0 * misses);
+        let per_byte = if write { 2 } else { 1 };
+        let bytes = misses * line;
+        let own = costs
+            .user_stream_bandwidth
+            .cycles_for_bytes(bytes * per_byte)
+            .max(Cycles(1));
+        let sequential = count > 1 && stride <= line;
+        ctx.count(Event::UserRuns, 1);
+        ctx.count(Event::UserWords, count);
+        ctx.count(Event::UserLines, cost.lines);
+        ctx.count(Event::UserLineHits, cost.hits);
+        if sequential && misses > 0 {
+            ctx.charge(Symbol::UserAccess, hits);
+            let traffic = [Traffic {
+                node,
+                bytes_per_byte: per_byte,
+            }];
+            dram_stream(ctx, Symbol::UserAccess, bytes, own, &traffic);
+            ctx.count(Event::UserStreamedLines, misses);
+            cost.streamed = misses;
+        } else {
+            ctx.charge(Symbol::UserAccess, hits + missed);
+        }
+        cost
+    }
+}

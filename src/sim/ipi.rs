@@ -23,6 +23,9 @@
 //!   happens before the sender's next step (the target is behind it), so only
 //!   the rest of the sender's current step ran early.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::cacheline::transfer_cost;
 use super::engine::{Ctx, RunState};
 use super::event::Event;
@@ -52,6 +55,67 @@ pub(crate) struct PendingIpi {
     sender: CpuId,
     /// Set when the sender waited for this IPI.
     waiter: Option<Waiter>,
+}
+
+/// The IPIs waiting on one CPU, earliest delivery first, ties in the order
+/// they were sent: a heap, so that taking the next due one costs a
+/// logarithm of how many wait, not a scan of them (a CPU far behind on a
+/// machine of thousands has thousands waiting).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingIpis {
+    heap: BinaryHeap<Reverse<Queued>>,
+    /// Sends so far, to order ties.
+    sent: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Queued {
+    key: (Cycles, u64),
+    ipi: PendingIpi,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
+impl PendingIpis {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    fn push(&mut self, ipi: PendingIpi) {
+        self.sent += 1;
+        self.heap.push(Reverse(Queued {
+            key: (ipi.delivered, self.sent),
+            ipi,
+        }));
+    }
+
+    /// The earliest delivered (the first sent of equals), taken off if
+    /// `due` says so.
+    fn pop_if(&mut self, due: impl FnOnce(&PendingIpi) -> bool) -> Option<PendingIpi> {
+        if !due(&self.heap.peek()?.0.ipi) {
+            return None;
+        }
+        self.heap.pop().map(|q| q.0.ipi)
+    }
 }
 
 /// What a waiting sender assumed about an IPI still pending on its target.
@@ -187,18 +251,16 @@ pub(crate) fn flush(ctx: &mut Ctx, cpu: CpuId) {
 fn take_due(ctx: &mut Ctx, cpu: CpuId) {
     let runnable = ctx.cpus[cpu.index()].state == RunState::Runnable;
     loop {
-        let state = &ctx.cpus[cpu.index()];
+        let state = &mut ctx.cpus[cpu.index()];
         // The earliest due IPI first: each handler moves the clock on, which
-        // can make further IPIs due.
-        let due = state
+        // can make further IPIs due. The earliest is due if any is.
+        let clock = state.clock;
+        let Some(pending) = state
             .pending_ipis
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !runnable || p.delivered <= state.clock)
-            .min_by_key(|(_, p)| p.delivered)
-            .map(|(i, _)| i);
-        let Some(i) = due else { return };
-        let pending = ctx.cpus[cpu.index()].pending_ipis.remove(i);
+            .pop_if(|p| !runnable || p.delivered <= clock)
+        else {
+            return;
+        };
         let finished = take_ipi(ctx, cpu, pending.delivered, pending.handler);
         if let Some(waiter) = pending.waiter {
             let acked = finished + transfer_cost(ctx, cpu, pending.sender);

@@ -25,6 +25,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use super::cacheline::transfer_cost;
 use super::engine::{Ctx, RunState};
@@ -47,14 +48,23 @@ pub struct IpiHandler {
     pub cycles: Cycles,
 }
 
-/// An IPI sent to a CPU whose clock had not reached its delivery time.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PendingIpi {
-    delivered: Cycles,
+/// One `smp_call_function_many`: what each of its IPIs still pending on a
+/// target runs, and who sent it. Shared by those IPIs: a call to thousands
+/// of CPUs that are behind leaves thousands pending, and each then costs a
+/// delivery time, a send number and a pointer.
+#[derive(Debug)]
+pub(crate) struct Call {
     handler: IpiHandler,
     sender: CpuId,
-    /// Set when the sender waited for this IPI.
+    /// Set when the sender waited for its IPIs.
     waiter: Option<Waiter>,
+}
+
+/// An IPI sent to a CPU whose clock had not reached its delivery time.
+#[derive(Clone, Debug)]
+pub(crate) struct PendingIpi {
+    delivered: Cycles,
+    call: Arc<Call>,
 }
 
 /// The IPIs waiting on one CPU, earliest delivery first, ties in the order
@@ -71,7 +81,7 @@ pub(crate) struct PendingIpis {
 #[derive(Clone, Debug)]
 struct Queued {
     key: (Cycles, u64),
-    ipi: PendingIpi,
+    call: Arc<Call>,
 }
 
 impl PartialEq for Queued {
@@ -104,17 +114,20 @@ impl PendingIpis {
         self.sent += 1;
         self.heap.push(Reverse(Queued {
             key: (ipi.delivered, self.sent),
-            ipi,
+            call: ipi.call,
         }));
     }
 
     /// The earliest delivered (the first sent of equals), taken off if
-    /// `due` says so.
-    fn pop_if(&mut self, due: impl FnOnce(&PendingIpi) -> bool) -> Option<PendingIpi> {
-        if !due(&self.heap.peek()?.0.ipi) {
+    /// its delivery time passes `due`.
+    fn pop_if(&mut self, due: impl FnOnce(Cycles) -> bool) -> Option<PendingIpi> {
+        if !due(self.heap.peek()?.0.key.0) {
             return None;
         }
-        self.heap.pop().map(|q| q.0.ipi)
+        self.heap.pop().map(|q| PendingIpi {
+            delivered: q.0.key.0,
+            call: q.0.call,
+        })
     }
 }
 
@@ -190,6 +203,11 @@ pub fn smp_call_function_many(
         done_assumed: ctx.now(),
         late_seen: ctx.cpus[me.index()].ipi_late,
     });
+    let call = Arc::new(Call {
+        handler,
+        sender: me,
+        waiter,
+    });
     for (target, delivered, behind) in sent {
         if behind {
             let limit = PENDING_IPIS_PER_CPU * ctx.cpus.len().max(256);
@@ -197,9 +215,7 @@ pub fn smp_call_function_many(
             assert!(pending.len() < limit, "{target} has {limit} IPIs pending");
             pending.push(PendingIpi {
                 delivered,
-                handler,
-                sender: me,
-                waiter,
+                call: Arc::clone(&call),
             });
         } else {
             take_ipi(ctx, target, delivered, handler);
@@ -257,14 +273,15 @@ fn take_due(ctx: &mut Ctx, cpu: CpuId) {
         let clock = state.clock;
         let Some(pending) = state
             .pending_ipis
-            .pop_if(|p| !runnable || p.delivered <= clock)
+            .pop_if(|delivered| !runnable || delivered <= clock)
         else {
             return;
         };
-        let finished = take_ipi(ctx, cpu, pending.delivered, pending.handler);
-        if let Some(waiter) = pending.waiter {
-            let acked = finished + transfer_cost(ctx, cpu, pending.sender);
-            correct_sender(ctx, pending.sender, waiter, acked);
+        let call = &pending.call;
+        let finished = take_ipi(ctx, cpu, pending.delivered, call.handler);
+        if let Some(waiter) = call.waiter {
+            let acked = finished + transfer_cost(ctx, cpu, call.sender);
+            correct_sender(ctx, call.sender, waiter, acked);
         }
     }
 }

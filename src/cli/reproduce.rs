@@ -51,9 +51,8 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     let limit = host_memory::limit(&parsed)?;
     for (experiment, prepared) in &prepared {
         let runs = std::iter::once(&prepared.benchmark).chain(&prepared.extra);
-        let run = runs
-            .map(|b| b.host_bytes(&prepared.machine))
-            .try_fold(0u64, |most, b| b.map(|b| most.max(b)));
+        // The largest of the runs that can tell (they run one after another).
+        let run = runs.filter_map(|b| b.host_bytes(&prepared.machine)).max();
         let what = format!("experiment {}", experiment.id);
         host_memory::check(&what, &prepared.machine, run, 2, &limit)?;
     }

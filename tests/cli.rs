@@ -1062,3 +1062,123 @@ fn will_it_scale_prints_main_c_lines_and_the_same_twice() {
     assert!(out.contains("mmsim_shmem_pages_added"), "{out}");
     assert_eq!(out, succeeds(&args), "one seed, one output");
 }
+
+/// xeon-8s-80c's profile with its topology changed: `sockets` sockets (and
+/// NUMA nodes) of `cores` cores, `memory` a node.
+fn reshaped_profile(dir: &TempDir, name: &str, sockets: u32, cores: u32, memory: &str) -> String {
+    let builtin = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles/xeon-8s-80c.toml"),
+    )
+    .expect("the built-in profile is readable");
+    let mut changed = 0;
+    let lines: Vec<String> = builtin
+        .lines()
+        .map(|line| {
+            let (key, value) = match line.split_once(" = ") {
+                Some(("name", _)) => ("name", format!("\"{name}\"")),
+                Some(("sockets", _)) => ("sockets", sockets.to_string()),
+                Some(("numa_nodes", _)) => ("numa_nodes", sockets.to_string()),
+                Some(("cores_per_socket", _)) => ("cores_per_socket", cores.to_string()),
+                Some(("memory_per_node", _)) => ("memory_per_node", format!("\"{memory}\"")),
+                _ => return line.to_string(),
+            };
+            changed += 1;
+            format!("{key} = {value}")
+        })
+        .collect();
+    assert_eq!(changed, 5, "the profile's topology lines moved");
+    dir.file(&format!("{name}.toml"), &lines.join("\n"))
+}
+
+#[test]
+fn the_largest_machine_the_loader_accepts_boots_in_little_memory() {
+    // 64 nodes of 8 TiB: it used to abort the host on a failed 160 MB
+    // allocation, and need 10 GB to boot with room.
+    let dir = TempDir::new("huge");
+    let path = reshaped_profile(&dir, "huge", 64, 2, "8T");
+    let out = succeeds(&["run", "usemem", "1M", "--machine", &path]);
+    assert!(out.contains("huge (from "), "{out}");
+}
+
+#[test]
+fn machines_and_runs_too_large_for_the_host_are_one_line() {
+    let dir = TempDir::new("host-memory");
+    let path = reshaped_profile(&dir, "wide", 64, 64, "1G");
+    // 4,096 CPUs with per-CPU lists for 64 nodes: about 140 MiB to boot.
+    let stderr = fails_with(
+        &[
+            "run",
+            "usemem",
+            "1M",
+            "--machine",
+            &path,
+            "--max-host-memory",
+            "64M",
+        ],
+        "usemem would need an estimated ",
+    );
+    assert!(
+        stderr.contains("to boot wide (from ")
+            && stderr.contains("more than the 64 MiB allowed by --max-host-memory 64M"),
+        "{stderr}"
+    );
+    // A run whose host memory its flags predict: 1 TiB written by 4
+    // processes, capped at the machine's 384 GiB, stored page by page.
+    let stderr = fails_with(
+        &["run", "usemem", "-n", "4", "1T", "--max-host-memory", "1G"],
+        "GiB for the run), more than the 1 GiB allowed",
+    );
+    assert!(
+        stderr.contains("usemem would need an estimated "),
+        "{stderr}"
+    );
+    fails_with(
+        &[
+            "compare",
+            "usemem",
+            "-n",
+            "4",
+            "1T",
+            "--feature",
+            "pcp-high-order",
+            "--max-host-memory",
+            "1G",
+        ],
+        "times 2 for the runs at once), more than the 1 GiB allowed",
+    );
+    fails_with(
+        &["reproduce", "huge-zero-page", "--max-host-memory", "64M"],
+        "experiment huge-zero-page would need an estimated ",
+    );
+    // The default (half this host's memory) lets the ordinary runs through.
+    succeeds(&["run", "usemem", "-n", "4", "1M"]);
+    for bad in ["0", "lots", "-1", ""] {
+        fails_with(
+            &["run", "usemem", "1M", &format!("--max-host-memory={bad}")],
+            "invalid --max-host-memory",
+        );
+    }
+}
+
+#[test]
+fn progress_lines_only_when_asked_for() {
+    // stderr is a pipe here, so no bar: without --progress nothing at all
+    // (`succeeds` checks stderr is empty), and --progress is accepted by
+    // each command that runs. Lines come every few host seconds, so a
+    // quick run writes none.
+    succeeds(&["run", "usemem", "1M"]);
+    succeeds(&["run", "usemem", "1M", "--progress"]);
+    succeeds(&[
+        "compare",
+        "usemem",
+        "1M",
+        "--feature",
+        "pcp-high-order",
+        "--progress",
+    ]);
+    succeeds(&["reproduce", "pcp-high-order", "--progress", "--help"]);
+    fails_with(
+        &["run", "usemem", "1M", "--progress=yes"],
+        "--progress takes no value",
+    );
+}

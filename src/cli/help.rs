@@ -41,6 +41,11 @@ options:
                   .../transparent_hugepage/use_zero_page (default: 1)
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
+  --max-host-memory SIZE
+                  refuse, before it boots, a machine or run estimated to need
+                  more host memory (default: half of this host's, MemTotal)
+  --progress      with stderr not a terminal, a line of progress every 5 s
+                  (on a terminal a bar shows anyway)
   --json          print everything as one JSON document instead
   --help          show the workload's flags ('mmsim help run W' too)
 "
@@ -82,6 +87,8 @@ options:
                   the THP knobs, as for run
   --seed S        the seed (default: 1)
   --top N         profile lines to show (default: 20)
+  --max-host-memory SIZE, --progress
+                  as for run; both sides run at once, so count twice
   --json          print both runs and the comparison as one JSON document
   --help          show the workload's flags
 "
@@ -120,6 +127,10 @@ options:
   --seed S        the seed (default: 1)
   --set COST=V    override a cost of each experiment's machine, as for run; the
                   output then says the machine is not the experiment's
+  --max-host-memory SIZE
+                  refuse an experiment estimated to need more host memory
+                  (default: half of this host's)
+  --progress      with stderr not a terminal, a line of progress every 5 s
   --json          print every experiment's rows and both runs as JSON
 ";
 

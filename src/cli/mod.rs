@@ -8,6 +8,7 @@
 
 mod args;
 mod help;
+mod host_memory;
 mod list;
 mod progress;
 mod reproduce;

@@ -1,11 +1,12 @@
-//! A progress bar on stderr for runs that take more than a moment.
+//! Progress of a run on stderr, for runs that take more than a moment.
 //!
-//! Drawn with `\r` only when stderr is a terminal, never before
-//! [`SHOW_AFTER`] has passed (a quick run should not flicker), redrawn only
-//! when the whole percentage changes, and erased when the run ends. When
-//! stderr is not a terminal nothing at all is written, so logs and pipes
-//! stay clean. Host time decides only whether the bar shows; it never
-//! touches the simulation.
+//! On a terminal, a bar drawn with `\r`, never before [`SHOW_AFTER`] has
+//! passed (a quick run should not flicker), redrawn only when the whole
+//! percentage changes, and erased when the run ends. When stderr is not a
+//! terminal nothing is written, so logs and pipes stay clean, unless
+//! `--progress` asks for plain lines: one every [`LINE_EVERY`], as
+//! [`plain_line`] writes it. Host time decides only whether and when
+//! progress shows; it never touches the simulation.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -13,11 +14,24 @@ use std::time::{Duration, Instant};
 /// How long a run goes before the bar appears.
 pub const SHOW_AFTER: Duration = Duration::from_millis(300);
 
+/// How often `--progress` writes a line when stderr is not a terminal.
+pub const LINE_EVERY: Duration = Duration::from_secs(5);
+
 /// Cells between the brackets.
 const BAR_WIDTH: usize = 40;
 
+/// How progress is shown.
+#[derive(Clone, Copy, Debug)]
+enum Style {
+    /// A bar redrawn in place.
+    Bar,
+    /// A line every `every`, the next once `next` has passed.
+    Lines { every: Duration, next: Duration },
+}
+
 pub struct ProgressBar<W: Write> {
     out: Option<W>,
+    style: Style,
     label: String,
     started: Instant,
     show_after: Duration,
@@ -28,12 +42,25 @@ pub struct ProgressBar<W: Write> {
 }
 
 impl ProgressBar<std::io::Stderr> {
-    /// A bar on stderr, or one that writes nothing if stderr is not a terminal.
-    pub fn stderr(label: &str) -> ProgressBar<std::io::Stderr> {
+    /// A bar on stderr if it is a terminal; else plain lines if `lines`
+    /// (`--progress`), else nothing.
+    pub fn stderr(label: &str, lines: bool) -> ProgressBar<std::io::Stderr> {
         let stderr = std::io::stderr();
-        let out = stderr.is_terminal().then_some(stderr);
-        ProgressBar::new(out, label, SHOW_AFTER)
+        if stderr.is_terminal() {
+            ProgressBar::new(Some(stderr), label, SHOW_AFTER)
+        } else if lines {
+            ProgressBar::lines(stderr, label, LINE_EVERY)
+        } else {
+            ProgressBar::new(None, label, SHOW_AFTER)
+        }
     }
+}
+
+/// The line `--progress` writes: `mmsim: LABEL: 42% done, 15 s`. The
+/// percentage is rounded down, as the bar's is.
+pub fn plain_line(label: &str, fraction: f64, elapsed: Duration) -> String {
+    let percent = (fraction.clamp(0.0, 1.0) * 100.0).floor() as u32;
+    format!("mmsim: {label}: {percent}% done, {} s", elapsed.as_secs())
 }
 
 impl<W: Write> ProgressBar<W> {
@@ -41,6 +68,7 @@ impl<W: Write> ProgressBar<W> {
     pub fn new(out: Option<W>, label: &str, show_after: Duration) -> ProgressBar<W> {
         ProgressBar {
             out,
+            style: Style::Bar,
             label: label.to_string(),
             started: Instant::now(),
             show_after,
@@ -49,9 +77,29 @@ impl<W: Write> ProgressBar<W> {
         }
     }
 
+    /// Plain lines to `out`, one each `every` while the run goes on.
+    pub fn lines(out: W, label: &str, every: Duration) -> ProgressBar<W> {
+        let mut lines = ProgressBar::new(Some(out), label, Duration::ZERO);
+        lines.style = Style::Lines { every, next: every };
+        lines
+    }
+
     /// Shows `fraction` (clamped to 0..=1; NaN is ignored) of the run done.
     pub fn update(&mut self, fraction: f64) {
-        if self.out.is_none() || fraction.is_nan() || self.started.elapsed() < self.show_after {
+        if self.out.is_none() || fraction.is_nan() {
+            return;
+        }
+        let elapsed = self.started.elapsed();
+        if let Style::Lines { every, next } = &mut self.style {
+            if elapsed >= *next {
+                // The next line one interval on, however late this one is.
+                *next = elapsed + *every;
+                let line = plain_line(&self.label, fraction, elapsed);
+                self.write(&format!("{line}\n"));
+            }
+            return;
+        }
+        if elapsed < self.show_after {
             return;
         }
         let fraction = fraction.clamp(0.0, 1.0);
@@ -133,6 +181,35 @@ mod tests {
             text.contains("]   0%") && text.contains("] 100%"),
             "{text:?}"
         );
+    }
+
+    #[test]
+    fn plain_lines_say_the_percentage_and_the_time() {
+        assert_eq!(
+            plain_line("usemem", 0.4299, Duration::from_millis(15_900)),
+            "mmsim: usemem: 42% done, 15 s"
+        );
+        assert_eq!(
+            plain_line("x", 7.0, Duration::ZERO),
+            "mmsim: x: 100% done, 0 s"
+        );
+        // Every update past the interval writes a line; nothing is erased.
+        let mut out = Vec::new();
+        {
+            let mut lines = ProgressBar::lines(&mut out, "run", Duration::ZERO);
+            lines.update(0.25);
+            lines.update(f64::NAN);
+            lines.update(0.5);
+        }
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "mmsim: run: 25% done, 0 s\nmmsim: run: 50% done, 0 s\n"
+        );
+        // Before the interval, nothing.
+        let mut out = Vec::new();
+        ProgressBar::lines(&mut out, "run", Duration::from_secs(3600)).update(0.5);
+        assert!(out.is_empty());
     }
 
     #[test]

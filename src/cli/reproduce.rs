@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::args::{Opt, extract, no_unknown_options, parse_seed};
+use super::host_memory;
 use super::list::{Listing, listing_arguments};
 use super::progress::ProgressBar;
 use super::run::set_costs;
@@ -21,6 +22,8 @@ use crate::util::escape;
 const REPRODUCE_OPTS: &[Opt] = &[
     Opt::value("seed"),
     Opt::value("set"),
+    Opt::value("max-host-memory"),
+    Opt::switch("progress"),
     Opt::switch("json"),
     Opt::switch("help"),
 ];
@@ -44,9 +47,19 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
             Ok((experiment, prepared))
         })
         .collect::<Result<Vec<_>, CliError>>()?;
+    // One experiment runs at a time, its two sides at once.
+    let limit = host_memory::limit(&parsed)?;
+    for (experiment, prepared) in &prepared {
+        let runs = std::iter::once(&prepared.benchmark).chain(&prepared.extra);
+        // The largest of the runs that can tell (they run one after another).
+        let run = runs.filter_map(|b| b.host_bytes(&prepared.machine)).max();
+        let what = format!("experiment {}", experiment.id);
+        host_memory::check(&what, &prepared.machine, run, 2, &limit)?;
+    }
+    let progress = parsed.has("progress");
     let mut outcomes = Vec::with_capacity(prepared.len());
     for (experiment, prepared) in prepared {
-        let mut bar = ProgressBar::stderr(experiment.id);
+        let mut bar = ProgressBar::stderr(experiment.id, progress);
         let outcome =
             experiments::run_prepared(experiment, prepared, seed, &mut |f| bar.update(f))?;
         bar.finish();

@@ -2,6 +2,7 @@
 //! twice with a feature off and on.
 
 use super::args::{Opt, Parsed, extract, parse_feature, parse_seed, parse_top};
+use super::host_memory;
 use super::progress::ProgressBar;
 use super::{CliError, DEFAULT_MACHINE, DEFAULT_SEED, help};
 use crate::experiments::run_before_after;
@@ -30,6 +31,8 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("thp-zero-page"),
     Opt::value("seed"),
     Opt::value("top"),
+    Opt::value("max-host-memory"),
+    Opt::switch("progress"),
     Opt::switch("json"),
     Opt::switch("help"),
 ];
@@ -78,6 +81,8 @@ struct Setup {
     seed: u64,
     top: usize,
     json: bool,
+    /// `--progress`: plain progress lines when stderr is not a terminal.
+    progress: bool,
 }
 
 /// What the command line asked for: help, or a run.
@@ -94,7 +99,7 @@ pub fn run_command(
         Request::Help(text) => return Ok(text),
         Request::Run(setup) => setup,
     };
-    let mut bar = ProgressBar::stderr(setup.info.name);
+    let mut bar = ProgressBar::stderr(setup.info.name, setup.progress);
     let run = setup
         .benchmark
         .run(&setup.machine, setup.features, setup.seed, &mut |f| {
@@ -123,7 +128,10 @@ pub fn compare_command(
     let feature = setup
         .compared
         .expect("compare mode always has a compared feature");
-    let mut bar = ProgressBar::stderr(&format!("{} {}", setup.info.name, feature.name()));
+    let mut bar = ProgressBar::stderr(
+        &format!("{} {}", setup.info.name, feature.name()),
+        setup.progress,
+    );
     let [before, after] = run_before_after(
         &setup.benchmark,
         &setup.machine,
@@ -191,7 +199,20 @@ fn prepare(
     let info = find_workload(workloads, name)?;
     let benchmark =
         workload::parse(info, &parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
+    // Both sides of a comparison run at once.
+    let copies = match mode {
+        Mode::Run => 1,
+        Mode::Compare => 2,
+    };
+    host_memory::check(
+        info.name,
+        &machine,
+        benchmark.host_bytes(&machine),
+        copies,
+        &host_memory::limit(&parsed)?,
+    )?;
     let json = parsed.has("json");
+    let progress = parsed.has("progress");
     let setup = Setup {
         info,
         benchmark,
@@ -201,6 +222,7 @@ fn prepare(
         seed,
         top,
         json,
+        progress,
     };
     Ok(Request::Run(Box::new(setup)))
 }

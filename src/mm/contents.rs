@@ -90,6 +90,24 @@ impl Contents {
         Contents::default()
     }
 
+    /// Host bytes one page costs when `words` distinct 8-byte words of it
+    /// have been written non-zero, as stored here: nothing for none; the
+    /// map's entry and the sparse list's words (its capacity grows by
+    /// doubling); or the map's entry and a whole 4 KiB copy. For the
+    /// estimates of a run's host memory (`workload::host_memory`): keep it
+    /// true to how pages are stored.
+    pub fn host_bytes_of_page(words: u64) -> u64 {
+        // A BTreeMap entry: key, value and its share of the node.
+        const ENTRY: u64 = 64;
+        match words {
+            0 => 0,
+            w if w <= SPARSE_MAX as u64 => {
+                ENTRY + w.next_power_of_two() * std::mem::size_of::<(u16, u64)>() as u64
+            }
+            _ => ENTRY + PAGE_SIZE + 16,
+        }
+    }
+
     /// Pages with any non-zero content.
     pub fn stored_pages(&self) -> usize {
         self.pages.len()

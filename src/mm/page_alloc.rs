@@ -549,13 +549,14 @@ impl Zone {
             pcp_burst: true,
             drained: Vec::new(),
         };
-        let top = (MAX_ORDER - 1) as u8;
-        let mut idx = 0u64;
-        while idx < nr_pages {
-            zone.link_free_block(idx as u32, top, MigrateType::Movable, true, |_| {});
-            zone.nr_free_pages += 1 << top;
-            idx += 1 << top;
-        }
+        // memblock_free_all: every max-order block to the tail of the
+        // Movable list, in physical order; the list holds them as one
+        // untouched range until they are used (`pagemap`).
+        let top = MAX_ORDER - 1;
+        let list = FreeList::untouched(nr_pages);
+        zone.nr_free[top] = list.len();
+        zone.free_area[top][MigrateType::Movable as usize] = list;
+        zone.nr_free_pages = nr_pages;
         zone
     }
 
@@ -862,7 +863,7 @@ impl Zone {
     ) -> Option<u32> {
         let current =
             (order.0 as usize..MAX_ORDER).find(|&o| !self.free_area[o][mt as usize].is_empty())?;
-        let idx = self.free_area[current][mt as usize].head;
+        let idx = self.free_area[current][mt as usize].first(&mut self.map);
         self.del_free_block(ctx, idx, current as u8, mt, taken, symbol);
         self.expand(ctx, idx, current as u8, order, mt, kept, symbol);
         Some(idx)
@@ -943,7 +944,7 @@ impl Zone {
         let Some((current, fallback, can_steal)) = found else {
             return false;
         };
-        let idx = self.free_area[current][fallback as usize].head;
+        let idx = self.free_area[current][fallback as usize].first(&mut self.map);
         self.steal_suitable_fallback(ctx, idx, current as u8, start_mt, can_steal);
         ctx.count(Event::Fallback, 1);
         true
@@ -1289,7 +1290,8 @@ impl Zone {
     fn check_lists(&self) {
         for (order, area) in self.free_area.iter().enumerate() {
             for (mt, list) in area.iter().enumerate() {
-                let (mut i, mut prev, mut len) = (list.head, NIL, 0u64);
+                let (head, tail) = list.linked_ends();
+                let (mut i, mut prev, mut len) = (head, NIL, 0u64);
                 while i != NIL {
                     let meta: PageMeta = self.map.get(i);
                     assert_eq!(
@@ -1314,12 +1316,13 @@ impl Zone {
                     );
                 }
                 assert_eq!(
-                    list.tail, prev,
+                    tail, prev,
                     "node {} order {order} type {mt}: tail",
                     self.node
                 );
                 assert_eq!(
-                    list.len, len,
+                    list.len(),
+                    len + list.untouched_blocks(),
                     "node {} order {order} type {mt}: length",
                     self.node
                 );

@@ -12,8 +12,20 @@
 //!
 //! Free lists are intrusive doubly linked lists through `prev`/`next`, as
 //! `page->lru` is in Linux, so that merging can unlink a buddy in O(1).
+//!
+//! Memory no CPU has touched since boot costs nothing at all. Boot frees a
+//! zone's memory as max-order blocks, in physical order, to the tail of one
+//! list; allocations take blocks from list heads, so the blocks still there
+//! from boot form that list's tail, in physical order, and the pageblocks
+//! past the last one ever taken are exactly those blocks. A [`FreeList`]
+//! holds them as a range (`untouched`), and the [`PageMap`] holds metadata
+//! only up to where that range starts: a block is carved off the range onto
+//! the list's linked part, with the metadata boot would have given it, at
+//! the moment a list operation first needs it (as the list's head, or as the
+//! neighbour of a block that leaves). So a machine's boot cost does not grow
+//! with its memory, and the allocator sees exactly the lists boot built.
 
-use super::mmzone::{MigrateType, PAGEBLOCK_NR_PAGES};
+use super::mmzone::{MAX_ORDER, MigrateType, PAGEBLOCK_NR_PAGES};
 use crate::sim::NO_WRITER;
 
 /// "No page" in a link.
@@ -106,22 +118,55 @@ impl Pageblock {
 
 #[derive(Clone, Debug)]
 pub struct PageMap {
+    /// The pageblocks up to the first untouched one; past it every
+    /// pageblock is Movable and inside a free max-order block that boot
+    /// listed ([`PageMap::get`] says so without storing it).
     blocks: Vec<Pageblock>,
+    nr_pages: u64,
     materialized: usize,
 }
 
+/// Pages of a max-order block, the unit boot frees and untouched memory is
+/// carved in.
+pub const MAX_BLOCK_PAGES: u64 = 1 << (MAX_ORDER - 1);
+
+/// The struct page boot leaves at the head of each free max-order block.
+const UNTOUCHED_HEAD: PageMeta = PageMeta {
+    state: PageState::Buddy,
+    order: (MAX_ORDER - 1) as u8,
+    ..PageMeta::TAIL
+};
+
 impl PageMap {
-    /// Metadata for `nr_pages` pages (a whole number of pageblocks), every
-    /// pageblock Movable as at boot.
+    /// Metadata for `nr_pages` pages (a whole number of max-order blocks),
+    /// all untouched: free max-order blocks, every pageblock Movable, as boot
+    /// leaves them. Costs no host memory per page.
     pub fn new(nr_pages: u64) -> PageMap {
         assert!(
-            nr_pages.is_multiple_of(PAGEBLOCK_NR_PAGES),
-            "zone of {nr_pages} pages is not whole pageblocks"
+            nr_pages.is_multiple_of(MAX_BLOCK_PAGES),
+            "zone of {nr_pages} pages is not whole max-order blocks"
         );
         assert!(
             nr_pages < NIL as u64,
             "zone too large for 32-bit page indices"
         );
+        PageMap {
+            blocks: Vec::new(),
+            nr_pages,
+            materialized: 0,
+        }
+    }
+
+    pub fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+
+    /// Metadata for `nr_pages` pages (whole pageblocks) with none of them
+    /// untouched and none listed: every struct page a tail, for tests that
+    /// build their own lists.
+    #[cfg(test)]
+    pub fn new_touched(nr_pages: u64) -> PageMap {
+        assert!(nr_pages.is_multiple_of(PAGEBLOCK_NR_PAGES));
         let block = Pageblock {
             migratetype: MigrateType::Movable,
             head: PageMeta::TAIL,
@@ -129,12 +174,32 @@ impl PageMap {
         };
         PageMap {
             blocks: vec![block; (nr_pages / PAGEBLOCK_NR_PAGES) as usize],
+            nr_pages,
             materialized: 0,
         }
     }
 
-    pub fn nr_pages(&self) -> u64 {
+    /// Pages with metadata of their own kind: those before the first
+    /// untouched max-order block.
+    pub fn touched_pages(&self) -> u64 {
         self.blocks.len() as u64 * PAGEBLOCK_NR_PAGES
+    }
+
+    /// Gives the untouched max-order block at `idx`, the first untouched
+    /// one, metadata of its own: a head as boot left it, Movable pageblocks.
+    fn carve(&mut self, idx: u32) -> &mut PageMeta {
+        debug_assert_eq!(idx as u64, self.touched_pages(), "carved out of order");
+        let b = self.blocks.len();
+        let fresh = Pageblock {
+            migratetype: MigrateType::Movable,
+            head: PageMeta::TAIL,
+            pages: None,
+        };
+        self.blocks
+            .resize(b + (MAX_BLOCK_PAGES / PAGEBLOCK_NR_PAGES) as usize, fresh);
+        let head = &mut self.blocks[b].head;
+        *head = UNTOUCHED_HEAD;
+        head
     }
 
     /// Pageblocks currently holding per-page metadata.
@@ -144,7 +209,7 @@ impl PageMap {
 
     /// Approximate host bytes used by the metadata.
     pub fn host_bytes(&self) -> usize {
-        self.blocks.len() * std::mem::size_of::<Pageblock>()
+        self.blocks.capacity() * std::mem::size_of::<Pageblock>()
             + self.materialized * PB_PAGES * std::mem::size_of::<PageMeta>()
     }
 
@@ -156,7 +221,9 @@ impl PageMap {
     #[inline]
     pub fn get(&self, idx: u32) -> PageMeta {
         let (b, off) = Self::split(idx);
-        let block = &self.blocks[b];
+        let Some(block) = self.blocks.get(b) else {
+            return Self::untouched(idx);
+        };
         match &block.pages {
             Some(pages) => pages[off],
             None if off == 0 => block.head,
@@ -164,6 +231,21 @@ impl PageMap {
         }
     }
 
+    /// The struct page of an untouched page: the head of a free max-order
+    /// block, or one of its tails.
+    #[cold]
+    fn untouched(idx: u32) -> PageMeta {
+        assert!((idx as u64) < NIL as u64);
+        if (idx as u64).is_multiple_of(MAX_BLOCK_PAGES) {
+            UNTOUCHED_HEAD
+        } else {
+            PageMeta::TAIL
+        }
+    }
+
+    /// The struct page of `idx` to change. `idx` must not be untouched:
+    /// untouched memory is free, and only its free list takes it
+    /// ([`FreeList`] carves it first).
     #[inline]
     pub fn get_mut(&mut self, idx: u32) -> &mut PageMeta {
         let (b, off) = Self::split(idx);
@@ -216,7 +298,9 @@ impl PageMap {
     }
 
     pub fn pageblock_migratetype(&self, idx: u32) -> MigrateType {
-        self.blocks[Self::split(idx).0].migratetype
+        self.blocks
+            .get(Self::split(idx).0)
+            .map_or(MigrateType::Movable, |b| b.migratetype)
     }
 
     pub fn set_pageblock_migratetype(&mut self, idx: u32, mt: MigrateType) {
@@ -224,12 +308,20 @@ impl PageMap {
     }
 }
 
-/// One intrusive free list (`free_area[order].free_list[migratetype]`).
+/// One intrusive free list (`free_area[order].free_list[migratetype]`):
+/// a linked part, `head` to `tail`, followed by the untouched max-order
+/// blocks `untouched.0..untouched.1` in physical order (the list boot built
+/// for Movable max-order blocks; an empty range on every other list). The
+/// linked tail's `next` is NIL in its struct page but means the first
+/// untouched block, which is carved onto the linked part as soon as a list
+/// operation would read or write it.
 #[derive(Clone, Copy, Debug)]
 pub struct FreeList {
-    pub head: u32,
-    pub tail: u32,
-    pub len: u64,
+    head: u32,
+    tail: u32,
+    /// Blocks on the list, untouched ones included.
+    len: u64,
+    untouched: (u32, u32),
 }
 
 impl Default for FreeList {
@@ -238,13 +330,72 @@ impl Default for FreeList {
             head: NIL,
             tail: NIL,
             len: 0,
+            untouched: (0, 0),
         }
     }
 }
 
 impl FreeList {
+    /// The list boot builds of a zone of `nr_pages`: every max-order block,
+    /// in physical order, all untouched.
+    pub fn untouched(nr_pages: u64) -> FreeList {
+        debug_assert!(nr_pages.is_multiple_of(MAX_BLOCK_PAGES) && nr_pages < NIL as u64);
+        FreeList {
+            len: nr_pages / MAX_BLOCK_PAGES,
+            untouched: (0, nr_pages as u32),
+            ..FreeList::default()
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.head == NIL
+        self.len == 0
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The linked part's ends (NIL if empty).
+    pub fn linked_ends(&self) -> (u32, u32) {
+        (self.head, self.tail)
+    }
+
+    /// Untouched blocks at the list's end.
+    pub fn untouched_blocks(&self) -> u64 {
+        (self.untouched.1 - self.untouched.0) as u64 / MAX_BLOCK_PAGES
+    }
+
+    fn has_untouched(&self) -> bool {
+        self.untouched.0 != self.untouched.1
+    }
+
+    /// Carves the first untouched block onto the end of the linked part,
+    /// as boot linked it (links only, nothing written), and returns it.
+    /// With `link_tail` false the caller is unlinking the linked tail and
+    /// joins the carved block to its predecessor itself.
+    fn carve_one(&mut self, map: &mut PageMap, link_tail: bool) -> u32 {
+        let idx = self.untouched.0;
+        self.untouched.0 += MAX_BLOCK_PAGES as u32;
+        let m = map.carve(idx);
+        m.prev = self.tail;
+        if link_tail {
+            if self.tail == NIL {
+                self.head = idx;
+            } else {
+                map.get_mut(self.tail).next = idx;
+            }
+        }
+        self.tail = idx;
+        idx
+    }
+
+    /// The first block on the list (`list_first_entry`), NIL if empty.
+    #[inline]
+    pub fn first(&mut self, map: &mut PageMap) -> u32 {
+        if self.head == NIL && self.has_untouched() {
+            self.carve_one(map, true);
+        }
+        self.head
     }
 
     /// Links `idx` at the head and marks it the head of a free block of
@@ -260,7 +411,7 @@ impl FreeList {
         mt: MigrateType,
         mut written: impl FnMut(&mut PageMeta),
     ) {
-        let old = self.head;
+        let old = self.first(map);
         let m = map.get_mut(idx);
         set_buddy(m, order, mt);
         m.prev = NIL;
@@ -287,6 +438,13 @@ impl FreeList {
         mt: MigrateType,
         mut written: impl FnMut(&mut PageMeta),
     ) {
+        // Behind the untouched blocks: they must be linked first. Nothing
+        // does this while any are left (only fallbacks add max-order blocks
+        // at a tail, and the Movable list is the last to run out), but the
+        // list stays right if something does.
+        while self.has_untouched() {
+            self.carve_one(map, true);
+        }
         let old = self.tail;
         let m = map.get_mut(idx);
         set_buddy(m, order, mt);
@@ -335,6 +493,12 @@ impl FreeList {
         next: u32,
         mut written: impl FnMut(&mut PageMeta),
     ) {
+        let next = if next == NIL && self.has_untouched() {
+            debug_assert_eq!(self.tail, idx, "page {idx} is not this list's tail");
+            self.carve_one(map, false)
+        } else {
+            next
+        };
         if prev == NIL {
             debug_assert_eq!(self.head, idx, "page {idx} is not on this list");
             self.head = next;
@@ -406,7 +570,7 @@ mod tests {
 
     #[test]
     fn writing_inside_a_pageblock_materialises_it_and_compact_undoes_it() {
-        let mut map = PageMap::new(4 * PAGEBLOCK_NR_PAGES);
+        let mut map = PageMap::new_touched(4 * PAGEBLOCK_NR_PAGES);
         map.get_mut(512).state = PageState::Buddy;
         assert_eq!(
             map.materialized(),
@@ -428,8 +592,91 @@ mod tests {
     }
 
     #[test]
+    fn an_untouched_list_behaves_as_the_list_boot_linked() {
+        // 8 max-order blocks: linked one by one as boot did, and untouched.
+        let n = 8 * MAX_BLOCK_PAGES;
+        let top = (MAX_ORDER - 1) as u8;
+        let mt = MigrateType::Movable;
+        let mut linked_map = PageMap::new_touched(n);
+        let mut linked = FreeList::default();
+        for i in 0..8 {
+            linked.push_tail(
+                &mut linked_map,
+                (i * MAX_BLOCK_PAGES) as u32,
+                top,
+                mt,
+                |_| {},
+            );
+        }
+        let mut lazy_map = PageMap::new(n);
+        let mut lazy = FreeList::untouched(n);
+        assert_eq!(lazy_map.touched_pages(), 0);
+        let b = |i: u32| i * MAX_BLOCK_PAGES as u32;
+        // Take the head, take one from the middle, give one back at the
+        // head, take the next two: the same pages written, in the same
+        // order, with the same links (but for the linked tail's `next`,
+        // which stands for the first untouched block; writers see only
+        // `last_cpu`).
+        type Op = fn(&mut FreeList, &mut PageMap, &mut Vec<u32>);
+        let ops: [Op; 5] = [
+            |l, m, w| {
+                let h = l.first(m);
+                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev));
+            },
+            |l, m, w| {
+                l.first(m);
+                // The block at index 3 is reached by walking, as merging
+                // reaches a buddy: carve up to it.
+                while l.tail < 3 * MAX_BLOCK_PAGES as u32 {
+                    l.carve_one(m, true);
+                }
+                l.remove(m, 3 * MAX_BLOCK_PAGES as u32, Taken::TAIL, |p| {
+                    w.push(p.prev)
+                });
+            },
+            |l, m, w| {
+                l.push_head(m, 0, (MAX_ORDER - 1) as u8, MigrateType::Movable, |p| {
+                    w.push(p.prev)
+                })
+            },
+            |l, m, w| {
+                let h = l.first(m);
+                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev));
+            },
+            |l, m, w| {
+                let h = l.first(m);
+                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev));
+            },
+        ];
+        for op in ops {
+            let (mut w1, mut w2) = (Vec::new(), Vec::new());
+            op(&mut linked, &mut linked_map, &mut w1);
+            op(&mut lazy, &mut lazy_map, &mut w2);
+            assert_eq!(w1, w2);
+            assert_eq!(linked.len, lazy.len);
+            assert_eq!(linked.head, lazy.head);
+            for i in 0..8 {
+                let (a, c) = (linked_map.get(b(i)), lazy_map.get(b(i)));
+                assert_eq!((a.state, a.order), (c.state, c.order), "block {i}");
+                if (b(i) as u64) >= lazy_map.touched_pages() {
+                    continue; // untouched: its links exist only as the range
+                }
+                assert_eq!(a.prev, c.prev, "block {i}");
+                // The linked tail's next is NIL where the untouched range follows.
+                if !(lazy.has_untouched() && b(i) == lazy.tail) {
+                    assert_eq!(a.next, c.next, "block {i}");
+                }
+            }
+        }
+        assert!(
+            lazy_map.touched_pages() < n,
+            "the last blocks stay untouched"
+        );
+    }
+
+    #[test]
     fn free_list_links() {
-        let mut map = PageMap::new(PAGEBLOCK_NR_PAGES);
+        let mut map = PageMap::new_touched(PAGEBLOCK_NR_PAGES);
         let mut list = FreeList::default();
         let mut written = Vec::new();
         let mut record = |m: &mut PageMeta| written.push((m.prev, m.next));

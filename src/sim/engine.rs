@@ -11,7 +11,7 @@
 use super::clock_queue::ClockQueue;
 use super::dram::{CHUNK_BYTES, Dram};
 use super::event::Event;
-use super::ipi::{self, PendingIpi};
+use super::ipi::{self, PendingIpis};
 use super::rng::Rng;
 use super::stats::Stats;
 use super::symbol::Symbol;
@@ -52,7 +52,7 @@ pub(crate) struct CpuState {
     pub(crate) ipi_late: Cycles,
     /// IPIs sent to this CPU while its clock was behind their delivery time;
     /// taken once its clock passes it (see `ipi::flush`).
-    pub(crate) pending_ipis: Vec<PendingIpi>,
+    pub(crate) pending_ipis: PendingIpis,
     /// Closed interrupts-off sections since the start of the CPU's last step
     /// (its own, and the interrupt handlers it ran), for IPI delivery:
     /// `irq_windows[..nr_irq_windows]`. In a fixed array, as every
@@ -70,7 +70,7 @@ impl CpuState {
             irqs_off_since: None,
             irq_windows: [(Cycles::ZERO, Cycles::ZERO); IRQ_WINDOWS_MAX],
             nr_irq_windows: 0,
-            pending_ipis: Vec::new(),
+            pending_ipis: PendingIpis::default(),
             ipi_late: Cycles::ZERO,
         }
     }

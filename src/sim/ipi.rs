@@ -2,6 +2,10 @@
 //!
 //! More, and why: docs/engine.md, "Notes: ipi.rs".
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
 use super::cacheline::transfer_cost;
 use super::engine::{Ctx, RunState};
 use super::event::Event;
@@ -23,14 +27,87 @@ pub struct IpiHandler {
     pub cycles: Cycles,
 }
 
-/// An IPI sent to a CPU whose clock had not reached its delivery time.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PendingIpi {
-    delivered: Cycles,
+/// One `smp_call_function_many`: what each of its IPIs still pending on a
+/// target runs, and who sent it. Shared by those IPIs: a call to thousands
+/// of CPUs that are behind leaves thousands pending, and each then costs a
+/// delivery time, a send number and a pointer.
+#[derive(Debug)]
+pub(crate) struct Call {
     handler: IpiHandler,
     sender: CpuId,
-    /// Set when the sender waited for this IPI.
+    /// Set when the sender waited for its IPIs.
     waiter: Option<Waiter>,
+}
+
+/// An IPI sent to a CPU whose clock had not reached its delivery time.
+#[derive(Clone, Debug)]
+pub(crate) struct PendingIpi {
+    delivered: Cycles,
+    call: Arc<Call>,
+}
+
+/// The IPIs waiting on one CPU, earliest delivery first, ties in the order
+/// they were sent: a heap, so that taking the next due one costs a
+/// logarithm of how many wait, not a scan of them (a CPU far behind on a
+/// machine of thousands has thousands waiting).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingIpis {
+    heap: BinaryHeap<Reverse<Queued>>,
+    /// Sends so far, to order ties.
+    sent: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Queued {
+    key: (Cycles, u64),
+    call: Arc<Call>,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
+impl PendingIpis {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    fn push(&mut self, ipi: PendingIpi) {
+        self.sent += 1;
+        self.heap.push(Reverse(Queued {
+            key: (ipi.delivered, self.sent),
+            call: ipi.call,
+        }));
+    }
+
+    /// The earliest delivered (the first sent of equals), taken off if
+    /// its delivery time passes `due`.
+    fn pop_if(&mut self, due: impl FnOnce(Cycles) -> bool) -> Option<PendingIpi> {
+        if !due(self.heap.peek()?.0.key.0) {
+            return None;
+        }
+        self.heap.pop().map(|q| PendingIpi {
+            delivered: q.0.key.0,
+            call: q.0.call,
+        })
+    }
 }
 
 /// What a waiting sender assumed about an IPI still pending on its target.
@@ -105,6 +182,11 @@ pub fn smp_call_function_many(
         done_assumed: ctx.now(),
         late_seen: ctx.cpus[me.index()].ipi_late,
     });
+    let call = Arc::new(Call {
+        handler,
+        sender: me,
+        waiter,
+    });
     for (target, delivered, behind) in sent {
         if behind {
             let limit = PENDING_IPIS_PER_CPU * ctx.cpus.len().max(256);
@@ -112,9 +194,7 @@ pub fn smp_call_function_many(
             assert!(pending.len() < limit, "{target} has {limit} IPIs pending");
             pending.push(PendingIpi {
                 delivered,
-                handler,
-                sender: me,
-                waiter,
+                call: Arc::clone(&call),
             });
         } else {
             take_ipi(ctx, target, delivered, handler);
@@ -166,22 +246,21 @@ pub(crate) fn flush(ctx: &mut Ctx, cpu: CpuId) {
 fn take_due(ctx: &mut Ctx, cpu: CpuId) {
     let runnable = ctx.cpus[cpu.index()].state == RunState::Runnable;
     loop {
-        let state = &ctx.cpus[cpu.index()];
+        let state = &mut ctx.cpus[cpu.index()];
         // The earliest due IPI first: each handler moves the clock on, which
-        // can make further IPIs due.
-        let due = state
+        // can make further IPIs due. The earliest is due if any is.
+        let clock = state.clock;
+        let Some(pending) = state
             .pending_ipis
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !runnable || p.delivered <= state.clock)
-            .min_by_key(|(_, p)| p.delivered)
-            .map(|(i, _)| i);
-        let Some(i) = due else { return };
-        let pending = ctx.cpus[cpu.index()].pending_ipis.remove(i);
-        let finished = take_ipi(ctx, cpu, pending.delivered, pending.handler);
-        if let Some(waiter) = pending.waiter {
-            let acked = finished + transfer_cost(ctx, cpu, pending.sender);
-            correct_sender(ctx, pending.sender, waiter, acked);
+            .pop_if(|delivered| !runnable || delivered <= clock)
+        else {
+            return;
+        };
+        let call = &pending.call;
+        let finished = take_ipi(ctx, cpu, pending.delivered, call.handler);
+        if let Some(waiter) = call.waiter {
+            let acked = finished + transfer_cost(ctx, cpu, call.sender);
+            correct_sender(ctx, call.sender, waiter, acked);
         }
     }
 }

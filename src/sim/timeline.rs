@@ -19,7 +19,8 @@ pub(crate) struct Span<T> {
 
 impl<T> Span<T> {
     /// Whether `[s, s + len)` meets this span; for `len` zero, whether the
-    /// span contains the instant `s`.
+    /// span contains the instant `s`. (The tests' reference for searches.)
+    #[cfg(test)]
     pub(crate) fn meets(&self, s: Cycles, len: Cycles) -> bool {
         let probe_end = s + Cycles(len.0.max(1));
         self.start < probe_end && s < self.end
@@ -80,7 +81,7 @@ impl<T> Timeline<T> {
 
 impl<T: Copy + PartialEq> Timeline<T> {
     /// The remembered spans, in order of start.
-    fn spans(&self) -> &[Span<T>] {
+    pub(crate) fn spans(&self) -> &[Span<T>] {
         self.spans.as_slice()
     }
 
@@ -496,6 +497,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
 
     /// The latest end among the spans accepted by `filter` that `[s, s + len)`
     /// meets, if any.
+    #[cfg(test)]
     pub(crate) fn blocked_until(
         &self,
         s: Cycles,
@@ -506,6 +508,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
     }
 
     /// The latest end among the spans accepted by `filter`, if any.
+    #[cfg(test)]
     pub(crate) fn latest_end_where(&self, filter: impl Fn(&Span<T>) -> bool) -> Option<Cycles> {
         self.spans()
             .iter()
@@ -739,6 +742,7 @@ mod slide_queue {
 /// The earliest time at or after `t` for which `blocked_until` returns None.
 /// `blocked_until(s)` must return a time later than `s`; every return must
 /// pass the end of at least one span, so `spans_max` spans bound the search.
+#[cfg(test)]
 pub(crate) fn earliest(
     t: Cycles,
     spans_max: usize,

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod ebizzy;
+pub mod host_memory;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
 pub mod trace;
@@ -169,6 +170,13 @@ pub trait Benchmark: Sync {
         seed: u64,
         progress: Progress,
     ) -> Result<Report, RunError>;
+
+    /// Host bytes the run will need beyond the machine's boot
+    /// ([`host_memory::boot_bytes`]), where the workload can tell from its
+    /// flags; None where it cannot.
+    fn host_bytes(&self, _machine: &Machine) -> Option<u64> {
+        None
+    }
 }
 
 /// A registered workload with its flags parsed: runs it and fills in the
@@ -181,6 +189,11 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// See [`Benchmark::host_bytes`].
+    pub fn host_bytes(&self, machine: &Machine) -> Option<u64> {
+        self.benchmark.host_bytes(machine)
+    }
+
     pub fn run(
         &self,
         machine: &Machine,

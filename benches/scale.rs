@@ -1,0 +1,229 @@
+//! Host cost as machines grow: what booting costs for small and huge
+//! machines (wall time, CPU time, peak memory of `mmsim run usemem 64k`,
+//! beside mmsim's own estimate that `--max-host-memory` checks), and the
+//! host time per simulated event of ebizzy with one thread per CPU on 80,
+//! 1,000 and 4,096 CPUs. Run with `cargo bench --bench scale` (`-- boot` or
+//! `-- ebizzy` for one part).
+//!
+//! The machines are xeon-8s-80c's profile with its topology changed,
+//! written to a scratch directory. A simulated event here is an IPI taken
+//! or a page fault (`mmsim_ipi_sent` + `pgfault`): what ebizzy's records
+//! make the machine do, and what grows with the CPUs (each record's
+//! munmap flushes the TLBs of every CPU that ran the process).
+//!
+//! It times the `mmsim` binary cargo builds for it, one process per run.
+//! Host time is measured here and only here: it never reaches a result.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use mmsim::machine::Machine;
+use mmsim::workload::host_memory::boot_bytes;
+
+/// A machine: name, sockets (= NUMA nodes), cores per socket, memory a node.
+struct Shape {
+    name: &'static str,
+    sockets: u32,
+    cores: u32,
+    memory: &'static str,
+}
+
+const BOOT: &[Shape] = &[
+    Shape {
+        name: "80-cpus-512g",
+        sockets: 8,
+        cores: 10,
+        memory: "64G",
+    },
+    Shape {
+        name: "80-cpus-64t",
+        sockets: 8,
+        cores: 10,
+        memory: "8T",
+    },
+    Shape {
+        name: "128-cpus-512t",
+        sockets: 64,
+        cores: 2,
+        memory: "8T",
+    },
+    Shape {
+        name: "4096-cpus-4t",
+        sockets: 64,
+        cores: 64,
+        memory: "64G",
+    },
+    Shape {
+        name: "4096-cpus-512t",
+        sockets: 64,
+        cores: 64,
+        memory: "8T",
+    },
+];
+
+const EBIZZY: &[Shape] = &[
+    Shape {
+        name: "80-cpus",
+        sockets: 8,
+        cores: 10,
+        memory: "64G",
+    },
+    Shape {
+        name: "1000-cpus",
+        sockets: 8,
+        cores: 125,
+        memory: "64G",
+    },
+    Shape {
+        name: "4096-cpus",
+        sockets: 64,
+        cores: 64,
+        memory: "64G",
+    },
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |part: &str| args.is_empty() || args.iter().any(|a| a == part);
+    let dir = std::env::temp_dir().join(format!("mmsim-bench-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+    let mmsim = env!("CARGO_BIN_EXE_mmsim");
+    if want("boot") {
+        println!("boot: mmsim run usemem 64k");
+        println!(
+            "{:<16} {:>6} {:>6} {:>8} {:>8} {:>10} {:>12}",
+            "machine", "CPUs", "nodes", "wall s", "cpu s", "peak MiB", "estimate MiB"
+        );
+        for shape in BOOT {
+            let path = profile(&dir, shape);
+            let machine =
+                Machine::by_name_or_path(&path).unwrap_or_else(|e| fail(&format!("{path}: {e}")));
+            let (wall, usage, _) = run(mmsim, &["run", "usemem", "64k", "--machine", &path]);
+            println!(
+                "{:<16} {:>6} {:>6} {:>8.2} {:>8.2} {:>10.1} {:>12.1}",
+                shape.name,
+                shape.sockets * shape.cores,
+                shape.sockets,
+                wall,
+                usage.cpu_seconds,
+                usage.peak_kib as f64 / 1024.0,
+                boot_bytes(&machine) as f64 / (1 << 20) as f64
+            );
+        }
+    }
+    if want("ebizzy") {
+        println!("ebizzy -t CPUs, one thread per CPU (0.05 virtual s)");
+        println!(
+            "{:<10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>14}",
+            "machine", "IPIs", "faults", "wall s", "cpu s", "peak MiB", "cpu us/event"
+        );
+        for shape in EBIZZY {
+            let path = profile(&dir, shape);
+            let threads = (shape.sockets * shape.cores).to_string();
+            let (wall, usage, out) = run(
+                mmsim,
+                &["run", "ebizzy", "-t", &threads, "--machine", &path],
+            );
+            let ipis = counter(&out, "mmsim_ipi_sent");
+            let faults = counter(&out, "pgfault");
+            println!(
+                "{:<10} {:>10} {:>10} {:>8.2} {:>8.2} {:>10.1} {:>14.3}",
+                shape.name,
+                ipis,
+                faults,
+                wall,
+                usage.cpu_seconds,
+                usage.peak_kib as f64 / 1024.0,
+                usage.cpu_seconds * 1e6 / (ipis + faults).max(1) as f64
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// xeon-8s-80c's profile reshaped as `shape`, written to `dir`.
+fn profile(dir: &Path, shape: &Shape) -> String {
+    let builtin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles/xeon-8s-80c.toml");
+    let text = std::fs::read_to_string(&builtin)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", builtin.display())));
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| match line.split_once(" = ") {
+            Some(("name", _)) => format!("name = \"{}\"", shape.name),
+            Some(("sockets", _)) => format!("sockets = {}", shape.sockets),
+            Some(("numa_nodes", _)) => format!("numa_nodes = {}", shape.sockets),
+            Some(("cores_per_socket", _)) => format!("cores_per_socket = {}", shape.cores),
+            Some(("memory_per_node", _)) => format!("memory_per_node = \"{}\"", shape.memory),
+            _ => line.to_string(),
+        })
+        .collect();
+    let path = dir.join(format!("{}.toml", shape.name));
+    std::fs::write(&path, lines.join("\n"))
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", path.display())));
+    path.display().to_string()
+}
+
+/// A counter's value from a run's text output (`name value`).
+fn counter(out: &str, name: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| fail(&format!("no counter {name} in the output")))
+}
+
+/// Runs mmsim once: its wall time, what it used, its stdout.
+fn run(mmsim: &str, args: &[&str]) -> (f64, Usage, String) {
+    let start = Instant::now();
+    #[expect(clippy::zombie_processes, reason = "reaped by wait4 below")]
+    let mut child = Command::new(mmsim)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| fail(&format!("cannot start {mmsim}: {e}")));
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().expect("piped"), &mut out)
+        .unwrap_or_else(|e| fail(&format!("reading mmsim's output: {e}")));
+    let (status, usage) = wait_with_usage(child.id());
+    let wall = start.elapsed().as_secs_f64();
+    if status != 0 {
+        fail(&format!("mmsim {args:?} failed (wait status {status:#x})"));
+    }
+    (wall, usage, out)
+}
+
+fn fail(why: &str) -> ! {
+    eprintln!("bench scale: {why}");
+    std::process::exit(1);
+}
+
+/// What a finished child used.
+struct Usage {
+    /// User and system time.
+    cpu_seconds: f64,
+    /// Peak resident set, KiB.
+    peak_kib: u64,
+}
+
+/// Waits for the child `pid` and returns its wait status and what it used
+/// (`wait4`, which reports one child's own usage; std's `wait` does not).
+fn wait_with_usage(pid: u32) -> (i32, Usage) {
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data that wait4 fills in; an all-zero one
+    // is a valid value to hand it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals of the right types.
+    let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+    if got != pid as libc::pid_t {
+        fail(&format!("wait4: {}", std::io::Error::last_os_error()));
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let usage = Usage {
+        cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        // Linux reports ru_maxrss in KiB.
+        peak_kib: usage.ru_maxrss as u64,
+    };
+    (status, usage)
+}

@@ -18,6 +18,9 @@ use super::mmzone::{PAGE_SIZE, Pfn};
 const WORDS: usize = (PAGE_SIZE / 8) as usize;
 /// Past this many non-zero words a page is stored whole.
 const SPARSE_MAX: usize = 64;
+/// A page's entry in the map, for host-memory estimates: key, value and
+/// its share of the tree's node.
+const ENTRY: u64 = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum PageData {
@@ -97,8 +100,6 @@ impl Contents {
     /// estimates of a run's host memory (`workload::host_memory`): keep it
     /// true to how pages are stored.
     pub fn host_bytes_of_page(words: u64) -> u64 {
-        // A BTreeMap entry: key, value and its share of the node.
-        const ENTRY: u64 = 64;
         match words {
             0 => 0,
             w if w <= SPARSE_MAX as u64 => {
@@ -106,6 +107,13 @@ impl Contents {
             }
             _ => ENTRY + PAGE_SIZE + 16,
         }
+    }
+
+    /// The host bytes of a page whose words one run wrote from a rule
+    /// ([`Contents::fill_run`], as usemem writes a page): the map's entry
+    /// alone, whatever the number of words.
+    pub fn host_bytes_of_rule_page() -> u64 {
+        ENTRY
     }
 
     /// Pages with any non-zero content.

@@ -47,6 +47,14 @@ pub fn mapped_pages_bytes(pages: u64, words_written: u64) -> u64 {
     pages.saturating_mul(PER_PAGE + Contents::host_bytes_of_page(words_written))
 }
 
+/// Host bytes for `pages` 4 KiB pages of user memory each written by one
+/// run from a rule ([`Contents::host_bytes_of_rule_page`]), as usemem's
+/// sequential passes write them.
+pub fn rule_pages_bytes(pages: u64) -> u64 {
+    const PER_PAGE: u64 = 8 + 32;
+    pages.saturating_mul(PER_PAGE + Contents::host_bytes_of_rule_page())
+}
+
 /// Pages of `bytes` of memory, rounded up.
 pub fn pages_of(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE_SIZE)

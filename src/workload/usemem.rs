@@ -336,7 +336,7 @@ impl Benchmark for Usemem {
     /// it (a huge zero PMD's deposited page table): measured, 51 bytes of
     /// host memory per read fault in `reproduce huge-zero-page`.
     fn host_bytes(&self, machine: &Machine) -> Option<u64> {
-        use super::host_memory::{mapped_pages_bytes, pages_of};
+        use super::host_memory::{mapped_pages_bytes, pages_of, rule_pages_bytes};
         let workers = self.nr_task as u64 * self.nr_thread.max(1) as u64;
         let page = crate::mm::PAGE_SIZE;
         let pages_each = if self.step >= page {
@@ -350,8 +350,13 @@ impl Benchmark for Usemem {
         }
         let topo = &machine.topology;
         let memory_pages = topo.memory_per_node_bytes / page * topo.numa_nodes as u64;
+        let pages = touched.min(memory_pages);
+        if !self.random {
+            // Each page is written by one run from usemem's rule.
+            return Some(rule_pages_bytes(pages));
+        }
         let words = (page / self.step.clamp(8, page)).max(1);
-        Some(mapped_pages_bytes(touched.min(memory_pages), words))
+        Some(mapped_pages_bytes(pages, words))
     }
 }
 

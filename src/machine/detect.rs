@@ -363,7 +363,7 @@ pub fn measure(shape: &HostShape) -> Result<Measured, String> {
     let llc = shape.llc_bytes() as usize;
     let big = (2 * llc).clamp(256 << 20, 1 << 30);
     let mut buffer = mb::Mapping::new(big, false)?;
-    let write_gbs = mb::sequential_write_gbs(&mut buffer, 3);
+    let write_gbs = mb::sequential_write_gbs(&mut buffer, 5);
     let threads = (shape.nr_cpus() / shape.numa_nodes).clamp(1, 4) as usize;
     let node_write_gbs = mb::parallel_write_gbs(&mut buffer, threads, 3);
     let clear_page_gbs = mb::clear_page_gbs(&mut buffer, 2);
@@ -380,7 +380,7 @@ pub fn measure(shape: &HostShape) -> Result<Measured, String> {
         None
     };
     let fault_pages = 16_384;
-    let page_fault_ns = mb::page_fault_ns(fault_pages, 4)?;
+    let page_fault_ns = mb::page_fault_ns(fault_pages, 10)?;
     Ok(Measured {
         write_gbs,
         node_write_gbs,
@@ -482,7 +482,7 @@ pub fn profile_toml(
             2.0 * measured.write_gbs,
             "GB/s",
             &format!(
-                "one thread writing p[i] = i over {} MiB already faulted in, best of 3 passes: {:.2} GB/s written, x 2 for DRAM traffic (each line read for ownership, then written back)",
+                "one thread writing p[i] = i over {} MiB already faulted in, best of 5 passes: {:.2} GB/s written, x 2 for DRAM traffic (each line read for ownership, then written back)",
                 measured.dram_buffer_mib,
                 measured.write_gbs
             ),
@@ -582,7 +582,7 @@ pub fn profile_toml(
             residual_ns.max(floor_ns),
             "ns",
             &format!(
-                "page faults, mmap + write one byte a page + munmap of {} pages (no THP), best of 4: {:.0} ns per fault, less the page clear ({:.0} ns at the measured clear_page_bandwidth) and the copied entry/exit, allocation, free, 4 page-table levels, 2 per-CPU list ops and zap ({:.0} ns){}",
+                "page faults, mmap + write one byte a page + munmap of {} pages (no THP), best of 10: {:.0} ns per fault, less the page clear ({:.0} ns at the measured clear_page_bandwidth) and the copied entry/exit, allocation, free, 4 page-table levels, 2 per-CPU list ops and zap ({:.0} ns){}",
                 measured.fault_pages,
                 measured.page_fault_ns,
                 clear_ns,

@@ -208,6 +208,28 @@ pub fn page_fault_ns(pages: usize, rounds: u32) -> Result<f64, String> {
     Ok(best * 1e9 / pages as f64)
 }
 
+/// A read fault's cost: mmap `pages` pages PROT_READ (no huge pages), read
+/// one word in each (mapping the zero page), munmap, `rounds` times; the
+/// best round's time per fault, in ns.
+pub fn read_fault_ns(pages: usize, rounds: u32) -> Result<f64, String> {
+    let mut best = f64::INFINITY;
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let m = Mapping::new(pages * PAGE, false)?;
+        // SAFETY: the range was just mapped; PROT_READ only from here on.
+        unsafe { libc::mprotect(m.ptr.cast(), m.len, libc::PROT_READ) };
+        let mut sum = 0u64;
+        for p in 0..pages {
+            // SAFETY: within the mapping, which is readable.
+            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(m.ptr.add(p * PAGE)) } as u64);
+        }
+        black_box(sum);
+        drop(m);
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    Ok(best * 1e9 / pages as f64)
+}
+
 /// Pins the calling thread to `cpu`; false if that cannot be done.
 fn pin_to(cpu: usize) -> bool {
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays within it.
@@ -302,6 +324,8 @@ mod tests {
         assert!(ns > 0.01 && ns < 100_000.0, "{ns}");
         let f = page_fault_ns(256, 1).unwrap();
         assert!(f > 1.0 && f < 10_000_000.0, "{f}");
+        let r = read_fault_ns(256, 1).unwrap();
+        assert!(r > 1.0 && r < 10_000_000.0, "{r}");
     }
 
     #[test]

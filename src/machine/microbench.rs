@@ -190,44 +190,42 @@ pub fn pointer_chase_ns(buffer: &mut Mapping, lines: usize, steps: usize) -> f64
     best * 1e9 / steps as f64
 }
 
-/// A page fault's cost: mmap `pages` pages (no huge pages), write one byte
-/// in each, munmap, `rounds` times; the best round's time per fault, in ns.
-pub fn page_fault_ns(pages: usize, rounds: u32) -> Result<f64, String> {
-    let mut best = f64::INFINITY;
+/// Page faults: mmap `pages` pages (no huge pages), fault each in by a
+/// write of one byte (or, `read`, with the mapping PROT_READ, a read of one
+/// word: the zero page), munmap, `rounds` times. The best round's time of
+/// the touching loop per fault, and of the munmap per page, in ns: usemem
+/// times its touching only, so the two are kept apart.
+pub fn faults_ns(pages: usize, rounds: u32, read: bool) -> Result<(f64, f64), String> {
+    let (mut best_touch, mut best_unmap) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..rounds {
-        let start = Instant::now();
-        let mut m = Mapping::new(pages * PAGE, false)?;
-        let bytes = m.bytes();
-        for p in 0..pages {
-            bytes[p * PAGE] = 1;
-        }
-        black_box(&bytes[0]);
-        drop(m);
-        best = best.min(start.elapsed().as_secs_f64());
-    }
-    Ok(best * 1e9 / pages as f64)
-}
-
-/// A read fault's cost: mmap `pages` pages PROT_READ (no huge pages), read
-/// one word in each (mapping the zero page), munmap, `rounds` times; the
-/// best round's time per fault, in ns.
-pub fn read_fault_ns(pages: usize, rounds: u32) -> Result<f64, String> {
-    let mut best = f64::INFINITY;
-    for _ in 0..rounds {
-        let start = Instant::now();
         let m = Mapping::new(pages * PAGE, false)?;
-        // SAFETY: the range was just mapped; PROT_READ only from here on.
-        unsafe { libc::mprotect(m.ptr.cast(), m.len, libc::PROT_READ) };
+        if read {
+            // SAFETY: the range was just mapped.
+            unsafe { libc::mprotect(m.ptr.cast(), m.len, libc::PROT_READ) };
+        }
+        let start = Instant::now();
         let mut sum = 0u64;
         for p in 0..pages {
-            // SAFETY: within the mapping, which is readable.
-            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(m.ptr.add(p * PAGE)) } as u64);
+            // SAFETY: within the mapping; written only when writable.
+            unsafe {
+                let at = m.ptr.add(p * PAGE);
+                if read {
+                    sum = sum.wrapping_add(u64::from(std::ptr::read_volatile(at)));
+                } else {
+                    std::ptr::write_volatile(at, 1);
+                }
+            }
         }
         black_box(sum);
+        best_touch = best_touch.min(start.elapsed().as_secs_f64());
+        let start = Instant::now();
         drop(m);
-        best = best.min(start.elapsed().as_secs_f64());
+        best_unmap = best_unmap.min(start.elapsed().as_secs_f64());
     }
-    Ok(best * 1e9 / pages as f64)
+    Ok((
+        best_touch * 1e9 / pages as f64,
+        best_unmap * 1e9 / pages as f64,
+    ))
 }
 
 /// Pins the calling thread to `cpu`; false if that cannot be done.
@@ -322,10 +320,11 @@ mod tests {
         let mut m = Mapping::new(4 << 20, false).unwrap();
         let ns = pointer_chase_ns(&mut m, 1 << 12, 1 << 14);
         assert!(ns > 0.01 && ns < 100_000.0, "{ns}");
-        let f = page_fault_ns(256, 1).unwrap();
-        assert!(f > 1.0 && f < 10_000_000.0, "{f}");
-        let r = read_fault_ns(256, 1).unwrap();
-        assert!(r > 1.0 && r < 10_000_000.0, "{r}");
+        for read in [false, true] {
+            let (f, u) = faults_ns(256, 1, read).unwrap();
+            assert!(f > 1.0 && f < 10_000_000.0, "{f}");
+            assert!(u > 0.0 && u < 10_000_000.0, "{u}");
+        }
     }
 
     #[test]

@@ -255,6 +255,7 @@ fn fake_measured() -> Measured {
         l2_buffer_kib: 1024,
         line_transfer_ns: Some(60.0),
         page_fault_ns: 1500.0,
+        unmap_ns: 300.0,
         read_fault_ns: 700.0,
         fault_pages: 16384,
     }

@@ -42,6 +42,11 @@ pub struct HostShape {
     pub caches: Vec<Cache>,
     /// How the detected shape was fitted to what a profile can say.
     pub notes: Vec<String>,
+    /// Two online CPUs on one socket but different cores, for the
+    /// line-transfer benchmark.
+    pub same_socket_pair: Option<(u32, u32)>,
+    /// /proc/meminfo's MemAvailable, which bounds the benchmarks' buffers.
+    pub available_bytes: Option<u64>,
 }
 
 impl HostShape {
@@ -318,6 +323,23 @@ pub fn read_shape(root: &Path, lscpu_text: &str) -> Result<HostShape, String> {
     }
     let (sockets, cores_per_socket, threads_per_core, numa_nodes, memory_per_node_bytes, notes) =
         fit_topology(&places, &node_memory)?;
+    let same_socket_pair = places.first().and_then(|a| {
+        places
+            .iter()
+            .find(|b| b.package == a.package && b.core != a.core)
+            .map(|b| (a.cpu, b.cpu))
+    });
+    let available_bytes = read(root, "proc/meminfo").ok().and_then(|text| {
+        text.lines().find_map(|line| {
+            let kb: u64 = line
+                .strip_prefix("MemAvailable:")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            Some(kb * 1024)
+        })
+    });
     let model = cpuinfo
         .get("model name")
         .or_else(|| cpuinfo.get("cpu"))
@@ -335,6 +357,8 @@ pub fn read_shape(root: &Path, lscpu_text: &str) -> Result<HostShape, String> {
         frequency_from,
         caches,
         notes,
+        same_socket_pair,
+        available_bytes,
     })
 }
 
@@ -351,8 +375,9 @@ pub struct Measured {
     pub dram_buffer_mib: usize,
     pub l2_ns: f64,
     pub l2_buffer_kib: usize,
-    /// Between CPUs 0 and 1, when there are two and the run finished.
+    /// Between the two CPUs named, when there are two and the run finished.
     pub line_transfer_ns: Option<f64>,
+    pub line_transfer_cpus: (u32, u32),
     /// A write fault, the touching loop only.
     pub page_fault_ns: f64,
     /// munmap after the write faults, per page.
@@ -366,7 +391,17 @@ pub struct Measured {
 /// last-level cache's size times two (256 MiB to 1 GiB).
 pub fn measure(shape: &HostShape) -> Result<Measured, String> {
     let llc = shape.llc_bytes() as usize;
-    let big = (2 * llc).clamp(256 << 20, 1 << 30);
+    // Twice the LLC, 256 MiB to 1 GiB, and at most a quarter of what is free.
+    let quarter = shape
+        .available_bytes
+        .map_or(usize::MAX, |b| (b / 4) as usize);
+    let big = (2 * llc).clamp(256 << 20, 1 << 30).min(quarter) / 4096 * 4096;
+    if big < 16 << 20 {
+        return Err(format!(
+            "{} MiB of memory available, too little to measure",
+            shape.available_bytes.unwrap_or(0) >> 20
+        ));
+    }
     let mut buffer = mb::Mapping::new(big, false)?;
     let write_gbs = mb::sequential_write_gbs(&mut buffer, 5);
     let threads = (shape.nr_cpus() / shape.numa_nodes).clamp(1, 4) as usize;
@@ -379,11 +414,10 @@ pub fn measure(shape: &HostShape) -> Result<Measured, String> {
     let mut small = mb::Mapping::new(l2_buffer, false)?;
     let l2_ns = mb::pointer_chase_ns(&mut small, l2_buffer / 64, 1 << 22);
     drop(small);
-    let line_transfer_ns = if shape.nr_cpus() >= 2 {
-        mb::line_transfer_ns(0, 1, 20_000, 10, Duration::from_secs(2))
-    } else {
-        None
-    };
+    let line_transfer_cpus = shape.same_socket_pair.unwrap_or((0, 1));
+    let line_transfer_ns = shape.same_socket_pair.and_then(|(a, b)| {
+        mb::line_transfer_ns(a as usize, b as usize, 20_000, 10, Duration::from_secs(2))
+    });
     let fault_pages = 16_384;
     let (page_fault_ns, unmap_ns) = mb::faults_ns(fault_pages, 10, false)?;
     let (read_fault_ns, _) = mb::faults_ns(fault_pages, 10, true)?;
@@ -397,6 +431,7 @@ pub fn measure(shape: &HostShape) -> Result<Measured, String> {
         l2_ns,
         l2_buffer_kib: l2_buffer >> 10,
         line_transfer_ns,
+        line_transfer_cpus,
         page_fault_ns,
         unmap_ns,
         read_fault_ns,
@@ -553,7 +588,10 @@ pub fn profile_toml(
             measured_entry(
                 ns.max(1000.0 / mhz),
                 "ns",
-                "a modified line handed between CPUs 0 and 1 (two pinned threads ping-ponging an atomic counter, best of 10 batches of 20,000 round trips, per one-way transfer)",
+                &format!(
+                    "a modified line handed between CPUs {} and {} (other cores of one socket; two pinned threads ping-ponging an atomic counter, best of 10 batches of 20,000 round trips, per one-way transfer)",
+                    measured.line_transfer_cpus.0, measured.line_transfer_cpus.1
+                ),
             ),
         );
     }

@@ -85,7 +85,10 @@ fn vm_tree(name: &str) -> Tree {
             "Node 0 MemTotal:       17655584 kB\nNode 0 MemFree:        10106288 kB\n",
         )
         .file("proc/cpuinfo", CPUINFO_VM)
-        .file("proc/meminfo", "MemTotal:       24683656 kB\n");
+        .file(
+            "proc/meminfo",
+            "MemTotal:       24683656 kB\nMemFree:        10106288 kB\nMemAvailable:   23451052 kB\n",
+        );
     t
 }
 
@@ -183,6 +186,8 @@ fn the_vm_fixture_reads_as_one_socket_of_two_cores() {
     assert_eq!(s.llc_bytes(), 480 << 20);
     assert_eq!(s.caches[3].shared_by, 2);
     assert!(s.notes.is_empty());
+    assert_eq!(s.same_socket_pair, Some((0, 1)));
+    assert_eq!(s.available_bytes, Some(23_451_052 * 1024));
 }
 
 #[test]
@@ -201,6 +206,8 @@ fn two_sockets_two_nodes_and_cpufreq() {
     assert_eq!(s.memory_per_node_bytes, 64 << 30);
     assert_eq!(s.frequency_mhz, 2300);
     assert!(s.caches.is_empty());
+    // cpu1 is core 1 of socket 0; cpu8, cpu0's sibling, shares its core.
+    assert_eq!(s.same_socket_pair, Some((0, 1)));
 }
 
 #[test]
@@ -254,6 +261,7 @@ fn fake_measured() -> Measured {
         l2_ns: 5.5,
         l2_buffer_kib: 1024,
         line_transfer_ns: Some(60.0),
+        line_transfer_cpus: (0, 1),
         page_fault_ns: 1500.0,
         unmap_ns: 300.0,
         read_fault_ns: 700.0,

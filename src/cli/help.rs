@@ -148,7 +148,7 @@ every built-in one) with its shape, digest and costs, as one JSON document.
 'machines detect' writes a profile of this host (to stdout, or FILE for
 --machine FILE): its shape from sysfs, /proc and lscpu; sequential write,
 clear-page and node bandwidth, DRAM and L2 latency, a line transfer between
-CPUs 0 and 1, read and write page faults: measured by short microbenchmarks
+two cores, read and write page faults: measured by short microbenchmarks
 (a few seconds, host time: the one place mmsim reads it); every other cost copied
 from the built-in profile of the same architecture with the nearest clock,
 each source saying which.

@@ -10,6 +10,7 @@ commands:
   compare <workload> [flags]  run a workload with a feature off and on, side by side
   reproduce [ID|all]          rerun published experiments and compare with the published figures
   machines [NAME]             list the machine profiles, or show one's costs (--json too)
+  machines detect [--output F] write a profile of this host (shape, measured costs)
   features                    list the kernel features (each one upstream change)
   workloads                   list the workloads and their flags (--json too)
   experiments                 list the experiments 'reproduce' can run (--json too)
@@ -136,12 +137,21 @@ options:
 
 pub const MACHINES: &str = "\
 usage: mmsim machines [NAME...] [--verbose] [--json]
+       mmsim machines detect [--output FILE]
 
 Lists the built-in machine profiles: architecture, CPUs, shape (sockets x
 cores x threads), NUMA nodes, memory, clock and description. With NAME (a built-in name or a
 .toml file) or --verbose, also prints every cost with its value and source;
 calibrated costs are marked with '*'. With --json, every machine named (or
 every built-in one) with its shape, digest and costs, as one JSON document.
+
+'machines detect' writes a profile of this host (to stdout, or FILE for
+--machine FILE): its shape from sysfs, /proc and lscpu; sequential write,
+clear-page and node bandwidth, DRAM and L2 latency, a line transfer between
+two cores, read and write page faults: measured by short microbenchmarks
+(a few seconds, host time: the one place mmsim reads it); every other cost copied
+from the built-in profile of the same architecture with the nearest clock,
+each source saying which.
 ";
 
 pub const FEATURES: &str = "\

@@ -17,6 +17,9 @@ use crate::util::escape;
 use crate::workload::WORKLOADS;
 
 pub fn machines_command(args: &[String]) -> Result<String, CliError> {
+    if args.first().map(String::as_str) == Some("detect") {
+        return detect_command(&args[1..]);
+    }
     let parsed = extract(
         args,
         &[
@@ -59,6 +62,40 @@ pub fn machines_command(args: &[String]) -> Result<String, CliError> {
         }
     }
     Ok(out)
+}
+
+/// `mmsim machines detect [--output FILE]`: a profile of this host, to
+/// stdout or FILE (`machine::detect`).
+fn detect_command(args: &[String]) -> Result<String, CliError> {
+    let parsed = extract(args, &[Opt::switch("help"), Opt::value("output")])?;
+    if parsed.has("help") {
+        return Ok(help::MACHINES.to_string());
+    }
+    no_unknown_options(&parsed, "machines detect")?;
+    if let Some(extra) = parsed.rest.first() {
+        return Err(CliError::new(format!(
+            "unexpected argument '{}' for 'mmsim machines detect'",
+            escape(extra)
+        )));
+    }
+    let text = machine::detect::detect_profile()
+        .map_err(|e| CliError::new(format!("machines detect: {e}")))?;
+    match parsed.last("output") {
+        None => Ok(text),
+        Some(path) => {
+            std::fs::write(path, &text).map_err(|e| {
+                CliError::new(format!(
+                    "machines detect: cannot write {}: {e}",
+                    escape(path)
+                ))
+            })?;
+            Ok(format!(
+                "wrote {} (use it with --machine {})\n",
+                escape(path),
+                escape(path)
+            ))
+        }
+    }
 }
 
 fn builtin_machines() -> Result<Vec<Machine>, CliError> {
@@ -446,6 +483,20 @@ mod tests {
         let first = Costs::PARAMETERS[0].0;
         assert!(text.contains(&format!("*  {first} ")), "{text}");
         assert!(text.contains("# * calibrated (1 of "), "{text}");
+    }
+
+    #[test]
+    fn detect_refuses_what_it_does_not_take_in_one_line() {
+        for args in [
+            &["detect", "--bogus"][..],
+            &["detect", "extra"],
+            &["detect", "--output"],
+        ] {
+            let e = machines_command(&strings(args)).unwrap_err().to_string();
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        let help = machines_command(&strings(&["detect", "--help"])).unwrap();
+        assert!(help.contains("machines detect [--output FILE]"));
     }
 
     #[test]

@@ -46,6 +46,14 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
+/// A built-in profile's text, as shipped.
+pub(super) fn builtin_text(name: &str) -> Option<&'static str> {
+    BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
+}
+
 pub fn builtin_names() -> Vec<&'static str> {
     BUILTIN.iter().map(|(name, _)| *name).collect()
 }

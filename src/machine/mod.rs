@@ -11,7 +11,9 @@
 //! then says so in its name and in every report.
 
 mod costs;
+pub mod detect;
 mod load;
+mod microbench;
 mod topology;
 
 pub use costs::{Cost, CostKind, Costs};

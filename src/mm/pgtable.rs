@@ -305,6 +305,50 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_of_entry_reads_back_as_set() {
+        // Entries are stored packed; a THP's deposit beside them.
+        let mut pt = PageTables::new();
+        let t = pt.create(Level::Pmd, Pfn(1));
+        let big = Pfn((1 << 40) + 3);
+        let entries = [
+            Entry::Table(TableId(u32::MAX - 1)),
+            Entry::Page {
+                pfn: big,
+                write: true,
+            },
+            Entry::Page {
+                pfn: Pfn(7),
+                write: false,
+            },
+            Entry::ZeroPage,
+            Entry::HugeZero { deposit: big },
+            Entry::Huge {
+                pfn: Pfn(512),
+                write: true,
+                deposit: Pfn(99),
+            },
+            Entry::Huge {
+                pfn: big,
+                write: false,
+                deposit: Pfn(100),
+            },
+        ];
+        for (i, &e) in entries.iter().enumerate() {
+            pt.set(t, i, e);
+        }
+        for (i, &e) in entries.iter().enumerate() {
+            assert_eq!(pt.get(t, i), e, "entry {i}");
+        }
+        assert_eq!(pt.huge_deposits.len(), 2);
+        // Replacing or clearing a THP's PMD forgets its deposit.
+        pt.set(t, 5, Entry::HugeZero { deposit: Pfn(5) });
+        pt.set(t, 6, Entry::None);
+        assert!(pt.huge_deposits.is_empty());
+        assert_eq!(pt.get(t, 5), Entry::HugeZero { deposit: Pfn(5) });
+        assert_eq!(pt.table(t).used, 6);
+    }
+
+    #[test]
     fn tables_entries_are_their_own() {
         // The entries of every table share one flat array: the last entry
         // of one table and the first of the next must not alias.

@@ -2,8 +2,10 @@
 //! machines (wall time, CPU time, peak memory of `mmsim run usemem 64k`,
 //! beside mmsim's own estimate that `--max-host-memory` checks), and the
 //! host time per simulated event of ebizzy with one thread per CPU on 80,
-//! 1,000 and 4,096 CPUs. Run with `cargo bench --bench scale` (`-- boot` or
-//! `-- ebizzy` for one part).
+//! 1,000 and 4,096 CPUs; and the wall time, CPU time and peak memory of
+//! the two large `usemem` runs issue 15 sets aims for, on haswell-ep-2s.
+//! Run with `cargo bench --bench scale` (`-- boot`, `-- ebizzy` or
+//! `-- usemem` for one part).
 //!
 //! The machines are xeon-8s-80c's profile with its topology changed,
 //! written to a scratch directory. A simulated event here is an IPI taken
@@ -83,6 +85,31 @@ const EBIZZY: &[Shape] = &[
     },
 ];
 
+/// A `usemem` run on haswell-ep-2s: its arguments and the host's aims for
+/// it (issue 15: wall seconds, peak MiB).
+struct Usemem {
+    args: &'static [&'static str],
+    aim_seconds: f64,
+    aim_mib: f64,
+}
+
+const USEMEM: &[Usemem] = &[
+    // Write mode: 2.6 million pages, their contents kept as rules.
+    Usemem {
+        args: &["10G"],
+        aim_seconds: 2.0,
+        aim_mib: 256.0,
+    },
+    // 72 processes read-faulting the huge zero page every 2 MiB of 1 TiB
+    // each: 37.7 million huge-zero PMDs, each with a deposited page-table
+    // page.
+    Usemem {
+        args: &["-n", "72", "--readonly", "-j", "0x200000", "1T"],
+        aim_seconds: 8.0,
+        aim_mib: 1024.0,
+    },
+];
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -139,6 +166,27 @@ fn main() {
                 usage.cpu_seconds,
                 usage.peak_kib as f64 / 1024.0,
                 usage.cpu_seconds * 1e6 / (ipis + faults).max(1) as f64
+            );
+        }
+    }
+    if want("usemem") {
+        println!("usemem on haswell-ep-2s");
+        println!(
+            "{:<44} {:>8} {:>8} {:>10} {:>14}",
+            "run", "wall s", "cpu s", "peak MiB", "aim s / MiB"
+        );
+        for run_of in USEMEM {
+            let mut args = vec!["run", "usemem"];
+            args.extend(run_of.args);
+            args.extend(["--machine", "haswell-ep-2s"]);
+            let (wall, usage, _) = run(mmsim, &args);
+            println!(
+                "{:<44} {:>8.2} {:>8.2} {:>10.1} {:>14}",
+                format!("usemem {}", run_of.args.join(" ")),
+                wall,
+                usage.cpu_seconds,
+                usage.peak_kib as f64 / 1024.0,
+                format!("{} / {}", run_of.aim_seconds, run_of.aim_mib)
             );
         }
     }

@@ -151,7 +151,7 @@ fn check_pages(k: &Kernel, census: &Census) {
             Pfn(pfn),
             page.state
         );
-        assert_eq!(page.mapcount, maps, "{}: mapcount vs PTEs", Pfn(pfn));
+        assert_eq!(page.mapcount(), maps, "{}: mapcount vs PTEs", Pfn(pfn));
         *head_refs.entry(k.compound_head(Pfn(pfn)).0).or_default() += maps;
     }
     for (&head, &maps) in &census.pmd_maps {
@@ -162,7 +162,7 @@ fn check_pages(k: &Kernel, census: &Census) {
             Pfn(head)
         );
         assert_eq!(
-            page.compound_mapcount,
+            u32::from(page.compound_mapcount),
             maps,
             "{}: compound mapcount vs PMDs",
             Pfn(head)
@@ -181,7 +181,7 @@ fn check_pages(k: &Kernel, census: &Census) {
     }
     for (&head, &refs) in &head_refs {
         assert_eq!(
-            k.pa.page(Pfn(head)).refcount,
+            k.pa.page(Pfn(head)).refcount(),
             refs,
             "{}: refcount vs mappings",
             Pfn(head)

@@ -151,8 +151,8 @@ impl Kernel {
         match entry {
             Entry::Page { pfn, .. } => {
                 let head = self.compound_head(pfn);
-                self.pa.page_mut(head).refcount += 1;
-                self.pa.page_mut(pfn).mapcount += 1;
+                *self.pa.page_mut(head).refcount_mut() += 1;
+                *self.pa.page_mut(pfn).mapcount_mut() += 1;
                 self.tables
                     .set(src, index, Entry::Page { pfn, write: false });
                 if self.pa.page(pfn).shmem {

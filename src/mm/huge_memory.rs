@@ -301,13 +301,13 @@ impl Kernel {
         let head = self.compound_head(pfn);
         let page = self.pa.page(head);
         if page.order == 0 {
-            return self.pa.page(pfn).mapcount;
+            return self.pa.page(pfn).mapcount();
         }
         let most_ptes = (0..HPAGE_PMD_NR)
-            .map(|i| self.pa.page(Pfn(head.0 + i)).mapcount)
+            .map(|i| self.pa.page(Pfn(head.0 + i)).mapcount())
             .max()
             .unwrap_or(0);
-        most_ptes + page.compound_mapcount
+        most_ptes + u32::from(page.compound_mapcount)
     }
 
     /// Is this THP mapped by exactly one PMD and no PTE?
@@ -387,9 +387,9 @@ impl Kernel {
             Entry::Huge { pfn, .. } => {
                 let head = self.pa.page_mut(pfn);
                 head.compound_mapcount -= 1;
-                head.refcount += HPAGE_PMD_NR as u32 - 1;
+                *head.refcount_mut() += HPAGE_PMD_NR as u32 - 1;
                 for i in 0..HPAGE_PMD_NR {
-                    self.pa.page_mut(Pfn(pfn.0 + i)).mapcount += 1;
+                    *self.pa.page_mut(Pfn(pfn.0 + i)).mapcount_mut() += 1;
                 }
             }
             _ => unreachable!(),
@@ -419,8 +419,11 @@ impl Kernel {
             }
             Entry::Huge { pfn, .. } => {
                 let head = self.pa.page_mut(pfn);
-                head.refcount += 1;
-                head.compound_mapcount += 1;
+                *head.refcount_mut() += 1;
+                head.compound_mapcount = head
+                    .compound_mapcount
+                    .checked_add(1)
+                    .expect("a THP mapped by more than 65,535 PMDs");
                 self.mm_mut(child).rss_anon += HPAGE_PMD_NR;
                 Entry::Huge {
                     pfn,

@@ -197,7 +197,7 @@ impl Kernel {
         pfn: Pfn,
         write: bool,
     ) {
-        self.pa.page_mut(pfn).mapcount = 1;
+        *self.pa.page_mut(pfn).mapcount_mut() = 1;
         self.tables.set(pte, index, Entry::Page { pfn, write });
         self.mm_mut(mm).rss_anon += 1;
     }
@@ -272,10 +272,10 @@ impl Kernel {
     pub(super) fn page_remove_rmap(&mut self, pfn: Pfn) {
         let page = self.pa.page_mut(pfn);
         assert!(
-            page.mapcount > 0,
+            page.mapcount() > 0,
             "{pfn}: unmapping a page that is not mapped"
         );
-        page.mapcount -= 1;
+        *page.mapcount_mut() -= 1;
     }
 
     /// `put_page` of a 4 KiB page or a THP's subpage: drops a reference on
@@ -283,15 +283,15 @@ impl Kernel {
     pub(super) fn put_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
         let head = self.compound_head(pfn);
         let page = self.pa.page_mut(head);
-        assert!(page.refcount > 0, "{head}: put_page on a free page");
-        page.refcount -= 1;
-        if page.refcount > 0 {
+        assert!(page.refcount() > 0, "{head}: put_page on a free page");
+        *page.refcount_mut() -= 1;
+        if page.refcount() > 0 {
             return;
         }
         let order = Order(page.order);
         for sub in 0..order.nr_pages() {
             let sub = Pfn(head.0 + sub);
-            debug_assert_eq!(self.pa.page(sub).mapcount, 0, "{sub} freed while mapped");
+            debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");
             self.contents.clear(sub);
         }
         self.pa.free_pages(ctx, head, order);

@@ -377,8 +377,8 @@ impl PageAllocator {
         meta.order = order.0;
         meta.migratetype = gfp.migratetype;
         // prep_new_page: set_page_refcounted; nothing maps it yet.
-        meta.refcount = 1;
-        meta.mapcount = 0;
+        *meta.refcount_mut() = 1;
+        *meta.mapcount_mut() = 0;
         meta.compound_mapcount = 0;
         meta.shmem = false;
         zone.nr_allocated_pages += order.nr_pages();
@@ -1295,7 +1295,8 @@ impl Zone {
                 while i != NIL {
                     let meta: PageMeta = self.map.get(i);
                     assert_eq!(
-                        meta.prev, prev,
+                        meta.prev(),
+                        prev,
                         "node {} order {order}: broken prev link at page {i}",
                         self.node
                     );
@@ -1307,7 +1308,7 @@ impl Zone {
                         self.node
                     );
                     prev = i;
-                    i = meta.next;
+                    i = meta.next();
                     len += 1;
                     assert!(
                         len <= self.managed_pages,

@@ -46,43 +46,115 @@ pub enum PageState {
 }
 
 /// The allocator's view of one page. Indices are relative to the zone.
+///
+/// 16 bytes: a machine's page tables are pages too, and 72 processes each
+/// mapping 1 TiB of the huge zero page deposit 37.7 million of them, each
+/// with its own struct page (28 bytes a page made them 1.06 GB of the
+/// host's memory). As in Linux's `struct page`, fields that are never
+/// needed at once share words: a page on a buddy free list has links and
+/// no counts, any other page counts and no links ([`PageMeta::words`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageMeta {
-    pub prev: u32,
-    pub next: u32,
+    /// `prev` and `next` of a [`PageState::Buddy`] page (`page->lru`);
+    /// `_refcount` and `_mapcount + 1` of any other (the allocator sets a
+    /// new block's refcount to 1, the mm layer counts its references, each
+    /// mapping holds one; the mapcount counts page-table entries mapping
+    /// this 4 KiB page). A per-CPU list keeps its pages itself, unlinked.
+    words: [u32; 2],
+    /// The CPU that last wrote this `struct page` ([`NO_WRITER`] if none):
+    /// another CPU touching it pays a cache-line transfer.
+    pub last_cpu: u16,
+    /// `compound_mapcount + 1` of a THP's head: PMDs mapping it whole. At
+    /// most one per process mapping the THP, so 16 bits are plenty; an
+    /// increment past them panics.
+    pub compound_mapcount: u16,
     pub state: PageState,
     /// Order of the block this page heads (`buddy_order`, or the allocation).
     pub order: u8,
     /// Migratetype recorded when the block was allocated or listed.
     pub migratetype: MigrateType,
-    /// The CPU that last wrote this `struct page` ([`NO_WRITER`] if none):
-    /// another CPU touching it pays a cache-line transfer.
-    pub last_cpu: u16,
-    /// `_refcount` of an allocated block's head: the allocator sets 1, the
-    /// mm layer counts its references (each mapping holds one).
-    pub refcount: u32,
-    /// `_mapcount + 1`: page-table entries mapping this 4 KiB page.
-    pub mapcount: u32,
-    /// `compound_mapcount + 1` of a THP's head: PMDs mapping it whole.
-    pub compound_mapcount: u32,
     /// The page is in a tmpfs file's page cache (`page->mapping` is the
     /// file's, not an `anon_vma`: `!PageAnon`), which holds a reference.
     pub shmem: bool,
 }
 
+const _: () = assert!(std::mem::size_of::<PageMeta>() == 16);
+
 impl PageMeta {
     pub const TAIL: PageMeta = PageMeta {
-        prev: NIL,
-        next: NIL,
+        words: [0, 0],
+        last_cpu: NO_WRITER,
+        compound_mapcount: 0,
         state: PageState::Tail,
         order: 0,
         migratetype: MigrateType::Movable,
-        last_cpu: NO_WRITER,
-        refcount: 0,
-        mapcount: 0,
-        compound_mapcount: 0,
         shmem: false,
     };
+
+    /// The previous free block on a buddy list, NIL for the first (and for
+    /// a page on none).
+    #[inline]
+    pub fn prev(&self) -> u32 {
+        if self.state == PageState::Buddy {
+            self.words[0]
+        } else {
+            NIL
+        }
+    }
+
+    /// The next free block on a buddy list, NIL for the last.
+    #[inline]
+    pub fn next(&self) -> u32 {
+        if self.state == PageState::Buddy {
+            self.words[1]
+        } else {
+            NIL
+        }
+    }
+
+    #[inline]
+    pub fn set_prev(&mut self, prev: u32) {
+        debug_assert_eq!(self.state, PageState::Buddy, "links of an unlisted page");
+        self.words[0] = prev;
+    }
+
+    #[inline]
+    pub fn set_next(&mut self, next: u32) {
+        debug_assert_eq!(self.state, PageState::Buddy, "links of an unlisted page");
+        self.words[1] = next;
+    }
+
+    /// `_refcount` (0 for a page on a buddy list).
+    #[inline]
+    pub fn refcount(&self) -> u32 {
+        if self.state == PageState::Buddy {
+            0
+        } else {
+            self.words[0]
+        }
+    }
+
+    #[inline]
+    pub fn refcount_mut(&mut self) -> &mut u32 {
+        debug_assert_ne!(self.state, PageState::Buddy, "counts of a free page");
+        &mut self.words[0]
+    }
+
+    /// `_mapcount + 1` (0 for a page on a buddy list).
+    #[inline]
+    pub fn mapcount(&self) -> u32 {
+        if self.state == PageState::Buddy {
+            0
+        } else {
+            self.words[1]
+        }
+    }
+
+    #[inline]
+    pub fn mapcount_mut(&mut self) -> &mut u32 {
+        debug_assert_ne!(self.state, PageState::Buddy, "counts of a free page");
+        &mut self.words[1]
+    }
 }
 
 const PB_PAGES: usize = PAGEBLOCK_NR_PAGES as usize;
@@ -132,6 +204,7 @@ pub const MAX_BLOCK_PAGES: u64 = 1 << (MAX_ORDER - 1);
 
 /// The struct page boot leaves at the head of each free max-order block.
 const UNTOUCHED_HEAD: PageMeta = PageMeta {
+    words: [NIL, NIL],
     state: PageState::Buddy,
     order: (MAX_ORDER - 1) as u8,
     ..PageMeta::TAIL
@@ -377,12 +450,12 @@ impl FreeList {
         let idx = self.untouched.0;
         self.untouched.0 += MAX_BLOCK_PAGES as u32;
         let m = map.carve(idx);
-        m.prev = self.tail;
+        m.set_prev(self.tail);
         if link_tail {
             if self.tail == NIL {
                 self.head = idx;
             } else {
-                map.get_mut(self.tail).next = idx;
+                map.get_mut(self.tail).set_next(idx);
             }
         }
         self.tail = idx;
@@ -414,14 +487,14 @@ impl FreeList {
         let old = self.first(map);
         let m = map.get_mut(idx);
         set_buddy(m, order, mt);
-        m.prev = NIL;
-        m.next = old;
+        m.set_prev(NIL);
+        m.set_next(old);
         written(m);
         if old == NIL {
             self.tail = idx;
         } else {
             let m = map.get_mut(old);
-            m.prev = idx;
+            m.set_prev(idx);
             written(m);
         }
         self.head = idx;
@@ -448,14 +521,14 @@ impl FreeList {
         let old = self.tail;
         let m = map.get_mut(idx);
         set_buddy(m, order, mt);
-        m.prev = old;
-        m.next = NIL;
+        m.set_prev(old);
+        m.set_next(NIL);
         written(m);
         if old == NIL {
             self.head = idx;
         } else {
             let m = map.get_mut(old);
-            m.next = idx;
+            m.set_next(idx);
             written(m);
         }
         self.tail = idx;
@@ -504,14 +577,14 @@ impl FreeList {
             self.head = next;
         } else {
             let m = map.get_mut(prev);
-            m.next = next;
+            m.set_next(next);
             written(m);
         }
         if next == NIL {
             self.tail = prev;
         } else {
             let m = map.get_mut(next);
-            m.prev = prev;
+            m.set_prev(prev);
             written(m);
         }
         self.len -= 1;
@@ -547,9 +620,10 @@ fn set_buddy(m: &mut PageMeta, order: u8, mt: MigrateType) {
 /// `taken`; returns the links it had (prev, next) for [`FreeList::unlink`].
 #[inline]
 pub fn detach(m: &mut PageMeta, taken: Taken) -> (u32, u32) {
-    let links = (m.prev, m.next);
-    m.prev = NIL;
-    m.next = NIL;
+    let links = (m.prev(), m.next());
+    // Off the list, the words are counts: none yet (the allocator sets a
+    // block's when it hands it out).
+    m.words = [0, 0];
     m.state = taken.state;
     m.order = taken.order;
     m.migratetype = taken.migratetype;
@@ -621,7 +695,7 @@ mod tests {
         let ops: [Op; 5] = [
             |l, m, w| {
                 let h = l.first(m);
-                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev));
+                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev()));
             },
             |l, m, w| {
                 l.first(m);
@@ -631,21 +705,21 @@ mod tests {
                     l.carve_one(m, true);
                 }
                 l.remove(m, 3 * MAX_BLOCK_PAGES as u32, Taken::TAIL, |p| {
-                    w.push(p.prev)
+                    w.push(p.prev())
                 });
             },
             |l, m, w| {
                 l.push_head(m, 0, (MAX_ORDER - 1) as u8, MigrateType::Movable, |p| {
-                    w.push(p.prev)
+                    w.push(p.prev())
                 })
             },
             |l, m, w| {
                 let h = l.first(m);
-                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev));
+                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev()));
             },
             |l, m, w| {
                 let h = l.first(m);
-                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev));
+                l.remove(m, h, Taken::TAIL, |p| w.push(p.prev()));
             },
         ];
         for op in ops {
@@ -661,10 +735,10 @@ mod tests {
                 if (b(i) as u64) >= lazy_map.touched_pages() {
                     continue; // untouched: its links exist only as the range
                 }
-                assert_eq!(a.prev, c.prev, "block {i}");
+                assert_eq!(a.prev(), c.prev(), "block {i}");
                 // The linked tail's next is NIL where the untouched range follows.
                 if !(lazy.has_untouched() && b(i) == lazy.tail) {
-                    assert_eq!(a.next, c.next, "block {i}");
+                    assert_eq!(a.next(), c.next(), "block {i}");
                 }
             }
         }
@@ -679,7 +753,7 @@ mod tests {
         let mut map = PageMap::new_touched(PAGEBLOCK_NR_PAGES);
         let mut list = FreeList::default();
         let mut written = Vec::new();
-        let mut record = |m: &mut PageMeta| written.push((m.prev, m.next));
+        let mut record = |m: &mut PageMeta| written.push((m.prev(), m.next()));
         let mt = MigrateType::Movable;
         list.push_tail(&mut map, 1, 0, mt, &mut record);
         list.push_tail(&mut map, 2, 0, mt, &mut record);
@@ -696,8 +770,8 @@ mod tests {
             PageState::Tail,
             "taken off, no longer a buddy"
         );
-        assert_eq!(map.get(0).next, 2);
-        assert_eq!(map.get(2).prev, 0);
+        assert_eq!(map.get(0).next(), 2);
+        assert_eq!(map.get(2).prev(), 0);
         // Each page whose links changed, as it was left: page 1 alone; 2
         // then 1; 0 then 1; 1 then 0 and 2.
         assert_eq!(

@@ -139,7 +139,7 @@ impl Kernel {
         let cost = ctx.machine().costs.zap_pte.cycles();
         for pfn in pages {
             let page = self.pa.page_mut(pfn);
-            assert_eq!(page.mapcount, 0, "{pfn}: evicted while mapped");
+            assert_eq!(page.mapcount(), 0, "{pfn}: evicted while mapped");
             page.shmem = false;
             ctx.charge(Symbol::ShmemUndoRange, cost);
             ctx.count(Event::ShmemPagesFreed, 1);
@@ -277,8 +277,8 @@ impl Kernel {
         // is shared and writable (tmpfs needs no write-notify).
         let writable = shared && vma.flags.contains(VmFlags::WRITE);
         let meta = self.pa.page_mut(page);
-        meta.refcount += 1;
-        meta.mapcount += 1;
+        *meta.refcount_mut() += 1;
+        *meta.mapcount_mut() += 1;
         self.tables.set(
             pte,
             index,

@@ -83,6 +83,25 @@ impl UserCaches {
         tags[set] = tag;
         hit
     }
+
+    /// [`UserCaches::touch`] of the `count` lines from `first`, which lie
+    /// in one aligned block of [`CACHE_LINES`] (a page's lines do: a page
+    /// has a power of two of them, fewer than `CACHE_LINES`), so that they
+    /// have one tag and consecutive sets: one fill instead of a look-up per
+    /// line. Every page-table page a fault clears comes here (37.7 million
+    /// of them in `usemem -n 72 --readonly -j 0x200000 1T`, 12% of its host
+    /// time when each line was touched alone).
+    pub fn fill(&mut self, cpu: usize, first: u64, count: u64) {
+        let set = first as usize % CACHE_LINES;
+        debug_assert!(set + count as usize <= CACHE_LINES, "lines cross a tag");
+        // The tag of `first`, as `touch` computes it.
+        let tag = ((first / CACHE_LINES as u64) as u32).wrapping_add(1);
+        if self.cpus.len() <= cpu {
+            self.cpus.resize_with(cpu + 1, || None);
+        }
+        let tags = self.cpus[cpu].get_or_insert_with(|| Box::new([0; CACHE_LINES]));
+        tags[set..set + count as usize].fill(tag);
+    }
 }
 
 /// The cache line size of an architecture, bytes.
@@ -185,9 +204,7 @@ impl Kernel {
         let line = line_size(ctx.machine().arch);
         let lines = PAGE_SIZE / line;
         let cpu = ctx.cur().index();
-        for l in pfn.0 * lines..(pfn.0 + 1) * lines {
-            self.user_caches.touch(cpu, l);
-        }
+        self.user_caches.fill(cpu, pfn.0 * lines, lines);
     }
 
     /// Charges `count` accesses from `addr`, `stride` apart, landing on

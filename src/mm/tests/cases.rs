@@ -817,6 +817,12 @@ mod user_runs {
             tags.touch(2, 1 << 20 | l);
         }
         assert!((0..CACHE_LINES as u64).all(|l| tags.touch(2, 1 << 20 | l)));
+        // A page's lines filled at once are what touching each leaves: the
+        // page's own lines hit, the slots of the line evicted above miss.
+        let page = (line / 64) * 64;
+        tags.fill(0, page, 64);
+        assert!((page..page + 64).all(|l| tags.touch(0, l)));
+        assert!(!tags.touch(0, line + CACHE_LINES as u64));
 
         // A CPU that has not seen a page streams all of it; the CPU that
         // just did finds it all.

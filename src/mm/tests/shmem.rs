@@ -46,11 +46,11 @@ fn shared_writes_fault_cache_pages_in_and_unmapping_leaves_them_cached() {
         assert_eq!((k.mm(mm).rss_shmem, k.mm(mm).rss_anon), (N, 0));
         let pfn = k.shmem.file(file).page(3).unwrap();
         let page = k.pa.page(pfn);
-        assert_eq!((page.refcount, page.mapcount, page.shmem), (2, 1, true));
+        assert_eq!((page.refcount(), page.mapcount(), page.shmem), (2, 1, true));
         k.check();
         k.munmap(&mut ctx, mm, a, N * P).unwrap();
         let page = k.pa.page(pfn);
-        assert_eq!((page.refcount, page.mapcount), (1, 0));
+        assert_eq!((page.refcount(), page.mapcount()), (1, 0));
         assert_eq!(k.mm(mm).rss_shmem, 0);
         assert_eq!(k.shmem.file(file).nr_pages(), N);
         check_no_leaks(&k);
@@ -158,7 +158,10 @@ fn fork_refaults_a_shared_mapping_and_a_page_past_the_end_is_sigbus() {
     assert_eq!(ctx.stats.event(Event::Pgfault) - faults, 2);
     assert_eq!(k.read_u64(&mut ctx, parent, a + P).unwrap(), 43);
     let pfn = k.shmem.file(file).page(0).unwrap();
-    assert_eq!((k.pa.page(pfn).refcount, k.pa.page(pfn).mapcount), (3, 2));
+    assert_eq!(
+        (k.pa.page(pfn).refcount(), k.pa.page(pfn).mapcount()),
+        (3, 2)
+    );
     k.check();
     k.mmput(&mut ctx, child);
     k.munmap(&mut ctx, parent, a, 8 * P).unwrap();

@@ -11,7 +11,7 @@ commands:
   reproduce [ID|all]          rerun published experiments and compare with the published figures
   machines [NAME]             list the machine profiles, or show one's costs (--json too)
   machines detect [--output F] write a profile of this host (shape, measured costs)
-  features                    list the kernel features (each one upstream change)
+  features                    list the kernel features, each one upstream change with its release (--json too)
   workloads                   list the workloads and their flags (--json too)
   experiments                 list the experiments 'reproduce' can run (--json too)
   trace import --strace F ... convert strace (and perf) output of a real run into a trace

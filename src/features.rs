@@ -144,6 +144,15 @@ impl Feature {
         }
     }
 
+    /// The feature that, when on, makes this one do nothing: the maple tree
+    /// removed the VMA cache, per-thread or shared.
+    pub fn overridden_by(self) -> Option<Feature> {
+        match self {
+            Feature::PerThreadVmacache => Some(Feature::MapleTree),
+            _ => None,
+        }
+    }
+
     /// Whether a kernel of `version` has this feature: it had arrived and
     /// had not been removed.
     pub fn in_kernel(self, version: KernelVersion) -> bool {

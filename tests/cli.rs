@@ -938,11 +938,12 @@ fn the_vmacache_hit_rate_is_not_applicable_with_the_maple_tree() {
         .unwrap();
     assert!(metric["value"].as_f64().unwrap() > 0.0, "{metric}");
     assert!(metric.get("not_applicable").is_none(), "{metric}");
-    // compare: n/a on both sides, null in JSON with the reason.
+    // compare: n/a on both sides, null in JSON with the reason (comparing
+    // per-thread-vmacache itself under the maple tree is refused).
     let compare = [
         &["compare"][..],
         &run[1..],
-        &["--feature", "per-thread-vmacache"],
+        &["--feature", "huge-zero-mm-flag"],
     ]
     .concat();
     let text = succeeds(&compare);
@@ -1181,4 +1182,54 @@ fn progress_lines_only_when_asked_for() {
         &["run", "usemem", "1M", "--progress=yes"],
         "--progress takes no value",
     );
+}
+
+#[test]
+fn reproduce_refuses_an_unknown_experiment_beside_all() {
+    for args in [
+        &["reproduce", "all", "extra"][..],
+        &["reproduce", "extra", "all"],
+    ] {
+        fails_with(args, "unknown experiment 'extra'");
+    }
+}
+
+#[test]
+fn compare_refuses_a_feature_another_one_overrides() {
+    fails_with(
+        &[
+            "compare",
+            "ebizzy",
+            "-t",
+            "2",
+            "--feature",
+            "per-thread-vmacache",
+        ],
+        "per-thread-vmacache does nothing while maple-tree is on",
+    );
+}
+
+#[test]
+fn ebizzy_with_no_record_done_prints_no_per_record_figure() {
+    let out = succeeds(&["run", "ebizzy", "-t", "80", "-S", "0.00001"]);
+    assert!(out.contains("0 records by 80 threads"), "{out}");
+    assert!(out.contains("no record completed"), "{out}");
+    assert!(!out.contains("cycles per record"), "{out}");
+    assert!(out.contains("find-vma-cycles-per-record    n/a"), "{out}");
+}
+
+#[test]
+fn a_profile_s_name_and_description_are_shown_escaped() {
+    let dir = TempDir::new("escaped-name");
+    let builtin = builtin_profile("x86-2s-server");
+    let edited = builtin
+        .replacen("name = \"x86-2s-server\"", "name = \"evil\\u001b[31m\"", 1)
+        .replacen("description = \"", "description = \"bell\\u0007 ", 1);
+    let path = dir.file("evil.toml", &edited);
+    let run = succeeds(&["run", "usemem", "1M", "--machine", &path]);
+    assert!(run.contains("# machine:  evil\\x1b[31m (from "), "{run}");
+    assert!(!run.contains('\u{1b}'), "{run}");
+    let shown = succeeds(&["machines", &path]);
+    assert!(shown.contains("bell\\x07 "), "{shown}");
+    assert!(!shown.contains('\u{7}'), "{shown}");
 }

@@ -119,14 +119,14 @@ fn machine_table(machines: &[Machine]) -> String {
     for m in machines {
         let t = &m.topology;
         table.row(vec![
-            m.name.clone(),
+            escape(&m.name),
             m.arch.name().to_string(),
             t.nr_cpus().to_string(),
             format_shape(m),
             t.numa_nodes.to_string(),
             format_memory(m),
             format_frequency(t),
-            m.description.clone(),
+            escape(&m.description),
         ]);
     }
     table.render()
@@ -136,7 +136,7 @@ fn machine_table(machines: &[Machine]) -> String {
 fn machine_details(machine: &Machine) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}", format_machine(machine));
-    let _ = writeln!(out, "# {}", machine.description);
+    let _ = writeln!(out, "# {}", escape(&machine.description));
     let _ = writeln!(out, "# arch: {}", machine.arch.name());
     let mut table = Table::new(&[
         ("", Align::Left),

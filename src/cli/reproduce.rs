@@ -75,22 +75,26 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     Ok(texts.join("\n"))
 }
 
-/// The experiments named, in the order named; none or `all` means every one.
+/// The experiments named, in the order named, each once; none or `all`
+/// means every one. Every name must be an experiment (or `all`).
 fn select(ids: &[String]) -> Result<Vec<&'static Experiment>, CliError> {
+    let mut named: Vec<&'static Experiment> = Vec::new();
+    for id in ids.iter().filter(|id| *id != "all") {
+        let experiment = experiments::find(id).ok_or_else(|| {
+            CliError::new(format!(
+                "unknown experiment '{}' ({})",
+                escape(id),
+                experiment_list()
+            ))
+        })?;
+        if !named.iter().any(|e| e.id == experiment.id) {
+            named.push(experiment);
+        }
+    }
     if ids.is_empty() || ids.iter().any(|id| id == "all") {
         return Ok(EXPERIMENTS.iter().collect());
     }
-    ids.iter()
-        .map(|id| {
-            experiments::find(id).ok_or_else(|| {
-                CliError::new(format!(
-                    "unknown experiment '{}' ({})",
-                    escape(id),
-                    experiment_list()
-                ))
-            })
-        })
-        .collect()
+    Ok(named)
 }
 
 fn experiment_list() -> String {

@@ -277,6 +277,15 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
 /// Refuses a kernel no tree ever was: a feature on (in either run of a
 /// comparison) while one its code was written on is off.
 fn check_requirements(features: Features, compared: Option<Feature>) -> Result<(), CliError> {
+    // Comparing a feature that another one on both sides overrides would
+    // print a gain of 0% that measures nothing.
+    if let Some(f) = compared
+        && let Some(over) = f.overridden_by().filter(|&o| features.has(o))
+    {
+        return Err(CliError::new(format!(
+            "{f} does nothing while {over} is on (it overrides it); add --without {over} to compare {f}"
+        )));
+    }
     let sides = match compared {
         None => vec![features],
         Some(f) => vec![features.with(f, false), features.with(f, true)],

@@ -77,7 +77,8 @@ impl Machine {
     /// command line changed a cost, so that an edited copy of a built-in
     /// profile never passes for it.
     pub fn display_name(&self) -> String {
-        let mut name = self.name.clone();
+        // A profile's name is the user's text: control characters escaped.
+        let mut name = crate::util::escape(&self.name);
         if let Origin::File(file) = &self.origin {
             name.push_str(&format!(" (from {})", crate::util::escape(file)));
         }

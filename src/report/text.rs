@@ -96,14 +96,15 @@ pub fn format_machine(machine: &Machine) -> String {
     } else {
         format!(", {}", machine.digest())
     };
+    let plural = |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     format!(
-        "{}: {} CPUs ({} sockets x {} cores x {} threads), {} NUMA nodes, {}, {}{digest}",
+        "{}: {} ({} x {} x {}), {}, {}, {}{digest}",
         machine.display_name(),
-        t.nr_cpus(),
-        t.sockets,
-        t.cores_per_socket,
-        t.threads_per_core,
-        t.numa_nodes,
+        plural(t.nr_cpus(), "CPU"),
+        plural(t.sockets, "socket"),
+        plural(t.cores_per_socket, "core"),
+        plural(t.threads_per_core, "thread"),
+        plural(t.numa_nodes, "NUMA node"),
         format_memory(machine),
         format_frequency(t)
     )

@@ -695,7 +695,13 @@ impl Ebizzy {
         let find_vma = FindVmaStats::of(stats);
         let hit_rate = find_vma.hit_rate_metric(features);
         let find_vma_cycles = find_vma.cycles;
-        let per_record = find_vma_cycles as f64 / records.max(1) as f64;
+        // Per record only when a record was done (else n/a, not a division
+        // by one that reads as a measurement).
+        let per_record = if records == 0 {
+            f64::NAN
+        } else {
+            find_vma_cycles as f64 / records as f64
+        };
         let faults = stats.event(Event::Pgfault);
         let cache = find_vma.describe_cache(features);
         let c = run.calls;
@@ -705,8 +711,13 @@ impl Ebizzy {
             format!("user {:5.2} s", topo.cycles_to_secs(Cycles(user))),
             format!("sys  {:5.2} s", topo.cycles_to_secs(Cycles(sys))),
             format!(
-                "mmsim: {records} records by {} threads; {faults} page faults; find_vma: {cache}, {per_record:.0} cycles per record",
+                "mmsim: {records} records by {} threads; {faults} page faults; find_vma: {cache}, {}",
                 self.threads.unwrap_or(2 * topo.nr_cpus()),
+                if records == 0 {
+                    "no record completed".to_string()
+                } else {
+                    format!("{per_record:.0} cycles per record")
+                },
             ),
             format!(
                 "mmsim: glibc {}: {} mmap, {} munmap, {} mprotect, {} madvise(MADV_DONTNEED); {} TLB-flush IPIs",
@@ -754,8 +765,13 @@ impl Ebizzy {
 /// follows from them: a run whose records fault less than once each (current
 /// glibc once the arenas have grown) leaves the VMA cache nothing to act on.
 fn faults_verdict(faults: u64, records: u64, find_vma_cycles: u64, total_cycles: u64) -> String {
-    let per_record = faults as f64 / records.max(1) as f64;
     let share = find_vma_cycles as f64 * 100.0 / total_cycles.max(1) as f64;
+    if records == 0 {
+        return format!(
+            "mmsim: no record completed in the run's time ({faults} page faults), find_vma {share:.2}% of all cycles: run longer (-S) or with fewer threads"
+        );
+    }
+    let per_record = faults as f64 / records as f64;
     let verdict = if per_record < 1.0 {
         "the records have stopped faulting, so find_vma and its cache have next to nothing to do"
     } else {

@@ -40,6 +40,7 @@ impl Metric {
             "vmacache-hit-rate" => {
                 "no VMA cache with the maple tree (find_vma walks the tree; see --without maple-tree)"
             }
+            "find-vma-cycles-per-record" => "no record was completed in the run's time",
             _ => "not measured on this kernel",
         })
     }

@@ -425,7 +425,7 @@ impl TraceReplay {
         let lines = vec![
             format!(
                 "{}: {} events replayed ({} tasks, {} processes), recorded over {:.3} ms",
-                self.file,
+                crate::util::escape(&self.file),
                 c.events,
                 c.tasks,
                 c.processes,

@@ -1233,3 +1233,10 @@ fn a_profile_s_name_and_description_are_shown_escaped() {
     assert!(shown.contains("bell\\x07 "), "{shown}");
     assert!(!shown.contains('\u{7}'), "{shown}");
 }
+
+#[test]
+fn dash_h_and_sub_command_help_work_as_the_errors_say() {
+    assert!(succeeds(&["run", "usemem", "-h"]).starts_with("usage: mmsim run usemem"));
+    assert!(succeeds(&["help", "machines", "detect"]).contains("machines detect"));
+    assert!(succeeds(&["help", "trace", "import"]).contains("trace import"));
+}

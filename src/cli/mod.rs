@@ -128,6 +128,15 @@ fn help_command(args: &[String]) -> Result<String, CliError> {
                 escape(command)
             ))
         }),
+        // A sub-command's help is its command's, which covers it.
+        [command, sub]
+            if matches!(
+                (command.as_str(), sub.as_str()),
+                ("machines", "detect") | ("trace", "import")
+            ) =>
+        {
+            Ok(help::of(command).expect("a command with help").to_string())
+        }
         [command, workload] if help::of(command).is_some() => {
             run::workload_help_for(command, workload)
         }

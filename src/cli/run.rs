@@ -181,7 +181,8 @@ fn prepare(
         Some(name) => name,
     };
     let parsed = extract(&args[1..], mode.opts())?;
-    if parsed.has("help") {
+    // `-h` is `--help` here too: no workload has a flag of that name.
+    if parsed.has("help") || parsed.rest.iter().any(|a| a == "-h") {
         let info = find_workload(workloads, name)?;
         return Ok(Request::Help(workload_help(info, mode)));
     }

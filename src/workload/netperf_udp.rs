@@ -56,6 +56,12 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
                     .split(',')
                     .map(|s| a.parse_size_in("-m", s, 1, 65507))
                     .collect::<Result<_, _>>()?;
+                // Each size names its metrics (send-SIZE): one run each.
+                for (i, size) in bench.sizes.iter().enumerate() {
+                    if bench.sizes[..i].contains(size) {
+                        return Err(a.error(format!("-m: size {size} is given twice")));
+                    }
+                }
             }
             "-i" => bench.iterations = a.number("-i", 1, 100)? as u32,
             "-l" => bench.seconds = a.seconds("-l", 60.0)?,
@@ -423,6 +429,10 @@ mod tests {
 
     #[test]
     fn bad_flags_are_one_line_errors() {
+        assert_eq!(
+            super::super::args::usage_error(parse, &["-m", "64,128,64"]),
+            "netperf-udp: -m: size 64 is given twice"
+        );
         let err = |args: &[&str]| super::super::args::usage_error(parse, args);
         assert_eq!(
             err(&["-m", "100Q"]),

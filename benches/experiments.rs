@@ -14,9 +14,13 @@
 //! exactly the command a user runs, built the way the user built it. Host
 //! time is measured here and only here: it never reaches a result.
 
+#[path = "common/child.rs"]
+mod child;
+
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use child::{Usage, wait_with_usage};
 use mmsim::experiments::EXPERIMENTS;
 
 /// Runs of each experiment unless `--runs` says otherwise.
@@ -86,7 +90,7 @@ fn run(mmsim: &str, id: &str) -> (f64, Usage) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| fail(&format!("cannot start {mmsim}: {e}")));
-    let (status, usage) = wait_with_usage(child.id());
+    let (status, usage) = wait_with_usage(child.id()).unwrap_or_else(|e| fail(&e));
     let wall = start.elapsed().as_secs_f64();
     if status != 0 {
         // mmsim said why on stderr, which is this bench's.
@@ -100,33 +104,4 @@ fn run(mmsim: &str, id: &str) -> (f64, Usage) {
 fn fail(why: &str) -> ! {
     eprintln!("bench experiments: {why}");
     std::process::exit(1);
-}
-
-/// What a finished child used.
-struct Usage {
-    /// User and system time.
-    cpu_seconds: f64,
-    /// Peak resident set, KiB.
-    peak_kib: u64,
-}
-
-/// Waits for the child `pid` and returns its wait status and what it used
-/// (`wait4`, which reports one child's own usage; std's `wait` does not).
-fn wait_with_usage(pid: u32) -> (i32, Usage) {
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data that wait4 fills in; an all-zero one
-    // is a valid value to hand it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are to live locals of the right types.
-    let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
-    if got != pid as libc::pid_t {
-        fail(&format!("wait4: {}", std::io::Error::last_os_error()));
-    }
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let usage = Usage {
-        cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-        // Linux reports ru_maxrss in KiB.
-        peak_kib: usage.ru_maxrss as u64,
-    };
-    (status, usage)
 }

@@ -242,17 +242,22 @@ impl CacheLine {
         self.owner_at(self.transfers.len())
     }
 
+    /// Whether nothing uses the line from `now` on, the local tail counted.
+    #[inline]
+    fn idle_from(&self, now: Cycles) -> bool {
+        match self.tail.last_end() {
+            Some(end) => end <= now && now >= self.transfers.floor(),
+            None => self.transfers.idle_from(now),
+        }
+    }
+
     /// An atomic read-modify-write (or a plain store) by the current CPU.
     /// Returns the cycles spent waiting behind other CPUs' transfers.
     pub fn rmw(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let cpu = ctx.cur();
         let now = ctx.now();
         self.forget_before(ctx.horizon());
-        let idle = match self.tail.last_end() {
-            Some(end) => end <= now && now >= self.transfers.floor(),
-            None => self.transfers.idle_from(now),
-        };
-        if idle && self.only_here_at_end(cpu) {
+        if self.idle_from(now) && self.only_here_at_end(cpu) {
             // What `access` would find, without the search: the line is
             // free from now on and this CPU holds the only copy, so the
             // modification is a local atomic at once (the common case of
@@ -284,11 +289,7 @@ impl CacheLine {
         let cpu = ctx.cur();
         let now = ctx.now();
         self.forget_before(ctx.horizon());
-        let idle = match self.tail.last_end() {
-            Some(end) => end <= now && now >= self.transfers.floor(),
-            None => self.transfers.idle_from(now),
-        };
-        if idle && self.only_here_at_end(cpu) {
+        if self.idle_from(now) && self.only_here_at_end(cpu) {
             // Owned here and nobody uses the line from now on: nothing to
             // wait for and nothing changes hands.
             return Cycles::ZERO;

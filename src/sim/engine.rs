@@ -372,19 +372,6 @@ impl Ctx {
         }
     }
 
-    /// Before a run: only `first` is runnable; every other CPU waits to be
-    /// woken (by a fork, a clone or a trace event).
-    pub fn start_on(&mut self, first: CpuId) {
-        for cpu in 0..self.nr_cpus() {
-            let state = if CpuId(cpu) == first {
-                RunState::Runnable
-            } else {
-                RunState::Blocked
-            };
-            self.set_state(CpuId(cpu), state);
-        }
-    }
-
     /// Marks CPUs runnable or idle before a run starts. A CPU made runnable
     /// starts no earlier than the horizon (it cannot act in the past).
     pub fn set_state(&mut self, cpu: CpuId, state: RunState) {

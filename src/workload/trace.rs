@@ -167,9 +167,7 @@ impl Run<'_> {
             Op::Brk { addr } => self.brk(sys, addr),
             Op::Fork { child } => {
                 let cpu = self.place(sys.ctx.nr_cpus());
-                let child_task = sys
-                    .fork(cpu, Thread { tid: child })
-                    .map_err(|e| e.to_string())?;
+                let child_task = sys.fork(cpu, Thread { tid: child })?;
                 let child_mm = sys.mm_of(child_task).expect("forked");
                 if let Some(&brk) = self.brk.get(&sys.mm()) {
                     self.brk.insert(child_mm, brk);

@@ -164,8 +164,7 @@ impl Run<'_> {
             Phase::Mmap
         };
         let cpu = self.cpu_of(sys, n, 0);
-        sys.fork(cpu, Thread { phase, base: 0 })
-            .map_err(|e| e.to_string())?;
+        sys.fork(cpu, Thread { phase, base: 0 })?;
         t.phase = if n + 1 < self.u.nr_task {
             Phase::Fork(n + 1)
         } else {

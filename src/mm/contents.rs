@@ -357,6 +357,149 @@ impl Contents {
     }
 }
 
+/// One page's contents taken out of (or copied from) memory, in the compact
+/// form [`Contents`] keeps: what a swap device stores for a slot. The bytes
+/// are made real only when something needs them ([`PageImage::to_bytes`],
+/// for a compressor); a zero page holds nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PageImage(Option<PageData>);
+
+impl PageImage {
+    /// A page of zeros.
+    pub fn zero() -> PageImage {
+        PageImage(None)
+    }
+
+    /// The page made of `bytes`, stored as compactly as [`Contents`] would
+    /// (a same-filled page as one rule, a few words sparse, else whole).
+    pub fn from_bytes(bytes: &[u8; PAGE_SIZE as usize]) -> PageImage {
+        let mut words = [0u64; WORDS];
+        for (w, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        }
+        if words.iter().all(|&w| w == words[0]) {
+            return PageImage::same(words[0]);
+        }
+        let nonzero = words.iter().filter(|&&w| w != 0).count();
+        if nonzero <= SPARSE_MAX {
+            let sparse = (0..WORDS)
+                .filter(|&i| words[i] != 0)
+                .map(|i| (i as u16, words[i]))
+                .collect();
+            return PageImage(Some(PageData::Sparse(sparse)));
+        }
+        PageImage(Some(PageData::Full(Box::new(words))))
+    }
+
+    /// A page whose every 8-byte word is `value` (zram's same-filled page).
+    pub fn same(value: u64) -> PageImage {
+        if value == 0 {
+            return PageImage::zero();
+        }
+        PageImage(Some(PageData::Rule {
+            rule: Rule {
+                first: 0,
+                stride: 1,
+                count: WORDS as u16,
+                value,
+                step: 0,
+            },
+            exceptions: None,
+        }))
+    }
+
+    /// `Some(word)` when every 8-byte word of the page is `word`
+    /// (`zram_same_page_read`'s test, done on the compact form: O(1) for a
+    /// zero or rule page).
+    pub fn same_filled(&self) -> Option<u64> {
+        match &self.0 {
+            None => Some(0),
+            Some(PageData::Sparse(words)) => words.is_empty().then_some(0),
+            Some(PageData::Rule { rule, exceptions }) => {
+                let filled = rule.covers_page() && (rule.step == 0 || rule.count == 1);
+                if filled && slice(exceptions).iter().all(|&(_, v)| v == rule.value) {
+                    return Some(rule.value);
+                }
+                let words = materialize(self.0.as_ref().expect("a rule page"));
+                words.iter().all(|&w| w == words[0]).then_some(words[0])
+            }
+            Some(PageData::Full(words)) => words.iter().all(|&w| w == words[0]).then_some(words[0]),
+        }
+    }
+
+    /// The offset of the first non-zero byte (`memchr_inv(page, 0, 4096)`),
+    /// or None for a zero page. Little-endian, as x86 and powerpc64le
+    /// store words.
+    pub fn first_nonzero_byte(&self) -> Option<usize> {
+        let word = |i: usize, v: u64| i * 8 + (v.trailing_zeros() / 8) as usize;
+        match &self.0 {
+            None => None,
+            Some(PageData::Sparse(words)) => words.first().map(|&(i, v)| word(i as usize, v)),
+            Some(data) => {
+                let words = materialize(data);
+                (0..WORDS)
+                    .find(|&i| words[i] != 0)
+                    .map(|i| word(i, words[i]))
+            }
+        }
+    }
+
+    /// Every byte of the page, little-endian words.
+    pub fn to_bytes(&self, out: &mut [u8; PAGE_SIZE as usize]) {
+        match &self.0 {
+            None => out.fill(0),
+            Some(data) => {
+                let words = materialize(data);
+                for (chunk, w) in out.chunks_exact_mut(8).zip(words.iter()) {
+                    chunk.copy_from_slice(&w.to_le_bytes());
+                }
+            }
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.same_filled() == Some(0)
+    }
+
+    /// Host bytes this image holds beyond its own size.
+    pub fn host_bytes(&self) -> usize {
+        match &self.0 {
+            None => 0,
+            Some(PageData::Sparse(w)) => w.capacity() * 16,
+            Some(PageData::Full(_)) => PAGE_SIZE as usize,
+            Some(PageData::Rule { exceptions, .. }) => {
+                exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
+            }
+        }
+    }
+}
+
+impl Contents {
+    /// A copy of the page's contents (`swap_writepage` reads the page; it
+    /// stays in memory, in the swap cache, until reclaim frees it).
+    pub fn image(&self, pfn: Pfn) -> PageImage {
+        PageImage(self.pages.get(&pfn.0).cloned())
+    }
+
+    /// Takes the page's contents out; it reads as zeros afterwards.
+    pub fn take(&mut self, pfn: Pfn) -> PageImage {
+        PageImage(self.pages.remove(&pfn.0))
+    }
+
+    /// Gives the page these contents (a swap-in's read).
+    pub fn put(&mut self, pfn: Pfn, image: PageImage) {
+        match image.0 {
+            Some(data) => {
+                self.pages.insert(pfn.0, data);
+                self.forget_if_zero(pfn);
+            }
+            None => {
+                self.pages.remove(&pfn.0);
+            }
+        }
+    }
+}
+
 /// Every word of a rule page, made real.
 fn materialize(data: &PageData) -> Box<[u64; WORDS]> {
     let mut full = Box::new([0u64; WORDS]);
@@ -493,6 +636,38 @@ mod tests {
     fn a_page_entry_stays_small() {
         // usemem 10G keeps 2.6 million of them.
         assert!(std::mem::size_of::<PageData>() <= 40);
+    }
+
+    #[test]
+    fn a_page_image_round_trips_through_bytes() {
+        let mut c = Contents::new();
+        c.fill_run(Pfn(1), 0, 512, 8, 512, 1);
+        c.write_u64(Pfn(2), 8 * 3, 0x0100);
+        c.fill_run(Pfn(3), 0, 512, 8, 0x5a5a, 0);
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        for pfn in 1..5 {
+            let image = c.image(Pfn(pfn));
+            image.to_bytes(&mut bytes);
+            let back = PageImage::from_bytes(&bytes);
+            let mut d = Contents::new();
+            d.put(Pfn(9), back.clone());
+            for w in 0..512u64 {
+                assert_eq!(d.read_u64(Pfn(9), w * 8), c.read_u64(Pfn(pfn), w * 8));
+            }
+            assert_eq!(back.same_filled(), image.same_filled());
+            assert_eq!(back.first_nonzero_byte(), image.first_nonzero_byte());
+        }
+        assert_eq!(c.image(Pfn(1)).same_filled(), None);
+        assert_eq!(c.image(Pfn(2)).first_nonzero_byte(), Some(25));
+        assert_eq!(c.image(Pfn(3)).same_filled(), Some(0x5a5a));
+        assert_eq!(c.image(Pfn(4)).same_filled(), Some(0));
+        assert_eq!(c.image(Pfn(4)).first_nonzero_byte(), None);
+        let taken = c.take(Pfn(1));
+        assert!(c.is_zero(Pfn(1)));
+        c.put(Pfn(1), taken);
+        assert_eq!(c.read_u64(Pfn(1), 8 * 511), 1023);
+        c.put(Pfn(1), PageImage::zero());
+        assert_eq!(c.stored_pages(), 2);
     }
 
     #[test]

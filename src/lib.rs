@@ -7,6 +7,7 @@
 
 pub mod arch;
 pub mod cli;
+pub mod drivers;
 pub mod experiments;
 pub mod features;
 pub mod kernel;

@@ -17,6 +17,7 @@ const LAYERS: &[&str] = &[
     "sim",
     "arch",
     "mm",
+    "drivers",
     "kernel",
     "trace",
     "workload",

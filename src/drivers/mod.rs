@@ -1,0 +1,4 @@
+//! Device drivers the kernel model reaches through operations tables: swap
+//! devices (`mm::page_io::SwapDevice`). A layer above `mm`: a driver uses
+//! the page allocator and page contents, and the swap code calls it only
+//! through the trait, as Linux calls a block driver.

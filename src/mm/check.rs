@@ -95,6 +95,14 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
                 rss += HPAGE_PMD_NR;
                 *census.pmd_maps.entry(pfn.0).or_default() += 1;
             }
+            // Not present: no page to count. A migration entry's page
+            // is locked and its mapcount already dropped, but the mm still
+            // counts it (`MM_ANONPAGES` moves only when the entry goes).
+            Entry::Swap { .. } => in_vma(false),
+            Entry::Migration { write, .. } => {
+                in_vma(write);
+                rss += 1;
+            }
             Entry::None => {}
         }
     });

@@ -107,6 +107,9 @@ impl Kernel {
                         }
                     }
                 }
+                Entry::Swap { .. } | Entry::Migration { .. } => {
+                    unreachable!("no swap or migration entries before reclaim lands (issue 16)")
+                }
                 entry @ (Entry::Page { .. } | Entry::ZeroPage) => {
                     if self.tables.get(dst, index).is_none() {
                         let copied = self.copy_pte(ctx, child, src, index, entry);

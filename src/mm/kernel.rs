@@ -20,6 +20,7 @@ use super::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, TASK_SIZE, VmFlags, Vma};
 use super::mmap::{Madvised, VmaTree, calc_vm_prot_bits, madvise_end, mprotect_end, munmap_range};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::{Gfp, PageAllocator};
+use super::page_flags::PageInfos;
 use super::pgtable::{Entry, Level, PUD_SHIFT, PageTables, TableId};
 use super::useraccess::UserCaches;
 use super::vmacache::MmVmacache;
@@ -111,6 +112,8 @@ impl MmStruct {
 /// The mm state of the whole machine.
 pub struct Kernel {
     pub pa: PageAllocator,
+    /// The reclaim half of each page's `struct page` (`page_flags.rs`).
+    pub pages: PageInfos,
     pub tables: PageTables,
     pub contents: Contents,
     pub huge_zero: HugeZeroPage,
@@ -135,6 +138,7 @@ impl Kernel {
     pub fn new(machine: &Machine, features: Features) -> Kernel {
         Kernel {
             pa: PageAllocator::new(machine, features),
+            pages: PageInfos::default(),
             tables: PageTables::new(),
             contents: Contents::new(),
             huge_zero: HugeZeroPage::default(),
@@ -527,7 +531,7 @@ impl Kernel {
         for level in [Level::Pmd, Level::Pte] {
             let entry = self.tables.get(table, level.index(addr));
             match entry {
-                Entry::None => return None,
+                Entry::None | Entry::Swap { .. } | Entry::Migration { .. } => return None,
                 Entry::Table(next) => table = next,
                 Entry::Page { pfn, write: w } => return (!write || w).then_some(Target::Page(pfn)),
                 Entry::ZeroPage | Entry::HugeZero { .. } => {

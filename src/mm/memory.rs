@@ -362,6 +362,9 @@ impl Kernel {
                     self.zap_pte(ctx, symbol);
                     self.tables.set(table, index, Entry::None);
                 }
+                Entry::Swap { .. } | Entry::Migration { .. } => {
+                    unreachable!("no swap or migration entries before reclaim lands (issue 16)")
+                }
             }
             addr = next;
         }
@@ -496,6 +499,10 @@ impl Kernel {
                     deposit,
                 }),
                 Entry::ZeroPage | Entry::HugeZero { .. } => Some(entry),
+                // A swap entry carries no permission; a migration entry
+                // remembers whether the page was writable.
+                Entry::Swap { .. } => None,
+                Entry::Migration { pfn, .. } => Some(Entry::Migration { pfn, write: false }),
             };
             if let Some(read_only) = read_only {
                 visited.entries += 1;

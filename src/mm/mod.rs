@@ -13,6 +13,7 @@ pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
 pub mod page_alloc;
+pub mod page_flags;
 pub mod page_io;
 pub mod pagemap;
 pub mod pgtable;

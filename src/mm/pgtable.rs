@@ -78,6 +78,13 @@ pub enum Entry {
     HugeZero { deposit: Pfn },
     /// A PMD mapping a THP, with its deposit.
     Huge { pfn: Pfn, write: bool, deposit: Pfn },
+    /// A PTE holding a swap entry (`swp_entry_t.val`, the layout
+    /// `swapfile.rs` gives it): the page is in a swap slot, and perhaps
+    /// still in the swap cache.
+    Swap { val: u64 },
+    /// A PTE holding a migration entry: the page is locked and being split
+    /// or moved; a fault on it waits and retries (`migration_entry_wait`).
+    Migration { pfn: Pfn, write: bool },
 }
 
 impl Entry {
@@ -188,18 +195,28 @@ impl PageTables {
         &self.entries[first..first + PTRS_PER_TABLE]
     }
 
-    /// Sets an entry, keeping the count of used entries.
+    /// Sets an entry, keeping the count of used entries. An entry that maps
+    /// the same page as before (a permission change) keeps its accessed
+    /// bit, as `change_protection` and a write fault's reuse keep
+    /// `_PAGE_ACCESSED`; any other new entry starts old, and the user access
+    /// that follows marks it young ([`PageTables::mkyoung`]), as the x86 MMU
+    /// does when it retries the faulting access.
     pub fn set(&mut self, id: TableId, index: usize, entry: Entry) {
         let table = self.tables[id.0 as usize].as_mut().expect("live table");
         let at = entry_at(id, index);
-        let old = self.entries[at].unpack(|| self.huge_deposits[&at]);
+        let was = self.entries[at];
+        let old = was.unpack(|| self.huge_deposits[&at]);
         if let Entry::Huge { .. } = old {
             self.huge_deposits.remove(&at);
         }
         if let Entry::Huge { deposit, .. } = entry {
             self.huge_deposits.insert(at, deposit);
         }
-        self.entries[at] = Packed::pack(entry);
+        let mut packed = Packed::pack(entry);
+        if was.maps_same_page(packed) {
+            packed.0 |= was.0 & Packed::YOUNG;
+        }
+        self.entries[at] = packed;
         match (old.is_none(), entry.is_none()) {
             (true, false) => table.used += 1,
             (false, true) => table.used -= 1,
@@ -209,9 +226,10 @@ impl PageTables {
 }
 
 /// An [`Entry`] in 8 bytes: its kind in the low 3 bits, a PTE's or THP's
-/// write permission in bit 3, and the page number (a table's id, the
-/// page's pfn or the huge zero PMD's deposit) above. A THP's deposit is
-/// not here but in [`PageTables::huge_deposits`].
+/// write permission in bit 3, the accessed bit (`_PAGE_ACCESSED`) in bit 4,
+/// and the page number (a table's id, the page's pfn, the huge zero PMD's
+/// deposit, or a swap entry's value) above. A THP's deposit is not here but
+/// in [`PageTables::huge_deposits`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Packed(u64);
 
@@ -222,9 +240,12 @@ impl Packed {
     const ZERO_PAGE: u64 = 3;
     const HUGE_ZERO: u64 = 4;
     const HUGE: u64 = 5;
+    const SWAP: u64 = 6;
+    const MIGRATION: u64 = 7;
     const KIND: u64 = 7;
     const WRITE: u64 = 8;
-    const SHIFT: u32 = 4;
+    const YOUNG: u64 = 16;
+    const SHIFT: u32 = 5;
 
     #[inline]
     fn pack(entry: Entry) -> Packed {
@@ -239,6 +260,8 @@ impl Packed {
             Entry::ZeroPage => with(Self::ZERO_PAGE, 0, false),
             Entry::HugeZero { deposit } => with(Self::HUGE_ZERO, deposit.0, false),
             Entry::Huge { pfn, write, .. } => with(Self::HUGE, pfn.0, write),
+            Entry::Swap { val } => with(Self::SWAP, val, false),
+            Entry::Migration { pfn, write } => with(Self::MIGRATION, pfn.0, write),
         }
     }
 
@@ -253,12 +276,54 @@ impl Packed {
             Self::PAGE => Entry::Page { pfn: Pfn(n), write },
             Self::ZERO_PAGE => Entry::ZeroPage,
             Self::HUGE_ZERO => Entry::HugeZero { deposit: Pfn(n) },
+            Self::SWAP => Entry::Swap { val: n },
+            Self::MIGRATION => Entry::Migration { pfn: Pfn(n), write },
             _ => Entry::Huge {
                 pfn: Pfn(n),
                 write,
                 deposit: deposit(),
             },
         }
+    }
+}
+
+impl PageTables {
+    /// The entry's accessed bit (`pte_young`, `pmd_young`).
+    #[inline]
+    pub fn young(&self, id: TableId, index: usize) -> bool {
+        self.entries[entry_at(id, index)].0 & Packed::YOUNG != 0
+    }
+
+    /// Marks a present page entry accessed, as the MMU does on a user
+    /// access through it (`pte_mkyoung`). Other entries have no such bit.
+    #[inline]
+    pub fn mkyoung(&mut self, id: TableId, index: usize) {
+        let at = entry_at(id, index);
+        let kind = self.entries[at].0 & Packed::KIND;
+        if kind == Packed::PAGE || kind == Packed::HUGE {
+            self.entries[at].0 |= Packed::YOUNG;
+        }
+    }
+
+    /// `ptep_test_and_clear_young`: whether the entry was accessed since
+    /// the last call, clearing the bit.
+    #[inline]
+    pub fn test_and_clear_young(&mut self, id: TableId, index: usize) -> bool {
+        let at = entry_at(id, index);
+        let young = self.entries[at].0 & Packed::YOUNG != 0;
+        self.entries[at].0 &= !Packed::YOUNG;
+        young
+    }
+}
+
+impl Packed {
+    /// Both map the same page or THP (whatever their permissions).
+    #[inline]
+    fn maps_same_page(self, other: Packed) -> bool {
+        let kind = self.0 & Self::KIND;
+        (kind == Self::PAGE || kind == Self::HUGE)
+            && kind == other.0 & Self::KIND
+            && self.0 >> Self::SHIFT == other.0 >> Self::SHIFT
     }
 }
 
@@ -305,6 +370,36 @@ mod tests {
     }
 
     #[test]
+    fn the_accessed_bit_stays_with_the_page_an_entry_maps() {
+        let mut pt = PageTables::new();
+        let t = pt.create(Level::Pte, Pfn(1));
+        let page = |pfn, write| Entry::Page {
+            pfn: Pfn(pfn),
+            write,
+        };
+        pt.set(t, 0, page(7, true));
+        assert!(!pt.young(t, 0), "a new entry starts old");
+        pt.mkyoung(t, 0);
+        assert!(pt.young(t, 0));
+        assert_eq!(pt.get(t, 0), page(7, true));
+        // Write-protecting it keeps the bit; another page does not.
+        pt.set(t, 0, page(7, false));
+        assert!(pt.young(t, 0));
+        assert!(pt.test_and_clear_young(t, 0));
+        assert!(!pt.test_and_clear_young(t, 0));
+        pt.mkyoung(t, 0);
+        pt.set(t, 0, page(8, false));
+        assert!(!pt.young(t, 0));
+        // Entries that map no page of their own have no accessed bit.
+        pt.set(t, 1, Entry::ZeroPage);
+        pt.mkyoung(t, 1);
+        assert!(!pt.young(t, 1));
+        pt.set(t, 2, Entry::Swap { val: 5 });
+        pt.mkyoung(t, 2);
+        assert_eq!(pt.get(t, 2), Entry::Swap { val: 5 });
+    }
+
+    #[test]
     fn every_kind_of_entry_reads_back_as_set() {
         // Entries are stored packed; a THP's deposit beside them.
         let mut pt = PageTables::new();
@@ -332,6 +427,11 @@ mod tests {
                 write: false,
                 deposit: Pfn(100),
             },
+            Entry::Swap { val: (1 << 59) - 1 },
+            Entry::Migration {
+                pfn: big,
+                write: true,
+            },
         ];
         for (i, &e) in entries.iter().enumerate() {
             pt.set(t, i, e);
@@ -345,7 +445,7 @@ mod tests {
         pt.set(t, 6, Entry::None);
         assert!(pt.huge_deposits.is_empty());
         assert_eq!(pt.get(t, 5), Entry::HugeZero { deposit: Pfn(5) });
-        assert_eq!(pt.table(t).used, 6);
+        assert_eq!(pt.table(t).used, 8);
     }
 
     #[test]

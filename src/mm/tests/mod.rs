@@ -354,9 +354,9 @@ fn peek(k: &Kernel, mm: MmId, addr: u64) -> Peek {
     let mut table = k.mm(mm).pgd;
     for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
         match k.tables.get(table, level.index(addr)) {
-            Entry::None => return Peek::Unmapped,
+            Entry::None | Entry::Swap { .. } => return Peek::Unmapped,
             Entry::Table(next) => table = next,
-            Entry::Page { pfn, .. } => return Peek::Page(pfn),
+            Entry::Page { pfn, .. } | Entry::Migration { pfn, .. } => return Peek::Page(pfn),
             Entry::ZeroPage | Entry::HugeZero { .. } => return Peek::Zero,
             Entry::Huge { pfn, .. } => {
                 let sub = (addr % HPAGE_PMD_SIZE) / P;

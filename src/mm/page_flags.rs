@@ -1,0 +1,223 @@
+//! The half of `struct page` that the reverse map, the LRU and the swap
+//! code use (`include/linux/page-flags.h`, `page->mapping`, `page->index`,
+//! `page->private`, `page->lru`), kept beside `pagemap.rs`'s allocator half.
+//!
+//! Why apart: the allocator's half is 16 bytes a page and exists for every
+//! page-table page of a 72-process huge-zero-page run; this half is needed
+//! only for pages on an LRU or in the swap cache, so it is stored in chunks
+//! of 64 pages made on first use and dropped when every page in them is
+//! back to its default (free). A THP keeps its flags on the head, as
+//! Linux does for a compound page.
+//!
+//! Chunks are found through a hash map that is never iterated for a result
+//! ([`PageInfos::check_chunks`] sorts): its order cannot leak.
+
+use std::collections::HashMap;
+
+use super::mmzone::Pfn;
+
+/// Page flags, with the kernel's names (`PG_*`), as bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PageFlags(pub u16);
+
+impl PageFlags {
+    /// `PG_locked`: someone holds the page lock (`trylock_page`).
+    pub const LOCKED: PageFlags = PageFlags(1 << 0);
+    /// `PG_referenced`: accessed since the LRU last looked (`mark_page_accessed`, aging).
+    pub const REFERENCED: PageFlags = PageFlags(1 << 1);
+    /// `PG_dirty`: its contents differ from its backing store (swap).
+    pub const DIRTY: PageFlags = PageFlags(1 << 2);
+    /// `PG_lru`: on an LRU list.
+    pub const LRU: PageFlags = PageFlags(1 << 3);
+    /// `PG_active`: on the active list.
+    pub const ACTIVE: PageFlags = PageFlags(1 << 4);
+    /// `PG_workingset`.
+    pub const WORKINGSET: PageFlags = PageFlags(1 << 5);
+    /// `PG_writeback`: being written to swap.
+    pub const WRITEBACK: PageFlags = PageFlags(1 << 6);
+    /// `PG_reclaim`: reclaim wants it freed once writeback ends.
+    pub const RECLAIM: PageFlags = PageFlags(1 << 7);
+    /// `PG_swapbacked`: anonymous or shmem, backed by swap.
+    pub const SWAPBACKED: PageFlags = PageFlags(1 << 8);
+    /// `PG_swapcache`: in the swap cache; `private` holds its swap entry.
+    pub const SWAPCACHE: PageFlags = PageFlags(1 << 9);
+    /// `PG_mlocked`.
+    pub const MLOCKED: PageFlags = PageFlags(1 << 10);
+    /// `PG_unevictable`.
+    pub const UNEVICTABLE: PageFlags = PageFlags(1 << 11);
+
+    pub const EMPTY: PageFlags = PageFlags(0);
+
+    #[inline]
+    pub fn contains(self, other: PageFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for PageFlags {
+    type Output = PageFlags;
+    fn bitor(self, other: PageFlags) -> PageFlags {
+        PageFlags(self.0 | other.0)
+    }
+}
+
+/// "No page" in an LRU link.
+pub const NO_PFN: u64 = u64::MAX;
+
+/// "No anon_vma" (`page->mapping` NULL, or a page that is not anonymous).
+pub const NO_ANON_VMA: u32 = u32::MAX;
+
+/// One page's reclaim half.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageInfo {
+    pub flags: PageFlags,
+    /// `page->mapping` of an anonymous page: its `anon_vma` (`rmap.rs`),
+    /// or [`NO_ANON_VMA`].
+    pub anon_vma: u32,
+    /// `page->index`: for an anonymous page, its linear page index
+    /// (`linear_page_index`: the user address it was first mapped at,
+    /// in pages, as no VMA here moves).
+    pub index: u64,
+    /// `page->private`: the swap entry (`swp_entry_t.val`) of a page in
+    /// the swap cache.
+    pub private: u64,
+    /// `page->lru`: the neighbours on its LRU list, by pfn ([`NO_PFN`]).
+    pub lru_prev: u64,
+    pub lru_next: u64,
+}
+
+impl PageInfo {
+    pub const DEFAULT: PageInfo = PageInfo {
+        flags: PageFlags::EMPTY,
+        anon_vma: NO_ANON_VMA,
+        index: 0,
+        private: 0,
+        lru_prev: NO_PFN,
+        lru_next: NO_PFN,
+    };
+
+    #[inline]
+    pub fn test(&self, flag: PageFlags) -> bool {
+        self.flags.contains(flag)
+    }
+
+    #[inline]
+    pub fn set(&mut self, flag: PageFlags) {
+        self.flags.0 |= flag.0;
+    }
+
+    #[inline]
+    pub fn clear(&mut self, flag: PageFlags) {
+        self.flags.0 &= !flag.0;
+    }
+
+    /// `PageAnon`: `page->mapping` names an anon_vma.
+    pub fn is_anon(&self) -> bool {
+        self.anon_vma != NO_ANON_VMA
+    }
+}
+
+const CHUNK_SHIFT: u32 = 6;
+const CHUNK: usize = 1 << CHUNK_SHIFT;
+
+struct Chunk {
+    pages: [PageInfo; CHUNK],
+    /// Pages in `pages` that are not [`PageInfo::DEFAULT`].
+    used: u32,
+}
+
+/// Every page's reclaim half, stored sparsely.
+#[derive(Default)]
+pub struct PageInfos {
+    chunks: HashMap<u64, Box<Chunk>>,
+}
+
+impl PageInfos {
+    /// The page's reclaim half ([`PageInfo::DEFAULT`] if it has none).
+    #[inline]
+    pub fn get(&self, pfn: Pfn) -> PageInfo {
+        self.chunks
+            .get(&(pfn.0 >> CHUNK_SHIFT))
+            .map_or(PageInfo::DEFAULT, |c| c.pages[pfn.0 as usize % CHUNK])
+    }
+
+    /// Changes the page's reclaim half through `f`; a page left at its
+    /// default costs nothing afterwards.
+    #[inline]
+    pub fn update<R>(&mut self, pfn: Pfn, f: impl FnOnce(&mut PageInfo) -> R) -> R {
+        let key = pfn.0 >> CHUNK_SHIFT;
+        let chunk = self.chunks.entry(key).or_insert_with(|| {
+            Box::new(Chunk {
+                pages: [PageInfo::DEFAULT; CHUNK],
+                used: 0,
+            })
+        });
+        let page = &mut chunk.pages[pfn.0 as usize % CHUNK];
+        let was_default = *page == PageInfo::DEFAULT;
+        let result = f(page);
+        let is_default = *page == PageInfo::DEFAULT;
+        match (was_default, is_default) {
+            (true, false) => chunk.used += 1,
+            (false, true) => chunk.used -= 1,
+            _ => {}
+        }
+        if chunk.used == 0 {
+            self.chunks.remove(&key);
+        }
+        result
+    }
+
+    /// Pages with any reclaim state.
+    pub fn nr_pages(&self) -> u64 {
+        self.chunks.values().map(|c| c.used as u64).sum()
+    }
+
+    /// Host bytes held.
+    pub fn host_bytes(&self) -> usize {
+        self.chunks.len() * (std::mem::size_of::<Chunk>() + 32)
+    }
+
+    /// Every page with reclaim state, in pfn order (for the invariant
+    /// checker: sorted, so hash order cannot leak).
+    pub fn check_chunks(&self) -> Vec<(Pfn, PageInfo)> {
+        let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
+        keys.sort_unstable();
+        let mut out = Vec::new();
+        for key in keys {
+            let chunk = &self.chunks[&key];
+            let mut used = 0;
+            for (i, page) in chunk.pages.iter().enumerate() {
+                if *page != PageInfo::DEFAULT {
+                    used += 1;
+                    out.push((Pfn((key << CHUNK_SHIFT) + i as u64), *page));
+                }
+            }
+            assert_eq!(used, chunk.used, "page-info chunk {key}: used count");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_at_their_default_cost_nothing() {
+        let mut infos = PageInfos::default();
+        assert_eq!(infos.get(Pfn(5)), PageInfo::DEFAULT);
+        infos.update(Pfn(5), |p| p.set(PageFlags::LRU | PageFlags::ACTIVE));
+        infos.update(Pfn(70), |p| p.anon_vma = 3);
+        assert!(infos.get(Pfn(5)).test(PageFlags::ACTIVE));
+        assert!(infos.get(Pfn(70)).is_anon());
+        assert_eq!(infos.nr_pages(), 2);
+        assert_eq!(infos.chunks.len(), 2);
+        infos.update(Pfn(5), |p| p.clear(PageFlags::LRU | PageFlags::ACTIVE));
+        assert_eq!(infos.chunks.len(), 1);
+        let listed = infos.check_chunks();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].0, Pfn(70));
+        infos.update(Pfn(70), |p| *p = PageInfo::DEFAULT);
+        assert_eq!(infos.host_bytes(), 0);
+    }
+}

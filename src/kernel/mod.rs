@@ -6,6 +6,7 @@
 //! Layering: this sits above `mm` (it calls the mm for a task's address
 //! space) and below `workload`.
 
+pub mod oom_kill;
 pub mod sched;
 pub mod task;
 

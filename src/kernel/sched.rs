@@ -201,6 +201,22 @@ impl Core {
         task
     }
 
+    /// A task that is not current goes at once, whatever it was doing:
+    /// off its queue, its user of the mm dropped, its slot free. Returns
+    /// its mm if it was the last user: the caller tears that down.
+    pub(super) fn forget_task(&mut self, task: TaskId) -> Option<MmId> {
+        let entity = *self.entity(task);
+        match entity.state {
+            TaskState::Runnable => self.rq.remove(entity.cpu, task),
+            TaskState::Sleeping => {}
+            TaskState::Exiting(_) => panic!("{task:?} killed while exiting"),
+        }
+        let last = self.tasks.exit_mm(&mut self.k, task);
+        self.entities[task.0 as usize] = None;
+        self.tasks.release_task(task);
+        last
+    }
+
     fn entity(&mut self, task: TaskId) -> &mut SchedEntity {
         self.entities[task.0 as usize]
             .as_mut()
@@ -212,13 +228,17 @@ impl Core {
 /// system calls of the task it runs for.
 pub struct Sys<'a, T> {
     pub ctx: &'a mut Ctx,
-    core: &'a mut Core,
-    task: TaskId,
+    pub(super) core: &'a mut Core,
+    pub(super) task: TaskId,
     /// Tasks created in this step, queued once it ends.
-    spawned: Vec<(TaskId, CpuId, T)>,
-    /// Tasks that exited at once in this step ([`Sys::reap_thread`]),
-    /// whose program state goes once it ends.
-    reaped: Vec<TaskId>,
+    pub(super) spawned: Vec<(TaskId, CpuId, T)>,
+    /// Tasks that exited at once in this step ([`Sys::reap_thread`], the
+    /// OOM killer), whose program state goes once it ends.
+    pub(super) reaped: Vec<TaskId>,
+    /// The OOM killer chose current's process: every user access fails
+    /// from now on, and current exits at the end of its step whatever its
+    /// program says (SIGKILL).
+    pub(super) killed: bool,
     progress: &'a mut dyn FnMut(f64),
 }
 
@@ -301,23 +321,24 @@ impl<T> Sys<'_, T> {
     /// nothing is torn down.
     pub fn reap_thread(&mut self, task: TaskId) {
         assert_ne!(task, self.task, "current cannot reap itself");
-        let entity = self.core.entity(task);
-        let (cpu, state) = (entity.cpu, entity.state);
-        match state {
-            TaskState::Runnable => self.core.rq.remove(cpu, task),
-            TaskState::Sleeping => {}
-            TaskState::Exiting(_) => panic!("{task:?} reaped while exiting"),
-        }
-        let last = self.core.tasks.exit_mm(&mut self.core.k, task);
+        let last = self.core.forget_task(task);
         assert!(last.is_none(), "{task:?} reaped as its mm's last user");
-        self.core.entities[task.0 as usize] = None;
-        self.core.tasks.release_task(task);
         self.reaped.push(task);
     }
 
+    /// Whether the OOM killer has killed current's process: the program
+    /// may stop early; current exits at the end of this step anyway.
+    pub fn killed(&self) -> bool {
+        self.killed
+    }
+
     /// Ends the run on every CPU: the program cannot go on (`why` is the
-    /// run's error).
+    /// run's error). A task the OOM killer killed fails nothing: it is
+    /// gone, and the run goes on without it.
     pub fn fail(&mut self, why: String) {
+        if self.killed {
+            return;
+        }
         self.core.failure.get_or_insert(why);
         self.ctx.stop_all();
     }
@@ -407,16 +428,34 @@ impl<T> Sys<'_, T> {
         self.core.k.sys_brk(self.ctx, mm, old_brk, new_brk)
     }
 
+    /// A user access through `access`, which the OOM killer may let
+    /// through: an access that finds no memory kills the process with the
+    /// most to give back and tries again, until it succeeds or current is
+    /// the one killed (`pagefault_out_of_memory`).
+    fn user_access<R>(
+        &mut self,
+        mut access: impl FnMut(&mut Kernel, &mut Ctx, MmId) -> Result<R, Fault>,
+    ) -> Result<R, Fault> {
+        loop {
+            if self.killed {
+                return Err(Fault::Oom);
+            }
+            let mm = self.mm();
+            match access(&mut self.core.k, self.ctx, mm) {
+                Err(Fault::Oom) if self.out_of_memory() => continue,
+                result => return result,
+            }
+        }
+    }
+
     /// A user load of the 8-byte word at `addr`, faulting as needed.
     pub fn read_u64(&mut self, addr: u64) -> Result<u64, Fault> {
-        let mm = self.mm();
-        self.core.k.read_u64(self.ctx, mm, addr)
+        self.user_access(|k, ctx, mm| k.read_u64(ctx, mm, addr))
     }
 
     /// A user store of `value` to the 8-byte word at `addr`.
     pub fn write_u64(&mut self, addr: u64, value: u64) -> Result<(), Fault> {
-        let mm = self.mm();
-        self.core.k.write_u64(self.ctx, mm, addr, value)
+        self.user_access(|k, ctx, mm| k.write_u64(ctx, mm, addr, value))
     }
 
     /// `count` user accesses of 8 bytes from `addr`, `stride` bytes apart,
@@ -430,10 +469,7 @@ impl<T> Sys<'_, T> {
         stride: u64,
         kind: RunKind,
     ) -> Result<RunResult, Fault> {
-        let mm = self.mm();
-        self.core
-            .k
-            .access_run(self.ctx, mm, addr, count, stride, kind)
+        self.user_access(|k, ctx, mm| k.access_run(ctx, mm, addr, count, stride, kind))
     }
 }
 
@@ -515,9 +551,13 @@ impl<'p, P: Program> Sched<'p, P> {
             task,
             spawned: Vec::new(),
             reaped: Vec::new(),
+            killed: false,
             progress: &mut *self.progress,
         };
-        let next = self.program.step(&mut sys, thread);
+        let mut next = self.program.step(&mut sys, thread);
+        if sys.killed {
+            next = Next::Exit;
+        }
         let spawned = std::mem::take(&mut sys.spawned);
         for reaped in std::mem::take(&mut sys.reaped) {
             self.threads[reaped.0 as usize] = None;

@@ -51,7 +51,7 @@ impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Fault::Segv => "SIGSEGV (no VMA allows the access)",
-            // mmsim has no reclaim and no OOM killer (docs/design.md).
+            // The scheduler's OOM killer handles it (kernel/oom_kill.rs).
             Fault::Oom => "out of memory (VM_FAULT_OOM)",
             Fault::Sigbus => "SIGBUS (a file page beyond the end of the file)",
         })
@@ -72,6 +72,8 @@ pub struct MmStruct {
     pub rss_anon: u64,
     /// `MM_SHMEMPAGES`: tmpfs page-cache pages mapped (`shmem.rs`).
     pub rss_shmem: u64,
+    /// `MM_SWAPENTS`: swap entries in its page tables.
+    pub rss_swap: u64,
     /// Page-table pages this mm holds, deposits included (`pgtables_bytes` / 4 KiB).
     pub nr_pgtables: u64,
     pub mmap_lock: RwSemaphore,
@@ -195,6 +197,7 @@ impl Kernel {
             flags: 0,
             rss_anon: 0,
             rss_shmem: 0,
+            rss_swap: 0,
             nr_pgtables: 1,
             mmap_lock: RwSemaphore::new(),
             vmacache: MmVmacache::default(),

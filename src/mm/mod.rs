@@ -12,6 +12,7 @@ pub mod memory;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
+pub mod oom_kill;
 pub mod page_alloc;
 pub mod page_flags;
 pub mod page_io;

@@ -168,6 +168,8 @@ pub struct RunJson<'a> {
     /// Every counter, zeros included, by its `/proc/vmstat` (or `mmsim_`)
     /// name, in the order `/proc/vmstat` would list them.
     pub counters: Counters,
+    /// The kernel log's lines (the OOM killer's), in order; empty if none.
+    pub dmesg: &'a [String],
 }
 
 /// Counters as a JSON object whose keys keep the fixed order of
@@ -244,6 +246,7 @@ impl<'a> RunJson<'a> {
             metrics: run.metrics.iter().map(MetricJson::new).collect(),
             profile: ProfileJson::new(run),
             counters: Counters(counters(&run.stats)),
+            dmesg: &run.stats.dmesg,
         }
     }
 }

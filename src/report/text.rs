@@ -205,6 +205,9 @@ pub fn format_run(run: &RunOutput, top: usize) -> String {
     let total = run.stats.total_cycles().0;
     section(&mut out, "profile", &format_profile(&entries, total, top));
     section(&mut out, "/proc/vmstat", &format_counters(&run.stats));
+    if !run.stats.dmesg.is_empty() {
+        section(&mut out, "kernel log", &format_lines(&run.stats.dmesg));
+    }
     out
 }
 

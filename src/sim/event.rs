@@ -53,6 +53,7 @@ events! {
     CowCopies => "mmsim_cow_copies", "copy-on-write page copies (4 KiB or THP)",
     ShmemPagesAdded => "mmsim_shmem_pages_added", "pages allocated, cleared and added to a tmpfs file's page cache (shmem_getpage_gfp)",
     ShmemPagesFreed => "mmsim_shmem_pages_freed", "tmpfs page-cache pages freed when the last reference to an unlinked file went",
+    OomKill => "oom_kill", "processes the OOM killer killed",
     AllocFailed => "mmsim_alloc_failed", "allocations that found no page at the min watermark",
     ZoneLockAcquired => "mmsim_zone_lock_acquired", "acquisitions of a zone->lock",
     ZoneLockWaitCycles => "mmsim_zone_lock_wait_cycles", "cycles spent waiting for a zone->lock held by another CPU",

@@ -21,6 +21,9 @@ pub struct Stats {
     /// Per symbol, whether each caller was recorded (even at zero cycles):
     /// which entries of `callers` a report lists, in caller order.
     has_caller: Box<[[bool; Symbol::COUNT]; Symbol::COUNT]>,
+    /// The kernel log (`printk`): lines such as the OOM killer's, in the
+    /// order they were logged.
+    pub dmesg: Vec<String>,
 }
 
 impl Default for Stats {
@@ -36,6 +39,7 @@ impl Stats {
             events: Box::new([0; Event::COUNT]),
             callers: Box::new([[0; Symbol::COUNT]; Symbol::COUNT]),
             has_caller: Box::new([[false; Symbol::COUNT]; Symbol::COUNT]),
+            dmesg: Vec::new(),
         }
     }
 
@@ -112,6 +116,7 @@ impl Stats {
                 *a |= b;
             }
         }
+        self.dmesg.extend(other.dmesg.iter().cloned());
     }
 }
 

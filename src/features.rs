@@ -70,6 +70,13 @@ pub enum Feature {
     /// d8a759b57035, v4.19): `zone_batchsize` caps the batch at 1 MiB of
     /// pages instead of 512 KiB, so a large zone's batch is 63, not 31.
     PcpBatchDoubled,
+    /// `CONFIG_THP_SWAP`: reclaim swaps a THP out whole, to a free cluster
+    /// of 512 slots, and splits it only after (Huang Ying's series, which
+    /// enabled it on x86_64 with bd4c82c22c36 "mm, THP, swap: delay
+    /// splitting THP after swapped out", v4.14). Off: a THP is split into
+    /// 512 pages before it gets swap slots (`thp_swpout_fallback`), as a
+    /// kernel built without the option does, and as seed 003 was run.
+    ThpSwap,
 }
 
 impl Feature {
@@ -80,6 +87,7 @@ impl Feature {
         Feature::MapleTree,
         Feature::PcpBurst,
         Feature::PcpBatchDoubled,
+        Feature::ThpSwap,
     ];
 
     pub fn name(self) -> &'static str {
@@ -90,6 +98,7 @@ impl Feature {
             Feature::MapleTree => "maple-tree",
             Feature::PcpBurst => "pcp-burst",
             Feature::PcpBatchDoubled => "pcp-batch-doubled",
+            Feature::ThpSwap => "thp-swap",
         }
     }
 
@@ -104,6 +113,7 @@ impl Feature {
             // just before it (the seed's baseline is 5.13-rc2 plus this).
             Feature::PcpBurst => KernelVersion::new(5, 14),
             Feature::PcpBatchDoubled => KernelVersion::new(4, 19),
+            Feature::ThpSwap => KernelVersion::new(4, 14),
         }
     }
 
@@ -117,6 +127,7 @@ impl Feature {
             Feature::MapleTree => "7964cf8caa4d",
             Feature::PcpBurst => "3b12e7e97938",
             Feature::PcpBatchDoubled => "d8a759b57035",
+            Feature::ThpSwap => "bd4c82c22c36",
         }
     }
 
@@ -179,6 +190,9 @@ impl Feature {
             Feature::PcpBatchDoubled => {
                 "zone_batchsize caps batch at 1 MiB of pages: 63 on a large zone (Linux 4.19, commit d8a759b57035); off: 512 KiB, batch 31"
             }
+            Feature::ThpSwap => {
+                "CONFIG_THP_SWAP: reclaim swaps a THP out whole to a free 512-slot cluster (Linux 4.14, commit bd4c82c22c36); off: the THP is split into 512 pages first (thp_swpout_fallback)"
+            }
         }
     }
 
@@ -239,12 +253,122 @@ impl Default for ThpConfig {
     }
 }
 
-/// A run's kernel configuration: which upstream changes it has, and its THP
-/// settings.
+/// zram's compressor (`/sys/block/zram0/comp_algorithm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZramComp {
+    Lzo,
+    /// lzo with run-length encoding of zero runs: the default since 5.1.
+    LzoRle,
+    Lz4,
+}
+
+impl ZramComp {
+    pub const ALL: [ZramComp; 3] = [ZramComp::Lzo, ZramComp::LzoRle, ZramComp::Lz4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ZramComp::Lzo => "lzo",
+            ZramComp::LzoRle => "lzo-rle",
+            ZramComp::Lz4 => "lz4",
+        }
+    }
+}
+
+/// A disk's kind, whose figures the profile gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DiskKind {
+    Hdd,
+    Ssd,
+}
+
+impl DiskKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DiskKind::Hdd => "hdd",
+            DiskKind::Ssd => "ssd",
+        }
+    }
+}
+
+/// What backs the swap device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SwapDeviceKind {
+    Zram(ZramComp),
+    Disk(DiskKind),
+}
+
+/// The swap device a run's kernel has enabled (`swapon` at boot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SwapSetup {
+    pub device: SwapDeviceKind,
+    /// Its size; None: as large as the machine's memory.
+    pub size_bytes: Option<u64>,
+}
+
+impl SwapSetup {
+    /// `--swap`'s argument: `none`, `zram[:SIZE][:ALG]` or
+    /// `disk[:hdd|ssd][:SIZE]`, the parts in any order after the kind.
+    pub fn parse(spec: &str) -> Result<Option<SwapSetup>, String> {
+        let mut parts = spec.split(':');
+        let kind = parts.next().unwrap_or_default();
+        let mut device = match kind {
+            "none" if spec == "none" => return Ok(None),
+            "zram" => SwapDeviceKind::Zram(ZramComp::LzoRle),
+            "disk" => SwapDeviceKind::Disk(DiskKind::Ssd),
+            _ => {
+                return Err(format!(
+                    "invalid --swap '{}' (none, zram[:SIZE][:lzo|lzo-rle|lz4] or disk[:hdd|ssd][:SIZE])",
+                    crate::util::escape(spec)
+                ));
+            }
+        };
+        let mut size_bytes = None;
+        for part in parts {
+            let comp = ZramComp::ALL.into_iter().find(|c| c.name() == part);
+            let disk = [DiskKind::Hdd, DiskKind::Ssd]
+                .into_iter()
+                .find(|d| d.name() == part);
+            match (&mut device, comp, disk) {
+                (SwapDeviceKind::Zram(c), Some(comp), _) => *c = comp,
+                (SwapDeviceKind::Disk(d), _, Some(disk)) => *d = disk,
+                _ => {
+                    let size = crate::util::parse_size(part).map_err(|e| {
+                        format!("invalid --swap '{}': {e}", crate::util::escape(spec))
+                    })?;
+                    if size < 2 * 4096 {
+                        return Err(format!(
+                            "invalid --swap '{}': a swap device needs at least two pages",
+                            crate::util::escape(spec)
+                        ));
+                    }
+                    size_bytes = Some(size);
+                }
+            }
+        }
+        Ok(Some(SwapSetup { device, size_bytes }))
+    }
+}
+
+impl fmt::Display for SwapSetup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.device {
+            SwapDeviceKind::Zram(comp) => write!(f, "zram:{}", comp.name())?,
+            SwapDeviceKind::Disk(kind) => write!(f, "disk:{}", kind.name())?,
+        }
+        match self.size_bytes {
+            Some(size) => write!(f, ":{}", crate::util::format_size(size)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A run's kernel configuration: which upstream changes it has, its THP
+/// settings, and the swap device it booted with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Features {
     bits: u64,
     pub thp: ThpConfig,
+    pub swap: Option<SwapSetup>,
 }
 
 impl Features {
@@ -252,6 +376,7 @@ impl Features {
     pub const NONE: Features = Features {
         bits: 0,
         thp: ThpConfig::DEFAULT,
+        swap: None,
     };
 
     /// The defaults: every feature on (current behaviour).
@@ -306,6 +431,45 @@ impl Features {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swap_specs_parse_as_documented() {
+        let zram = |comp, size| SwapSetup {
+            device: SwapDeviceKind::Zram(comp),
+            size_bytes: size,
+        };
+        assert_eq!(SwapSetup::parse("none"), Ok(None));
+        assert_eq!(
+            SwapSetup::parse("zram"),
+            Ok(Some(zram(ZramComp::LzoRle, None)))
+        );
+        assert_eq!(
+            SwapSetup::parse("zram:lz4:16G"),
+            Ok(Some(zram(ZramComp::Lz4, Some(16 << 30))))
+        );
+        assert_eq!(
+            SwapSetup::parse("zram:16G:lzo"),
+            Ok(Some(zram(ZramComp::Lzo, Some(16 << 30))))
+        );
+        let disk = SwapSetup::parse("disk:hdd:1536M").unwrap().unwrap();
+        assert_eq!(disk.device, SwapDeviceKind::Disk(DiskKind::Hdd));
+        assert_eq!(disk.to_string(), "disk:hdd:1536M");
+        assert_eq!(
+            SwapSetup::parse("disk").unwrap().unwrap().to_string(),
+            "disk:ssd"
+        );
+        for (bad, says) in [
+            ("zswap", "invalid --swap 'zswap' (none, zram"),
+            ("zram:lz5", "invalid --swap 'zram:lz5': invalid size 'lz5'"),
+            ("disk:lz4", "invalid --swap 'disk:lz4': invalid size 'lz4'"),
+            ("zram:4k", "a swap device needs at least two pages"),
+            ("none:1G", "invalid --swap 'none:1G'"),
+        ] {
+            let err = SwapSetup::parse(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+            assert!(!err.contains('\n'));
+        }
+    }
 
     #[test]
     fn kernel_versions_order_and_print() {

@@ -44,6 +44,17 @@ fn is_invisible_format(c: char) -> bool {
         | '\u{fff9}'..='\u{fffb}')
 }
 
+/// A size as [`parse_size`] reads it back: the largest binary suffix
+/// that divides it (`16G`, `1536M`, `4097`).
+pub fn format_size(bytes: u64) -> String {
+    for (shift, suffix) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if bytes != 0 && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 /// A size argument that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeError {

@@ -40,6 +40,10 @@ options:
                   /sys/kernel/mm/transparent_hugepage/enabled (default: always)
   --thp-zero-page 0|1
                   .../transparent_hugepage/use_zero_page (default: 1)
+  --swap none|zram[:SIZE][:lzo|lzo-rle|lz4]|disk[:hdd|ssd][:SIZE]
+                  the swap device swapon'd at boot (default: none; SIZE
+                  defaults to the machine's memory, zram's compressor to
+                  lzo-rle, a disk to the profile's ssd)
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE

@@ -6,7 +6,7 @@ use super::host_memory;
 use super::progress::ProgressBar;
 use super::{CliError, DEFAULT_MACHINE, DEFAULT_SEED, help};
 use crate::experiments::run_before_after;
-use crate::features::{Feature, Features, ThpEnabled};
+use crate::features::{Feature, Features, SwapSetup, ThpEnabled};
 use crate::machine::Machine;
 use crate::report::compare::{
     format_counter_comparison, format_metric_comparison, format_profile_comparison,
@@ -29,6 +29,7 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("without"),
     Opt::value("thp-enabled"),
     Opt::value("thp-zero-page"),
+    Opt::value("swap"),
     Opt::value("seed"),
     Opt::value("top"),
     Opt::value("max-host-memory"),
@@ -271,6 +272,9 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
                 )));
             }
         };
+    }
+    if let Some(value) = parsed.last("swap") {
+        features.swap = SwapSetup::parse(value).map_err(CliError::new)?;
     }
     Ok(features)
 }
@@ -543,7 +547,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp=always use_zero_page=1\n"
         ));
         assert!(text.contains("# machine:  haswell-ep-2s: "));
         let text = run(&[
@@ -555,7 +559,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp=always use_zero_page=1\n"
         ));
     }
 

@@ -630,7 +630,7 @@ mod tests {
     /// The base kernels, derived from the releases: seed 004's 3.14 has
     /// none of the modelled features (no pcp-high-order, burst series,
     /// doubled batch or maple tree); seed 000's 4.8 only 3.15's per-thread
-    /// VMA cache; seed 001's 5.13 everything up to 4.19 plus the burst
+    /// VMA cache; seed 001's 5.13 everything up to 4.19 (THP swap since 4.14) plus the burst
     /// series its -mm tree carried.
     #[test]
     fn base_features_come_from_the_seeds_kernel_versions() {
@@ -649,7 +649,8 @@ mod tests {
                 "huge-zero-mm-flag",
                 "per-thread-vmacache",
                 "pcp-burst",
-                "pcp-batch-doubled"
+                "pcp-batch-doubled",
+                "thp-swap"
             ]
         );
     }

@@ -159,6 +159,8 @@ pub struct RunJson<'a> {
     /// `/sys/kernel/mm/transparent_hugepage/enabled` and `use_zero_page`.
     pub thp_enabled: &'static str,
     pub thp_use_zero_page: bool,
+    /// The swap device (`zram:lzo-rle:16G`), or null for none.
+    pub swap: Option<String>,
     pub seed: u64,
     pub elapsed_cycles: u64,
     pub elapsed_ns: u64,
@@ -239,6 +241,7 @@ impl<'a> RunJson<'a> {
                 .collect(),
             thp_enabled: run.features.thp.enabled.name(),
             thp_use_zero_page: run.features.thp.use_zero_page,
+            swap: run.features.swap.map(|s| s.to_string()),
             seed: run.seed,
             elapsed_cycles: run.elapsed.0,
             elapsed_ns: cycles_to_ns_rounded(&run.machine.topology, run.elapsed),

@@ -21,10 +21,14 @@ pub fn format_features(features: Features) -> String {
     )
 }
 
-/// The THP knobs as sysfs names them: `thp=always use_zero_page=1`.
+/// The THP knobs as sysfs names them, and the swap device if there is
+/// one: `thp=always use_zero_page=1 swap=zram:lzo-rle:16G`.
 pub fn format_thp(features: Features) -> String {
+    let swap = features
+        .swap
+        .map_or(String::new(), |s| format!(" swap={s}"));
     format!(
-        "thp={} use_zero_page={}",
+        "thp={} use_zero_page={}{swap}",
         features.thp.enabled.name(),
         features.thp.use_zero_page as u8
     )
@@ -227,7 +231,7 @@ mod tests {
         assert!(header.contains("# workload: test-bench -n 4\n"));
         assert!(header.contains("# machine:  x86-2s-server: "));
         assert!(header.contains(
-            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp=always use_zero_page=1\n"
         ));
         assert!(header.contains("# seed:     7\n"));
         assert!(

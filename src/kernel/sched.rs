@@ -458,6 +458,11 @@ impl<T> Sys<'_, T> {
         self.user_access(|k, ctx, mm| k.write_u64(ctx, mm, addr, value))
     }
 
+    /// A user store of one byte at `addr` (`memset(addr, value, 1)`).
+    pub fn write_u8(&mut self, addr: u64, value: u8) -> Result<(), Fault> {
+        self.user_access(|k, ctx, mm| k.write_u8(ctx, mm, addr, value))
+    }
+
     /// `count` user accesses of 8 bytes from `addr`, `stride` bytes apart,
     /// all within the page of `addr`, in one step: the page is faulted in
     /// once if needed and the whole run charged by the per-line rule

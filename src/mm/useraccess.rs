@@ -198,6 +198,21 @@ impl Kernel {
         self.access_run(ctx, mm, addr, 1, 8, kind).map(|_| ())
     }
 
+    /// A user store of one byte (`memset(p, value, 1)`): a write access,
+    /// faulting for write, that changes only that byte of its word.
+    pub fn write_u8(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, value: u8) -> Result<(), Fault> {
+        let word = addr & !7;
+        let Target::Page(pfn) = self.resolve(ctx, mm, word, true)? else {
+            unreachable!("a write resolves to a page of its own");
+        };
+        self.charge_run(ctx, Target::Page(pfn), word, 1, 8, true);
+        let shift = 8 * (addr % 8);
+        let old = self.contents.read_u64(pfn, word % PAGE_SIZE);
+        let new = (old & !(0xff << shift)) | (u64::from(value) << shift);
+        self.contents.write_u64(pfn, word % PAGE_SIZE, new);
+        Ok(())
+    }
+
     /// A 4 KiB page the current CPU just cleared or copied: its lines are in
     /// that CPU's cache (`highmem.rs`).
     pub(super) fn page_now_cached(&mut self, ctx: &Ctx, pfn: Pfn) {

@@ -1508,3 +1508,26 @@ fn empty_tables_are_found_behind_entries_at_the_ends_of_their_tables() {
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+#[test]
+fn a_byte_store_faults_for_write_and_changes_one_byte() {
+    let (mut k, mut ctx) = BOTH_HUGE_ZERO_SCHEMES[0].boot(3);
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    let a = huge_region(&mut k, &mut ctx, mm);
+    // memset(a + 4095, 0xff, 1): a write fault (a THP, not the huge zero
+    // page first), one byte of one word.
+    k.write_u8(&mut ctx, mm, a + 4095, 0xff).unwrap();
+    assert_eq!(event(&ctx, Event::ThpFaultAlloc), 1);
+    assert_eq!(event(&ctx, Event::HugeZeroPmdInstalls), 0);
+    assert_eq!(k.read_u64(&mut ctx, mm, a + 4088), Ok(0xff << 56));
+    k.write_u8(&mut ctx, mm, a + 4089, 0x12).unwrap();
+    assert_eq!(
+        k.read_u64(&mut ctx, mm, a + 4088),
+        Ok((0xff << 56) | (0x12 << 8))
+    );
+    assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(0));
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

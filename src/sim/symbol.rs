@@ -48,6 +48,8 @@ symbols! {
     // Interrupts (kernel/irq, kernel/time): the local timer's and devices'.
     HrtimerInterrupt => "hrtimer_interrupt",
     CommonInterrupt => "common_interrupt",
+    // The block layer (block/).
+    SubmitBio => "submit_bio",
     // The page allocator (mm/page_alloc.c).
     AllocPages => "__alloc_pages",
     GetPageFromFreelist => "get_page_from_freelist",

@@ -1,0 +1,402 @@
+//! A disk as a swap device: an HDD or an SSD behind the block layer
+//! (`block.rs`), as `swap_writepage` and `swap_readpage` reach it through
+//! `submit_bio`. The disk keeps what was written to each slot and gives it
+//! back on a read; its timing comes from a disk profile
+//! (`profiles/disks/*.toml`), every figure with its source.
+//!
+//! What the CPU pays: `submit_bio_path` per page submitted (a bio each, as
+//! the swap code builds one bio per page), charged to the submitting CPU.
+//! The completion is the caller's: [`Completion::At`] says when the device
+//! interrupts, and the swap code runs its end-of-I/O work then (as an
+//! interrupt on the submitting CPU, `kernel::Core::irq_at`: blk-mq
+//! completes a request on the CPU that submitted it).
+//!
+//! Left out: the block layer's work at completion (charged by whoever runs
+//! the completion), discard (a freed slot's image is dropped, which only
+//! saves host memory: a disk ignores `swap_slot_free_notify`), write
+//! caching and flushes, errors, and everything `block.rs` leaves out.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::block::{DiskStats, Dir, RequestQueue, Timing};
+use crate::machine::LoadError;
+use crate::mm::contents::PageImage;
+use crate::mm::page_alloc::PageAllocator;
+use crate::mm::page_io::{Completion, IoError, SwapDevice};
+use crate::sim::{Ctx, Symbol};
+use crate::types::Cycles;
+use crate::util::escape;
+
+/// The disk profiles shipped with mmsim.
+const BUILTIN: &[(&str, &str)] = &[
+    ("hdd", include_str!("../../profiles/disks/hdd.toml")),
+    ("ssd", include_str!("../../profiles/disks/ssd.toml")),
+];
+
+/// The names of the built-in disk profiles.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(name, _)| *name).collect()
+}
+
+/// What kind of disk: it decides `SWP_SOLIDSTATE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskKind {
+    /// A rotating disk.
+    Hdd,
+    /// Flash (SATA or NVMe).
+    Ssd,
+}
+
+/// One figure of a disk profile: its value in its own unit, as the file
+/// gives it, and its source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// Nanoseconds for a latency, bytes per second for a bandwidth, a count
+    /// for the queue depth.
+    pub value: f64,
+    pub source: String,
+}
+
+/// A disk profile: what kind of disk, its name under `/dev`, and its
+/// figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskProfile {
+    pub name: String,
+    pub description: String,
+    pub kind: DiskKind,
+    /// The device node `/proc/swaps` shows (`/dev/sda`).
+    pub device: String,
+    pub queue_depth: Figure,
+    pub read_latency_random: Figure,
+    pub read_latency_sequential: Figure,
+    pub write_latency_random: Figure,
+    pub write_latency_sequential: Figure,
+    pub read_bandwidth: Figure,
+    pub write_bandwidth: Figure,
+}
+
+/// The figures' keys, in file order, and whether each is a latency (else a
+/// bandwidth; `queue_depth` is a count).
+const LATENCIES: &[&str] = &[
+    "read_latency_random",
+    "read_latency_sequential",
+    "write_latency_random",
+    "write_latency_sequential",
+];
+const BANDWIDTHS: &[&str] = &["read_bandwidth", "write_bandwidth"];
+const QUEUE_DEPTH_MAX: i64 = 4096;
+/// Latencies between 10 ns and 10 s; bandwidths between 1 MB/s and 1 TB/s.
+const LATENCY_NS: (f64, f64) = (10.0, 1e10);
+const BANDWIDTH_BYTES: (f64, f64) = (1e6, 1e12);
+
+impl DiskProfile {
+    /// A built-in disk profile by name, or a profile file by a path ending
+    /// in `.toml`.
+    pub fn by_name_or_path(name: &str) -> Result<DiskProfile, LoadError> {
+        if name.ends_with(".toml") {
+            let text = std::fs::read_to_string(name).map_err(|e| LoadError {
+                file: name.to_string(),
+                key: None,
+                problem: format!("cannot read: {e}"),
+            })?;
+            return DiskProfile::parse(name, &text);
+        }
+        match BUILTIN.iter().find(|(n, _)| *n == name) {
+            Some((n, text)) => DiskProfile::parse(&format!("profiles/disks/{n}.toml"), text),
+            None => Err(LoadError {
+                file: name.to_string(),
+                key: None,
+                problem: format!(
+                    "unknown disk (built-in: {}; or give a path ending in .toml)",
+                    builtin_names().join(", ")
+                ),
+            }),
+        }
+    }
+
+    /// Parses and validates a disk profile; `file` names it in errors. An
+    /// error is one line: the file, the key and what is wrong.
+    pub fn parse(file: &str, text: &str) -> Result<DiskProfile, LoadError> {
+        let err = |key: &str, problem: String| LoadError {
+            file: file.to_string(),
+            key: (!key.is_empty()).then(|| key.to_string()),
+            problem,
+        };
+        let root: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+            err("", format!("not valid TOML: {message}"))
+        })?;
+        let mut known = vec!["name", "description", "kind", "device", "queue_depth"];
+        known.extend(LATENCIES);
+        known.extend(BANDWIDTHS);
+        // toml::Table is ordered by key, so the first unknown key is stable.
+        if let Some(key) = root.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(err(key, "unknown key".to_string()));
+        }
+        let string = |key: &str| match root.get(key) {
+            Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+            Some(toml::Value::String(_)) => Err(err(key, "must not be empty".to_string())),
+            Some(_) => Err(err(key, "must be a string".to_string())),
+            None => Err(err(key, "missing".to_string())),
+        };
+        let name = string("name")?;
+        let description = string("description")?;
+        let kind = match string("kind")?.as_str() {
+            "hdd" => DiskKind::Hdd,
+            "ssd" => DiskKind::Ssd,
+            other => {
+                return Err(err(
+                    "kind",
+                    format!("unknown kind '{}' (hdd, ssd)", escape(other)),
+                ));
+            }
+        };
+        let device = string("device")?;
+        if !device.starts_with("/dev/") {
+            return Err(err("device", "must be a path under /dev/".to_string()));
+        }
+        // A figure: { value, unit, source }, or { value, source } for the
+        // queue depth.
+        let figure = |key: &str, units: &[(&str, f64)]| -> Result<Figure, LoadError> {
+            let entry = match root.get(key) {
+                Some(toml::Value::Table(t)) => t,
+                Some(_) => return Err(err(key, "must be a table { value, unit, source }".into())),
+                None => return Err(err(key, "missing".to_string())),
+            };
+            let allowed: &[&str] = if units.is_empty() {
+                &["value", "source"]
+            } else {
+                &["value", "unit", "source"]
+            };
+            if let Some(k) = entry.keys().find(|k| !allowed.contains(&k.as_str())) {
+                return Err(err(&format!("{key}.{k}"), "unknown key".to_string()));
+            }
+            let value = match entry.get("value") {
+                Some(toml::Value::Integer(i)) => *i as f64,
+                Some(toml::Value::Float(f)) => *f,
+                Some(_) => return Err(err(&format!("{key}.value"), "must be a number".into())),
+                None => return Err(err(&format!("{key}.value"), "missing".to_string())),
+            };
+            if !(value.is_finite() && value > 0.0) {
+                return Err(err(
+                    &format!("{key}.value"),
+                    format!("must be a positive number, not {value}"),
+                ));
+            }
+            let source = match entry.get("source") {
+                Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
+                Some(_) => {
+                    return Err(err(&format!("{key}.source"), "must be a non-empty string".into()));
+                }
+                None => return Err(err(&format!("{key}.source"), "missing".to_string())),
+            };
+            if units.is_empty() {
+                return Ok(Figure { value, source });
+            }
+            let unit = match entry.get("unit") {
+                Some(toml::Value::String(s)) => s.as_str(),
+                Some(_) => return Err(err(&format!("{key}.unit"), "must be a string".into())),
+                None => return Err(err(&format!("{key}.unit"), "missing".to_string())),
+            };
+            let Some(&(_, scale)) = units.iter().find(|(u, _)| *u == unit) else {
+                let names: Vec<&str> = units.iter().map(|(u, _)| *u).collect();
+                return Err(err(
+                    &format!("{key}.unit"),
+                    format!("'{}' is not one of {}", escape(unit), names.join(", ")),
+                ));
+            };
+            Ok(Figure {
+                value: value * scale,
+                source,
+            })
+        };
+        let in_range = |key: &str, f: &Figure, (min, max): (f64, f64), what: &str| {
+            if (min..=max).contains(&f.value) {
+                Ok(())
+            } else {
+                Err(err(&format!("{key}.value"), format!("must be {what}")))
+            }
+        };
+        let latency_units = [("ns", 1.0), ("us", 1e3), ("ms", 1e6)];
+        let bandwidth_units = [("MB/s", 1e6), ("GB/s", 1e9)];
+        let mut latencies = Vec::new();
+        for &key in LATENCIES {
+            let f = figure(key, &latency_units)?;
+            in_range(key, &f, LATENCY_NS, "between 10 ns and 10 s")?;
+            latencies.push(f);
+        }
+        let mut bandwidths = Vec::new();
+        for &key in BANDWIDTHS {
+            let f = figure(key, &bandwidth_units)?;
+            in_range(key, &f, BANDWIDTH_BYTES, "between 1 MB/s and 1000 GB/s")?;
+            bandwidths.push(f);
+        }
+        let queue_depth = figure("queue_depth", &[])?;
+        if queue_depth.value.fract() != 0.0 || queue_depth.value > QUEUE_DEPTH_MAX as f64 {
+            return Err(err(
+                "queue_depth.value",
+                format!("must be a whole number from 1 to {QUEUE_DEPTH_MAX}"),
+            ));
+        }
+        if kind == DiskKind::Hdd && queue_depth.value != 1.0 {
+            return Err(err(
+                "queue_depth.value",
+                "must be 1 for an hdd (one head serves one request at a time)".to_string(),
+            ));
+        }
+        let mut latencies = latencies.into_iter();
+        let mut bandwidths = bandwidths.into_iter();
+        let next = |it: &mut std::vec::IntoIter<Figure>| it.next().expect("parsed above");
+        Ok(DiskProfile {
+            name,
+            description,
+            kind,
+            device,
+            queue_depth,
+            read_latency_random: next(&mut latencies),
+            read_latency_sequential: next(&mut latencies),
+            write_latency_random: next(&mut latencies),
+            write_latency_sequential: next(&mut latencies),
+            read_bandwidth: next(&mut bandwidths),
+            write_bandwidth: next(&mut bandwidths),
+        })
+    }
+
+    /// The profile's timing on a machine whose CPUs run at `frequency_mhz`.
+    pub fn timing(&self, frequency_mhz: u64) -> Timing {
+        let mhz = frequency_mhz as f64;
+        let cycles = |f: &Figure| Cycles((f.value * mhz / 1000.0).round().max(1.0) as u64);
+        let per_cycle = |f: &Figure| f.value / (mhz * 1e6);
+        Timing {
+            queue_depth: self.queue_depth.value as u32,
+            read_random: cycles(&self.read_latency_random),
+            read_sequential: cycles(&self.read_latency_sequential),
+            write_random: cycles(&self.write_latency_random),
+            write_sequential: cycles(&self.write_latency_sequential),
+            read_bytes_per_cycle: per_cycle(&self.read_bandwidth),
+            write_bytes_per_cycle: per_cycle(&self.write_bandwidth),
+        }
+    }
+
+    /// The profile as text: every figure with its unit and source.
+    pub fn describe(&self) -> String {
+        let mut out = format!("{}: {}\n", escape(&self.name), escape(&self.description));
+        let rows: [(&str, &Figure, f64, &str); 7] = [
+            ("queue_depth", &self.queue_depth, 1.0, ""),
+            ("read_latency_random", &self.read_latency_random, 1e3, " us"),
+            ("read_latency_sequential", &self.read_latency_sequential, 1e3, " us"),
+            ("write_latency_random", &self.write_latency_random, 1e3, " us"),
+            ("write_latency_sequential", &self.write_latency_sequential, 1e3, " us"),
+            ("read_bandwidth", &self.read_bandwidth, 1e6, " MB/s"),
+            ("write_bandwidth", &self.write_bandwidth, 1e6, " MB/s"),
+        ];
+        for (key, f, scale, unit) in rows {
+            let _ = writeln!(out, "  {key} = {}{unit}  ({})", f.value / scale, escape(&f.source));
+        }
+        out
+    }
+}
+
+/// A disk swap device: the slots' contents and the request queue.
+pub struct Disk {
+    device: String,
+    kind: DiskKind,
+    nr_pages: u64,
+    /// What each written slot holds; a slot absent holds zeros (never
+    /// written, freed, or written with zeros: they cost no host memory).
+    images: BTreeMap<u64, PageImage>,
+    queue: RequestQueue,
+}
+
+impl Disk {
+    /// A disk of `nr_pages` slots with `profile`'s figures, on a machine at
+    /// `frequency_mhz`.
+    pub fn new(profile: &DiskProfile, frequency_mhz: u64, nr_pages: u64) -> Disk {
+        Disk {
+            device: profile.device.clone(),
+            kind: profile.kind,
+            nr_pages,
+            images: BTreeMap::new(),
+            queue: RequestQueue::new(profile.timing(frequency_mhz)),
+        }
+    }
+
+    /// What the device has done so far.
+    pub fn disk_stats(&self) -> DiskStats {
+        self.queue.stats
+    }
+
+    /// When every request submitted so far is complete.
+    pub fn busy_until(&self) -> Cycles {
+        self.queue.busy_until()
+    }
+
+    /// `submit_bio` of one page: the CPU's share, then the queue's answer.
+    fn submit(&mut self, ctx: &mut Ctx, dir: Dir, offset: u64) -> Completion {
+        assert!(
+            offset < self.nr_pages,
+            "slot {offset} past the disk's {} slots",
+            self.nr_pages
+        );
+        let cost = ctx.machine().costs.submit_bio_path.cycles();
+        ctx.charge(Symbol::SubmitBio, cost);
+        Completion::At(self.queue.submit(ctx.now(), dir, offset))
+    }
+}
+
+impl SwapDevice for Disk {
+    fn name(&self) -> &str {
+        &self.device
+    }
+
+    fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+
+    fn synchronous(&self) -> bool {
+        false
+    }
+
+    fn solid_state(&self) -> bool {
+        self.kind == DiskKind::Ssd
+    }
+
+    fn write_page(
+        &mut self,
+        ctx: &mut Ctx,
+        _pa: &mut PageAllocator,
+        offset: u64,
+        image: &PageImage,
+    ) -> Result<Completion, IoError> {
+        let done = self.submit(ctx, Dir::Write, offset);
+        if *image == PageImage::zero() {
+            self.images.remove(&offset);
+        } else {
+            self.images.insert(offset, image.clone());
+        }
+        Ok(done)
+    }
+
+    fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
+        let done = self.submit(ctx, Dir::Read, offset);
+        let image = self.images.get(&offset).cloned().unwrap_or_default();
+        (image, done)
+    }
+
+    fn slot_free(&mut self, _ctx: &mut Ctx, _pa: &mut PageAllocator, offset: u64) {
+        self.images.remove(&offset);
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let s = self.queue.stats;
+        vec![
+            ("reads_completed", s.reads_completed),
+            ("reads_merged", s.reads_merged),
+            ("sectors_read", s.sectors_read),
+            ("writes_completed", s.writes_completed),
+            ("writes_merged", s.writes_merged),
+            ("sectors_written", s.sectors_written),
+        ]
+    }
+}

@@ -196,3 +196,105 @@ impl RequestQueue {
         end
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Round figures: a page moves in 10 cycles.
+    fn timing(queue_depth: u32) -> Timing {
+        Timing {
+            queue_depth,
+            read_random: Cycles(1000),
+            read_sequential: Cycles(100),
+            write_random: Cycles(2000),
+            write_sequential: Cycles(200),
+            read_bytes_per_cycle: 409.6,
+            write_bytes_per_cycle: 409.6,
+        }
+    }
+
+    fn c(t: u64) -> Cycles {
+        Cycles(t)
+    }
+
+    #[test]
+    fn adjacent_writes_merge_while_queued_and_a_read_waits_behind_them() {
+        let mut q = RequestQueue::new(timing(1));
+        // The device is idle: the first write is dispatched at once, pays
+        // a random latency (no request before it) and one page.
+        assert_eq!(q.submit(c(0), Dir::Write, 10), c(2010));
+        // Slot 11 follows it, but it is dispatched already: a new request,
+        // sequential, dispatched when the device frees at 2010.
+        assert_eq!(q.submit(c(5), Dir::Write, 11), c(2210 + 10));
+        // Slots 12 and 13 join that request while it waits: one page more
+        // of transfer each, no latency.
+        assert_eq!(q.submit(c(6), Dir::Write, 12), c(2230));
+        assert_eq!(q.submit(c(7), Dir::Write, 13), c(2240));
+        // A read of the next slot is not merged into a write; it is
+        // sequential (the head is at slot 14) and waits behind the writes.
+        assert_eq!(q.submit(c(8), Dir::Read, 14), c(2240 + 100 + 10));
+        // A read elsewhere seeks.
+        assert_eq!(q.submit(c(9), Dir::Read, 100), c(2350 + 1000 + 10));
+        assert_eq!(q.busy_until(), c(3360));
+        // Long after, on an idle device: slot 101 follows the last request
+        // (a read), so the write pays no seek.
+        assert_eq!(q.submit(c(10_000), Dir::Write, 101), c(10_210));
+        assert_eq!(
+            q.stats,
+            DiskStats {
+                reads_completed: 2,
+                reads_merged: 0,
+                sectors_read: 16,
+                writes_completed: 3,
+                writes_merged: 2,
+                sectors_written: 40,
+            }
+        );
+    }
+
+    #[test]
+    fn adjacent_reads_merge_and_a_write_never_joins_them() {
+        let mut q = RequestQueue::new(timing(1));
+        assert_eq!(q.submit(c(0), Dir::Read, 0), c(1010));
+        assert_eq!(q.submit(c(0), Dir::Read, 7), c(2020));
+        assert_eq!(q.submit(c(0), Dir::Read, 8), c(2030));
+        // A write to the next slot, in the same queue: its own request.
+        assert_eq!(q.submit(c(0), Dir::Write, 9), c(2030 + 200 + 10));
+        // A read of the slot after that cannot join the write.
+        assert_eq!(q.submit(c(0), Dir::Read, 10), c(2240 + 100 + 10));
+        assert_eq!((q.stats.reads_completed, q.stats.reads_merged), (3, 1));
+        assert_eq!((q.stats.writes_completed, q.stats.writes_merged), (1, 0));
+    }
+
+    #[test]
+    fn a_request_stops_growing_at_the_queue_limit() {
+        let mut q = RequestQueue::new(timing(1));
+        q.submit(c(0), Dir::Write, 0);
+        // 320 pages (1280 KiB) join the second request; the next starts a
+        // third, sequential.
+        let mut end = Cycles::ZERO;
+        for slot in 1..=MAX_REQUEST_PAGES {
+            end = q.submit(c(1), Dir::Write, slot);
+        }
+        assert_eq!(end, c(2010 + 200 + 10 * MAX_REQUEST_PAGES));
+        let next = q.submit(c(1), Dir::Write, MAX_REQUEST_PAGES + 1);
+        assert_eq!(next, end + c(200 + 10));
+        assert_eq!(q.stats.writes_completed, 3);
+        assert_eq!(q.stats.writes_merged, MAX_REQUEST_PAGES - 1);
+    }
+
+    #[test]
+    fn a_deeper_queue_overlaps_latencies_but_shares_the_data_path() {
+        let mut q = RequestQueue::new(timing(2));
+        // Two requests in service at once: the second's latency overlaps
+        // the first's, its data follows the first's.
+        assert_eq!(q.submit(c(0), Dir::Read, 0), c(1010));
+        assert_eq!(q.submit(c(0), Dir::Read, 50), c(1020));
+        // The third waits for a free slot (at 1010), so the fourth, next
+        // to it, merges.
+        assert_eq!(q.submit(c(0), Dir::Read, 90), c(1010 + 1000 + 10));
+        assert_eq!(q.submit(c(0), Dir::Read, 91), c(2030));
+        assert_eq!((q.stats.reads_completed, q.stats.reads_merged), (3, 1));
+    }
+}

@@ -400,3 +400,153 @@ impl SwapDevice for Disk {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Features;
+    use crate::machine::builtin;
+
+    /// The x86-2s-server (2.5 GHz, `submit_bio_path` 300 ns = 750 cycles)
+    /// with a disk of 1,000 slots.
+    fn boot(disk: &str) -> (Disk, Ctx, PageAllocator) {
+        let machine = builtin("x86-2s-server").unwrap();
+        let profile = DiskProfile::by_name_or_path(disk).unwrap();
+        let disk = Disk::new(&profile, machine.topology.frequency_mhz, 1000);
+        let pa = PageAllocator::new(&machine, Features::all());
+        (disk, Ctx::new(machine, 1), pa)
+    }
+
+    fn at(done: Completion) -> u64 {
+        match done {
+            Completion::At(t) => t.0,
+            Completion::Done => panic!("a disk completes later"),
+        }
+    }
+
+    #[test]
+    fn hdd_writes_seek_once_then_stream_and_merge() {
+        let (mut disk, mut ctx, mut pa) = boot("hdd");
+        assert_eq!(disk.name(), "/dev/sda");
+        assert!(!disk.solid_state() && !disk.synchronous());
+        let image = PageImage::same(7);
+        // 750 cycles of submission, then a random write: 12.36 ms of seek
+        // and rotation (30,900,000 cycles) and 4 KiB at 180 MB/s (56,889).
+        let w = |disk: &mut Disk, ctx: &mut Ctx, pa: &mut PageAllocator, slot| {
+            at(disk.write_page(ctx, pa, slot, &image).unwrap())
+        };
+        assert_eq!(w(&mut disk, &mut ctx, &mut pa, 5), 750 + 30_900_000 + 56_889);
+        assert_eq!(ctx.now().0, 750);
+        assert_eq!(ctx.stats.cycles(Symbol::SubmitBio).0, 750);
+        // The next slot: dispatched when the device frees, no seek (30 us,
+        // 75,000 cycles).
+        let second = w(&mut disk, &mut ctx, &mut pa, 6);
+        assert_eq!(second, 30_957_639 + 75_000 + 56_889);
+        // The one after joins it while it waits: two pages' transfer.
+        let third = w(&mut disk, &mut ctx, &mut pa, 7);
+        assert_eq!(third, 30_957_639 + 75_000 + 113_778);
+        assert_eq!(disk.busy_until().0, third);
+        // A read elsewhere waits behind them and seeks: 11.56 ms.
+        let (back, done) = disk.read_page(&mut ctx, 5);
+        assert_eq!(back, image);
+        assert_eq!(at(done), third + 28_900_000 + 56_889);
+        assert_eq!(
+            disk.stats(),
+            [
+                ("reads_completed", 1),
+                ("reads_merged", 0),
+                ("sectors_read", 8),
+                ("writes_completed", 2),
+                ("writes_merged", 1),
+                ("sectors_written", 24),
+            ]
+        );
+        assert_eq!(ctx.stats.cycles(Symbol::SubmitBio).0, 4 * 750);
+    }
+
+    #[test]
+    fn ssd_reads_overlap_and_slots_keep_their_contents() {
+        let (mut disk, mut ctx, mut pa) = boot("ssd");
+        assert_eq!(disk.name(), "/dev/nvme0n1");
+        assert!(disk.solid_state() && !disk.synchronous());
+        let mut bytes = [0u8; 4096];
+        bytes[100] = 1;
+        bytes[4000] = 2;
+        let image = PageImage::from_bytes(&bytes);
+        disk.write_page(&mut ctx, &mut pa, 3, &image).unwrap();
+        disk.write_page(&mut ctx, &mut pa, 4, &PageImage::zero()).unwrap();
+        // A zero page costs the host nothing; a freed slot reads as zeros.
+        assert_eq!(disk.images.len(), 1);
+        assert_eq!(disk.read_page(&mut ctx, 4).0, PageImage::zero());
+        assert_eq!(disk.read_page(&mut ctx, 3).0, image);
+        disk.slot_free(&mut ctx, &mut pa, 3);
+        assert!(disk.images.is_empty());
+        // On an idle device two random reads are in service at once: 85 us
+        // (212,500 cycles) each, overlapped; 4 KiB at 3.2 GB/s (3,200),
+        // the second's data after the first's.
+        let (mut disk, mut ctx, _) = boot("ssd");
+        let first = at(disk.read_page(&mut ctx, 100).1);
+        assert_eq!(first, 750 + 212_500 + 3_200);
+        let second = at(disk.read_page(&mut ctx, 500).1);
+        assert_eq!(second, first + 3_200);
+    }
+
+    #[test]
+    fn the_built_in_profiles_load_and_give_every_figure_a_source() {
+        for name in builtin_names() {
+            let p = DiskProfile::by_name_or_path(name).unwrap();
+            assert_eq!(p.name, name);
+            let text = p.describe();
+            assert_eq!(text.lines().count(), 8, "{text}");
+        }
+    }
+
+    fn error(text: &str) -> String {
+        DiskProfile::parse("d.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_profiles_get_one_line_errors() {
+        let good = include_str!("../../profiles/disks/hdd.toml");
+        assert_eq!(
+            error(&good.replace("kind = \"hdd\"", "kind = \"tape\"")),
+            "d.toml: kind: unknown kind 'tape' (hdd, ssd)"
+        );
+        assert_eq!(
+            error(&good.replace("unit = \"ms\"", "unit = \"s\"")),
+            "d.toml: read_latency_random.unit: 's' is not one of ns, us, ms"
+        );
+        assert_eq!(
+            error(&good.replace("{ value = 1,", "{ value = 4,")),
+            "d.toml: queue_depth.value: must be 1 for an hdd (one head serves one request at a time)"
+        );
+        assert_eq!(
+            error(&good.replace("value = 180,", "value = 0,")),
+            "d.toml: read_bandwidth.value: must be a positive number, not 0"
+        );
+        assert_eq!(
+            error(&good.replace("value = 180,", "value = 0.5,")),
+            "d.toml: read_bandwidth.value: must be between 1 MB/s and 1000 GB/s"
+        );
+        assert_eq!(
+            error(&format!("{good}\nrpm = 7200\n")),
+            "d.toml: rpm: unknown key"
+        );
+        assert_eq!(
+            error(&good.replace("device = \"/dev/sda\"", "device = \"sda\"")),
+            "d.toml: device: must be a path under /dev/"
+        );
+        let no_source = good.replace(
+            "queue_depth = { value = 1, source",
+            "queue_depth = { value = 1, origin",
+        );
+        assert_eq!(error(&no_source), "d.toml: queue_depth.origin: unknown key");
+        let err = error("name = ");
+        assert!(err.starts_with("d.toml: not valid TOML: "), "{err}");
+        assert_eq!(err.lines().count(), 1);
+        assert_eq!(
+            DiskProfile::by_name_or_path("floppy").unwrap_err().to_string(),
+            "floppy: unknown disk (built-in: hdd, ssd; or give a path ending in .toml)"
+        );
+    }
+}

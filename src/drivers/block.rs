@@ -129,7 +129,10 @@ pub struct RequestQueue {
 
 impl RequestQueue {
     pub fn new(timing: Timing) -> RequestQueue {
-        assert!(timing.queue_depth > 0, "a device serves at least one request");
+        assert!(
+            timing.queue_depth > 0,
+            "a device serves at least one request"
+        );
         RequestQueue {
             slots: vec![Cycles::ZERO; timing.queue_depth as usize],
             timing,

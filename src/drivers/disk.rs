@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::block::{DiskStats, Dir, RequestQueue, Timing};
+use super::block::{Dir, DiskStats, RequestQueue, Timing};
 use crate::machine::LoadError;
 use crate::mm::contents::PageImage;
 use crate::mm::page_alloc::PageAllocator;
@@ -187,7 +187,10 @@ impl DiskProfile {
             let source = match entry.get("source") {
                 Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
                 Some(_) => {
-                    return Err(err(&format!("{key}.source"), "must be a non-empty string".into()));
+                    return Err(err(
+                        &format!("{key}.source"),
+                        "must be a non-empty string".into(),
+                    ));
                 }
                 None => return Err(err(&format!("{key}.source"), "missing".to_string())),
             };
@@ -285,14 +288,34 @@ impl DiskProfile {
         let rows: [(&str, &Figure, f64, &str); 7] = [
             ("queue_depth", &self.queue_depth, 1.0, ""),
             ("read_latency_random", &self.read_latency_random, 1e3, " us"),
-            ("read_latency_sequential", &self.read_latency_sequential, 1e3, " us"),
-            ("write_latency_random", &self.write_latency_random, 1e3, " us"),
-            ("write_latency_sequential", &self.write_latency_sequential, 1e3, " us"),
+            (
+                "read_latency_sequential",
+                &self.read_latency_sequential,
+                1e3,
+                " us",
+            ),
+            (
+                "write_latency_random",
+                &self.write_latency_random,
+                1e3,
+                " us",
+            ),
+            (
+                "write_latency_sequential",
+                &self.write_latency_sequential,
+                1e3,
+                " us",
+            ),
             ("read_bandwidth", &self.read_bandwidth, 1e6, " MB/s"),
             ("write_bandwidth", &self.write_bandwidth, 1e6, " MB/s"),
         ];
         for (key, f, scale, unit) in rows {
-            let _ = writeln!(out, "  {key} = {}{unit}  ({})", f.value / scale, escape(&f.source));
+            let _ = writeln!(
+                out,
+                "  {key} = {}{unit}  ({})",
+                f.value / scale,
+                escape(&f.source)
+            );
         }
         out
     }
@@ -435,7 +458,10 @@ mod tests {
         let w = |disk: &mut Disk, ctx: &mut Ctx, pa: &mut PageAllocator, slot| {
             at(disk.write_page(ctx, pa, slot, &image).unwrap())
         };
-        assert_eq!(w(&mut disk, &mut ctx, &mut pa, 5), 750 + 30_900_000 + 56_889);
+        assert_eq!(
+            w(&mut disk, &mut ctx, &mut pa, 5),
+            750 + 30_900_000 + 56_889
+        );
         assert_eq!(ctx.now().0, 750);
         assert_eq!(ctx.stats.cycles(Symbol::SubmitBio).0, 750);
         // The next slot: dispatched when the device frees, no seek (30 us,
@@ -474,7 +500,8 @@ mod tests {
         bytes[4000] = 2;
         let image = PageImage::from_bytes(&bytes);
         disk.write_page(&mut ctx, &mut pa, 3, &image).unwrap();
-        disk.write_page(&mut ctx, &mut pa, 4, &PageImage::zero()).unwrap();
+        disk.write_page(&mut ctx, &mut pa, 4, &PageImage::zero())
+            .unwrap();
         // A zero page costs the host nothing; a freed slot reads as zeros.
         assert_eq!(disk.images.len(), 1);
         assert_eq!(disk.read_page(&mut ctx, 4).0, PageImage::zero());
@@ -545,7 +572,9 @@ mod tests {
         assert!(err.starts_with("d.toml: not valid TOML: "), "{err}");
         assert_eq!(err.lines().count(), 1);
         assert_eq!(
-            DiskProfile::by_name_or_path("floppy").unwrap_err().to_string(),
+            DiskProfile::by_name_or_path("floppy")
+                .unwrap_err()
+                .to_string(),
             "floppy: unknown disk (built-in: hdd, ssd; or give a path ending in .toml)"
         );
     }

@@ -592,4 +592,103 @@ mod tests {
             "floppy: unknown disk (built-in: hdd, ssd; or give a path ending in .toml)"
         );
     }
+
+    /// A task writes a page and sleeps; the disk's completion interrupt on
+    /// its CPU wakes it. Then it reads the page back and sleeps until the
+    /// read completes.
+    #[test]
+    fn a_task_waits_for_the_disk_through_its_completion_interrupt() {
+        use crate::kernel::{Core, Next, Program, Sys, run};
+        use crate::sim::CpuId;
+        use std::cell::RefCell;
+        use std::rc::Rc;
+
+        struct SwapIo {
+            disk: Rc<RefCell<Disk>>,
+            /// (what, when): the completion times the disk gave, and when
+            /// the task ran after each.
+            log: Vec<(&'static str, u64)>,
+        }
+        impl Program for SwapIo {
+            type Thread = u32;
+            fn step(&mut self, sys: &mut Sys<'_, u32>, step: &mut u32) -> Next {
+                *step += 1;
+                let me = sys.task();
+                let cpu = sys.ctx.cur();
+                match *step {
+                    1 => {
+                        self.log.push(("started", sys.now().0));
+                        let (k, ctx) = sys.kernel();
+                        let done = self.disk.borrow_mut().write_page(
+                            ctx,
+                            &mut k.pa,
+                            9,
+                            &PageImage::same(3),
+                        );
+                        let t = Cycles(at(done.unwrap()));
+                        self.log.push(("write completes", t.0));
+                        let wake = move |core: &mut Core, ctx: &mut Ctx| core.wake(ctx, me);
+                        sys.irq_at(cpu, t, Box::new(wake));
+                        Next::Sleep
+                    }
+                    2 => {
+                        self.log.push(("ran", sys.now().0));
+                        let (image, done) = self.disk.borrow_mut().read_page(sys.ctx, 9);
+                        assert_eq!(image, PageImage::same(3));
+                        let t = at(done);
+                        self.log.push(("read completes", t));
+                        Next::SleepUntil(Cycles(t))
+                    }
+                    _ => {
+                        self.log.push(("ran", sys.now().0));
+                        Next::Exit
+                    }
+                }
+            }
+        }
+
+        let machine = builtin("x86-2s-server").unwrap();
+        let profile = DiskProfile::by_name_or_path("hdd").unwrap();
+        let disk = Rc::new(RefCell::new(Disk::new(&profile, 2500, 1000)));
+        let program = SwapIo {
+            disk: disk.clone(),
+            log: Vec::new(),
+        };
+        let done = run(
+            &machine,
+            Features::all(),
+            1,
+            program,
+            &mut |_| {},
+            |ctx, s| {
+                s.spawn_kthread(ctx, CpuId(1), 0);
+                Ok(())
+            },
+        )
+        .unwrap();
+        let log = &done.program.log;
+        // The write: a random one (12.36 ms, 4 KiB at 180 MB/s) after
+        // 750 cycles of submit_bio; the task runs 750 cycles (the
+        // interrupt's entry and exit) after the completion.
+        let start = log[0].1;
+        assert_eq!(
+            log[1],
+            ("write completes", start + 750 + 30_900_000 + 56_889)
+        );
+        assert_eq!(log[2], ("ran", log[1].1 + 750));
+        // The read: slot 9 again, not the slot after the last request's,
+        // so it seeks (11.56 ms). Sleeping until the completion costs the
+        // timer interrupt's entry and exit too.
+        let read_submitted = log[2].1 + 750;
+        assert_eq!(
+            log[3],
+            ("read completes", read_submitted + 28_900_000 + 56_889)
+        );
+        assert_eq!(log[4], ("ran", log[3].1 + 750));
+        let stats = &done.ctx.stats;
+        assert_eq!(stats.cycles(Symbol::CommonInterrupt).0, 750);
+        assert_eq!(stats.cycles(Symbol::HrtimerInterrupt).0, 750);
+        assert_eq!(stats.cycles(Symbol::SubmitBio).0, 2 * 750);
+        assert_eq!(disk.borrow().disk_stats().writes_completed, 1);
+    }
 }

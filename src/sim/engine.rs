@@ -373,15 +373,17 @@ impl Ctx {
         cpu.wake_timer = Some(at);
     }
 
-    /// Programs a blocked `cpu`'s timer to fire at `at` (no earlier than
-    /// now) if nothing earlier is due; a CPU that is not blocked will be
-    /// stepped anyway, and nothing changes.
+    /// Programs a blocked `cpu`'s timer to fire at `at` if nothing earlier
+    /// is due: no earlier than now, nor than the CPU's own clock (it blocked
+    /// there, and the queue steps it at its timer). A CPU that is not
+    /// blocked will be stepped anyway, and nothing changes.
     pub fn arm_wake_timer(&mut self, cpu: CpuId, at: Cycles) {
-        let at = at.max(self.now());
+        let now = self.now();
         let state = &mut self.cpus[cpu.index()];
         if state.state != RunState::Blocked {
             return;
         }
+        let at = at.max(now).max(state.clock);
         let timer = state.wake_timer.map_or(at, |t| t.min(at));
         if state.wake_timer != Some(timer) {
             state.wake_timer = Some(timer);
@@ -531,8 +533,9 @@ impl Engine {
             if state.state == RunState::Blocked {
                 // Its timer fires: it runs from then on.
                 let state = &mut self.ctx.cpus[cpu.index()];
+                debug_assert!(state.clock <= clock, "a timer before its CPU's clock");
                 state.state = RunState::Runnable;
-                state.clock = state.clock.max(clock);
+                state.clock = clock;
                 state.wake_timer = None;
             }
             // Keep stepping this CPU while it stays the earliest: the queue

@@ -1295,6 +1295,42 @@ fn a_cpu_blocked_until_its_timer_runs_then_unless_woken_or_rearmed_earlier() {
 }
 
 #[test]
+fn a_timer_set_before_a_blocked_cpus_clock_fires_at_its_clock() {
+    // cpu1's step runs to 5,000 and it blocks there until 9,000; cpu0, at
+    // 1,000, asks for 2,000: the timer cannot fire before cpu1's clock,
+    // and cpu0's own steps (every 1,000) are not overtaken.
+    let ctx = ctx_with_cpus(2, 1);
+    let mut trace = Vec::new();
+    run(ctx, |ctx| {
+        let (cpu, now) = (ctx.cur().0, ctx.now().0);
+        trace.push((cpu, now));
+        match (cpu, now) {
+            (1, 0) => {
+                ctx.charge(WORK, Cycles(5_000));
+                ctx.block_until(Cycles(9_000));
+            }
+            (1, _) => {
+                ctx.charge(WORK, Cycles(1));
+                ctx.finish();
+            }
+            _ => {
+                if now == 1_000 {
+                    ctx.arm_wake_timer(CpuId(1), Cycles(2_000));
+                }
+                ctx.charge(WORK, Cycles(1_000));
+                if ctx.now().0 >= 8_000 {
+                    ctx.finish();
+                }
+            }
+        }
+    });
+    let cpu1: Vec<u64> = trace.iter().filter(|e| e.0 == 1).map(|e| e.1).collect();
+    assert_eq!(cpu1, [0, 5_000]);
+    // Steps began in time order.
+    assert!(trace.windows(2).all(|w| w[0].1 <= w[1].1), "{trace:?}");
+}
+
+#[test]
 fn wake_cannot_resume_a_cpu_before_the_wakers_clock() {
     let ctx = ctx_with_cpus(2, 1);
     let mut resumed = None;

@@ -13,7 +13,7 @@ pub mod task;
 #[cfg(test)]
 mod tests;
 
-pub use sched::{Core, Next, Program, Sched, Spawner, Sys};
+pub use sched::{Core, IrqHandler, Next, Program, Sched, Spawner, Sys};
 pub use task::{TaskStruct, Tasks};
 
 use crate::features::Features;

@@ -15,8 +15,18 @@
 //! [`Kernel::exit_mmap_step`]), as the CPUs that still run must see the
 //! teardown's uses of shared state spread over virtual time
 //! (docs/engine.md, "Bounds").
+//!
+//! Timers (`hrtimer`s, much reduced): a task can sleep until a virtual time
+//! ([`Next::SleepUntil`]), be woken at one ([`Sys::wake_at`]), and a device
+//! can interrupt a CPU at one ([`Core::irq_at`]). Each CPU keeps its timers
+//! in (time, order set) order; a CPU takes the ones due at the start of its
+//! next step at or after their time (a step is the model's unit: no
+//! interrupt lands inside one), and a CPU with nothing to run sleeps until
+//! its first timer (`Ctx::block_until`). Each batch of due wake-ups costs
+//! the CPU one timer interrupt, each device interrupt one interrupt, both
+//! `ipi_handler_entry_exit` (docs/design.md, "Timers").
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::task::Tasks;
 use crate::mm::current::TaskId;
@@ -37,6 +47,10 @@ pub enum Next {
     Yield,
     /// Sleeps until another task wakes it ([`Sys::wake`]).
     Sleep,
+    /// Sleeps until the given time (`schedule_hrtimeout`), or until woken
+    /// earlier ([`Sys::wake`]), which cancels the timer. A time not after
+    /// now wakes it at its CPU's next step.
+    SleepUntil(Cycles),
     /// `exit`: the task goes; the last task of a process then tears its
     /// address space down.
     Exit,
@@ -73,6 +87,24 @@ enum TaskState {
 struct SchedEntity {
     cpu: CpuId,
     state: TaskState,
+    /// The timer of a [`Next::SleepUntil`], while the task sleeps on it.
+    sleep_timer: Option<TimerKey>,
+}
+
+/// A timer's place in its CPU's queue: its time, then the order timers
+/// were set in (so that timers due at the same time fire in that order).
+type TimerKey = (Cycles, u64);
+
+/// A device interrupt handler: runs on the CPU the interrupt is sent to,
+/// in interrupt context (no `current` of its own), with the whole kernel.
+pub type IrqHandler = Box<dyn FnOnce(&mut Core, &mut Ctx)>;
+
+/// What a timer does when it fires.
+enum Timer {
+    /// `hrtimer_wakeup`: `wake_up_process` of the task.
+    Wake(TaskId),
+    /// A device's completion interrupt.
+    Irq(IrqHandler),
 }
 
 /// One FIFO of tasks per CPU.
@@ -141,6 +173,10 @@ pub struct Core {
     rq: RunQueues,
     /// By task id: where each task the scheduler knows is.
     entities: Vec<Option<SchedEntity>>,
+    /// By CPU: the timers set to fire there, in (time, order set) order.
+    timers: Vec<BTreeMap<TimerKey, Timer>>,
+    /// How many timers were ever set: the second half of the next key.
+    timers_set: u64,
     /// Why the run stopped early, if it did.
     failure: Option<String>,
 }
@@ -152,8 +188,97 @@ impl Core {
             tasks: Tasks::new(),
             rq: RunQueues::new(nr_cpus),
             entities: Vec::new(),
+            timers: (0..nr_cpus).map(|_| BTreeMap::new()).collect(),
+            timers_set: 0,
             failure: None,
         }
+    }
+
+    /// `wake_up_process`: a sleeping task goes back on its CPU's queue (a
+    /// timer it slept on is cancelled); a task that is not asleep is left
+    /// as it is.
+    pub fn wake(&mut self, ctx: &mut Ctx, task: TaskId) {
+        let entity = self.entity(task);
+        if entity.state != TaskState::Sleeping {
+            return;
+        }
+        entity.state = TaskState::Runnable;
+        let (cpu, sleep_timer) = (entity.cpu, entity.sleep_timer.take());
+        if let Some(key) = sleep_timer {
+            self.timers[cpu.index()].remove(&key);
+        }
+        self.rq.enqueue(ctx, cpu, task);
+    }
+
+    /// Wakes `task` ([`Core::wake`]) at `at` (now, if `at` is past): a
+    /// timer on the task's CPU. The timer stays set whatever the task does
+    /// meanwhile; if the task is not asleep when it fires, nothing happens.
+    pub fn wake_at(&mut self, ctx: &mut Ctx, task: TaskId, at: Cycles) {
+        let cpu = self.entity(task).cpu;
+        self.add_timer(ctx, cpu, at, Timer::Wake(task));
+    }
+
+    /// A device interrupts `cpu` at `at` (now, if `at` is past): `handler`
+    /// runs there at the CPU's first step from then on, after the
+    /// interrupt's entry (`ipi_handler_entry_exit`, charged to
+    /// `common_interrupt`).
+    pub fn irq_at(&mut self, ctx: &mut Ctx, cpu: CpuId, at: Cycles, handler: IrqHandler) {
+        self.add_timer(ctx, cpu, at, Timer::Irq(handler));
+    }
+
+    /// When `cpu`'s first timer is due, if it has one.
+    pub fn next_timer(&self, cpu: CpuId) -> Option<Cycles> {
+        self.timers[cpu.index()].keys().next().map(|&(at, _)| at)
+    }
+
+    /// Sets a timer on `cpu`, and wakes the CPU for it if it sleeps.
+    fn add_timer(&mut self, ctx: &mut Ctx, cpu: CpuId, at: Cycles, timer: Timer) -> TimerKey {
+        let key = (at.max(ctx.now()), self.timers_set);
+        self.timers_set += 1;
+        self.timers[cpu.index()].insert(key, timer);
+        ctx.arm_wake_timer(cpu, key.0);
+        key
+    }
+
+    /// Fires the timers of the current CPU due by now, in their order: the
+    /// wake-ups under one timer interrupt (`hrtimer_interrupt`, as the
+    /// local timer runs every expired hrtimer in one pass), each device
+    /// interrupt under its own.
+    fn run_timers(&mut self, ctx: &mut Ctx) {
+        let cpu = ctx.cur();
+        let due = ctx.now();
+        let mut hrtimer_entered = false;
+        loop {
+            let timers = &mut self.timers[cpu.index()];
+            let Some(entry) = timers.first_entry() else {
+                return;
+            };
+            if entry.key().0 > due {
+                return;
+            }
+            let entry_exit = ctx.machine().costs.ipi_handler_entry_exit.cycles();
+            match entry.remove() {
+                Timer::Wake(task) => {
+                    if !hrtimer_entered {
+                        hrtimer_entered = true;
+                        ctx.charge(Symbol::HrtimerInterrupt, entry_exit);
+                    }
+                    // A task that went took its timers with it
+                    // (`release_timers`), so this one is still there. Its
+                    // sleep timer, this one or another, is cancelled.
+                    self.wake(ctx, task);
+                }
+                Timer::Irq(handler) => {
+                    ctx.charge(Symbol::CommonInterrupt, entry_exit);
+                    handler(self, ctx);
+                }
+            }
+        }
+    }
+
+    /// A task that goes drops the wake-ups set for it.
+    fn release_timers(&mut self, task: TaskId, cpu: CpuId) {
+        self.timers[cpu.index()].retain(|_, t| !matches!(t, Timer::Wake(w) if *w == task));
     }
 
     /// Why the run failed, if a program said it did.
@@ -179,6 +304,7 @@ impl Core {
         self.entities[at] = Some(SchedEntity {
             cpu,
             state: TaskState::Runnable,
+            sleep_timer: None,
         });
         self.rq.enqueue(ctx, cpu, task);
     }
@@ -208,9 +334,14 @@ impl Core {
         let entity = *self.entity(task);
         match entity.state {
             TaskState::Runnable => self.rq.remove(entity.cpu, task),
-            TaskState::Sleeping => {}
+            TaskState::Sleeping => {
+                if let Some(key) = entity.sleep_timer {
+                    self.timers[entity.cpu.index()].remove(&key);
+                }
+            }
             TaskState::Exiting(_) => panic!("{task:?} killed while exiting"),
         }
+        self.release_timers(task, entity.cpu);
         let last = self.tasks.exit_mm(&mut self.k, task);
         self.entities[task.0 as usize] = None;
         self.tasks.release_task(task);
@@ -294,13 +425,22 @@ impl<T> Sys<'_, T> {
             // Created in this step: it starts runnable.
             return;
         }
-        let entity = self.core.entity(task);
-        if entity.state != TaskState::Sleeping {
-            return;
-        }
-        entity.state = TaskState::Runnable;
-        let cpu = entity.cpu;
-        self.core.rq.enqueue(self.ctx, cpu, task);
+        self.core.wake(self.ctx, task);
+    }
+
+    /// Wakes `task` at `at` ([`Core::wake_at`]). A task created in this
+    /// step cannot be given a timer before it starts.
+    pub fn wake_at(&mut self, task: TaskId, at: Cycles) {
+        assert!(
+            !self.spawned.iter().any(|&(t, ..)| t == task),
+            "{task:?} gets a timer in the step that created it"
+        );
+        self.core.wake_at(self.ctx, task, at);
+    }
+
+    /// A device interrupt on `cpu` at `at` ([`Core::irq_at`]).
+    pub fn irq_at(&mut self, cpu: CpuId, at: Cycles, handler: IrqHandler) {
+        self.core.irq_at(self.ctx, cpu, at, handler);
     }
 
     /// `execve`'s mm half (`exec_mmap`): current gets a fresh mm. The
@@ -582,6 +722,13 @@ impl<'p, P: Program> Sched<'p, P> {
                 core.entity(task).state = TaskState::Sleeping;
                 core.rq.dequeue_front(cpu);
             }
+            Next::SleepUntil(at) => {
+                let key = core.add_timer(ctx, cpu, at, Timer::Wake(task));
+                let entity = core.entity(task);
+                entity.state = TaskState::Sleeping;
+                entity.sleep_timer = Some(key);
+                core.rq.dequeue_front(cpu);
+            }
             Next::Exit => match core.tasks.exit_mm(&mut core.k, task) {
                 Some(mm) => core.entity(task).state = TaskState::Exiting(mm),
                 None => self.release(task, cpu),
@@ -592,6 +739,7 @@ impl<'p, P: Program> Sched<'p, P> {
     /// The task is gone: off its queue, its slot free.
     fn release(&mut self, task: TaskId, cpu: CpuId) {
         self.core.rq.dequeue_front(cpu);
+        self.core.release_timers(task, cpu);
         self.core.entities[task.0 as usize] = None;
         self.threads[task.0 as usize] = None;
         self.core.tasks.release_task(task);
@@ -601,28 +749,33 @@ impl<'p, P: Program> Sched<'p, P> {
 impl<P: Program> Workload for Sched<'_, P> {
     fn step(&mut self, ctx: &mut Ctx) {
         let cpu = ctx.cur();
-        let Some(task) = self.core.rq.front(cpu) else {
-            ctx.block();
-            return;
-        };
         let before = ctx.now();
-        match self.core.entity(task).state {
-            TaskState::Exiting(mm) => {
-                if self.core.k.exit_mmap_step(ctx, mm) == Teardown::Done {
-                    self.release(task, cpu);
+        // Interrupts due by now come first (a step is atomic: they wait
+        // for the step boundary).
+        self.core.run_timers(ctx);
+        if let Some(task) = self.core.rq.front(cpu) {
+            match self.core.entity(task).state {
+                TaskState::Exiting(mm) => {
+                    if self.core.k.exit_mmap_step(ctx, mm) == Teardown::Done {
+                        self.release(task, cpu);
+                    }
                 }
+                TaskState::Runnable => self.run_program(ctx, task, cpu),
+                TaskState::Sleeping => unreachable!("{task:?} sleeps on a run queue"),
             }
-            TaskState::Runnable => self.run_program(ctx, task, cpu),
-            TaskState::Sleeping => unreachable!("{task:?} sleeps on a run queue"),
-        }
-        if self.core.failure.is_some() {
-            return;
+            if self.core.failure.is_some() {
+                return;
+            }
         }
         if self.core.rq.front(cpu).is_none() {
             // Nothing left to run here: the CPU goes idle now, not at an
-            // empty step of its own later.
-            ctx.block();
-            return;
+            // empty step of its own later, until its next timer if it has
+            // one; one already due keeps it stepping.
+            match self.core.next_timer(cpu) {
+                None => return ctx.block(),
+                Some(at) if at > ctx.now() => return ctx.block_until(at),
+                Some(_) => {}
+            }
         }
         // A step whose work took no virtual time ends one cycle later, so
         // that the loop, which refuses a runnable CPU that never moves,
@@ -657,6 +810,13 @@ mod tests {
         /// Wakes the task created by this task's `n`-th fork or clone.
         Wake(usize),
         Exit,
+        /// Sleeps until the time.
+        SleepUntil(u64),
+        /// Sets a timer to wake the `n`-th child at the time.
+        WakeAt(usize, u64),
+        /// A device interrupt on the CPU at the time whose handler wakes
+        /// the `n`-th child.
+        IrqWake(u32, u64, usize),
     }
 
     struct Script {
@@ -668,6 +828,10 @@ mod tests {
     struct Scripts {
         scripts: &'static [&'static [Op]],
         log: Vec<(u32, u32, Op)>,
+        /// When each step of `log` began.
+        times: Vec<u64>,
+        /// (CPU, time) of each interrupt handler run.
+        irqs: std::rc::Rc<std::cell::RefCell<Vec<(u32, u64)>>>,
     }
 
     impl Program for Scripts {
@@ -677,6 +841,7 @@ mod tests {
             let op = s.ops[s.at];
             s.at += 1;
             self.log.push((sys.task().0, sys.ctx.cur().0, op));
+            self.times.push(sys.now().0);
             let new = |i: usize| Script {
                 ops: self.scripts[i],
                 at: 0,
@@ -693,6 +858,16 @@ mod tests {
                 Op::Sleep => return Next::Sleep,
                 Op::Wake(n) => sys.wake(s.children[n]),
                 Op::Exit => return Next::Exit,
+                Op::SleepUntil(t) => return Next::SleepUntil(Cycles(t)),
+                Op::WakeAt(n, t) => sys.wake_at(s.children[n], Cycles(t)),
+                Op::IrqWake(cpu, t, n) => {
+                    let (irqs, child) = (self.irqs.clone(), s.children[n]);
+                    let handler = move |core: &mut Core, ctx: &mut Ctx| {
+                        irqs.borrow_mut().push((ctx.cur().0, ctx.now().0));
+                        core.wake(ctx, child);
+                    };
+                    sys.irq_at(CpuId(cpu), Cycles(t), Box::new(handler));
+                }
             }
             Next::Run
         }
@@ -706,6 +881,8 @@ mod tests {
         let program = Scripts {
             scripts,
             log: Vec::new(),
+            times: Vec::new(),
+            irqs: Default::default(),
         };
         let first = Script {
             ops: scripts[0],
@@ -788,5 +965,133 @@ mod tests {
             err,
             "the run ended with task 1 asleep, waiting for a wake-up that never came"
         );
+    }
+
+    /// The x86-2s-server's `ipi_handler_entry_exit`: 300 ns at 2.5 GHz.
+    const ENTRY_EXIT: u64 = 750;
+
+    /// When `task`'s steps began, with what they did.
+    fn steps_of(done: &Finished<Scripts>, task: u32) -> Vec<(u64, Op)> {
+        let p = &done.program;
+        p.log
+            .iter()
+            .zip(&p.times)
+            .filter(|(e, _)| e.0 == task)
+            .map(|(e, &t)| (t, e.2))
+            .collect()
+    }
+
+    #[test]
+    fn a_task_sleeping_until_a_time_runs_then_after_the_timer_interrupt() {
+        use Op::*;
+        const SCRIPTS: &[&[Op]] = &[&[Fork(2, 1), Exit], &[SleepUntil(1_000_000), Yield, Exit]];
+        let (_, done) = run_scripts(SCRIPTS).unwrap();
+        let child = steps_of(&done, 1);
+        assert_eq!(child[0].1, SleepUntil(1_000_000));
+        // CPU 2 slept from the child's first step to the timer; the
+        // interrupt's entry and exit came before the child ran.
+        assert_eq!(child[1], (1_000_000 + ENTRY_EXIT, Yield));
+        let stats = &done.ctx.stats;
+        assert_eq!(stats.cycles(Symbol::HrtimerInterrupt).0, ENTRY_EXIT);
+        assert_eq!(stats.cycles(Symbol::CommonInterrupt).0, 0);
+    }
+
+    #[test]
+    fn timers_fire_by_time_then_by_the_order_they_were_set() {
+        use Op::*;
+        // Three children sleep on CPU 1; the parent sets a timer for the
+        // third and the first at T, and for the second just before T.
+        const T: u64 = 2_000_000;
+        const SCRIPTS: &[&[Op]] = &[
+            &[
+                Fork(1, 1),
+                Fork(1, 1),
+                Fork(1, 1),
+                WakeAt(2, T),
+                WakeAt(0, T),
+                WakeAt(1, T - 1),
+                Exit,
+            ],
+            &[Sleep, Exit],
+        ];
+        for _ in 0..2 {
+            let (log, done) = run_scripts(SCRIPTS).unwrap();
+            let exits: Vec<u32> = log
+                .iter()
+                .filter(|e| e.2 == Exit && e.0 != 0)
+                .map(|e| e.0)
+                .collect();
+            // Children are tasks 1, 2 and 3 in fork order.
+            assert_eq!(exits, [2, 3, 1]);
+            let second = steps_of(&done, 2);
+            assert_eq!(second[1], (T - 1 + ENTRY_EXIT, Exit));
+            // The second child's step ran past T: one interrupt then took
+            // both timers due at T.
+            let third = steps_of(&done, 3)[1].0;
+            assert!(third > T + ENTRY_EXIT, "{third}");
+            let stats = &done.ctx.stats;
+            assert_eq!(stats.cycles(Symbol::HrtimerInterrupt).0, 2 * ENTRY_EXIT);
+        }
+    }
+
+    #[test]
+    fn an_earlier_wake_up_cancels_the_sleep_timer() {
+        use Op::*;
+        // Woken at once, the child sleeps again with no timer: its old
+        // timer must not wake it, so the run ends with it asleep.
+        const SCRIPTS: &[&[Op]] = &[
+            &[Fork(1, 1), Touch, Touch, Wake(0), Exit],
+            &[SleepUntil(50_000_000), Sleep, Exit],
+        ];
+        let err = run_scripts(SCRIPTS).err().expect("the child left asleep");
+        assert_eq!(
+            err,
+            "the run ended with task 1 asleep, waiting for a wake-up that never came"
+        );
+    }
+
+    #[test]
+    fn a_device_interrupt_runs_its_handler_on_its_cpu_at_its_time() {
+        use Op::*;
+        // The child sleeps on CPU 3; an interrupt there at T wakes it.
+        const T: u64 = 3_000_000;
+        const SCRIPTS: &[&[Op]] = &[&[Fork(3, 1), IrqWake(3, T, 0), Exit], &[Sleep, Exit]];
+        let (_, done) = run_scripts(SCRIPTS).unwrap();
+        assert_eq!(*done.program.irqs.borrow(), [(3, T + ENTRY_EXIT)]);
+        assert_eq!(steps_of(&done, 1)[1], (T + ENTRY_EXIT, Exit));
+        let stats = &done.ctx.stats;
+        assert_eq!(stats.cycles(Symbol::CommonInterrupt).0, ENTRY_EXIT);
+        assert_eq!(stats.cycles(Symbol::HrtimerInterrupt).0, 0);
+    }
+
+    #[test]
+    fn a_busy_cpu_takes_a_due_timer_at_its_next_step() {
+        use Op::*;
+        // The parent on CPU 0 keeps running (touching pages) past T; the
+        // child on CPU 0 is woken at the first step boundary after T and
+        // runs once the parent exits.
+        const T: u64 = 10;
+        const SCRIPTS: &[&[Op]] = &[
+            &[Clone(0, 1), Yield, WakeAt(0, T), Touch, Touch, Exit],
+            &[Sleep, Exit],
+        ];
+        let (log, done) = run_scripts(SCRIPTS).unwrap();
+        let order: Vec<(u32, Op)> = log.iter().map(|e| (e.0, e.2)).collect();
+        assert_eq!(
+            order,
+            [
+                (0, Clone(0, 1)),
+                (0, Yield),
+                (1, Sleep),
+                (0, WakeAt(0, T)),
+                (0, Touch),
+                (0, Touch),
+                (0, Exit),
+                (1, Exit)
+            ]
+        );
+        // One interrupt, at the step after the timer was set.
+        let stats = &done.ctx.stats;
+        assert_eq!(stats.cycles(Symbol::HrtimerInterrupt).0, ENTRY_EXIT);
     }
 }

@@ -137,6 +137,8 @@ costs! {
     tlb_flush_local: Latency, "flushing this CPU's TLB for a range or an mm (flush_tlb_func: INVLPG or a CR3 write)";
     zap_pte: Latency, "zap_pte_range's work per present PTE (or huge PMD), excluding freeing the page";
     copy_pte: Latency, "copy_pte_range's work per present PTE (or huge PMD) at fork";
+    // The block layer, for a disk as a swap device.
+    submit_bio_path: Latency, "per bio submitted to a disk, on the submitting CPU: bio allocation, submit_bio, blk_mq_submit_bio's merge attempt or request allocation, and the driver's queue_rq (doorbell or command issue)";
     fork_process: Latency, "fork of a small process outside its page tables: copy_process, dup_mm of a few VMAs, wake_up_new_task";
     // Architecture-specific (see `Costs::arch_of`).
     tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";

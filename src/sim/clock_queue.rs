@@ -3,9 +3,9 @@
 //!
 //! The loop queues a CPU at its clock whenever the clock or the state moves
 //! (`Engine::run`), and an entry whose CPU has since moved on is stale and
-//! dropped when it comes first. Clocks never go back, and a CPU is always
-//! queued at its clock of the moment, so of all the entries a CPU was given
-//! only the latest can still match its clock: keeping that one alone, in
+//! dropped when it comes first. A CPU is always queued at its clock of the
+//! moment (or a blocked one at its timer), so of all the entries a CPU was
+//! given only the latest can still match: keeping that one alone, in
 //! place of a heap of every entry ever pushed, picks the same CPU at every
 //! turn. Requeueing a CPU replays one path of the tree (about log2 of the
 //! CPU count comparisons), with no stale entries to pop later.
@@ -77,15 +77,12 @@ impl ClockQueue {
         (clock.0 << self.id_bits) | u64::from(cpu.0)
     }
 
-    /// Queues `cpu` at `clock`, replacing its entry.
+    /// Queues `cpu` at `clock`, replacing its entry. The entry may move
+    /// back: a blocked CPU queued at its timer is queued again earlier when
+    /// an earlier timer is set or another CPU wakes it (never before the
+    /// horizon, which the engine checks when it steps it).
     pub(crate) fn push(&mut self, clock: Cycles, cpu: CpuId) {
         let key = self.key(clock, cpu);
-        let old = self.nodes[(self.leaves + cpu.index()) % NODES_MAX];
-        debug_assert!(
-            old == EMPTY || old <= key,
-            "{cpu} queued back from {} to {clock}",
-            old >> self.id_bits
-        );
         self.set(cpu, key);
     }
 

@@ -23,7 +23,8 @@ use crate::types::{CpuId, Cycles};
 pub enum RunState {
     /// Has work; the loop will step it when its clock is the earliest.
     Runnable,
-    /// Waiting for another CPU to wake it ([`Ctx::wake`]).
+    /// Waiting for another CPU to wake it ([`Ctx::wake`]), or for its own
+    /// timer ([`Ctx::block_until`]).
     Blocked,
     /// Has no more work in this run.
     Idle,
@@ -53,6 +54,9 @@ pub(crate) struct CpuState {
     /// IPIs sent to this CPU while its clock was behind their delivery time;
     /// taken once its clock passes it (see `ipi::flush`).
     pub(crate) pending_ipis: PendingIpis,
+    /// While blocked: when the CPU's clock event device is programmed to
+    /// interrupt it (`tick_nohz` idle with an hrtimer pending), if it is.
+    wake_timer: Option<Cycles>,
     /// Closed interrupts-off sections since the start of the CPU's last step
     /// (its own, and the interrupt handlers it ran), for IPI delivery:
     /// `irq_windows[..nr_irq_windows]`. In a fixed array, as every
@@ -72,6 +76,18 @@ impl CpuState {
             nr_irq_windows: 0,
             pending_ipis: PendingIpis::default(),
             ipi_late: Cycles::ZERO,
+            wake_timer: None,
+        }
+    }
+
+    /// Where the step loop queues this CPU: a runnable CPU at its clock, a
+    /// blocked one at its timer, if it has one; otherwise nowhere.
+    #[inline]
+    fn queued_at(&self) -> Option<Cycles> {
+        match self.state {
+            RunState::Runnable => Some(self.clock),
+            RunState::Blocked => self.wake_timer,
+            RunState::Idle => None,
         }
     }
 
@@ -340,7 +356,41 @@ impl Ctx {
 
     /// Parks the current CPU until another wakes it.
     pub fn block(&mut self) {
-        self.cpus[self.cur.index()].state = RunState::Blocked;
+        let cpu = &mut self.cpus[self.cur.index()];
+        cpu.state = RunState::Blocked;
+        cpu.wake_timer = None;
+    }
+
+    /// Parks the current CPU until another wakes it or, at the latest,
+    /// until `at` (later than now), when its timer interrupt makes it
+    /// runnable again with its clock at `at`: an idle CPU with an hrtimer
+    /// programmed.
+    pub fn block_until(&mut self, at: Cycles) {
+        let now = self.now();
+        assert!(at > now, "a timer at {at} is not after now ({now})");
+        let cpu = &mut self.cpus[self.cur.index()];
+        cpu.state = RunState::Blocked;
+        cpu.wake_timer = Some(at);
+    }
+
+    /// Programs a blocked `cpu`'s timer to fire at `at` if nothing earlier
+    /// is due: no earlier than now, nor than the CPU's own clock (it blocked
+    /// there, and the queue steps it at its timer). A CPU that is not
+    /// blocked will be stepped anyway, and nothing changes.
+    pub fn arm_wake_timer(&mut self, cpu: CpuId, at: Cycles) {
+        let now = self.now();
+        let state = &mut self.cpus[cpu.index()];
+        if state.state != RunState::Blocked {
+            return;
+        }
+        let at = at.max(now).max(state.clock);
+        let timer = state.wake_timer.map_or(at, |t| t.min(at));
+        if state.wake_timer != Some(timer) {
+            state.wake_timer = Some(timer);
+            if cpu != self.cur {
+                self.requeue.push(cpu);
+            }
+        }
     }
 
     /// The current CPU has no more work in this run.
@@ -358,7 +408,10 @@ impl Ctx {
 
     /// Wakes a blocked CPU; it resumes no earlier than `at`, and no earlier
     /// than the waker's clock (a wake-up cannot take effect before it is
-    /// sent). Waking a CPU that is not blocked does nothing.
+    /// sent). Waking a CPU that is not blocked does nothing. A timer the
+    /// CPU had is dropped: the CPU is stepped from now on, and whoever set
+    /// the timer finds it due at a step (one due before `at` is late by
+    /// the difference, at most the waker's step: the sync-step bound).
     pub fn wake(&mut self, cpu: CpuId, at: Cycles) {
         let resume = at.max(self.now());
         let state = &mut self.cpus[cpu.index()];
@@ -366,6 +419,7 @@ impl Ctx {
             return;
         }
         state.state = RunState::Runnable;
+        state.wake_timer = None;
         state.clock = state.clock.max(resume);
         if cpu != self.cur {
             self.requeue.push(cpu);
@@ -378,6 +432,7 @@ impl Ctx {
         let horizon = self.horizon;
         let cpu_state = &mut self.cpus[cpu.index()];
         cpu_state.state = state;
+        cpu_state.wake_timer = None;
         if state == RunState::Runnable {
             cpu_state.clock = cpu_state.clock.max(horizon);
         } else if cpu != self.cur {
@@ -461,20 +516,27 @@ impl Engine {
     pub fn run<W: Workload + ?Sized>(&mut self, workload: &mut W, until: Option<Cycles>) -> bool {
         self.queue.clear();
         for i in 0..self.ctx.cpus.len() {
-            let cpu = &self.ctx.cpus[i];
-            if cpu.state == RunState::Runnable {
-                self.queue_at(cpu.clock, CpuId(i as u32));
+            if let Some(at) = self.ctx.cpus[i].queued_at() {
+                self.queue_at(at, CpuId(i as u32));
             }
         }
         while let Some((clock, cpu)) = self.queue.peek() {
             let state = &self.ctx.cpus[cpu.index()];
-            if state.state != RunState::Runnable || state.clock != clock {
+            if state.queued_at() != Some(clock) {
                 // Stale: the CPU blocked, finished, or moved on unqueued.
                 self.queue.remove(cpu);
                 continue;
             }
             if until.is_some_and(|u| clock >= u) {
                 return false;
+            }
+            if state.state == RunState::Blocked {
+                // Its timer fires: it runs from then on.
+                let state = &mut self.ctx.cpus[cpu.index()];
+                debug_assert!(state.clock <= clock, "a timer before its CPU's clock");
+                state.state = RunState::Runnable;
+                state.clock = clock;
+                state.wake_timer = None;
             }
             // Keep stepping this CPU while it stays the earliest: the queue
             // would hand it straight back (ties to the lower id, as above).
@@ -485,10 +547,13 @@ impl Engine {
                     self.queue.remove(cpu);
                     break;
                 };
-                let clock = self.ctx.cpus[c.index()].clock;
+                let clock = self.ctx.cpus[c.index()]
+                    .queued_at()
+                    .expect("step_one returns a queued CPU");
                 self.queue_at(clock, c);
                 let first = self.queue.peek() == Some((clock, c));
-                if until.is_some_and(|u| clock >= u) || !first {
+                let runnable = self.ctx.cpus[c.index()].state == RunState::Runnable;
+                if until.is_some_and(|u| clock >= u) || !first || !runnable {
                     break;
                 }
             }
@@ -521,13 +586,16 @@ impl Engine {
         ipi::flush(&mut self.ctx, cpu);
         for i in 0..self.ctx.requeue.len() {
             let other = self.ctx.requeue[i];
-            let state = &self.ctx.cpus[other.index()];
-            if state.state == RunState::Runnable && other != cpu {
-                self.queue_at(state.clock, other);
+            if other == cpu {
+                continue;
+            }
+            if let Some(at) = self.ctx.cpus[other.index()].queued_at() {
+                self.queue_at(at, other);
             }
         }
         self.ctx.requeue.clear();
-        (self.ctx.cpus[cpu.index()].state == RunState::Runnable).then_some(cpu)
+        // A CPU blocked on its timer is queued at the timer.
+        self.ctx.cpus[cpu.index()].queued_at().map(|_| cpu)
     }
 }
 

@@ -45,6 +45,11 @@ symbols! {
     // Cross-CPU function calls (kernel/smp.c) and their handlers.
     SmpCallFunctionMany => "smp_call_function_many_cond",
     FlushSmpCallFunctionQueue => "flush_smp_call_function_queue",
+    // Interrupts (kernel/irq, kernel/time): the local timer's and devices'.
+    HrtimerInterrupt => "hrtimer_interrupt",
+    CommonInterrupt => "common_interrupt",
+    // The block layer (block/).
+    SubmitBio => "submit_bio",
     // The page allocator (mm/page_alloc.c).
     AllocPages => "__alloc_pages",
     GetPageFromFreelist => "get_page_from_freelist",

@@ -1253,6 +1253,84 @@ fn blocked_and_idle_cpus_are_never_stepped_and_wake_resumes_no_earlier_than_aske
 }
 
 #[test]
+fn a_cpu_blocked_until_its_timer_runs_then_unless_woken_or_rearmed_earlier() {
+    // cpu1 sleeps until 5,000 and runs then; cpu2 sleeps until 9,000 but
+    // cpu0 brings its timer forward to 3,000; cpu3 sleeps until 8,000 but
+    // cpu0 wakes it at 2,000, and the dropped timer never steps it.
+    let ctx = ctx_with_cpus(4, 1);
+    let mut trace = Vec::new();
+    run(ctx, |ctx| {
+        let (cpu, now) = (ctx.cur().0, ctx.now().0);
+        trace.push((cpu, now));
+        match (cpu, now) {
+            (1, 0) => ctx.block_until(Cycles(5_000)),
+            (2, 0) => ctx.block_until(Cycles(9_000)),
+            (3, 0) => ctx.block_until(Cycles(8_000)),
+            (0, _) => {
+                match now {
+                    1_000 => {
+                        ctx.arm_wake_timer(CpuId(2), Cycles(3_000));
+                        // A later timer does not push an earlier one back.
+                        ctx.arm_wake_timer(CpuId(2), Cycles(4_000));
+                    }
+                    2_000 => ctx.wake(CpuId(3), Cycles::ZERO),
+                    _ => {}
+                }
+                ctx.charge(WORK, Cycles(1_000));
+                if ctx.now().0 >= 10_000 {
+                    ctx.finish();
+                }
+            }
+            _ => {
+                ctx.charge(WORK, Cycles(1));
+                ctx.finish();
+            }
+        }
+    });
+    let steps_of =
+        |cpu: u32| -> Vec<u64> { trace.iter().filter(|e| e.0 == cpu).map(|e| e.1).collect() };
+    assert_eq!(steps_of(1), [0, 5_000]);
+    assert_eq!(steps_of(2), [0, 3_000]);
+    assert_eq!(steps_of(3), [0, 2_000]);
+}
+
+#[test]
+fn a_timer_set_before_a_blocked_cpus_clock_fires_at_its_clock() {
+    // cpu1's step runs to 5,000 and it blocks there until 9,000; cpu0, at
+    // 1,000, asks for 2,000: the timer cannot fire before cpu1's clock,
+    // and cpu0's own steps (every 1,000) are not overtaken.
+    let ctx = ctx_with_cpus(2, 1);
+    let mut trace = Vec::new();
+    run(ctx, |ctx| {
+        let (cpu, now) = (ctx.cur().0, ctx.now().0);
+        trace.push((cpu, now));
+        match (cpu, now) {
+            (1, 0) => {
+                ctx.charge(WORK, Cycles(5_000));
+                ctx.block_until(Cycles(9_000));
+            }
+            (1, _) => {
+                ctx.charge(WORK, Cycles(1));
+                ctx.finish();
+            }
+            _ => {
+                if now == 1_000 {
+                    ctx.arm_wake_timer(CpuId(1), Cycles(2_000));
+                }
+                ctx.charge(WORK, Cycles(1_000));
+                if ctx.now().0 >= 8_000 {
+                    ctx.finish();
+                }
+            }
+        }
+    });
+    let cpu1: Vec<u64> = trace.iter().filter(|e| e.0 == 1).map(|e| e.1).collect();
+    assert_eq!(cpu1, [0, 5_000]);
+    // Steps began in time order.
+    assert!(trace.windows(2).all(|w| w[0].1 <= w[1].1), "{trace:?}");
+}
+
+#[test]
 fn wake_cannot_resume_a_cpu_before_the_wakers_clock() {
     let ctx = ctx_with_cpus(2, 1);
     let mut resumed = None;

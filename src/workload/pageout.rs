@@ -1,0 +1,257 @@
+//! Seed 003's test program: map SIZE MiB of anonymous memory with
+//! `MADV_HUGEPAGE`, dirty one byte at OFFSET in each of the first NUM_DIRTY
+//! 4 KiB pages of every 2 MiB, page the whole region out with
+//! `MADV_PAGEOUT`, and unmap it. The seed reports the process's elapsed
+//! time (`time ./a.out SIZE OFFSET NUM_DIRTY`), which is what this prints.
+//!
+//! The program's arguments go through C's `atoi`, as in the seed: a word
+//! that is not a number reads as 0, a negative size wraps to a huge
+//! `size_t`, and so on; the program then does what the C program would
+//! (a failed `mmap` ends it with `perror`'s line, a store outside the
+//! mapping with SIGSEGV).
+//!
+//! More, and why: docs/workloads.md, "pageout".
+
+use super::{Benchmark, Metric, Progress, Report, RunError, UsageError, last_clock};
+use crate::features::Features;
+use crate::kernel::{self, Next, Program, Sys};
+use crate::machine::Machine;
+use crate::mm::PAGE_SIZE;
+use crate::mm::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, PROT_READ, PROT_WRITE};
+use crate::sim::{CpuId, Cycles};
+
+pub const NAME: &str = "pageout";
+pub const SUMMARY: &str =
+    "seed 003's test program: dirty bytes in a THP region, MADV_PAGEOUT it, unmap it (seed 003)";
+pub const USAGE: &str = "  SIZE                 size of the mmap region in MiB (C atoi)
+  OFFSET               offset of the dirty byte in each 4 KiB page, 0 ~ 4095
+  NUM_DIRTY            dirty 4 KiB pages at the start of each 2 MiB, 0 ~ 512
+  (the swap device is the run's --swap; THP swap the feature thp-swap)";
+
+/// The program's usage line, as it prints it when not given 3 arguments.
+const PROGRAM_USAGE: &str = "Usage: ./a.out SIZE OFFSET NUM_DIRTY";
+
+/// The three arguments, as `atoi` read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pageout {
+    /// `size = (size_t)atoi(argv[1]) << 20`, wrapping as C does.
+    pub size: u64,
+    pub offset: i32,
+    pub num_dirty: i32,
+}
+
+pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
+    if args.len() != 3 || args.iter().any(|a| a.starts_with("--")) {
+        return Err(UsageError(format!(
+            "{NAME}: needs exactly three arguments, SIZE OFFSET NUM_DIRTY ({PROGRAM_USAGE})"
+        )));
+    }
+    let size = (atoi(&args[0]) as i64 as u64).wrapping_shl(20);
+    Ok(Box::new(Pageout {
+        size,
+        offset: atoi(&args[1]),
+        num_dirty: atoi(&args[2]),
+    }))
+}
+
+/// C's `atoi`: leading blanks, an optional sign, then digits; anything
+/// else ends the number, and no digits read as 0. Overflow wraps (C leaves
+/// it undefined; glibc's `strtol` would clamp, then the cast to int wraps).
+fn atoi(s: &str) -> i32 {
+    let s = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (negative, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut value: i64 = 0;
+    for b in digits.bytes().take_while(u8::is_ascii_digit) {
+        value = value.saturating_mul(10).saturating_add(i64::from(b - b'0'));
+    }
+    (if negative { value.wrapping_neg() } else { value }) as i32
+}
+
+impl Pageout {
+    /// How many bytes past each region's start the inner loop covers:
+    /// `num_dirty << 12` as an `int`, compared with a `size_t` (a negative
+    /// count converts to a huge one, and the loop runs until a store
+    /// leaves the mapping).
+    fn dirty_span(&self) -> u64 {
+        (self.num_dirty.wrapping_shl(12)) as i64 as u64
+    }
+}
+
+/// What the task does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Mmap,
+    Hugepage,
+    /// The stores into the 2 MiB region starting at `i`.
+    Dirty {
+        i: u64,
+    },
+    Pageout,
+    Munmap,
+    Exit,
+}
+
+struct Thread {
+    phase: Phase,
+    addr: u64,
+}
+
+struct Run<'a> {
+    p: &'a Pageout,
+    /// Why the program ended early (`perror`'s line, or the signal).
+    died: Option<String>,
+}
+
+impl Program for Run<'_> {
+    type Thread = Thread;
+
+    fn step(&mut self, sys: &mut Sys<'_, Thread>, t: &mut Thread) -> Next {
+        let result = match t.phase {
+            Phase::Mmap => sys
+                .mmap(self.p.size, PROT_READ | PROT_WRITE)
+                .map(|addr| {
+                    t.addr = addr;
+                    t.phase = Phase::Hugepage;
+                })
+                .map_err(|e| format!("mmap: {}", strerror(e))),
+            Phase::Hugepage => sys
+                .madvise(t.addr, self.p.size, Advice::HugePage)
+                .map(|()| t.phase = Phase::Dirty { i: 0 })
+                .map_err(|e| format!("mmap hugepage: {}", strerror(e))),
+            Phase::Dirty { i } => self.dirty(sys, t, i),
+            Phase::Pageout => sys
+                .madvise(t.addr, self.p.size, Advice::PageOut)
+                .map(|()| t.phase = Phase::Munmap)
+                .map_err(|e| format!("mmap pageout: {}", strerror(e))),
+            Phase::Munmap => sys
+                .munmap(t.addr, self.p.size)
+                .map(|()| t.phase = Phase::Exit)
+                .map_err(|e| format!("munmap: {}", strerror(e))),
+            Phase::Exit => return Next::Exit,
+        };
+        match result {
+            Ok(()) => Next::Run,
+            Err(why) => {
+                self.died = Some(why);
+                Next::Exit
+            }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// `for (j = 0; j < num_dirty << 12; j += 4096) memset(addr + i + j +
+    /// offset, 0xff, 1)` for one 2 MiB region, in one step.
+    fn dirty(&mut self, sys: &mut Sys<'_, Thread>, t: &mut Thread, i: u64) -> Result<(), String> {
+        let span = self.p.dirty_span();
+        let mut j = 0;
+        while j < span {
+            let at = t
+                .addr
+                .wrapping_add(i)
+                .wrapping_add(j)
+                .wrapping_add(self.p.offset as i64 as u64);
+            sys.write_u8(at, 0xff)
+                .map_err(|e| format!("killed by a store at {at:#x}: {e}"))?;
+            j += PAGE_SIZE;
+        }
+        let next = i + HPAGE_PMD_SIZE;
+        t.phase = if next < self.p.size {
+            Phase::Dirty { i: next }
+        } else {
+            Phase::Pageout
+        };
+        sys.progress(next.min(self.p.size) as f64 / self.p.size.max(1) as f64);
+        Ok(())
+    }
+}
+
+/// `perror`'s text for the errors these calls return.
+fn strerror(e: Errno) -> &'static str {
+    match e {
+        Errno::EINVAL => "Invalid argument",
+        Errno::ENOMEM => "Cannot allocate memory",
+        Errno::EACCES => "Permission denied",
+        Errno::EAGAIN => "Resource temporarily unavailable",
+    }
+}
+
+impl Benchmark for Pageout {
+    fn run(
+        &self,
+        machine: &Machine,
+        features: Features,
+        seed: u64,
+        progress: Progress,
+    ) -> Result<Report, RunError> {
+        let program = Run {
+            p: self,
+            died: None,
+        };
+        let thread = Thread {
+            phase: Phase::Mmap,
+            addr: 0,
+        };
+        let done = kernel::run(machine, features, seed, program, progress, |ctx, s| {
+            s.spawn_process(ctx, CpuId(0), thread).map(|_| ())
+        })
+        .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+        if let Some(why) = &done.program.died {
+            return Err(RunError(format!("{NAME}: {why}")));
+        }
+        let elapsed = last_clock(&done.ctx);
+        let ns = machine.topology.cycles_to_ns(elapsed);
+        let seconds = ns / 1e9;
+        let lines = vec![format!(
+            "real\t{}m{:.3}s",
+            (seconds / 60.0).floor(),
+            seconds % 60.0
+        )];
+        Ok(Report {
+            lines,
+            metrics: vec![Metric {
+                name: "elapsed".into(),
+                value: seconds,
+                unit: "s",
+                higher_is_better: false,
+            }],
+            stats: done.ctx.stats,
+            elapsed: Cycles(elapsed.0),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_read_as_atoi_reads_them() {
+        assert_eq!(atoi("10240"), 10240);
+        assert_eq!(atoi("  42abc"), 42);
+        assert_eq!(atoi("abc"), 0);
+        assert_eq!(atoi("-5"), -5);
+        assert_eq!(atoi("+7"), 7);
+        assert_eq!(atoi(""), 0);
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(parse(&args(&["1", "2"])).is_err());
+        assert!(parse(&args(&["1", "2", "3", "4"])).is_err());
+        let err = parse(&args(&["1", "2"])).err().unwrap();
+        assert!(err.0.contains("SIZE OFFSET NUM_DIRTY"), "{err}");
+        let p = Pageout {
+            size: 10 << 30,
+            offset: 0,
+            num_dirty: 512,
+        };
+        assert_eq!(p.dirty_span(), 2 << 20);
+        let negative = Pageout {
+            num_dirty: -1,
+            ..p
+        };
+        assert_eq!(negative.dirty_span(), (-4096i64) as u64);
+    }
+}

@@ -46,6 +46,7 @@ use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
+mod rmap;
 mod shmem;
 
 const P: u64 = PAGE_SIZE;

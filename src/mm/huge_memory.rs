@@ -138,6 +138,7 @@ impl Kernel {
 
     /// `do_huge_pmd_anonymous_page`. Returns Ok(false) to fall back to 4 KiB
     /// pages (`VM_FAULT_FALLBACK`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_huge_pmd_anonymous_page(
         &mut self,
         ctx: &mut Ctx,

@@ -315,12 +315,17 @@ impl Kernel {
     /// merge with (`find_mergeable_anon_vma`). Allocating the anon_vma and
     /// its chain link is part of the fault's `anon_fault_path`.
     pub(super) fn anon_vma_prepare(&mut self, mm: MmId, addr: u64) -> AnonVmaId {
+        self.anon_vma_prepare_vma(mm, addr).0
+    }
+
+    /// [`Kernel::anon_vma_prepare`], with the VMA as it was found.
+    fn anon_vma_prepare_vma(&mut self, mm: MmId, addr: u64) -> (AnonVmaId, Vma) {
         let (found, _) = self.mm(mm).vmas.find_vma_id(addr);
         let (id, _, vma) = found
             .filter(|(_, _, v)| v.contains(addr))
             .expect("a VMA holds the faulting address");
         if let Some(av) = vma.anon.anon_vma {
-            return av;
+            return (av, vma);
         }
         let (prev, next) = self.mm(mm).vmas.neighbours(addr);
         let reusable = |old: Option<&Vma>, a: &Vma, b: &Vma| {
@@ -338,7 +343,7 @@ impl Kernel {
             chain_len: 1,
         };
         self.mm_mut(mm).vmas.set_anon(id, addr, anon);
-        av
+        (av, vma)
     }
 
     /// `anon_vma_fork` for every VMA `dup_mmap` copied from `parent` into
@@ -380,9 +385,7 @@ impl Kernel {
     /// the VMA has none yet), its `index` the address's, and it is
     /// `PG_swapbacked`. A THP's head carries all of it.
     pub(super) fn page_add_new_anon_rmap(&mut self, pfn: Pfn, mm: MmId, addr: u64, compound: bool) {
-        let av = self.anon_vma_prepare(mm, addr);
-        let (vma, _) = self.mm(mm).vmas.find_vma(addr);
-        let vma = vma.expect("a VMA holds the address");
+        let (av, vma) = self.anon_vma_prepare_vma(mm, addr);
         if compound {
             self.pa.page_mut(pfn).compound_mapcount = 1;
         } else {
@@ -422,14 +425,12 @@ impl Kernel {
         if self.pages.get(head).is_anon() {
             return;
         }
-        let av = self.anon_vma_prepare(mm, addr);
+        let (av, vma) = self.anon_vma_prepare_vma(mm, addr);
         let av = if exclusive {
             av
         } else {
             self.rmap.anon_vma(av).expect("a live anon_vma").root
         };
-        let (vma, _) = self.mm(mm).vmas.find_vma(addr);
-        let vma = vma.expect("a VMA holds the address");
         let sub = pfn.0 - head.0;
         let index = linear_page_index(&vma, addr).wrapping_sub(sub);
         self.pages.update(head, |p| {

@@ -43,6 +43,9 @@ fn the_walk_finds_exactly_the_mappings_after_fork_and_copy_on_write() {
     let (parent, a) = process_with_pages(&mut k, &mut ctx, 4);
     let pages: Vec<Pfn> = (0..4).map(|i| pfn_of(&k, parent, a + i * P)).collect();
     assert_eq!(walk(&k, &mut ctx, pages[0]), [(parent, a)]);
+    // The PGD, PUD and PMD entries, then the PTE.
+    let level = ctx.machine().costs.pgtable_level.cycles().0;
+    assert_eq!(ctx.stats.cycles(Symbol::PageVmaMappedWalk).0, 4 * level);
     let child = k.fork(&mut ctx, parent).unwrap();
     k.check();
     // One anon_vma each; the child's VMA is chained to both.

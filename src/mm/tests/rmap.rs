@@ -408,3 +408,33 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     k.put_page(&mut ctx, page);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// A private file mapping's copies on write are anonymous pages whose
+/// index is the file offset (`linear_page_index` with `vm_pgoff`): the walk
+/// finds them at their addresses, in the parent and in a child.
+#[test]
+fn copies_on_write_of_a_private_file_mapping_are_found_at_their_offsets() {
+    let (mut k, mut ctx) = THP_NEVER.boot(10);
+    let parent = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, parent);
+    let file = k.shmem_create(8 * P);
+    // Pages 3.. of the file, so that offsets and addresses differ.
+    let a = k
+        .mmap_file(&mut ctx, parent, 4 * P, RW, false, file, 3)
+        .unwrap();
+    k.write_u64(&mut ctx, parent, a + P, 5).unwrap();
+    let copy = pfn_of(&k, parent, a + P);
+    assert!(!k.pa.page(copy).shmem);
+    assert_eq!(k.pages.get(copy).index, 4, "file page 4");
+    assert_eq!(walk(&k, &mut ctx, copy), [(parent, a + P)]);
+    let child = k.fork(&mut ctx, parent).unwrap();
+    k.check();
+    let mut found = walk(&k, &mut ctx, copy);
+    found.sort();
+    assert_eq!(found, [(parent, a + P), (child, a + P)]);
+    k.mmput(&mut ctx, child);
+    k.mmput(&mut ctx, parent);
+    k.shmem_unlink(&mut ctx, file);
+    k.shmem_close(&mut ctx, file).unwrap();
+    assert_all_freed(&mut k, &mut ctx);
+}

@@ -27,6 +27,34 @@ pub fn flush_tlb_mm_range(ctx: &mut Ctx, cpumask: &[CpuId]) {
     }
 }
 
+/// `flush_tlb_page` after one PTE of an mm whose `mm_cpumask` is
+/// `cpumask` was cleared (`ptep_clear_flush`): x86's `flush_tlb_mm_range`
+/// of one page (a local `INVLPG` and IPIs to the other CPUs of the mask),
+/// powerpc's `radix__flush_tlb_page`.
+pub fn flush_tlb_page(ctx: &mut Ctx, cpumask: &[CpuId]) {
+    match ctx.machine().arch {
+        Arch::X86_64 => x86::flush_tlb_mm_range(ctx, cpumask),
+        Arch::Powerpc64 => {
+            powerpc::radix_flush_tlb_page(ctx, cpumask);
+        }
+    }
+}
+
+/// Whether the architecture defers the TLB flushes of reclaim's unmaps
+/// and sends them as one batch (`ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH`, which
+/// only x86 selects in 5.x).
+pub fn batched_unmap_tlb_flush(arch: Arch) -> bool {
+    arch == Arch::X86_64
+}
+
+/// `arch_tlbbatch_flush`: x86's flush of every CPU that reclaim's deferred
+/// unmaps left a stale entry on, `cpumask` being the union of the
+/// `mm_cpumask`s of the mms touched: the local flush if this CPU is in it,
+/// one IPI round (`flush_tlb_func`) to the others.
+pub fn arch_tlbbatch_flush(ctx: &mut Ctx, cpumask: &[CpuId]) {
+    x86::flush_tlb_mm_range(ctx, cpumask);
+}
+
 /// The CPUs of `cpumask` other than `me`, in order: where a cross-CPU call
 /// from `me` goes.
 fn other_cpus(cpumask: &[CpuId], me: CpuId) -> Vec<CpuId> {

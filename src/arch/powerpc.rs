@@ -31,6 +31,24 @@ pub fn radix_flush_tlb_mm(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
     flush
 }
 
+/// `radix__flush_tlb_page` on the current CPU for one page of an mm whose
+/// `mm_cpumask` is `cpumask`: `tlbiel` of the address when only this CPU
+/// is in the mask, otherwise one broadcast `tlbie` of it and `tlbsync`.
+/// Charged as the PID flushes are: the instruction sequence is the same
+/// (one `tlbie` waited for by `tlbsync`), and no per-page figure was found.
+pub fn radix_flush_tlb_page(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
+    let flush = flush_type(cpumask, ctx.cur());
+    let cost = match flush {
+        RadixFlush::Local => ctx.machine().costs.tlb_flush_local.cycles(),
+        RadixFlush::Broadcast => ctx.machine().costs.tlbie_broadcast.cycles(),
+    };
+    ctx.charge(Symbol::RadixFlushTlbPage, cost);
+    if flush == RadixFlush::Broadcast {
+        ctx.count(Event::TlbieBroadcast, 1);
+    }
+    flush
+}
+
 /// `serialize_against_pte_lookup` on the current CPU for an mm whose
 /// `mm_cpumask` is `cpumask` (ascending CPU ids): `do_nothing` by IPI on
 /// every other CPU in the mask, waiting until all have run it. Returns the

@@ -3,14 +3,16 @@
 //! caches against their pages. Tests run it after every operation; it
 //! panics naming the first thing wrong.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::kernel::{Kernel, MMF_HUGE_ZERO_PAGE, MmId};
 use super::memory::HPAGE_PMD_NR;
-use super::mm_types::VmFlags;
+use super::mm_types::{AnonVmaId, VmFlags};
 use super::mmzone::Pfn;
+use super::page_flags::PageFlags;
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
+use super::rmap::linear_page_index;
 use crate::features::Feature;
 
 /// What the walk of every page table found.
@@ -33,13 +35,14 @@ pub fn check_mappings(k: &Kernel) {
     }
     check_pages(k, &census);
     check_huge_zero(k, &census);
+    check_rmap(k);
 }
 
 /// Per mm: mappings inside VMAs with their permissions, RSS and page-table
 /// counts.
 fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
     let m = k.mm(mm);
-    let (mut rss, mut rss_shmem, mut tables) = (0u64, 0u64, 0u64);
+    let (mut rss, mut rss_shmem, mut tables, mut swapents) = (0u64, 0u64, 0u64, 0u64);
     walk(k, m.pgd, Level::Pgd, 0, &mut |addr, level, entry| {
         let vma = m.vmas.find_vma(addr).0.filter(|v| v.start <= addr);
         let in_vma = |write: bool| {
@@ -79,6 +82,7 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
                     rss_shmem += 1;
                 } else {
                     assert!(!shared, "mm {}: anonymous {pfn} in shared {v}", mm.0);
+                    check_anon_page(k, mm, addr, pfn);
                     rss += 1;
                 }
                 *census.pte_maps.entry(pfn.0).or_default() += 1;
@@ -91,6 +95,7 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
             }
             Entry::Huge { pfn, write, .. } => {
                 in_vma(write);
+                check_anon_page(k, mm, addr, pfn);
                 tables += 1;
                 rss += HPAGE_PMD_NR;
                 *census.pmd_maps.entry(pfn.0).or_default() += 1;
@@ -98,7 +103,10 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
             // Not present: no page to count. A migration entry's page
             // is locked and its mapcount already dropped, but the mm still
             // counts it (`MM_ANONPAGES` moves only when the entry goes).
-            Entry::Swap { .. } => in_vma(false),
+            Entry::Swap { .. } => {
+                in_vma(false);
+                swapents += 1;
+            }
             Entry::Migration { write, .. } => {
                 in_vma(write);
                 rss += 1;
@@ -109,6 +117,11 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
     assert_eq!(
         rss, m.rss_anon,
         "mm {}: MM_ANONPAGES disagrees with the page tables",
+        mm.0
+    );
+    assert_eq!(
+        swapents, m.rss_swap,
+        "mm {}: MM_SWAPENTS disagrees with the page tables",
         mm.0
     );
     assert_eq!(
@@ -123,6 +136,116 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
         mm.0
     );
     census.table_pages += tables + 1;
+}
+
+/// An anonymous page (or THP) mapped at `addr` in `mm`: its head names a
+/// live anon_vma that the VMA is chained to (so the rmap walk finds this
+/// mapping), its index is the address's, and it is swap-backed.
+fn check_anon_page(k: &Kernel, mm: MmId, addr: u64, pfn: Pfn) {
+    let (found, _) = k.mm(mm).vmas.find_vma_id(addr);
+    let (id, _, vma) = found.expect("a mapping inside a VMA");
+    let head = k.compound_head(pfn);
+    let info = k.pages.get(head);
+    assert!(
+        info.is_anon(),
+        "mm {}: anonymous {pfn} at {addr:#x} has no anon_vma",
+        mm.0
+    );
+    let av = AnonVmaId(info.anon_vma);
+    assert!(
+        k.rmap.anon_vma(av).is_some(),
+        "mm {}: {pfn} at {addr:#x} names dead {av:?}",
+        mm.0
+    );
+    assert!(
+        k.rmap.chain(mm, id).contains(&av),
+        "mm {}: {pfn} at {addr:#x}: {av:?} is not chained to {vma} ({:?})",
+        mm.0,
+        k.rmap.chain(mm, id)
+    );
+    assert_eq!(
+        info.index.wrapping_add(pfn.0 - head.0),
+        linear_page_index(&vma, addr),
+        "mm {}: {pfn} at {addr:#x}: page index",
+        mm.0
+    );
+    assert!(
+        info.test(PageFlags::SWAPBACKED),
+        "mm {}: anonymous {pfn} at {addr:#x} is not swap-backed",
+        mm.0
+    );
+}
+
+/// The chains against the VMAs and the anon_vmas: every VMA's chain as
+/// long as it says, holding its own anon_vma; no chain of a dead VMA or
+/// mm; every link both ways; each anon_vma's refcount one while any VMA
+/// is chained to it plus one per anon_vma whose root it is.
+fn check_rmap(k: &Kernel) {
+    let mut live = BTreeSet::new();
+    for mm in k.live_mms() {
+        for (id, vma) in k.mm(mm).vmas.iter_ids() {
+            live.insert((mm, id));
+            let chain = k.rmap.chain(mm, id);
+            assert_eq!(
+                chain.len(),
+                vma.anon.chain_len as usize,
+                "mm {}: {vma}: chain {chain:?} vs its length",
+                mm.0
+            );
+            match vma.anon.anon_vma {
+                Some(av) => assert!(
+                    chain.contains(&av),
+                    "mm {}: {vma}: {av:?} not in its chain {chain:?}",
+                    mm.0
+                ),
+                None => assert!(
+                    chain.is_empty(),
+                    "mm {}: {vma}: a chain without anon_vma",
+                    mm.0
+                ),
+            }
+        }
+    }
+    for (&(mm, id), chain) in k.rmap.chains() {
+        assert!(
+            live.contains(&(mm, id)),
+            "a chain of dead VMA {id:?} of mm {}",
+            mm.0
+        );
+        for av in chain {
+            let anon_vma = k
+                .rmap
+                .anon_vma(*av)
+                .unwrap_or_else(|| panic!("mm {}: {id:?} chained to dead {av:?}", mm.0));
+            assert!(
+                anon_vma.chain().contains(&(mm, id)),
+                "mm {}: {id:?} links {av:?}, which does not list it",
+                mm.0
+            );
+        }
+    }
+    let mut rooted: BTreeMap<AnonVmaId, u32> = BTreeMap::new();
+    for (id, av) in k.rmap.anon_vmas() {
+        assert!(
+            k.rmap.anon_vma(av.root).is_some(),
+            "{id:?}: root {:?} is dead",
+            av.root
+        );
+        if av.root != id {
+            *rooted.entry(av.root).or_default() += 1;
+        }
+        for &(mm, vma) in av.chain() {
+            assert!(
+                k.rmap.chain(mm, vma).contains(&id),
+                "{id:?} lists {vma:?} of mm {}, whose chain lacks it",
+                mm.0
+            );
+        }
+    }
+    for (id, av) in k.rmap.anon_vmas() {
+        let want = u32::from(!av.chain().is_empty()) + rooted.get(&id).copied().unwrap_or(0);
+        assert_eq!(av.refcount, want, "{id:?}: refcount");
+    }
 }
 
 /// Calls `f(addr, level, entry)` for every non-empty entry below `table`.

@@ -39,6 +39,7 @@ impl Kernel {
         // The child starts with no CPUs and no huge zero page reference:
         // MMF_HUGE_ZERO_PAGE is not in MMF_INIT_MASK.
         self.mm_mut(child).vmas = self.mm(parent).vmas.dup_mmap();
+        self.anon_vma_fork(parent, child);
         let ranges: Vec<(u64, u64)> = self
             .mm(parent)
             .vmas
@@ -107,8 +108,11 @@ impl Kernel {
                         }
                     }
                 }
-                Entry::Swap { .. } | Entry::Migration { .. } => {
-                    unreachable!("no swap or migration entries before reclaim lands (issue 16)")
+                entry @ (Entry::Swap { .. } | Entry::Migration { .. }) => {
+                    if self.tables.get(dst, index).is_none() {
+                        let copied = self.copy_nonpresent_pte(child, src, index, entry);
+                        self.tables.set(dst, index, copied);
+                    }
                 }
                 entry @ (Entry::Page { .. } | Entry::ZeroPage) => {
                     if self.tables.get(dst, index).is_none() {
@@ -166,6 +170,33 @@ impl Kernel {
                 Entry::Page { pfn, write: false }
             }
             other => other,
+        }
+    }
+
+    /// `copy_nonpresent_pte`: a swap entry is copied as it is (the caller
+    /// of fork's swap side, `swap_duplicate`, is `swapfile.rs`'s: not yet
+    /// wired here) and counted in the child's `MM_SWAPENTS`; a writable
+    /// migration entry becomes a read one in both, as a present PTE is
+    /// write-protected, and counts in the child's `MM_ANONPAGES`.
+    fn copy_nonpresent_pte(
+        &mut self,
+        child: MmId,
+        src: TableId,
+        index: usize,
+        entry: Entry,
+    ) -> Entry {
+        match entry {
+            Entry::Swap { .. } => {
+                self.mm_mut(child).rss_swap += 1;
+                entry
+            }
+            Entry::Migration { pfn, .. } => {
+                let read = Entry::Migration { pfn, write: false };
+                self.tables.set(src, index, read);
+                self.mm_mut(child).rss_anon += 1;
+                read
+            }
+            other => unreachable!("copy_nonpresent_pte of {other:?}"),
         }
     }
 
@@ -250,6 +281,7 @@ impl Kernel {
         if let (Some(start), Some(end)) = (first, last) {
             let unmapped = self.mm_mut(mm).vmas.munmap(start, end - start);
             assert!(unmapped.is_ok(), "exit_mmap: {unmapped:?}");
+            self.anon_vma_sync(mm);
             assert!(self.mm(mm).vmas.is_empty(), "VMAs left at exit");
         }
         self.free_empty_tables(ctx, mm);

@@ -14,7 +14,7 @@
 
 use super::kernel::{Fault, Kernel, MMF_HUGE_ZERO_PAGE, MmId};
 use super::memory::HPAGE_PMD_NR;
-use super::mm_types::{VmFlags, Vma};
+use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};
 use super::mmzone::{MigrateType, Order, Pfn};
 use super::page_alloc::Gfp;
 use super::pgtable::{Entry, Level, TableId};
@@ -138,6 +138,7 @@ impl Kernel {
 
     /// `do_huge_pmd_anonymous_page`. Returns Ok(false) to fall back to 4 KiB
     /// pages (`VM_FAULT_FALLBACK`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_huge_pmd_anonymous_page(
         &mut self,
         ctx: &mut Ctx,
@@ -145,8 +146,12 @@ impl Kernel {
         vma: &Vma,
         pmd: TableId,
         index: usize,
+        addr: u64,
         write: bool,
     ) -> Result<bool, Fault> {
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        // Even a read that maps the huge zero page prepares the anon_vma.
+        self.anon_vma_prepare(mm, haddr);
         if !write && self.thp.use_zero_page {
             return self.install_huge_zero_pmd(ctx, mm, pmd, index);
         }
@@ -162,7 +167,7 @@ impl Kernel {
                 return Err(e);
             }
         };
-        self.pa.page_mut(pfn).compound_mapcount = 1;
+        self.page_add_new_anon_rmap(pfn, mm, haddr, true);
         self.set_huge_pmd(
             ctx,
             pmd,
@@ -222,6 +227,7 @@ impl Kernel {
         vma: &Vma,
         pmd: TableId,
         index: usize,
+        addr: u64,
     ) -> Result<bool, Fault> {
         let entry = self.tables.get(pmd, index);
         let (old, deposit) = match entry {
@@ -266,7 +272,7 @@ impl Kernel {
                 ctx.count(Event::CowCopies, 1);
             }
         }
-        self.pa.page_mut(new).compound_mapcount = 1;
+        self.page_add_new_anon_rmap(new, mm, addr & !(HPAGE_PMD_SIZE - 1), true);
         // `pmdp_huge_clear_flush_notify`, then the new entry.
         self.huge_pmd_cleared(ctx, mm);
         self.set_huge_pmd(

@@ -72,7 +72,8 @@ pub struct MmStruct {
     pub rss_anon: u64,
     /// `MM_SHMEMPAGES`: tmpfs page-cache pages mapped (`shmem.rs`).
     pub rss_shmem: u64,
-    /// `MM_SWAPENTS`: swap entries in its page tables.
+    /// `MM_SWAPENTS`: swap entries in the page tables (`rmap.rs`'s
+    /// `try_to_unmap` puts them there).
     pub rss_swap: u64,
     /// Page-table pages this mm holds, deposits included (`pgtables_bytes` / 4 KiB).
     pub nr_pgtables: u64,
@@ -130,6 +131,10 @@ pub struct Kernel {
     ptlocks: Vec<SpinLock>,
     /// Each CPU's cache model for user lines (`useraccess.rs`).
     pub(super) user_caches: UserCaches,
+    /// Every anon_vma and VMA chain (`rmap.rs`).
+    pub rmap: super::rmap::Rmap,
+    /// Each CPU's `current->tlb_ubc`: reclaim's deferred TLB flush.
+    pub(super) tlb_ubc: Vec<super::rmap::TlbflushUnmapBatch>,
 }
 
 /// Where new mappings go, top-down: below the stack gap as on x86_64 with
@@ -151,6 +156,8 @@ impl Kernel {
             cpu_current: Vec::new(),
             ptlocks: Vec::new(),
             user_caches: UserCaches::default(),
+            rmap: super::rmap::Rmap::default(),
+            tlb_ubc: Vec::new(),
         }
     }
 
@@ -302,6 +309,7 @@ impl Kernel {
         let cost = ctx.machine().costs.do_mmap_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
         let result = self.mm_mut(mm).vmas.mmap(len, prot);
+        self.anon_vma_sync(mm);
         // A merge may have unlinked a VMA (vmacache_invalidate).
         self.vmacache_stores(ctx, mm, Symbol::DoMmap);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
@@ -337,8 +345,10 @@ impl Kernel {
         let Some(first) = vmas.munmap_split_start(found.map(|(i, _)| i), start, end)? else {
             return Ok(());
         };
+        self.anon_vma_sync(mm);
         let last = self.find_vma_at(ctx, mm, end, Symbol::DoMunmap);
         let removed = (self.mm_mut(mm).vmas).munmap_detach(first, last.map(|(i, _)| i), end);
+        self.anon_vma_sync(mm);
         self.vmacache_stores(ctx, mm, Symbol::DoMunmap);
         let cost = ctx.machine().costs.do_munmap_path.cycles();
         ctx.charge(Symbol::DoMunmap, cost);
@@ -394,6 +404,7 @@ impl Kernel {
             })
             .collect();
         let result = (self.mm_mut(mm).vmas).mprotect_from(found.map(|(i, _)| i), start, end, prot);
+        self.anon_vma_sync(mm);
         self.vmacache_stores(ctx, mm, Symbol::MprotectFixup);
         // Whatever was applied, the page tables follow the VMAs.
         self.sync_protection(ctx, mm, lo, hi);
@@ -438,6 +449,7 @@ impl Kernel {
                 ctx.charge(Symbol::Madvise, cost);
                 let done =
                     (self.mm_mut(mm).vmas).madvise_from(found.map(|(i, _)| i), start, end, advice);
+                self.anon_vma_sync(mm);
                 self.vmacache_stores(ctx, mm, Symbol::Madvise);
                 done
             }
@@ -493,6 +505,7 @@ impl Kernel {
         debug_assert_eq!(target, self.translate(mm, addr, write));
         for attempt in 0..3 {
             if let Some(target) = target {
+                self.mkyoung_leaf(mm, addr);
                 return Ok(target);
             }
             self.page_fault(ctx, mm, addr, write)?;
@@ -549,6 +562,21 @@ impl Kernel {
         None
     }
 
+    /// What the MMU does to the entry an access went through: it sets the
+    /// accessed bit (`pte_mkyoung`, `pmd_mkyoung`). A fault's new entry
+    /// starts old and the retried access makes it young. Host cost: the
+    /// PMD table is the walk's (cached), then one or two entries.
+    fn mkyoung_leaf(&mut self, mm: MmId, addr: u64) {
+        let Some(pmd) = self.pmd_table(mm, addr) else {
+            return;
+        };
+        let index = Level::Pmd.index(addr);
+        match self.tables.get(pmd, index) {
+            Entry::Table(pte) => self.tables.mkyoung(pte, Level::Pte.index(addr)),
+            _ => self.tables.mkyoung(pmd, index),
+        }
+    }
+
     /// The PMD table under which `addr` lies in `mm`, if the upper levels
     /// exist. The PGD and PUD entries of the last region walked are not
     /// read again while no table has been destroyed since: with 72
@@ -592,6 +620,11 @@ impl Kernel {
         self.pa.check();
         for id in self.live_mms() {
             self.mm(id).vmas.check();
+            assert!(
+                !self.mm(id).vmas.has_anon_events(),
+                "mm {}: anon_vma chain changes not applied",
+                id.0
+            );
         }
         super::check::check_mappings(self);
     }
@@ -656,6 +689,7 @@ impl Kernel {
             self.do_munmap(ctx, mm, start, end)?;
         }
         (self.mm_mut(mm).vmas).mmap_region(start, end, calc_vm_prot_bits(prot), None);
+        self.anon_vma_sync(mm);
         self.vmacache_stores(ctx, mm, Symbol::DoMmap);
         Ok(())
     }
@@ -692,6 +726,7 @@ impl Kernel {
                 Err(Errno::ENOMEM)
             } else {
                 let grown = self.mm_mut(mm).vmas.do_brk(old_end, new_end - old_end);
+                self.anon_vma_sync(mm);
                 self.vmacache_stores(ctx, mm, Symbol::SysBrk);
                 grown
             }

@@ -73,10 +73,10 @@ impl Kernel {
         self.charge_walk(ctx, 1);
         let handled = match self.tables.get(pmd, index) {
             Entry::None if self.thp_allowed(vma) && Kernel::huge_window_fits(vma, addr) => {
-                self.do_huge_pmd_anonymous_page(ctx, mm, vma, pmd, index, write)?
+                self.do_huge_pmd_anonymous_page(ctx, mm, vma, pmd, index, addr, write)?
             }
             Entry::HugeZero { .. } | Entry::Huge { write: false, .. } if write => {
-                self.do_huge_pmd_wp_page(ctx, mm, vma, pmd, index)?
+                self.do_huge_pmd_wp_page(ctx, mm, vma, pmd, index, addr)?
             }
             // Already mapped well enough (another thread got here first).
             Entry::HugeZero { .. } | Entry::Huge { .. } => true,
@@ -89,7 +89,7 @@ impl Kernel {
         if let Some(file) = vma.file {
             return self.handle_file_pte_fault(ctx, mm, vma, pte, addr, file, write);
         }
-        self.handle_pte_fault(ctx, mm, vma, pte, Level::Pte.index(addr), write)
+        self.handle_pte_fault(ctx, mm, vma, pte, addr, write)
     }
 
     fn charge_walk(&self, ctx: &mut Ctx, levels: u64) {
@@ -148,14 +148,15 @@ impl Kernel {
         mm: MmId,
         vma: &Vma,
         pte: TableId,
-        index: usize,
+        addr: u64,
         write: bool,
     ) -> Result<(), Fault> {
+        let index = Level::Pte.index(addr);
         self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
         let result = match self.tables.get(pte, index) {
-            Entry::None => self.do_anonymous_page(ctx, mm, vma, pte, index, write),
-            Entry::ZeroPage if write => self.wp_page_copy(ctx, mm, pte, index, None),
-            Entry::Page { pfn, write: false } if write => self.do_wp_page(ctx, mm, pte, index, pfn),
+            Entry::None => self.do_anonymous_page(ctx, mm, vma, pte, addr, write),
+            Entry::ZeroPage if write => self.wp_page_copy(ctx, mm, pte, addr, None),
+            Entry::Page { pfn, write: false } if write => self.do_wp_page(ctx, mm, pte, addr, pfn),
             _ => Ok(()),
         };
         self.ptlock(pte).unlock(ctx);
@@ -170,9 +171,10 @@ impl Kernel {
         mm: MmId,
         vma: &Vma,
         pte: TableId,
-        index: usize,
+        addr: u64,
         write: bool,
     ) -> Result<(), Fault> {
+        let index = Level::Pte.index(addr);
         if !write {
             // The zero page needs no rmap, memcg or LRU: one entry written.
             let cost = ctx.machine().costs.pgtable_level.cycles();
@@ -184,20 +186,22 @@ impl Kernel {
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::DoAnonymousPage, cost);
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
-        self.map_new_page(mm, pte, index, pfn, vma.flags.contains(VmFlags::WRITE));
+        self.map_new_page(mm, pte, addr, pfn, vma.flags.contains(VmFlags::WRITE));
         Ok(())
     }
 
-    /// Installs a fresh order-0 page (refcount 1 from the allocator).
+    /// Installs a fresh order-0 anonymous page (refcount 1 from the
+    /// allocator) at `addr`.
     pub(super) fn map_new_page(
         &mut self,
         mm: MmId,
         pte: TableId,
-        index: usize,
+        addr: u64,
         pfn: Pfn,
         write: bool,
     ) {
-        *self.pa.page_mut(pfn).mapcount_mut() = 1;
+        self.page_add_new_anon_rmap(pfn, mm, addr, false);
+        let index = Level::Pte.index(addr);
         self.tables.set(pte, index, Entry::Page { pfn, write });
         self.mm_mut(mm).rss_anon += 1;
     }
@@ -219,9 +223,10 @@ impl Kernel {
         ctx: &mut Ctx,
         mm: MmId,
         pte: TableId,
-        index: usize,
+        addr: u64,
         pfn: Pfn,
     ) -> Result<(), Fault> {
+        let index = Level::Pte.index(addr);
         if self.page_trans_huge_mapcount(pfn) == 1 {
             // Reuse: the PTE made writable in place (one entry written).
             let cost = ctx.machine().costs.pgtable_level.cycles();
@@ -230,7 +235,7 @@ impl Kernel {
                 .set(pte, index, Entry::Page { pfn, write: true });
             return Ok(());
         }
-        self.wp_page_copy(ctx, mm, pte, index, Some(pfn))
+        self.wp_page_copy(ctx, mm, pte, addr, Some(pfn))
     }
 
     /// `wp_page_copy`: a private copy of `old` (None: the zero page).
@@ -239,7 +244,7 @@ impl Kernel {
         ctx: &mut Ctx,
         mm: MmId,
         pte: TableId,
-        index: usize,
+        addr: u64,
         old: Option<Pfn>,
     ) -> Result<(), Fault> {
         // The new page's bookkeeping is do_anonymous_page's: memcg charge,
@@ -263,7 +268,7 @@ impl Kernel {
             self.dec_rss(mm, old);
             self.put_page(ctx, old);
         }
-        self.map_new_page(mm, pte, index, new, true);
+        self.map_new_page(mm, pte, addr, new, true);
         self.flush_tlb_mm(ctx, mm);
         Ok(())
     }
@@ -294,6 +299,7 @@ impl Kernel {
             debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");
             self.contents.clear(sub);
         }
+        self.page_rmap_freed(head);
         self.pa.free_pages(ctx, head, order);
     }
 
@@ -362,8 +368,19 @@ impl Kernel {
                     self.zap_pte(ctx, symbol);
                     self.tables.set(table, index, Entry::None);
                 }
-                Entry::Swap { .. } | Entry::Migration { .. } => {
-                    unreachable!("no swap or migration entries before reclaim lands (issue 16)")
+                // zap_pte_range's non-present entries: a migration entry's
+                // page keeps its reference with the migration; a swap
+                // entry leaves `MM_SWAPENTS` (its slot's count is
+                // `free_swap_and_cache`'s, swapfile.rs's).
+                Entry::Migration { .. } => {
+                    self.zap_pte(ctx, symbol);
+                    self.tables.set(table, index, Entry::None);
+                    self.mm_mut(mm).rss_anon -= 1;
+                }
+                Entry::Swap { .. } => {
+                    self.zap_pte(ctx, symbol);
+                    self.tables.set(table, index, Entry::None);
+                    self.mm_mut(mm).rss_swap -= 1;
                 }
             }
             addr = next;

@@ -67,6 +67,9 @@ impl VmFlags {
     pub const EXEC: VmFlags = VmFlags(0x4);
     /// `MAP_SHARED` of a file: writes go to the page cache's pages.
     pub const SHARED: VmFlags = VmFlags(0x8);
+    /// `VM_LOCKED` (`mlock`): reclaim leaves its pages mapped. No system
+    /// call here sets it yet; `rmap.rs` honours it.
+    pub const LOCKED: VmFlags = VmFlags(0x2000);
     /// `MADV_HUGEPAGE` was given.
     pub const HUGEPAGE: VmFlags = VmFlags(0x2000_0000);
     /// `MADV_NOHUGEPAGE` was given.
@@ -114,6 +117,53 @@ pub struct Vma {
     pub flags: VmFlags,
     /// `vm_file` and `vm_pgoff`, or `None` for an anonymous mapping.
     pub file: Option<VmFile>,
+    /// `vma->anon_vma` and the length of `vma->anon_vma_chain`
+    /// (`rmap.rs` keeps the chains themselves).
+    pub anon: VmaAnon,
+}
+
+/// An anon_vma, by index (`rmap.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AnonVmaId(pub u32);
+
+/// What a VMA knows of the reverse map: its `anon_vma` (the one its new
+/// anonymous pages get) and how many anon_vmas its `anon_vma_chain` links
+/// it to (1 after `anon_vma_prepare`, more after fork). `vma_merge` needs
+/// both (`is_mergeable_anon_vma`); `rmap.rs` keeps the chain and the
+/// checker compares the two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VmaAnon {
+    pub anon_vma: Option<AnonVmaId>,
+    pub chain_len: u32,
+}
+
+impl VmaAnon {
+    /// No anon_vma yet: no anonymous page was ever mapped in the VMA.
+    pub const NONE: VmaAnon = VmaAnon {
+        anon_vma: None,
+        chain_len: 0,
+    };
+
+    /// `list_is_singular(&vma->anon_vma_chain)`.
+    pub fn chain_is_singular(self) -> bool {
+        self.chain_len == 1
+    }
+}
+
+/// `is_mergeable_anon_vma(anon_vma1, anon_vma2, vma)`: may a range whose
+/// anon_vma is `a` merge with a VMA whose anon_vma is `b`? `vma` is that
+/// VMA's chain when one is given: a VMA cloned by fork (chain of more than
+/// one) takes no range without an anon_vma, so that forked VMAs do not
+/// grow their anon_vma's lock's reach.
+pub fn is_mergeable_anon_vma(
+    a: Option<AnonVmaId>,
+    b: Option<AnonVmaId>,
+    vma: Option<VmaAnon>,
+) -> bool {
+    if (a.is_none() || b.is_none()) && vma.is_none_or(|v| v.chain_is_singular()) {
+        return true;
+    }
+    a == b
 }
 
 /// The file a VMA maps (`vm_file`) and where (`vm_pgoff`). The offset is

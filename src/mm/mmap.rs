@@ -4,7 +4,8 @@
 //! More, and why: docs/mm.md, "mmap.rs: VMAs".
 
 use super::mm_types::{
-    Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFile, VmFlags, Vma,
+    Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFile, VmFlags,
+    Vma, VmaAnon, is_mergeable_anon_vma,
 };
 use super::mmzone::PAGE_SIZE;
 
@@ -103,6 +104,21 @@ pub struct VmaTree {
     ids: Vec<VmaId>,
     /// The next identity to hand out; never reused within a tree.
     next_id: u64,
+    /// What splits, merges and unmaps did to VMAs with an anon_vma, in
+    /// order, for `rmap.rs` to apply to the chains
+    /// ([`VmaTree::take_anon_events`]).
+    anon_events: Vec<AnonEvent>,
+}
+
+/// A change to the anon_vma chains that a tree operation calls for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnonEvent {
+    /// `anon_vma_clone(dst, src)`: `dst` (new from a split, or a VMA that
+    /// imported `src`'s anon_vma in a merge) is chained to every anon_vma
+    /// `src` is.
+    Clone { dst: VmaId, src: VmaId },
+    /// `unlink_anon_vmas`: the VMA left the tree.
+    Unlink(VmaId),
 }
 
 /// The identity of a VMA: what a cached `struct vm_area_struct *` points
@@ -146,7 +162,50 @@ impl VmaTree {
             nr_detach: 0,
             ids: Vec::new(),
             next_id: 0,
+            anon_events: Vec::new(),
         }
+    }
+
+    /// The anon_vma chain changes made since the last call, in order.
+    pub fn take_anon_events(&mut self) -> Vec<AnonEvent> {
+        std::mem::take(&mut self.anon_events)
+    }
+
+    /// Whether chain changes are waiting ([`VmaTree::take_anon_events`]).
+    pub fn has_anon_events(&self) -> bool {
+        !self.anon_events.is_empty()
+    }
+
+    /// Sets the anon_vma of the VMA with identity `id` (`anon_vma_prepare`,
+    /// `anon_vma_fork`), found from `addr`, an address inside it.
+    pub fn set_anon(&mut self, id: VmaId, addr: u64, anon: VmaAnon) {
+        let (index, _) = self.find_vma_index(addr);
+        assert_eq!(self.ids.get(index), Some(&id), "no VMA {id:?} at {addr:#x}");
+        self.vmas[index].anon = anon;
+    }
+
+    /// The VMAs that overlap `[start, end)` with their identities, in
+    /// address order (the rmap walk's interval query within one mm).
+    pub fn overlapping_ids(&self, start: u64, end: u64) -> impl Iterator<Item = (VmaId, &Vma)> {
+        let first = self.vmas.partition_point(|vma| vma.end <= start);
+        let last = self.vmas.partition_point(|vma| vma.start < end).max(first);
+        self.ids[first..last]
+            .iter()
+            .copied()
+            .zip(&self.vmas[first..last])
+    }
+
+    /// The VMAs and their identities, in address order.
+    pub fn iter_ids(&self) -> impl Iterator<Item = (VmaId, &Vma)> {
+        self.ids.iter().copied().zip(&self.vmas)
+    }
+
+    /// The neighbours of the VMA holding `addr` (`vma->vm_prev`,
+    /// `vma->vm_next`), for `find_mergeable_anon_vma`.
+    pub fn neighbours(&self, addr: u64) -> (Option<&Vma>, Option<&Vma>) {
+        let (index, _) = self.find_vma_index(addr);
+        let prev = index.checked_sub(1).and_then(|i| self.vmas.get(i));
+        (prev, self.vmas.get(index + 1))
     }
 
     fn new_id(&mut self) -> VmaId {
@@ -433,7 +492,7 @@ impl VmaTree {
         flags: VmFlags,
         file: Option<VmFile>,
     ) {
-        if self.vma_merge(start, end, flags, file) {
+        if self.vma_merge(start, end, flags, file, VmaAnon::NONE) {
             return;
         }
         let index = self.vmas.partition_point(|vma| vma.start < start);
@@ -456,6 +515,7 @@ impl VmaTree {
                 end,
                 flags,
                 file,
+                anon: VmaAnon::NONE,
             },
         );
         let id = self.new_id();
@@ -540,8 +600,12 @@ impl VmaTree {
         }
         let stop = first + self.vmas[first..].partition_point(|vma| vma.start < end);
         assert!(stop > first, "do_munmap detaches nothing below {end:#x}");
-        let unmapped = self.vmas.drain(first..stop).collect();
-        self.ids.drain(first..stop);
+        let unmapped: Vec<Vma> = self.vmas.drain(first..stop).collect();
+        for (vma, id) in unmapped.iter().zip(self.ids.drain(first..stop)) {
+            if vma.anon.anon_vma.is_some() {
+                self.anon_events.push(AnonEvent::Unlink(id));
+            }
+        }
         self.vmacache_seqnum += 1;
         self.nr_detach += 1;
         unmapped
@@ -561,8 +625,13 @@ impl VmaTree {
         self.vmas[index].end = addr;
         self.vmas.insert(index + 1, Vma { start: addr, ..vma });
         let id = self.new_id();
+        let kept = self.ids[index];
         self.ids
             .insert(if new_below { index } else { index + 1 }, id);
+        if vma.anon.anon_vma.is_some() {
+            self.anon_events
+                .push(AnonEvent::Clone { dst: id, src: kept });
+        }
     }
 
     /// `mprotect(start, len, prot)`: sets the protection of every VMA in the
@@ -796,7 +865,7 @@ impl VmaTree {
         if vma.flags == flags {
             return Ok(());
         }
-        if self.vma_merge(start, end, flags, vma.file) {
+        if self.vma_merge(start, end, flags, vma.file, vma.anon) {
             return Ok(());
         }
         // split_vma refuses at max_map_count, one split at a time; refusing
@@ -822,6 +891,14 @@ impl VmaTree {
             .zip(ids)
             .filter(|(piece, _)| !piece.is_empty())
             .collect();
+        if vma.anon.anon_vma.is_some() {
+            for &(_, id) in kept.iter().filter(|&&(_, id)| id != ids[1]) {
+                self.anon_events.push(AnonEvent::Clone {
+                    dst: id,
+                    src: ids[1],
+                });
+            }
+        }
         self.vmas
             .splice(index..=index, kept.iter().map(|&(piece, _)| piece));
         self.ids
@@ -838,30 +915,66 @@ impl VmaTree {
     /// `vmacache_seqnum` (`__vma_unlink_common`); the VMA the range was cut
     /// from, if the merge covers only part of it, keeps the rest (mprotect's
     /// cases 4 and 5 move the boundary between two VMAs and unlink nothing).
-    fn vma_merge(&mut self, start: u64, end: u64, flags: VmFlags, file: Option<VmFile>) -> bool {
+    fn vma_merge(
+        &mut self,
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+        file: Option<VmFile>,
+        anon: VmaAnon,
+    ) -> bool {
         let before = self.vmas.partition_point(|vma| vma.end < start);
         let after = self.vmas.partition_point(|vma| vma.start < end);
+        // can_vma_merge_after / can_vma_merge_before: equal flags and file
+        // (contiguous offsets, which `VmFile` makes equality), and an
+        // anon_vma the range may share.
+        let fits = |vma: &Vma| {
+            vma.flags == flags
+                && vma.file == file
+                && is_mergeable_anon_vma(anon.anon_vma, vma.anon.anon_vma, Some(vma.anon))
+        };
         let prev = Some(before).filter(|&i| {
             self.vmas
                 .get(i)
-                .is_some_and(|vma| vma.end == start && vma.flags == flags && vma.file == file)
+                .is_some_and(|vma| vma.end == start && fits(vma))
         });
-        let next = Some(after).filter(|&i| {
+        let mut next = Some(after).filter(|&i| {
             self.vmas
                 .get(i)
-                .is_some_and(|vma| vma.start == end && vma.flags == flags && vma.file == file)
+                .is_some_and(|vma| vma.start == end && fits(vma))
         });
+        // Both neighbours merge only if their anon_vmas allow it between
+        // them; otherwise the one below takes the range alone.
+        if let (Some(p), Some(n)) = (prev, next)
+            && !is_mergeable_anon_vma(self.vmas[p].anon.anon_vma, self.vmas[n].anon.anon_vma, None)
+        {
+            next = None;
+        }
         let Some(survivor) = prev.or(next) else {
             return false;
         };
-        let merged = Vma {
+        let mut merged = Vma {
             start: prev.map_or(start, |i| self.vmas[i].start),
             end: next.map_or(end, |i| self.vmas[i].end),
             flags,
             file,
+            anon: self.vmas[survivor].anon,
         };
         let first = self.vmas.partition_point(|vma| vma.end <= merged.start);
         let last = self.vmas.partition_point(|vma| vma.start < merged.end);
+        // `__vma_adjust`: a survivor without an anon_vma imports the one
+        // of the first VMA that gives it area (`anon_vma_clone`), so the
+        // pages it takes over stay reachable.
+        if merged.anon.anon_vma.is_none()
+            && let Some(exporter) =
+                (first..last).find(|&i| i != survivor && self.vmas[i].anon.anon_vma.is_some())
+        {
+            merged.anon = self.vmas[exporter].anon;
+            self.anon_events.push(AnonEvent::Clone {
+                dst: self.ids[survivor],
+                src: self.ids[exporter],
+            });
+        }
         let mut pieces = Vec::with_capacity(3);
         let mut piece_ids = Vec::with_capacity(3);
         let mut nr_unlinked = 0;
@@ -870,6 +983,11 @@ impl VmaTree {
                 pieces.push(merged);
             } else if merged.start <= vma.start && vma.end <= merged.end {
                 nr_unlinked += 1;
+                // `anon_vma_merge`: the two shared the anon_vma.
+                if vma.anon.anon_vma.is_some() {
+                    debug_assert_eq!(vma.anon.anon_vma, merged.anon.anon_vma);
+                    self.anon_events.push(AnonEvent::Unlink(self.ids[index]));
+                }
                 continue;
             } else if vma.start < merged.start {
                 pieces.push(Vma {
@@ -903,6 +1021,7 @@ impl VmaTree {
             nr_detach: 0,
             ids: self.ids.clone(),
             next_id: self.next_id,
+            anon_events: Vec::new(),
         }
     }
 
@@ -934,12 +1053,28 @@ impl VmaTree {
                 vma.end <= next.start,
                 "VMA {vma} overlaps or follows {next}"
             );
+            // Neighbours that touch with equal flags stay apart only when
+            // their anon_vmas forbid the merge (`is_mergeable_anon_vma`).
             assert!(
-                vma.end < next.start || vma.flags != next.flags || vma.file != next.file,
-                "VMA {vma} and {next} touch with equal flags but were not merged"
+                vma.end < next.start
+                    || vma.flags != next.flags
+                    || vma.file != next.file
+                    || !anon_mergeable(vma.anon, next.anon),
+                "VMA {vma} and {next} touch with equal flags but were not merged ({:?}, {:?})",
+                vma.anon,
+                next.anon
             );
         }
     }
+}
+
+/// Whether two touching VMAs' anon_vmas let them merge whichever of them
+/// a system call changes. 5.x refuses one direction only in one case: a
+/// VMA without an anon_vma (an empty chain is not singular) does not take
+/// a range that has one.
+fn anon_mergeable(a: VmaAnon, b: VmaAnon) -> bool {
+    is_mergeable_anon_vma(a.anon_vma, b.anon_vma, Some(b))
+        && is_mergeable_anon_vma(b.anon_vma, a.anon_vma, Some(a))
 }
 
 /// The invariants of one VMA.
@@ -996,6 +1131,7 @@ mod tests {
             end,
             flags: calc_vm_prot_bits(prot),
             file: None,
+            anon: VmaAnon::NONE,
         }
     }
 
@@ -1708,6 +1844,7 @@ mod tests {
                         end: page_addr(i + 1),
                         flags,
                         file: None,
+                        anon: VmaAnon::NONE,
                     })
                 })
                 .collect()

@@ -18,6 +18,7 @@ pub mod page_flags;
 pub mod page_io;
 pub mod pagemap;
 pub mod pgtable;
+pub mod rmap;
 pub mod shmem;
 pub mod slab;
 pub mod useraccess;

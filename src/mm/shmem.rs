@@ -169,6 +169,7 @@ impl Kernel {
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
         let result = (self.mm_mut(mm).vmas).mmap_file(len, prot, shared, file, pgoff);
+        self.anon_vma_sync(mm);
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         result
     }
@@ -215,7 +216,7 @@ impl Kernel {
             Entry::Page { pfn, write: false } if write => {
                 if !self.pa.page(pfn).shmem {
                     // An anonymous copy made earlier, shared since by fork.
-                    self.do_wp_page(ctx, mm, pte, index, pfn)
+                    self.do_wp_page(ctx, mm, pte, addr, pfn)
                 } else if shared {
                     // wp_page_shared: the cache page itself becomes writable.
                     let cost = ctx.machine().costs.anon_fault_path.cycles();
@@ -226,7 +227,7 @@ impl Kernel {
                 } else {
                     let cost = ctx.machine().costs.anon_fault_path.cycles();
                     ctx.charge(Symbol::DoWpPage, cost);
-                    self.wp_page_copy(ctx, mm, pte, index, Some(pfn))
+                    self.wp_page_copy(ctx, mm, pte, addr, Some(pfn))
                 }
             }
             _ => Ok(()),
@@ -269,7 +270,9 @@ impl Kernel {
             };
             self.copy_pages(ctx, page, new, Order::ZERO);
             ctx.count(Event::CowCopies, 1);
-            self.map_new_page(mm, pte, index, new, true);
+            let addr = (pgoff.wrapping_sub(vma.file.expect("a file VMA").pgoff_at_zero))
+                .wrapping_mul(PAGE_SIZE);
+            self.map_new_page(mm, pte, addr, new, true);
             return Ok(());
         }
         let page = self.shmem_getpage(ctx, file, pgoff)?;

@@ -46,6 +46,7 @@ use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
+mod rmap;
 mod shmem;
 
 const P: u64 = PAGE_SIZE;
@@ -524,7 +525,7 @@ impl World {
         let p = self.rng.below(self.procs.len() as u64) as usize;
         let t = self.rng.below(self.procs[p].tasks.len() as u64) as usize;
         self.schedule(p, t);
-        match self.rng.below(100) {
+        match self.rng.below(104) {
             0..=9 => self.mmap_small(p),
             10..=15 => self.mmap_huge_aligned(p),
             16..=24 => {
@@ -540,11 +541,73 @@ impl World {
             95..=96 => self.clone_thread(p, t),
             97 => self.exit_thread(p, t),
             98 => self.exit_process(p),
-            _ => {
+            99 => {
                 let freed = self.k.shrink_huge_zero_page(&mut self.ctx);
                 self.note(|| format!("shrink_huge_zero_page = {freed}"));
             }
+            _ => self.rmap(p),
         }
+    }
+
+    /// The reverse map of a random anonymous page of process `p` (a THP's
+    /// head stands for the whole THP, as reclaim passes it): the walk finds
+    /// exactly as many mappings as the mapcounts say, `page_referenced`
+    /// no more, and half the time the page is unmapped for migration (PMDs
+    /// split first) and its migration entries restored.
+    fn rmap(&mut self, p: usize) {
+        let mm = self.procs[p].mm;
+        let Some(page) = self.procs[p].shadow.random_page(&mut self.rng) else {
+            return;
+        };
+        let Peek::Page(pfn) = peek(&self.k, mm, page) else {
+            return;
+        };
+        if self.k.pa.page(pfn).shmem {
+            return;
+        }
+        let head = self.k.compound_head(pfn);
+        // A THP's head pfn names the whole THP; any other pfn one page.
+        let whole_thp = (self.rng.below(2) == 0 || pfn == head) && self.k.pa.page(head).order == 9;
+        let (target, want) = if whole_thp {
+            let ptes: u64 = (0..HPAGE_PMD_NR)
+                .map(|i| u64::from(self.k.pa.page(Pfn(head.0 + i)).mapcount()))
+                .sum();
+            (
+                head,
+                ptes + u64::from(self.k.pa.page(head).compound_mapcount),
+            )
+        } else {
+            (pfn, u64::from(self.k.pa.page(pfn).mapcount()))
+        };
+        let found = self.k.rmap_walk(&mut self.ctx, target);
+        assert_eq!(
+            found.len() as u64,
+            want,
+            "mm {}: rmap walk of {target}",
+            mm.0
+        );
+        let referenced = self.k.page_referenced(&mut self.ctx, target).referenced;
+        assert!(
+            u64::from(referenced) <= want,
+            "{target}: {referenced} referenced"
+        );
+        let migrate = self.rng.below(2) == 0;
+        if migrate {
+            use super::rmap::TtuFlags;
+            *self.k.pa.page_mut(head).refcount_mut() += 1;
+            let flags = TtuFlags::MIGRATION | TtuFlags::SPLIT_HUGE_PMD;
+            let done = self.k.try_to_unmap(&mut self.ctx, target, flags);
+            assert!(!done.still_mapped, "{target}: mapped after try_to_unmap");
+            let restored = self.k.remove_migration_ptes(&mut self.ctx, target, target);
+            assert_eq!(restored, done.migration_entries, "{target}: restored");
+            *self.k.pa.page_mut(head).refcount_mut() -= 1;
+        }
+        self.note(|| {
+            format!(
+                "mm {}: rmap of {target} at {page:#x}: {want} mappings, {referenced} referenced, migrated {migrate}",
+                mm.0
+            )
+        });
     }
 
     /// Checks everything: the kernel's own invariants, and each process's

@@ -1,0 +1,856 @@
+//! The reverse map of anonymous pages (`mm/rmap.c`, `mm/page_vma_mapped.c`,
+//! `include/linux/rmap.h`, Linux 5.13/5.14): from a page to every PTE or PMD
+//! that maps it, for reclaim (`page_referenced`, `try_to_unmap`) and for
+//! migration and THP splitting (migration entries, `remove_migration_ptes`).
+//!
+//! An anonymous page's `mapping` names an anon_vma; each VMA that may map
+//! pages of an anon_vma is linked to it by its `anon_vma_chain`. The chains
+//! live here, keyed by the VMA's identity (its mm and its [`VmaId`]); each
+//! [`Vma`] carries its own `anon_vma` and chain length ([`VmaAnon`]) for
+//! `vma_merge`. The VMA tree reports what its splits, merges and unmaps do
+//! to VMAs with an anon_vma ([`AnonEvent`]) and [`Kernel::anon_vma_sync`]
+//! applies them.
+//!
+//! More, and what is left out: docs/mm.md, "rmap.rs: the reverse map".
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::kernel::{Kernel, MmId};
+use super::memory::HPAGE_PMD_NR;
+use super::mm_types::{AnonVmaId, HPAGE_PMD_SIZE, VmFlags, Vma, VmaAnon};
+use super::mmap::{AnonEvent, VmaId};
+use super::mmzone::{Order, PAGE_SIZE, Pfn};
+use super::page_flags::{NO_ANON_VMA, PageFlags, PageInfo};
+use super::pagemap::PageState;
+use super::pgtable::{Entry, Level, TableId};
+use crate::sim::{CpuId, Ctx, Cycles, Symbol};
+
+/// One anon_vma (`struct anon_vma`).
+#[derive(Clone, Debug)]
+pub struct AnonVma {
+    /// `anon_vma->root`: the anon_vma of the oldest ancestor process (itself
+    /// for one made by `anon_vma_prepare`).
+    pub root: AnonVmaId,
+    /// `anon_vma->parent`: the anon_vma it was forked from (itself if none).
+    pub parent: AnonVmaId,
+    /// `anon_vma->refcount`: one while any VMA is chained to it, and one
+    /// for each other anon_vma whose root it is. At zero it is freed.
+    pub refcount: u32,
+    /// `anon_vma->rb_root`: the VMAs chained to it, by mm and identity.
+    chain: BTreeSet<(MmId, VmaId)>,
+    /// How many of those VMAs each mm has: the walk looks each mm up once.
+    mms: BTreeMap<MmId, u32>,
+    /// The page offset at address 0 of every VMA chained to it (0 for an
+    /// anonymous VMA; a private file mapping's `vm_pgoff` less its start):
+    /// VMAs share an anon_vma only where their offsets line up.
+    pgoff_at_zero: u64,
+}
+
+/// Every anon_vma and every VMA's chain.
+#[derive(Debug, Default)]
+pub struct Rmap {
+    anon_vmas: Vec<Option<AnonVma>>,
+    /// Freed ids, reused last-freed first (the slab's order).
+    free: Vec<u32>,
+    /// `vma->anon_vma_chain`: the anon_vmas each VMA is linked to, in
+    /// link order (its own anon_vma last after a fork).
+    chains: BTreeMap<(MmId, VmaId), Vec<AnonVmaId>>,
+}
+
+impl Rmap {
+    /// The anon_vma, if it is live.
+    pub fn anon_vma(&self, id: AnonVmaId) -> Option<&AnonVma> {
+        self.anon_vmas.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    fn get_mut(&mut self, id: AnonVmaId) -> &mut AnonVma {
+        self.anon_vmas[id.0 as usize]
+            .as_mut()
+            .expect("a live anon_vma")
+    }
+
+    /// Live anon_vmas.
+    pub fn nr_anon_vmas(&self) -> usize {
+        self.anon_vmas.len() - self.free.len()
+    }
+
+    /// `anon_vma_alloc`: a new anon_vma with one reference, its own root.
+    fn alloc(
+        &mut self,
+        root: Option<AnonVmaId>,
+        parent: Option<AnonVmaId>,
+        pgoff_at_zero: u64,
+    ) -> AnonVmaId {
+        let id = match self.free.pop() {
+            Some(i) => AnonVmaId(i),
+            None => {
+                let i = u32::try_from(self.anon_vmas.len())
+                    .ok()
+                    .filter(|&i| i != NO_ANON_VMA)
+                    .expect("fewer than 2^32 - 1 anon_vmas");
+                self.anon_vmas.push(None);
+                AnonVmaId(i)
+            }
+        };
+        self.anon_vmas[id.0 as usize] = Some(AnonVma {
+            root: root.unwrap_or(id),
+            parent: parent.unwrap_or(id),
+            refcount: 1,
+            chain: BTreeSet::new(),
+            mms: BTreeMap::new(),
+            pgoff_at_zero,
+        });
+        if let Some(root) = root {
+            // get_anon_vma(root): a child keeps its root alive.
+            self.get_mut(root).refcount += 1;
+        }
+        id
+    }
+
+    /// `put_anon_vma`: drops a reference; the last frees the anon_vma and
+    /// drops its reference on its root.
+    fn put(&mut self, id: AnonVmaId) {
+        let av = self.get_mut(id);
+        av.refcount -= 1;
+        if av.refcount > 0 {
+            return;
+        }
+        let root = av.root;
+        self.anon_vmas[id.0 as usize] = None;
+        self.free.push(id.0);
+        if root != id {
+            self.put(root);
+        }
+    }
+
+    /// `anon_vma_chain_link`: links the VMA to the anon_vma.
+    fn link(&mut self, vma: (MmId, VmaId), id: AnonVmaId) {
+        let av = self.get_mut(id);
+        if av.chain.insert(vma) {
+            *av.mms.entry(vma.0).or_default() += 1;
+        }
+        self.chains.entry(vma).or_default().push(id);
+    }
+
+    /// `anon_vma_clone(dst, src)`: `dst` is linked to every anon_vma `src` is.
+    fn clone_chain(&mut self, dst: (MmId, VmaId), src: (MmId, VmaId)) {
+        let from = self.chains.get(&src).cloned().unwrap_or_default();
+        for id in from {
+            self.link(dst, id);
+        }
+    }
+
+    /// `unlink_anon_vmas`: the VMA leaves every anon_vma it was linked to;
+    /// an anon_vma left with no VMA drops its own reference.
+    fn unlink(&mut self, vma: (MmId, VmaId)) {
+        let Some(ids) = self.chains.remove(&vma) else {
+            return;
+        };
+        for id in ids {
+            let av = self.get_mut(id);
+            av.chain.remove(&vma);
+            let left = av.mms.get_mut(&vma.0).expect("the mm is counted");
+            *left -= 1;
+            if *left == 0 {
+                av.mms.remove(&vma.0);
+            }
+            if av.chain.is_empty() {
+                self.put(id);
+            }
+        }
+    }
+
+    /// The VMA's chain.
+    pub fn chain(&self, mm: MmId, vma: VmaId) -> &[AnonVmaId] {
+        self.chains.get(&(mm, vma)).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every chain, in (mm, VMA) order (for the checker).
+    pub fn chains(&self) -> impl Iterator<Item = (&(MmId, VmaId), &Vec<AnonVmaId>)> {
+        self.chains.iter()
+    }
+
+    /// Every live anon_vma, in id order (for the checker).
+    pub fn anon_vmas(&self) -> impl Iterator<Item = (AnonVmaId, &AnonVma)> {
+        self.anon_vmas
+            .iter()
+            .enumerate()
+            .filter_map(|(i, av)| av.as_ref().map(|av| (AnonVmaId(i as u32), av)))
+    }
+}
+
+impl AnonVma {
+    /// The VMAs chained to it.
+    pub fn chain(&self) -> &BTreeSet<(MmId, VmaId)> {
+        &self.chain
+    }
+}
+
+/// `linear_page_index`: the page index `addr` has in `vma` (for an
+/// anonymous VMA, `vm_pgoff` is its start in pages, as no VMA here moves).
+pub fn linear_page_index(vma: &Vma, addr: u64) -> u64 {
+    (addr / PAGE_SIZE).wrapping_add(vma.file.map_or(0, |f| f.pgoff_at_zero))
+}
+
+/// `vma_address` without the range check: where page `index` would be
+/// mapped in `vma`.
+fn vma_address(vma: &Vma, index: u64) -> u64 {
+    index
+        .wrapping_sub(vma.file.map_or(0, |f| f.pgoff_at_zero))
+        .wrapping_mul(PAGE_SIZE)
+}
+
+/// One VMA the rmap walk visited: the mm, the VMA and its identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RmapVma {
+    pub mm: MmId,
+    pub id: VmaId,
+    pub vma: Vma,
+}
+
+/// What `page_vma_mapped_walk` found: a PTE (of a 4 KiB page or a THP's
+/// subpage), or a PMD mapping a whole THP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    pub table: TableId,
+    pub index: usize,
+    pub addr: u64,
+    /// The 4 KiB page the PTE maps (the head for a PMD).
+    pub pfn: Pfn,
+    pub pmd: bool,
+}
+
+/// What the walk looks for: present mappings, or (`PVMW_MIGRATION`)
+/// migration entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PvmwMode {
+    Present,
+    Migration,
+}
+
+/// `page_referenced`'s answer, what `page_check_references` reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Referenced {
+    /// Mappings (one per VMA) whose accessed bit was set.
+    pub referenced: u32,
+    /// The `vm_flags` of those VMAs, and `VM_LOCKED` if a locked VMA maps
+    /// the page.
+    pub vm_flags: VmFlags,
+}
+
+/// `enum ttu_flags` of 5.13, the ones modelled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TtuFlags(pub u32);
+
+impl TtuFlags {
+    /// `TTU_MIGRATION`: install migration entries (5.14: `try_to_migrate`).
+    pub const MIGRATION: TtuFlags = TtuFlags(0x1);
+    /// `TTU_SPLIT_HUGE_PMD`: split a PMD mapping the THP first.
+    pub const SPLIT_HUGE_PMD: TtuFlags = TtuFlags(0x4);
+    /// `TTU_IGNORE_MLOCK`: unmap from `VM_LOCKED` VMAs too.
+    pub const IGNORE_MLOCK: TtuFlags = TtuFlags(0x8);
+    /// `TTU_BATCH_FLUSH`: defer the TLB flush to `try_to_unmap_flush`
+    /// where the architecture batches (x86).
+    pub const BATCH_FLUSH: TtuFlags = TtuFlags(0x40);
+
+    pub fn contains(self, other: TtuFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for TtuFlags {
+    type Output = TtuFlags;
+    fn bitor(self, other: TtuFlags) -> TtuFlags {
+        TtuFlags(self.0 | other.0)
+    }
+}
+
+/// What `try_to_unmap` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unmapped {
+    /// `page_mapped` afterwards: some mapping is left.
+    pub still_mapped: bool,
+    /// Swap entries installed (reclaim): the caller takes one more
+    /// reference on the page's swap entry for each (`swap_duplicate`).
+    pub swap_entries: u32,
+    /// Migration entries installed.
+    pub migration_entries: u32,
+    /// Mappings of a lazyfree page (not `PG_swapbacked`, clean) dropped.
+    pub discarded: u32,
+}
+
+/// `struct tlbflush_unmap_batch` (`current->tlb_ubc`) of one CPU: the
+/// CPUs that may hold stale entries for PTEs cleared with the flush
+/// deferred.
+#[derive(Clone, Debug, Default)]
+pub struct TlbflushUnmapBatch {
+    /// `arch.cpumask`: the union of the touched mms' `mm_cpumask`s.
+    pub cpumask: Vec<CpuId>,
+    /// `flush_required`.
+    pub flush_required: bool,
+    /// `writable`: a deferred PTE was writable.
+    pub writable: bool,
+}
+
+impl Kernel {
+    // -----------------------------------------------------------------
+    // anon_vmas and chains.
+
+    /// Applies the chain changes the VMA tree of `mm` recorded (splits
+    /// clone, merges import and unlink, unmaps unlink).
+    pub(super) fn anon_vma_sync(&mut self, mm: MmId) {
+        if !self.mm(mm).vmas.has_anon_events() {
+            return;
+        }
+        for event in self.mm_mut(mm).vmas.take_anon_events() {
+            match event {
+                AnonEvent::Clone { dst, src } => self.rmap.clone_chain((mm, dst), (mm, src)),
+                AnonEvent::Unlink(id) => self.rmap.unlink((mm, id)),
+            }
+        }
+    }
+
+    /// `anon_vma_prepare` for the VMA of `mm` holding `addr`: its anon_vma,
+    /// made at its first anonymous fault, or that of a neighbour it could
+    /// merge with (`find_mergeable_anon_vma`). Allocating the anon_vma and
+    /// its chain link is part of the fault's `anon_fault_path`.
+    pub(super) fn anon_vma_prepare(&mut self, mm: MmId, addr: u64) -> AnonVmaId {
+        self.anon_vma_prepare_vma(mm, addr).0
+    }
+
+    /// [`Kernel::anon_vma_prepare`], with the VMA as it was found.
+    fn anon_vma_prepare_vma(&mut self, mm: MmId, addr: u64) -> (AnonVmaId, Vma) {
+        let (found, _) = self.mm(mm).vmas.find_vma_id(addr);
+        let (id, _, vma) = found
+            .filter(|(_, _, v)| v.contains(addr))
+            .expect("a VMA holds the faulting address");
+        if let Some(av) = vma.anon.anon_vma {
+            return (av, vma);
+        }
+        let (prev, next) = self.mm(mm).vmas.neighbours(addr);
+        let reusable = |old: Option<&Vma>, a: &Vma, b: &Vma| {
+            old.filter(|old| old.anon.chain_is_singular() && anon_vma_compatible(a, b))
+                .and_then(|old| old.anon.anon_vma)
+        };
+        let reused = next
+            .and_then(|n| reusable(Some(n), &vma, n))
+            .or_else(|| prev.and_then(|p| reusable(Some(p), p, &vma)));
+        let pgoff_at_zero = vma.file.map_or(0, |f| f.pgoff_at_zero);
+        let av = reused.unwrap_or_else(|| self.rmap.alloc(None, None, pgoff_at_zero));
+        self.rmap.link((mm, id), av);
+        let anon = VmaAnon {
+            anon_vma: Some(av),
+            chain_len: 1,
+        };
+        self.mm_mut(mm).vmas.set_anon(id, addr, anon);
+        (av, vma)
+    }
+
+    /// `anon_vma_fork` for every VMA `dup_mmap` copied from `parent` into
+    /// `child` (same identities): a copy of a VMA with an anon_vma is
+    /// chained to every anon_vma of the parent's VMA, plus a new one of its
+    /// own (whose root is the parent's root) that its copies on write get.
+    /// 5.x's reuse of an anon_vma with `degree` < 2 is left out: every
+    /// forked VMA gets a new one.
+    pub(super) fn anon_vma_fork(&mut self, parent: MmId, child: MmId) {
+        let copied: Vec<(VmaId, Vma)> = self
+            .mm(child)
+            .vmas
+            .iter_ids()
+            .map(|(id, v)| (id, *v))
+            .collect();
+        for (id, vma) in copied {
+            let Some(pav) = vma.anon.anon_vma else {
+                continue;
+            };
+            self.rmap.clone_chain((child, id), (parent, id));
+            let parent_av = self.rmap.anon_vma(pav).expect("the parent's anon_vma");
+            let (root, pgoff_at_zero) = (parent_av.root, parent_av.pgoff_at_zero);
+            let av = self.rmap.alloc(Some(root), Some(pav), pgoff_at_zero);
+            self.rmap.link((child, id), av);
+            let anon = VmaAnon {
+                anon_vma: Some(av),
+                chain_len: vma.anon.chain_len + 1,
+            };
+            self.mm_mut(child).vmas.set_anon(id, vma.start, anon);
+        }
+    }
+
+    // -----------------------------------------------------------------
+    // The page side.
+
+    /// `page_add_new_anon_rmap`: a new anonymous page (or THP, `compound`)
+    /// is mapped at `addr` in `mm`: its mapcount is 1 (for a THP, its
+    /// compound mapcount), its `mapping` the VMA's anon_vma (made here if
+    /// the VMA has none yet), its `index` the address's, and it is
+    /// `PG_swapbacked`. A THP's head carries all of it.
+    pub(super) fn page_add_new_anon_rmap(&mut self, pfn: Pfn, mm: MmId, addr: u64, compound: bool) {
+        let (av, vma) = self.anon_vma_prepare_vma(mm, addr);
+        if compound {
+            self.pa.page_mut(pfn).compound_mapcount = 1;
+        } else {
+            *self.pa.page_mut(pfn).mapcount_mut() = 1;
+        }
+        let index = linear_page_index(&vma, addr);
+        self.pages.update(pfn, |p| {
+            p.anon_vma = av.0;
+            p.index = index;
+            p.set(PageFlags::SWAPBACKED);
+        });
+    }
+
+    /// `page_add_anon_rmap`: an anonymous page mapped once more at `addr`
+    /// (a swap-in, or a migration entry restored). The first mapping of a
+    /// page that is not anonymous yet gives it `mapping` and `index`: the
+    /// VMA's anon_vma if `exclusive`, else its root (the oldest anon_vma,
+    /// which every process that may share the page reaches).
+    pub fn page_add_anon_rmap(
+        &mut self,
+        pfn: Pfn,
+        mm: MmId,
+        addr: u64,
+        compound: bool,
+        exclusive: bool,
+    ) {
+        if compound {
+            let head = self.pa.page_mut(pfn);
+            head.compound_mapcount = head
+                .compound_mapcount
+                .checked_add(1)
+                .expect("a THP mapped by more than 65,535 PMDs");
+        } else {
+            *self.pa.page_mut(pfn).mapcount_mut() += 1;
+        }
+        let head = self.compound_head(pfn);
+        if self.pages.get(head).is_anon() {
+            return;
+        }
+        let (av, vma) = self.anon_vma_prepare_vma(mm, addr);
+        let av = if exclusive {
+            av
+        } else {
+            self.rmap.anon_vma(av).expect("a live anon_vma").root
+        };
+        let sub = pfn.0 - head.0;
+        let index = linear_page_index(&vma, addr).wrapping_sub(sub);
+        self.pages.update(head, |p| {
+            p.anon_vma = av.0;
+            p.index = index;
+        });
+    }
+
+    /// A freed page's `mapping` and `PG_swapbacked` go (`free_pages_prepare`).
+    pub(super) fn page_rmap_freed(&mut self, head: Pfn) {
+        if self.pages.get(head).is_anon() {
+            self.pages.update(head, |p| {
+                p.anon_vma = NO_ANON_VMA;
+                p.index = 0;
+                p.clear(PageFlags::SWAPBACKED);
+            });
+        }
+    }
+
+    /// `page_mapped`: any PTE or PMD maps the page (or any part of a THP).
+    pub fn page_mapped(&self, pfn: Pfn) -> bool {
+        let (head, nr) = self.rmap_target(pfn);
+        if self.pa.page(head).compound_mapcount > 0 && nr > 1 {
+            return true;
+        }
+        (0..nr).any(|i| self.pa.page(Pfn(head.0 + i)).mapcount() > 0)
+    }
+
+    /// The pages a walk for `pfn` covers: a whole THP for its head, else
+    /// the one 4 KiB page.
+    fn rmap_target(&self, pfn: Pfn) -> (Pfn, u64) {
+        let page = self.pa.page(pfn);
+        if page.state == PageState::Allocated && page.order == Order::THP.0 {
+            (pfn, HPAGE_PMD_NR)
+        } else {
+            (pfn, 1)
+        }
+    }
+
+    // -----------------------------------------------------------------
+    // The walk.
+
+    /// `rmap_walk_anon`: the VMAs chained to the page's anon_vma that
+    /// cover it (the interval tree's query), in (mm, address) order. A
+    /// page that is not anonymous, or whose anon_vma is gone, has none.
+    /// Charged `find_vma_node` per VMA visited: the interval-tree step is
+    /// the same work as an rbtree node's (a line and two compares).
+    pub fn rmap_walk_anon(&self, ctx: &mut Ctx, pfn: Pfn) -> Vec<RmapVma> {
+        let (head, nr) = self.rmap_target(pfn);
+        let info = self.pages.get(self.compound_head(head));
+        self.rmap_walk_info(ctx, pfn, head, nr, info)
+    }
+
+    fn rmap_walk_info(
+        &self,
+        ctx: &mut Ctx,
+        pfn: Pfn,
+        head: Pfn,
+        nr: u64,
+        info: PageInfo,
+    ) -> Vec<RmapVma> {
+        let mut out = Vec::new();
+        if !info.is_anon() {
+            return out;
+        }
+        let Some(av) = self.rmap.anon_vma(AnonVmaId(info.anon_vma)) else {
+            return out;
+        };
+        // page_to_pgoff: a tail page's index is its head's plus its place.
+        let compound = self.compound_head(pfn);
+        let first = info.index.wrapping_add(head.0 - compound.0);
+        let step = ctx.machine().costs.find_vma_node.cycles();
+        // The addresses of [first, first + nr) in every chained VMA.
+        let start = first.wrapping_sub(av.pgoff_at_zero).wrapping_mul(PAGE_SIZE);
+        let end = start.saturating_add(nr * PAGE_SIZE);
+        for &mm in av.mms.keys() {
+            for (id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
+                if !av.chain.contains(&(mm, id)) {
+                    continue;
+                }
+                ctx.charge(Symbol::RmapWalkAnon, step);
+                out.push(RmapVma { mm, id, vma: *vma });
+            }
+        }
+        out
+    }
+
+    /// `page_vma_mapped_walk` of the pages `[head, head + nr)` in one VMA:
+    /// every PTE (or PMD) there that maps one of them (or, for migration,
+    /// holds a migration entry for one). Charged `pgtable_level` per entry
+    /// read: three to reach each PMD, one per PTE.
+    fn page_vma_mapped_walk(
+        &self,
+        ctx: &mut Ctx,
+        v: &RmapVma,
+        head: Pfn,
+        nr: u64,
+        index: u64,
+        mode: PvmwMode,
+    ) -> Vec<Mapped> {
+        let level = ctx.machine().costs.pgtable_level.cycles();
+        let mut reads = 0u64;
+        let mut out = Vec::new();
+        let start = vma_address(&v.vma, index).max(v.vma.start);
+        let end = vma_address(&v.vma, index)
+            .wrapping_add(nr * PAGE_SIZE)
+            .min(v.vma.end);
+        let mut addr = start;
+        while addr < end {
+            let window_end = ((addr / HPAGE_PMD_SIZE) + 1) * HPAGE_PMD_SIZE;
+            let next = window_end.min(end);
+            reads += 3;
+            let Some(pmd) = self.pmd_table(v.mm, addr) else {
+                addr = next;
+                continue;
+            };
+            let pmd_index = Level::Pmd.index(addr);
+            match self.tables.get(pmd, pmd_index) {
+                Entry::Huge { pfn, .. } if mode == PvmwMode::Present && pfn == head && nr > 1 => {
+                    out.push(Mapped {
+                        table: pmd,
+                        index: pmd_index,
+                        addr: addr & !(HPAGE_PMD_SIZE - 1),
+                        pfn,
+                        pmd: true,
+                    });
+                }
+                Entry::Table(pte) => {
+                    let mut a = addr;
+                    while a < next {
+                        reads += 1;
+                        let i = Level::Pte.index(a);
+                        let hit = match (self.tables.get(pte, i), mode) {
+                            (Entry::Page { pfn, .. }, PvmwMode::Present) => Some(pfn),
+                            (Entry::Migration { pfn, .. }, PvmwMode::Migration) => Some(pfn),
+                            _ => None,
+                        };
+                        if let Some(pfn) = hit.filter(|p| (head.0..head.0 + nr).contains(&p.0)) {
+                            out.push(Mapped {
+                                table: pte,
+                                index: i,
+                                addr: a,
+                                pfn,
+                                pmd: false,
+                            });
+                        }
+                        a += PAGE_SIZE;
+                    }
+                }
+                _ => {}
+            }
+            addr = next;
+        }
+        ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * reads));
+        out
+    }
+
+    /// The walk's two halves for the page at `pfn`: each VMA visited with
+    /// what maps the page there.
+    fn rmap_mappings(
+        &self,
+        ctx: &mut Ctx,
+        pfn: Pfn,
+        mode: PvmwMode,
+    ) -> Vec<(RmapVma, Vec<Mapped>)> {
+        let (head, nr) = self.rmap_target(pfn);
+        let compound = self.compound_head(head);
+        let info = self.pages.get(compound);
+        let index = info.index.wrapping_add(head.0 - compound.0);
+        let vmas = self.rmap_walk_info(ctx, pfn, head, nr, info);
+        vmas.into_iter()
+            .map(|v| {
+                let found = self.page_vma_mapped_walk(ctx, &v, head, nr, index, mode);
+                (v, found)
+            })
+            .collect()
+    }
+
+    /// Every mapping of the page, found by the walk: for tests and
+    /// callers that only look.
+    pub fn rmap_walk(&self, ctx: &mut Ctx, pfn: Pfn) -> Vec<(MmId, Mapped)> {
+        if !self.page_mapped(pfn) {
+            return Vec::new();
+        }
+        self.rmap_mappings(ctx, pfn, PvmwMode::Present)
+            .into_iter()
+            .flat_map(|(v, found)| found.into_iter().map(move |m| (v.mm, m)))
+            .collect()
+    }
+
+    // -----------------------------------------------------------------
+    // page_referenced.
+
+    /// `page_referenced`: how many mappings (one per VMA) had the accessed
+    /// bit set since the last look, clearing it. A PTE's bit is cleared
+    /// without a TLB flush on x86 and powerpc (`ptep_clear_flush_young` is
+    /// `ptep_test_and_clear_young` there: a stale TLB entry only delays the
+    /// next reference's bit); a THP's PMD bit is flushed on x86
+    /// (`pmdp_clear_flush_young` flushes the 2 MiB range when it was set).
+    /// A `VM_LOCKED` VMA stops the walk and reports `VM_LOCKED`.
+    pub fn page_referenced(&mut self, ctx: &mut Ctx, pfn: Pfn) -> Referenced {
+        let mut result = Referenced::default();
+        if !self.page_mapped(pfn) {
+            return result;
+        }
+        let cost = ctx.machine().costs.pgtable_level.cycles();
+        for (v, found) in self.rmap_mappings(ctx, pfn, PvmwMode::Present) {
+            if found.is_empty() {
+                continue;
+            }
+            if v.vma.flags.contains(VmFlags::LOCKED) {
+                result.vm_flags = result.vm_flags.union(VmFlags::LOCKED);
+                break;
+            }
+            let mut young = false;
+            for m in found {
+                ctx.charge(Symbol::PageReferencedOne, cost);
+                if self.tables.test_and_clear_young(m.table, m.index) {
+                    young = true;
+                    if m.pmd && ctx.machine().arch == crate::types::Arch::X86_64 {
+                        let mask = self.mm(v.mm).cpumask.clone();
+                        crate::arch::flush_tlb_mm_range(ctx, &mask);
+                    }
+                }
+            }
+            if young {
+                result.referenced += 1;
+                result.vm_flags = result.vm_flags.union(v.vma.flags);
+            }
+        }
+        result
+    }
+
+    // -----------------------------------------------------------------
+    // try_to_unmap and the deferred flush.
+
+    /// `try_to_unmap`: unmaps the page (a THP's head: the whole THP) from
+    /// every PTE that maps it. For reclaim each PTE becomes the swap entry
+    /// in the page's `private` (it must be in the swap cache), moving
+    /// `MM_ANONPAGES` to `MM_SWAPENTS`; the caller makes the swap count
+    /// follow (`swap_duplicate` once per entry in
+    /// [`Unmapped::swap_entries`]). A lazyfree page (anonymous, not
+    /// `PG_swapbacked`, clean) is dropped instead. With
+    /// [`TtuFlags::MIGRATION`] each PTE becomes a migration entry and no
+    /// counter moves. A PMD is split first with
+    /// [`TtuFlags::SPLIT_HUGE_PMD`], else left mapped. With
+    /// [`TtuFlags::BATCH_FLUSH`] on x86 the flush of an mm that ran on
+    /// another CPU is deferred to [`Kernel::try_to_unmap_flush`]; otherwise
+    /// each PTE is flushed (`ptep_clear_flush`). The page's references of
+    /// the mappings are dropped (the caller holds its own).
+    pub fn try_to_unmap(&mut self, ctx: &mut Ctx, pfn: Pfn, flags: TtuFlags) -> Unmapped {
+        let mut result = Unmapped::default();
+        let (head, nr) = self.rmap_target(pfn);
+        let compound = self.compound_head(head);
+        let info = self.pages.get(compound);
+        if !self.page_mapped(pfn) {
+            return result;
+        }
+        let index = info.index.wrapping_add(head.0 - compound.0);
+        let cost = ctx.machine().costs.zap_pte.cycles();
+        let vmas = self.rmap_walk_info(ctx, pfn, head, nr, info);
+        'vmas: for v in vmas {
+            if v.vma.flags.contains(VmFlags::LOCKED) && !flags.contains(TtuFlags::IGNORE_MLOCK) {
+                // mlock_vma_page: it stays, on the unevictable list.
+                break;
+            }
+            if flags.contains(TtuFlags::SPLIT_HUGE_PMD) {
+                let haddr = vma_address(&v.vma, index) & !(HPAGE_PMD_SIZE - 1);
+                self.split_huge_pmd_for(ctx, v.mm, haddr, head);
+            }
+            for m in self.page_vma_mapped_walk(ctx, &v, head, nr, index, PvmwMode::Present) {
+                if m.pmd {
+                    continue;
+                }
+                ctx.charge(Symbol::TryToUnmapOne, cost);
+                let Entry::Page { pfn: sub, write } = self.tables.get(m.table, m.index) else {
+                    unreachable!("the walk found a present PTE");
+                };
+                let new = if flags.contains(TtuFlags::MIGRATION) {
+                    Entry::Migration { pfn: sub, write }
+                } else if !info.test(PageFlags::SWAPBACKED) {
+                    if info.test(PageFlags::DIRTY) {
+                        // Redirtied lazyfree page: it is swap-backed again.
+                        self.pages
+                            .update(compound, |p| p.set(PageFlags::SWAPBACKED));
+                        break 'vmas;
+                    }
+                    Entry::None
+                } else if !info.test(PageFlags::SWAPCACHE) {
+                    // PageSwapBacked != PageSwapCache: not ready to unmap.
+                    break 'vmas;
+                } else {
+                    Entry::Swap { val: info.private }
+                };
+                self.unmap_flush(ctx, v.mm, flags, write);
+                self.tables.set(m.table, m.index, new);
+                match new {
+                    Entry::Migration { .. } => result.migration_entries += 1,
+                    Entry::Swap { .. } => {
+                        let mm = self.mm_mut(v.mm);
+                        mm.rss_anon -= 1;
+                        mm.rss_swap += 1;
+                        result.swap_entries += 1;
+                    }
+                    _ => {
+                        self.mm_mut(v.mm).rss_anon -= 1;
+                        result.discarded += 1;
+                    }
+                }
+                self.page_remove_rmap(sub);
+                self.put_page(ctx, sub);
+            }
+        }
+        result.still_mapped = self.page_mapped(pfn);
+        result
+    }
+
+    /// Splits the PMD of `mm` at `haddr` if it maps the THP `head`
+    /// (`split_huge_pmd_address` with the page given).
+    fn split_huge_pmd_for(&mut self, ctx: &mut Ctx, mm: MmId, haddr: u64, head: Pfn) {
+        if let Some((pmd, index)) = self.find_pmd(mm, haddr)
+            && matches!(self.tables.get(pmd, index), Entry::Huge { pfn, .. } if pfn == head)
+        {
+            self.split_huge_pmd(ctx, mm, pmd, index);
+        }
+    }
+
+    /// The flush after one PTE of `mm` is cleared: deferred into this
+    /// CPU's batch (`set_tlb_ubc_flush_pending`) when the architecture
+    /// batches, the caller asked for it and another CPU may hold the entry
+    /// (`should_defer_flush`); else `ptep_clear_flush`'s `flush_tlb_page`.
+    fn unmap_flush(&mut self, ctx: &mut Ctx, mm: MmId, flags: TtuFlags, writable: bool) {
+        let me = ctx.cur();
+        let mask = self.mm(mm).cpumask.clone();
+        let defer = flags.contains(TtuFlags::BATCH_FLUSH)
+            && crate::arch::batched_unmap_tlb_flush(ctx.machine().arch)
+            && mask.iter().any(|&c| c != me);
+        if !defer {
+            crate::arch::flush_tlb_page(ctx, &mask);
+            return;
+        }
+        let cpu = me.index();
+        if self.tlb_ubc.len() <= cpu {
+            self.tlb_ubc
+                .resize_with(cpu + 1, TlbflushUnmapBatch::default);
+        }
+        let batch = &mut self.tlb_ubc[cpu];
+        for c in mask {
+            if let Err(at) = batch.cpumask.binary_search(&c) {
+                batch.cpumask.insert(at, c);
+            }
+        }
+        batch.flush_required = true;
+        batch.writable |= writable;
+    }
+
+    /// `try_to_unmap_flush`: the flush this CPU's unmaps deferred, if
+    /// any: one local flush and one IPI round to the union of the touched
+    /// mms' CPUs (`arch_tlbbatch_flush`).
+    pub fn try_to_unmap_flush(&mut self, ctx: &mut Ctx) {
+        let cpu = ctx.cur().index();
+        let Some(batch) = self.tlb_ubc.get_mut(cpu) else {
+            return;
+        };
+        if !batch.flush_required {
+            return;
+        }
+        let mask = std::mem::take(&mut batch.cpumask);
+        batch.flush_required = false;
+        batch.writable = false;
+        crate::arch::arch_tlbbatch_flush(ctx, &mask);
+    }
+
+    /// `try_to_unmap_flush_dirty`: the deferred flush, only if a deferred
+    /// PTE was writable (before writing the page out).
+    pub fn try_to_unmap_flush_dirty(&mut self, ctx: &mut Ctx) {
+        let cpu = ctx.cur().index();
+        if self.tlb_ubc.get(cpu).is_some_and(|b| b.writable) {
+            self.try_to_unmap_flush(ctx);
+        }
+    }
+
+    /// `remove_migration_ptes(old, new)`: every migration entry for `old`
+    /// (each subpage of a THP) in the VMAs of `new`'s anon_vma becomes a
+    /// PTE mapping `new` (writable if the entry was), old, with a reference
+    /// and a mapcount (`page_add_anon_rmap`). `new` must carry `old`'s
+    /// `mapping` and `index` (the same page, for `split_huge_page`).
+    pub fn remove_migration_ptes(&mut self, ctx: &mut Ctx, old: Pfn, new: Pfn) -> u32 {
+        let (head, nr) = self.rmap_target(new);
+        let compound = self.compound_head(head);
+        let info = self.pages.get(compound);
+        let index = info.index.wrapping_add(head.0 - compound.0);
+        let cost = ctx.machine().costs.pgtable_level.cycles();
+        let vmas = self.rmap_walk_info(ctx, new, head, nr, info);
+        let mut restored = 0;
+        for v in vmas {
+            // The walk looks for entries naming `old`'s pages.
+            let found = self.page_vma_mapped_walk(ctx, &v, old, nr, index, PvmwMode::Migration);
+            for m in found {
+                ctx.charge(Symbol::RemoveMigrationPte, cost);
+                let Entry::Migration { pfn, write } = self.tables.get(m.table, m.index) else {
+                    unreachable!("the walk found a migration entry");
+                };
+                let page = Pfn(head.0 + (pfn.0 - old.0));
+                *self.pa.page_mut(compound).refcount_mut() += 1;
+                self.tables
+                    .set(m.table, m.index, Entry::Page { pfn: page, write });
+                self.page_add_anon_rmap(page, v.mm, m.addr, false, false);
+                restored += 1;
+            }
+        }
+        restored
+    }
+}
+
+/// `anon_vma_compatible(a, b)`: `b` starts where `a` ends, at the next page
+/// offset of the same file (or both anonymous), and their flags differ at
+/// most in read, write and exec.
+fn anon_vma_compatible(a: &Vma, b: &Vma) -> bool {
+    a.end == b.start
+        && a.file == b.file
+        && a.flags.without(VmFlags::PROT_MASK) == b.flags.without(VmFlags::PROT_MASK)
+}

@@ -17,6 +17,8 @@ pub mod pagemap;
 pub mod pgtable;
 pub mod shmem;
 pub mod slab;
+pub mod swap_slots;
+pub mod swapfile;
 pub mod useraccess;
 pub mod vmacache;
 

@@ -11,8 +11,6 @@
 //! contended here (only the owning CPU uses its cache), so they are charged
 //! as uncontended atomics, not simulated.
 
-#![allow(dead_code)] // the reclaim path calls this next
-
 use super::swapfile::{SWAP_BATCH, SwapDevices, SwapEntry};
 use crate::sim::{Ctx, Symbol};
 

@@ -13,10 +13,6 @@
 //! reuse of cache-only slots when swap is over half full (that needs the
 //! swap cache). More, and why: docs/mm.md, "swapfile.rs: swap slots".
 
-// The reclaim path (add_to_swap, try_to_unmap, do_swap_page) calls this
-// next; until it lands most of the API has no caller outside the tests.
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -289,7 +285,7 @@ impl SwapGlobals {
 
 /// Where `scan_swap_map_slots` goes next (its labels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scan {
+enum Label {
     Checks,
     Scan,
     Done,
@@ -625,10 +621,10 @@ impl SwapInfo {
             self.cluster_next
         };
         let mut offset = scan_base;
-        let mut step = Scan::Checks;
+        let mut step = Label::Checks;
         if self.has_clusters() {
             if !self.try_ssd_cluster(ctx, cpu, &mut offset, &mut scan_base) {
-                step = Scan::Scan;
+                step = Label::Scan;
             }
         } else if self.cluster_nr == 0 {
             if self.pages - self.inuse_pages >= cs {
@@ -670,16 +666,16 @@ impl SwapInfo {
 
         loop {
             match step {
-                Scan::Checks => {
+                Label::Checks => {
                     if self.has_clusters() {
                         let mut broke = None;
                         while self.cluster_conflict(cpu, offset) {
                             if n_ret > 0 {
-                                broke = Some(Scan::Done);
+                                broke = Some(Label::Done);
                                 break;
                             }
                             if !self.try_ssd_cluster(ctx, cpu, &mut offset, &mut scan_base) {
-                                broke = Some(Scan::Scan);
+                                broke = Some(Label::Scan);
                                 break;
                             }
                         }
@@ -689,7 +685,7 @@ impl SwapInfo {
                         }
                     }
                     if !self.flags.contains(SwpFlags::WRITEOK) || self.highest_bit == 0 {
-                        step = Scan::NoPage;
+                        step = Label::NoPage;
                         continue;
                     }
                     if offset > self.highest_bit {
@@ -699,7 +695,7 @@ impl SwapInfo {
                     let ci = self.lock_cluster(ctx, offset);
                     if self.swap_map[offset as usize] != 0 {
                         self.unlock_cluster(ctx, ci);
-                        step = if n_ret == 0 { Scan::Scan } else { Scan::Done };
+                        step = if n_ret == 0 { Label::Scan } else { Label::Done };
                         continue;
                     }
                     self.swap_map[offset as usize] = usage;
@@ -710,13 +706,13 @@ impl SwapInfo {
                     out.push(self.entry(offset));
                     n_ret += 1;
                     if n_ret == nr || offset >= self.highest_bit {
-                        step = Scan::Done;
+                        step = Label::Done;
                         continue;
                     }
                     latency_ration -= 1;
                     if latency_ration < 0 {
                         // Time for a break, and slots are in hand.
-                        step = Scan::Done;
+                        step = Label::Done;
                         continue;
                     }
                     if self.has_clusters() {
@@ -732,7 +728,7 @@ impl SwapInfo {
                     }
                     // No free cluster: scan on a little, lock held, unless
                     // a long scan was already done.
-                    step = Scan::Done;
+                    step = Label::Done;
                     if !scanned_many {
                         let scan_limit = if offset < scan_base {
                             scan_base
@@ -746,7 +742,7 @@ impl SwapInfo {
                                 break;
                             }
                             if self.swap_map[offset as usize] == 0 {
-                                step = Scan::Checks;
+                                step = Label::Checks;
                                 break;
                             }
                             offset += 1;
@@ -754,11 +750,11 @@ impl SwapInfo {
                         charge_scan(ctx, offset - from);
                     }
                 }
-                Scan::Done => {
+                Label::Done => {
                     self.set_cluster_next(ctx, cpu, offset + 1);
                     return n_ret;
                 }
-                Scan::Scan => {
+                Label::Scan => {
                     // The whole device from offset on, then from the
                     // bottom up to where this scan began, without the lock.
                     self.unlock(ctx);
@@ -798,9 +794,9 @@ impl SwapInfo {
                     }
                     charge_scan(ctx, examined);
                     self.lock(ctx);
-                    step = if found { Scan::Checks } else { Scan::NoPage };
+                    step = if found { Label::Checks } else { Label::NoPage };
                 }
-                Scan::NoPage => return n_ret,
+                Label::NoPage => return n_ret,
             }
         }
     }
@@ -844,8 +840,7 @@ impl SwapInfo {
     fn swap_entry_free(&mut self, ctx: &mut Ctx, g: &mut SwapGlobals, offset: u64) {
         let ci = self.lock_cluster(ctx, offset);
         assert_eq!(
-            self.swap_map[offset as usize],
-            SWAP_HAS_CACHE,
+            self.swap_map[offset as usize], SWAP_HAS_CACHE,
             "swap_entry_free of a slot still referenced"
         );
         self.swap_map[offset as usize] = 0;
@@ -1220,7 +1215,11 @@ impl SwapDevices {
             let cost = ctx.machine().costs.swap_slot_op.cycles();
             ctx.charge(Symbol::GetSwapPages, cost);
             if size == cs {
-                n_ret = usize::from(si.swap_alloc_cluster(ctx, g).inspect(|&e| out.push(e)).is_some());
+                n_ret = usize::from(
+                    si.swap_alloc_cluster(ctx, g)
+                        .inspect(|&e| out.push(e))
+                        .is_some(),
+                );
             } else {
                 n_ret = si.scan_swap_map_slots(ctx, g, SWAP_HAS_CACHE, n_goal, out);
             }
@@ -1337,7 +1336,11 @@ impl SwapDevices {
     /// for a slot of a THP's cluster, no slot of the cluster is still
     /// referenced): the caller should then try to free the cache page
     /// (`__try_to_reclaim_swap`).
-    pub fn free_swap_and_cache(&mut self, ctx: &mut Ctx, entry: SwapEntry) -> Result<bool, SwapError> {
+    pub fn free_swap_and_cache(
+        &mut self,
+        ctx: &mut Ctx,
+        entry: SwapEntry,
+    ) -> Result<bool, SwapError> {
         let left = self.swap_entry_free_ref(ctx, entry)?;
         Ok(left == SWAP_HAS_CACHE && !self.swap_page_trans_huge_swapped(ctx, entry))
     }
@@ -1355,7 +1358,7 @@ impl SwapDevices {
         let offset = entry.swp_offset();
         let size = if self.thp_swap { nr_pages } else { 1 };
         let cs = self.cluster_size;
-        if size != 1 && (size != cs || offset % cs != 0) {
+        if size != 1 && (size != cs || !offset.is_multiple_of(cs)) {
             return Err(SwapError::EINVAL);
         }
         self.device(entry)?.check_in_use(offset)?;
@@ -1488,7 +1491,8 @@ impl SwapDevices {
     /// Whether the slot's page is in the swap cache (`SWAP_HAS_CACHE`).
     pub fn has_cache(&self, entry: SwapEntry) -> bool {
         self.si.get(entry.swp_type()).is_some_and(|si| {
-            entry.swp_offset() < si.max && si.swap_map[entry.swp_offset() as usize] & SWAP_HAS_CACHE != 0
+            entry.swp_offset() < si.max
+                && si.swap_map[entry.swp_offset() as usize] & SWAP_HAS_CACHE != 0
         })
     }
 
@@ -1539,7 +1543,9 @@ impl SwapDevices {
         for entry in self.caches.held() {
             let si = &self.si[entry.swp_type()];
             if si.swap_map[entry.swp_offset() as usize] != SWAP_HAS_CACHE {
-                return Err(format!("{entry} in a slot cache but its map is not SWAP_HAS_CACHE"));
+                return Err(format!(
+                    "{entry} in a slot cache but its map is not SWAP_HAS_CACHE"
+                ));
             }
         }
         let mut avail: Vec<usize> = self
@@ -1552,7 +1558,9 @@ impl SwapDevices {
         avail.sort();
         listed.sort();
         if avail != listed {
-            return Err(format!("swap_avail list {listed:?}, devices not full {avail:?}"));
+            return Err(format!(
+                "swap_avail list {listed:?}, devices not full {avail:?}"
+            ));
         }
         Ok(())
     }

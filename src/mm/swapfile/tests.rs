@@ -21,7 +21,10 @@ fn ctx(nr_cpus: u32, seed: u64) -> Ctx {
 fn setup(nr_cpus: u32, pages: u64, flags: SwpFlags, thp_swap: bool) -> (Ctx, SwapDevices) {
     let mut ctx = ctx(nr_cpus, 1);
     let mut swap = SwapDevices::new(nr_cpus as usize, thp_swap);
-    assert_eq!(swap.swapon(&mut ctx, "/dev/sda2", pages, None, flags), Ok(0));
+    assert_eq!(
+        swap.swapon(&mut ctx, "/dev/sda2", pages, None, flags),
+        Ok(0)
+    );
     (ctx, swap)
 }
 
@@ -61,13 +64,25 @@ fn entries_pack_into_59_bits() {
 fn swapon_checks_its_arguments() {
     let mut ctx = ctx(2, 1);
     let mut swap = SwapDevices::new(2, true);
-    assert_eq!(swap.swapon(&mut ctx, "a", 1, None, hdd()), Err(SwapError::EINVAL));
-    assert_eq!(swap.swapon(&mut ctx, "a", 100, Some(40000), hdd()), Err(SwapError::EINVAL));
-    assert_eq!(swap.swapon(&mut ctx, "a", 100, None, SwpFlags::WRITEOK), Err(SwapError::EINVAL));
+    assert_eq!(
+        swap.swapon(&mut ctx, "a", 1, None, hdd()),
+        Err(SwapError::EINVAL)
+    );
+    assert_eq!(
+        swap.swapon(&mut ctx, "a", 100, Some(40000), hdd()),
+        Err(SwapError::EINVAL)
+    );
+    assert_eq!(
+        swap.swapon(&mut ctx, "a", 100, None, SwpFlags::WRITEOK),
+        Err(SwapError::EINVAL)
+    );
     for ty in 0..MAX_SWAPFILES {
         assert_eq!(swap.swapon(&mut ctx, "a", 2, None, hdd()), Ok(ty));
     }
-    assert_eq!(swap.swapon(&mut ctx, "a", 2, None, hdd()), Err(SwapError::EPERM));
+    assert_eq!(
+        swap.swapon(&mut ctx, "a", 2, None, hdd()),
+        Err(SwapError::EPERM)
+    );
     // Priorities -1, -2, ... in order; one usable page each.
     assert_eq!(swap.swap_info(0).unwrap().prio, -1);
     assert_eq!(swap.swap_info(31).unwrap().prio, -32);
@@ -126,7 +141,10 @@ fn ssd_clusters_per_cpu_and_for_thps() {
     let more = take(&mut ctx, &mut swap, 0, 63);
     assert_eq!(more[61].swp_offset(), 575);
     assert_eq!(more[62].swp_offset(), 576);
-    assert_eq!(swap.get_swap_page(&mut ctx, false).map(|e| e.swp_offset()), Some(577));
+    assert_eq!(
+        swap.get_swap_page(&mut ctx, false).map(|e| e.swp_offset()),
+        Some(577)
+    );
     assert_eq!(swap.swap_info(0).unwrap().inuse_pages, 3 * 64 + 5 * 512);
     swap.check().unwrap();
 
@@ -262,10 +280,19 @@ fn the_swap_cache_protocol() {
     assert_eq!(swap.put_swap_page(&mut ctx, e, 1), Err(SwapError::ENOENT));
     // The header, another device, an offset past the end.
     let header = SwapEntry::new(0, 0);
-    assert_eq!(swap.swap_duplicate(&mut ctx, header), Err(SwapError::ENOENT));
+    assert_eq!(
+        swap.swap_duplicate(&mut ctx, header),
+        Err(SwapError::ENOENT)
+    );
     assert_eq!(swap.swap_free(&mut ctx, header), Err(SwapError::ENOENT));
-    assert_eq!(swap.swap_free(&mut ctx, SwapEntry::new(1, 5)), Err(SwapError::EINVAL));
-    assert_eq!(swap.swap_free(&mut ctx, SwapEntry::new(0, 600)), Err(SwapError::EINVAL));
+    assert_eq!(
+        swap.swap_free(&mut ctx, SwapEntry::new(1, 5)),
+        Err(SwapError::EINVAL)
+    );
+    assert_eq!(
+        swap.swap_free(&mut ctx, SwapEntry::new(0, 600)),
+        Err(SwapError::EINVAL)
+    );
     assert_eq!(swap.swp_swapcount(&mut ctx, header), 0);
     swap.check().unwrap();
 }
@@ -280,7 +307,12 @@ fn duplicate_and_free_counts_beyond_swap_map_max() {
         assert_eq!(swap.swp_swapcount(&mut ctx, e), n);
     }
     assert_eq!(swap.swap_count(e), SWAP_MAP_MAX | COUNT_CONTINUED);
-    assert!(swap.swap_info(0).unwrap().flags.contains(SwpFlags::CONTINUED));
+    assert!(
+        swap.swap_info(0)
+            .unwrap()
+            .flags
+            .contains(SwpFlags::CONTINUED)
+    );
     swap.check().unwrap();
     for n in (0..100u64).rev() {
         swap.swap_free(&mut ctx, e).unwrap();
@@ -301,7 +333,10 @@ fn thp_slots_freed_whole_or_one_by_one() {
     let (mut ctx, mut swap) = setup(1, 4096, ssd(), true);
     // A base page first: the slot caches switch on, and the CPU's
     // cluster is cluster 1.
-    assert_eq!(swap.get_swap_page(&mut ctx, false), Some(SwapEntry::new(0, 512)));
+    assert_eq!(
+        swap.get_swap_page(&mut ctx, false),
+        Some(SwapEntry::new(0, 512))
+    );
     let thp = swap.get_swap_page(&mut ctx, true).unwrap();
     assert_eq!(thp.swp_offset(), 1024);
     let sub = SwapEntry::new(0, 1024 + 5);
@@ -320,7 +355,10 @@ fn thp_slots_freed_whole_or_one_by_one() {
 
     let thp = swap.get_swap_page(&mut ctx, true).unwrap();
     swap.split_swap_cluster(&mut ctx, thp).unwrap();
-    assert_eq!(swap.put_swap_page(&mut ctx, thp, 512), Err(SwapError::EINVAL));
+    assert_eq!(
+        swap.put_swap_page(&mut ctx, thp, 512),
+        Err(SwapError::EINVAL)
+    );
     swap.check().unwrap();
 }
 
@@ -385,43 +423,75 @@ fn pick<T: Copy>(rng: &mut Rng, items: impl ExactSizeIterator<Item = T>) -> Opti
 }
 
 /// Random allocations, THPs, duplicates, frees, cache claims and puts on
-/// four CPUs and two devices, against a shadow of every slot in use: no
+/// two CPUs and two devices of equal priority, against a shadow of every slot in use: no
 /// slot handed out twice, every count and cache bit as the shadow says,
 /// and the checker's invariants after every step.
 fn randomized(seed: u64, flags: SwpFlags, thp_swap: bool) {
-    let mut ctx = ctx(4, seed);
+    let mut ctx = ctx(2, seed);
     let mut rng = Rng::new(seed);
-    let mut swap = SwapDevices::new(4, thp_swap);
-    swap.swapon(&mut ctx, "a", 3000, Some(3), flags).unwrap();
-    swap.swapon(&mut ctx, "b", 2500, Some(3), flags).unwrap();
+    let mut swap = SwapDevices::new(2, thp_swap);
+    swap.swapon(&mut ctx, "a", 2048, Some(3), flags).unwrap();
+    swap.swapon(&mut ctx, "b", 600, Some(3), flags).unwrap();
     let cs = swap.swapfile_cluster();
     let mut shadow: BTreeMap<SwapEntry, Shadow> = BTreeMap::new();
     let mut huge: BTreeSet<SwapEntry> = BTreeSet::new();
     let fail = |step: usize, what: String| panic!("seed {seed} step {step}: {what}");
-    for step in 0..3000 {
-        ctx.set_cur(CpuId(rng.below(4) as u32));
-        let live = shadow.len();
-        match rng.below(100) {
-            // Allocate, more often while little is in use.
-            0..=29 if live < 4000 => match swap.get_swap_page(&mut ctx, false) {
+    let (mut thps, mut most, mut switched_on, mut failed) = (0, 0, 0, 0);
+    let mut was_active = false;
+    let mut full_at = None;
+    for step in 0..7000 {
+        ctx.set_cur(CpuId(rng.below(2) as u32));
+        // A phase that fills swap up (until allocations have failed for
+        // a while), then one that drains it.
+        let mut r = rng.below(100);
+        let grow = step < 4500 && full_at.is_none_or(|at| step < at + 300);
+        if grow && r >= 30 && !r.is_multiple_of(4) {
+            r = 0;
+        }
+        let fills = (r < 30 && !r.is_multiple_of(3)) || (33..=47).contains(&r) || r >= 87;
+        if !grow && fills {
+            r = 48 + r % 35;
+        }
+        match r {
+            0..=29 => match swap.get_swap_page(&mut ctx, false) {
                 Some(e) => {
                     if shadow.contains_key(&e) {
                         fail(step, format!("{e} handed out twice"));
                     }
-                    shadow.insert(e, Shadow { count: 0, cache: true });
+                    shadow.insert(
+                        e,
+                        Shadow {
+                            count: 0,
+                            cache: true,
+                        },
+                    );
                 }
-                None => assert_eq!(swap.nr_swap_pages(), 0, "seed {seed} step {step}"),
+                None => {
+                    failed += 1;
+                    full_at.get_or_insert(step);
+                    assert_eq!(swap.nr_swap_pages(), 0, "seed {seed} step {step}");
+                }
             },
             30..=32 => {
                 if let Some(e) = swap.get_swap_page(&mut ctx, true) {
                     assert_eq!(e.swp_offset() % cs, 0);
                     for i in 0..cs {
                         let sub = SwapEntry::new(e.swp_type(), e.swp_offset() + i);
-                        if shadow.insert(sub, Shadow { count: 0, cache: true }).is_some() {
+                        if shadow
+                            .insert(
+                                sub,
+                                Shadow {
+                                    count: 0,
+                                    cache: true,
+                                },
+                            )
+                            .is_some()
+                        {
                             fail(step, format!("{sub} handed out twice"));
                         }
                     }
                     huge.insert(e);
+                    thps += 1;
                 }
             }
             33..=47 => {
@@ -449,7 +519,10 @@ fn randomized(seed: u64, flags: SwpFlags, thp_swap: bool) {
                         let only_cache = s.count == 0 && s.cache && !group_refs;
                         assert_eq!(swap.free_swap_and_cache(&mut ctx, e), Ok(only_cache));
                     }
-                    if s == (Shadow { count: 0, cache: false }) {
+                    if s == (Shadow {
+                        count: 0,
+                        cache: false,
+                    }) {
                         shadow.remove(&e);
                     }
                 }
@@ -506,7 +579,10 @@ fn randomized(seed: u64, flags: SwpFlags, thp_swap: bool) {
         if let Err(err) = swap.check() {
             fail(step, err);
         }
-        for (&e, s) in &shadow {
+        most = most.max(shadow.len());
+        switched_on += usize::from(!was_active && swap.slot_cache_active());
+        was_active = swap.slot_cache_active();
+        for (&e, s) in shadow.iter().filter(|_| step % 10 == 0) {
             let count = swap.swp_swapcount(&mut ctx, e);
             if count != s.count || swap.has_cache(e) != s.cache {
                 fail(step, format!("{e}: count {count}, shadow {s:?}"));
@@ -514,14 +590,30 @@ fn randomized(seed: u64, flags: SwpFlags, thp_swap: bool) {
         }
         // Every slot in use is in the shadow or held by a slot cache.
         let held: BTreeSet<SwapEntry> = swap.caches.held().collect();
-        let inuse: u64 = (0..2).map(|ty| swap.swap_info(ty).unwrap().inuse_pages).sum();
+        let inuse: u64 = (0..2)
+            .map(|ty| swap.swap_info(ty).unwrap().inuse_pages)
+            .sum();
         if inuse != (shadow.len() + held.len()) as u64 {
-            fail(step, format!("{inuse} in use, {} + {}", shadow.len(), held.len()));
+            fail(
+                step,
+                format!("{inuse} in use, {} + {}", shadow.len(), held.len()),
+            );
         }
         if let Some(e) = held.iter().find(|e| shadow.contains_key(e)) {
             fail(step, format!("{e} both in use and in a slot cache"));
         }
     }
+    // The run did what it is for: swap filled to the last slot and
+    // allocations failed, the slot caches went off and on again, and
+    // THPs got clusters where they can.
+    assert_eq!(most, 599 + 2047, "seed {seed}: swap never full");
+    assert!(failed > 0, "seed {seed}");
+    assert!(
+        switched_on >= 2,
+        "seed {seed}: caches on {switched_on} times"
+    );
+    let thp_clusters = thp_swap && flags.contains(SwpFlags::SOLIDSTATE);
+    assert_eq!(thps > 0, thp_clusters, "seed {seed}: {thps} THPs");
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::swap_slots::SlotCaches;
-use crate::sim::{CacheLine, Ctx, Cycles, SpinLock, Symbol};
+use crate::sim::{CacheLine, Ctx, Cycles, LineAccess, NO_WRITER, SpinLock, Symbol, touch_line};
 
 /// `MAX_SWAPFILES`: swap types are 0..32 (5 bits in an entry).
 pub const MAX_SWAPFILES: usize = 32;
@@ -158,7 +158,7 @@ impl std::ops::BitOr for SwpFlags {
 }
 
 /// `swap_cluster_info`: one cluster of a non-rotational device.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct SwapClusterInfo {
     /// Slots in use (`cluster_count`); meaningless while free.
     count: u32,
@@ -168,8 +168,21 @@ struct SwapClusterInfo {
     huge: bool,
     /// The next cluster on the free list (`cluster_next`).
     next: Option<u32>,
-    /// `ci->lock`.
-    lock: SpinLock,
+    /// The CPU that took `ci->lock` last (its line's last writer): the
+    /// lock is charged as a line handed between CPUs, not queued.
+    lock_cpu: u16,
+}
+
+impl Default for SwapClusterInfo {
+    fn default() -> Self {
+        SwapClusterInfo {
+            count: 0,
+            free: false,
+            huge: false,
+            next: None,
+            lock_cpu: NO_WRITER,
+        }
+    }
 }
 
 /// `swap_cluster_list`: a singly linked list of clusters through `next`.
@@ -387,15 +400,26 @@ impl SwapInfo {
             return None;
         }
         let idx = (offset / self.cluster_size) as usize;
-        self.cluster_info[idx].lock.lock(ctx, Symbol::RawSpinLock);
+        // A cluster is mostly one CPU's: its lock is a locked operation on
+        // a line this CPU holds, or the line's transfer from the CPU that
+        // took it last. Queueing on it is not modelled (host time: it is
+        // taken for every slot).
+        let ci = &mut self.cluster_info[idx];
+        let moved = touch_line(
+            ctx,
+            &mut ci.lock_cpu,
+            Symbol::RawSpinLock,
+            LineAccess::Write,
+        );
+        if moved == Cycles::ZERO {
+            let cost = ctx.machine().costs.atomic_rmw_local.cycles();
+            ctx.charge(Symbol::RawSpinLock, cost);
+        }
         Some(idx)
     }
 
-    fn unlock_cluster(&mut self, ctx: &mut Ctx, ci: Option<usize>) {
-        if let Some(idx) = ci {
-            self.cluster_info[idx].lock.unlock(ctx);
-        }
-    }
+    /// `unlock_cluster`: a store to the line the lock just brought here.
+    fn unlock_cluster(&mut self, _ctx: &mut Ctx, _ci: Option<usize>) {}
 
     /// `lock_cluster_or_swap_info`: the cluster lock where there are
     /// clusters, else `si->lock`.

@@ -632,3 +632,72 @@ fn randomized_against_a_shadow_ssd_no_thp() {
 fn randomized_against_a_shadow_hdd() {
     randomized(5, hdd(), true);
 }
+
+/// Pages 10 GiB out and unmaps it again, slot work only, on four CPUs
+/// taking turns through the engine (so lock histories are forgotten as a
+/// run forgets them): one page or THP per step.
+struct PageOut {
+    swap: SwapDevices,
+    huge: bool,
+    n: u64,
+    next: u64,
+    out: Vec<SwapEntry>,
+    freed: usize,
+}
+
+impl crate::sim::Workload for PageOut {
+    fn step(&mut self, ctx: &mut Ctx) {
+        let nr = if self.huge { 512 } else { 1 };
+        if self.next < self.n {
+            self.next += 1;
+            let e = self.swap.get_swap_page(ctx, self.huge).expect("room");
+            for j in 0..nr {
+                let sub = SwapEntry::new(0, e.swp_offset() + j);
+                self.swap.swap_duplicate(ctx, sub).unwrap();
+            }
+            self.swap.put_swap_page(ctx, e, nr).unwrap();
+            self.out.push(e);
+        } else if self.freed < self.out.len() {
+            let e = self.out[self.freed];
+            self.freed += 1;
+            for j in 0..nr {
+                let sub = SwapEntry::new(0, e.swp_offset() + j);
+                self.swap.free_swap_and_cache(ctx, sub).unwrap();
+            }
+        } else {
+            ctx.finish();
+        }
+    }
+}
+
+/// Host cost of the slot work of paging 10 GiB out and unmapping it, in
+/// base pages and in THPs; prints host seconds (not a result).
+/// `cargo test --release --lib mm::swapfile::tests::host_cost_of_10_gib -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn host_cost_of_10_gib() {
+    let pages = 10 << 18;
+    for huge in [false, true] {
+        let (ctx, swap) = setup(4, pages + 4096, ssd(), true);
+        let n = if huge { pages / 512 } else { pages };
+        let mut work = PageOut {
+            swap,
+            huge,
+            n,
+            next: 0,
+            out: Vec::new(),
+            freed: 0,
+        };
+        let start = std::time::Instant::now();
+        let mut engine = crate::sim::Engine::new(ctx);
+        engine.run(&mut work, None);
+        work.swap.check().unwrap();
+        let held = work.swap.caches.held().count() as u64;
+        assert_eq!(work.swap.nr_swap_pages() + held, pages + 4095);
+        eprintln!(
+            "huge {huge}: {n} allocations and frees, {:.2} host s, {} steps",
+            start.elapsed().as_secs_f64(),
+            engine.steps()
+        );
+    }
+}

@@ -1205,6 +1205,9 @@ impl SwapDevices {
         out: &mut Vec<SwapEntry>,
     ) -> usize {
         let cs = self.cluster_size;
+        if n_goal == 0 {
+            return 0;
+        }
         if size != 1 && (size != cs || !self.thp_swap || n_goal > 1) {
             // Linux warns and fails: only one cluster, and only with
             // CONFIG_THP_SWAP.

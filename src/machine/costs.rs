@@ -140,6 +140,9 @@ costs! {
     // The block layer, for a disk as a swap device.
     submit_bio_path: Latency, "per bio submitted to a disk, on the submitting CPU: bio allocation, submit_bio, blk_mq_submit_bio's merge attempt or request allocation, and the driver's queue_rq (doorbell or command issue)";
     fork_process: Latency, "fork of a small process outside its page tables: copy_process, dup_mm of a few VMAs, wake_up_new_task";
+    // Swap slots.
+    swap_slot_op: Latency, "one swap slot taken, freed or its count changed under its lock (swap_map byte, cluster count, lowest/highest bounds, inuse_pages), outside the locks and the scan";
+    swap_map_scan: Latency, "one swap_map byte looked at and passed over in a scan of the swap map (scan_swap_map_slots, the per-CPU cluster's scan, put_swap_page's check of a THP's cluster)";
     // Architecture-specific (see `Costs::arch_of`).
     tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";
 }

@@ -21,6 +21,8 @@ pub mod pgtable;
 pub mod rmap;
 pub mod shmem;
 pub mod slab;
+pub mod swap_slots;
+pub mod swapfile;
 pub mod useraccess;
 pub mod vmacache;
 

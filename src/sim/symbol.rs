@@ -129,6 +129,16 @@ symbols! {
     UpRead => "up_read",
     DownWrite => "down_write",
     UpWrite => "up_write",
+    // Swap slots (mm/swapfile.c, mm/swap_slots.c).
+    GetSwapPage => "get_swap_page",
+    GetSwapPages => "get_swap_pages",
+    ScanSwapMapSlots => "scan_swap_map_slots",
+    SwapAllocCluster => "swap_alloc_cluster",
+    SwapDuplicate => "__swap_duplicate",
+    SwapEntryFree => "__swap_entry_free",
+    FreeSwapSlot => "free_swap_slot",
+    SwapcacheFreeEntries => "swapcache_free_entries",
+    PutSwapPage => "put_swap_page",
     // User space of the benchmark programs.
     UserPageAllocBench => "[user] page-alloc-bench",
     UserNetperf => "[user] netperf",

@@ -2,3 +2,8 @@
 //! devices (`mm::page_io::SwapDevice`). A layer above `mm`: a driver uses
 //! the page allocator and page contents, and the swap code calls it only
 //! through the trait, as Linux calls a block driver.
+
+pub mod lzo;
+pub mod zcomp;
+pub mod zram;
+pub mod zsmalloc;

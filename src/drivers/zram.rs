@@ -1,0 +1,1 @@
+//! zram (placeholder, filled in by the next commit).

@@ -1,0 +1,1 @@
+//! zsmalloc (placeholder, filled in by the next commit).

@@ -31,24 +31,22 @@ const M4_MAX_OFFSET_V0: usize = 0xbfff;
 const M4_MAX_OFFSET_V1: usize = 0xbffe;
 const MIN_ZERO_RUN_LENGTH: usize = 4;
 const MAX_ZERO_RUN_LENGTH: usize = 2047 + MIN_ZERO_RUN_LENGTH;
+/// The match finder's table has 2^13 entries in the kernel.
 const D_BITS: u32 = 13;
-/// Entries in the match finder's table.
-pub const D_SIZE: usize = 1 << D_BITS;
-const D_MASK: usize = D_SIZE - 1;
 /// The stream version LZO-RLE writes (`LZO_VERSION`).
 const LZO_VERSION: u8 = 1;
 
 /// The compressor's working memory (`wrkmem`): reused between pages so a
 /// compression allocates nothing.
 pub struct Lzo {
-    dict: Box<[u16; D_SIZE]>,
+    dict: Vec<u16>,
+    /// The table's size in bits: the kernel's 13 but in tests.
+    d_bits: u32,
 }
 
 impl Default for Lzo {
     fn default() -> Lzo {
-        Lzo {
-            dict: Box::new([0; D_SIZE]),
-        }
+        Lzo::with_d_bits(D_BITS)
     }
 }
 
@@ -94,6 +92,17 @@ fn push_length(out: &mut Vec<u8>, mut n: usize) {
 }
 
 impl Lzo {
+    /// A compressor whose table has 2^`d_bits` entries (liblzo2's
+    /// `lzo1x_1_11_compress` .. `lzo1x_1_15_compress` differ from
+    /// `lzo1x_1_compress` only in this).
+    pub fn with_d_bits(d_bits: u32) -> Lzo {
+        assert!((10..=16).contains(&d_bits), "d_bits {d_bits}");
+        Lzo {
+            dict: vec![0; 1 << d_bits],
+            d_bits,
+        }
+    }
+
     /// `lzo1x_1_compress` (`rle` false) or `lzorle1x_1_compress` (`rle`
     /// true) of `input` into `out` (cleared first).
     pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>, rle: bool) {
@@ -116,6 +125,11 @@ impl Lzo {
         let mut state_offset = 2;
         while left > 20 {
             let ll = left.min(m4_max_offset + 1);
+            // The kernel's pointer-overflow test is also true when fewer
+            // than 32 bytes are in play: those go out as literals.
+            if (t + ll) >> 5 == 0 {
+                break;
+            }
             self.dict.fill(0);
             t = self.compress_block(input, ip, ll, out, t, &mut state_offset, rle);
             ip += ll;
@@ -152,7 +166,6 @@ impl Lzo {
         let ip_end = bs + ll - 20;
         let mut ii = bs;
         let mut ip = bs + if ti < 4 { 4 - ti } else { 0 };
-        let dict = &mut self.dict;
         // Whether to skip ahead as after a failed match (`goto literal`)
         // or look at `ip` itself (`goto next`, after an instruction).
         let mut skip = true;
@@ -174,9 +187,9 @@ impl Lzo {
                 }
                 run_length = (ir - ip).min(MAX_ZERO_RUN_LENGTH);
             } else {
-                let h = ((dv.wrapping_mul(0x1824429d)) >> (32 - D_BITS)) as usize & D_MASK;
-                m_pos = bs + dict[h] as usize;
-                dict[h] = (ip - bs) as u16;
+                let h = ((dv.wrapping_mul(0x1824429d)) >> (32 - self.d_bits)) as usize;
+                m_pos = bs + self.dict[h] as usize;
+                self.dict[h] = (ip - bs) as u16;
                 if dv != le32(input, m_pos) {
                     skip = true;
                     continue;
@@ -421,6 +434,7 @@ mod tests {
         let mut v = vec![
             vec![],
             vec![7],
+            b"twenty-five bytes of text".to_vec(),
             b"abcabcabcabcabcabcab".to_vec(),
             vec![0; 4096],
             vec![0x5a; 4096],
@@ -478,6 +492,22 @@ mod tests {
             let mut back = vec![0u8; input.len()];
             lzo1x::decompress(&out, &mut back).unwrap_or_else(|e| panic!("input {i}: {e:?}"));
             assert!(back == *input, "input {i}");
+        }
+    }
+
+    #[test]
+    fn plain_lzo_is_liblzo2s_lzo1x_1_byte_for_byte() {
+        // liblzo2's lzo1x_1 (ported, the lzo1x crate) with tables of 2^11,
+        // 2^12 and 2^14 entries writes the same bytes as ours with those
+        // tables; the kernel's is the same algorithm with 2^13.
+        for (level, d_bits) in [(1, 11), (2, 12), (3, 14)] {
+            let mut lzo = Lzo::with_d_bits(d_bits);
+            let mut out = Vec::new();
+            for (i, input) in inputs().iter().enumerate() {
+                lzo.compress(input, &mut out, false);
+                let theirs = lzo1x::compress(input, lzo1x::CompressLevel::new(level));
+                assert!(out == theirs, "input {i}, d_bits {d_bits}: {} vs {} bytes", out.len(), theirs.len());
+            }
         }
     }
 

@@ -337,3 +337,312 @@ impl SwapDevice for Zram {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drivers::zcomp;
+    use crate::features::Features;
+    use crate::mm::contents::Contents;
+    use crate::mm::mmzone::Pfn;
+
+    fn setup() -> (Ctx, PageAllocator) {
+        let machine = crate::machine::builtin("x86-2s-server").unwrap();
+        let pa = PageAllocator::new(&machine, Features::all());
+        (Ctx::new(machine, 1), pa)
+    }
+
+    /// usemem's page: word k holds `first + k`.
+    fn rule_page(first: u64) -> PageImage {
+        let mut c = Contents::new();
+        c.fill_run(Pfn(1), 0, 512, 8, first, 1);
+        c.image(Pfn(1))
+    }
+
+    /// Deterministic noise (xorshift).
+    fn noise_page(mut x: u64) -> PageImage {
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        for b in bytes.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        PageImage::from_bytes(&bytes)
+    }
+
+    /// Text in the first half, zeros in the second.
+    fn half_text_page() -> PageImage {
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        let text = b"zram keeps swapped pages compressed in memory. ";
+        for (i, b) in bytes[..2048].iter_mut().enumerate() {
+            *b = text[(i * 7 + i / 61) % text.len()];
+        }
+        PageImage::from_bytes(&bytes)
+    }
+
+    fn stat(z: &Zram, name: &str) -> u64 {
+        z.stats()
+            .into_iter()
+            .find(|&(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .1
+    }
+
+    #[test]
+    fn algorithms_parse_by_their_sysfs_names() {
+        assert_eq!(Algorithm::parse("lzo-rle"), Ok(Algorithm::LzoRle));
+        assert_eq!(Algorithm::parse("lz4"), Ok(Algorithm::Lz4));
+        let err = Algorithm::parse("zstd").unwrap_err();
+        assert_eq!(
+            err,
+            "unknown zram compression algorithm 'zstd' (choose one of: lzo, lzo-rle, lz4)"
+        );
+        assert!(!err.contains('\n'));
+        assert!(Zram::new(0, Algorithm::Lzo).is_err());
+        let z = Zram::new(10 * PAGE_SIZE + 1, Algorithm::LzoRle).unwrap();
+        assert_eq!(z.nr_pages(), 11);
+        assert_eq!(z.name(), "/dev/zram0");
+        assert!(z.synchronous() && z.solid_state());
+    }
+
+    #[test]
+    fn same_filled_pages_allocate_nothing() {
+        let (mut ctx, mut pa) = setup();
+        let start = pa.nr_allocated_pages();
+        let mut z = Zram::new(1 << 20, Algorithm::LzoRle).unwrap();
+        let t0 = ctx.now();
+        for (offset, word) in [(0, 0), (1, 0x5a5a_5a5a_5a5a_5a5a), (2, 7)] {
+            let image = PageImage::same(word);
+            assert_eq!(
+                z.write_page(&mut ctx, &mut pa, offset, &image),
+                Ok(Completion::Done)
+            );
+        }
+        // page_same_filled read all 512 words of each, at 1 cycle a word.
+        assert_eq!(ctx.now() - t0, crate::types::Cycles(3 * 512));
+        assert_eq!(pa.nr_allocated_pages(), start);
+        assert_eq!(stat(&z, "same_pages"), 3);
+        assert_eq!(stat(&z, "orig_data_size"), 3 * PAGE_SIZE);
+        assert_eq!(stat(&z, "compr_data_size"), 0);
+        assert_eq!(stat(&z, "mem_used_total"), 0);
+        let (image, done) = z.read_page(&mut ctx, 1);
+        assert_eq!(done, Completion::Done);
+        assert_eq!(image.same_filled(), Some(0x5a5a_5a5a_5a5a_5a5a));
+        assert!(z.read_page(&mut ctx, 9).0.is_zero(), "an unwritten slot");
+        z.slot_free(&mut ctx, &mut pa, 0);
+        assert_eq!(stat(&z, "same_pages"), 2);
+        assert_eq!(stat(&z, "notify_free"), 1);
+    }
+
+    /// The compressed length of `image` with `algorithm`, checked to
+    /// decode back to the page.
+    fn compressed_len(algorithm: Algorithm, image: &PageImage) -> usize {
+        let (mut ctx, mut pa) = setup();
+        let mut z = Zram::new(1 << 20, algorithm).unwrap();
+        z.write_page(&mut ctx, &mut pa, 0, image).unwrap();
+        let mut page = [0u8; PAGE_SIZE as usize];
+        let mut back = [0u8; PAGE_SIZE as usize];
+        image.to_bytes(&mut page);
+        zcomp::decompress(algorithm, z.last_output(), &mut back).unwrap();
+        assert!(page == back, "{algorithm:?} does not round-trip");
+        z.last_output().len()
+    }
+
+    #[test]
+    fn compressed_lengths_are_the_compressors_own() {
+        // Each value is what the compressor gives for the page, once the
+        // output was checked to decode back to it (compressed_len).
+        let pages = [
+            ("usemem words 512..1024", rule_page(512)),
+            ("usemem words 2^31..", rule_page(1 << 31)),
+            ("half text, half zeros", half_text_page()),
+        ];
+        let expected = [
+            (Algorithm::Lzo, [1560, 1562, 321]),
+            (Algorithm::LzoRle, [1564, 1564, 316]),
+            (Algorithm::Lz4, [2057, 2059, 318]),
+        ];
+        for (algorithm, lengths) in expected {
+            for ((what, image), want) in pages.iter().zip(lengths) {
+                let got = compressed_len(algorithm, image);
+                assert_eq!(got, want, "{algorithm:?}, {what}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_of_noise_is_stored_huge() {
+        let (mut ctx, mut pa) = setup();
+        let start = pa.nr_allocated_pages();
+        for algorithm in Algorithm::ALL {
+            let mut z = Zram::new(1 << 20, algorithm).unwrap();
+            let noise = noise_page(3);
+            z.write_page(&mut ctx, &mut pa, 5, &noise).unwrap();
+            assert!(z.last_output().len() >= z.pool().huge_class_size());
+            assert_eq!(stat(&z, "huge_pages"), 1);
+            assert_eq!(stat(&z, "compr_data_size"), PAGE_SIZE);
+            // The 4096 class: one object in one page.
+            assert_eq!(stat(&z, "mem_used_total"), PAGE_SIZE);
+            assert_eq!(pa.nr_allocated_pages(), start + 1);
+            assert_eq!(z.read_page(&mut ctx, 5).0, noise);
+            z.slot_free(&mut ctx, &mut pa, 5);
+            assert_eq!(stat(&z, "huge_pages"), 0);
+            assert_eq!(pa.nr_allocated_pages(), start);
+        }
+    }
+
+    #[test]
+    fn mm_stat_after_a_sequence() {
+        let (mut ctx, mut pa) = setup();
+        let start = pa.nr_allocated_pages();
+        let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::LzoRle).unwrap();
+        let mut write = |z: &mut Zram, ctx: &mut Ctx, offset, image: &PageImage| {
+            z.write_page(ctx, &mut pa, offset, image).unwrap();
+        };
+        // 1564 bytes + the handle: class 1632, 5 objects in 2 pages.
+        write(&mut z, &mut ctx, 0, &rule_page(512));
+        write(&mut z, &mut ctx, 1, &rule_page(512));
+        write(&mut z, &mut ctx, 2, &PageImage::zero());
+        // Huge: class 4096, 1 page.
+        write(&mut z, &mut ctx, 3, &noise_page(11));
+        // 316 bytes + the handle: class 336, 12 objects in 1 page.
+        write(&mut z, &mut ctx, 4, &half_text_page());
+        let mm_stat = |z: &Zram| -> Vec<u64> { z.stats().iter().map(|&(_, v)| v).collect() };
+        let names: Vec<&str> = z.stats().iter().map(|&(n, _)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "orig_data_size",
+                "compr_data_size",
+                "mem_used_total",
+                "mem_limit",
+                "mem_used_max",
+                "same_pages",
+                "pages_compacted",
+                "huge_pages",
+                "failed_writes",
+                "notify_free"
+            ]
+        );
+        let p = PAGE_SIZE;
+        assert_eq!(
+            mm_stat(&z),
+            [5 * p, 2 * 1564 + p + 316, 4 * p, 0, 4 * p, 1, 0, 1, 0, 0]
+        );
+        // Overwriting the huge page with a same-filled one frees its page.
+        write(&mut z, &mut ctx, 3, &PageImage::same(9));
+        assert_eq!(
+            mm_stat(&z),
+            [5 * p, 2 * 1564 + 316, 3 * p, 0, 4 * p, 2, 0, 0, 0, 0]
+        );
+        // Freeing both objects of the 2-page zspage gives its pages back.
+        z.slot_free(&mut ctx, &mut pa, 0);
+        assert_eq!(z.pool().total_pages(), 3);
+        z.slot_free(&mut ctx, &mut pa, 1);
+        assert_eq!(mm_stat(&z), [3 * p, 316, p, 0, 4 * p, 2, 0, 0, 0, 2]);
+        // A freed slot freed again (no swap entry holds it) changes nothing
+        // but the notification count.
+        z.slot_free(&mut ctx, &mut pa, 1);
+        for offset in [2, 3, 4] {
+            z.slot_free(&mut ctx, &mut pa, offset);
+        }
+        assert_eq!(mm_stat(&z), [0, 0, 0, 0, 4 * p, 0, 0, 0, 0, 6]);
+        assert_eq!(pa.nr_allocated_pages(), start);
+    }
+
+    #[test]
+    fn a_write_costs_the_scan_the_compression_and_the_copy() {
+        let (mut ctx, mut pa) = setup();
+        let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::Lz4).unwrap();
+        z.write_page(&mut ctx, &mut pa, 0, &rule_page(512)).unwrap();
+        let costs = &ctx.machine().costs;
+        // Words 0 and 511 differ: page_same_filled stops after two.
+        assert_eq!(ctx.stats.cycles(Symbol::ZramBvecWrite), crate::types::Cycles(2));
+        assert_eq!(
+            ctx.stats.cycles(Symbol::Lz4CompressFastExtState),
+            costs.lz4_compress_bandwidth.cycles_for_bytes(PAGE_SIZE)
+        );
+        assert_eq!(
+            ctx.stats.cycles(Symbol::Memcpy),
+            costs.copy_page_bandwidth.cycles_for_bytes(2057)
+        );
+        assert_eq!(ctx.stats.cycles(Symbol::ZsMalloc), costs.zs_malloc_path.cycles());
+        // A page equal at both ends scans on to its first difference.
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        bytes[8 * 100] = 1;
+        z.write_page(&mut ctx, &mut pa, 1, &PageImage::from_bytes(&bytes))
+            .unwrap();
+        assert_eq!(ctx.stats.cycles(Symbol::ZramBvecWrite), crate::types::Cycles(2 + 102));
+        // Reading back decompresses (lz4 rate), the kept image comes back.
+        let before = ctx.stats.cycles(Symbol::Lz4DecompressSafe);
+        let (image, _) = z.read_page(&mut ctx, 0);
+        assert_eq!(image, rule_page(512));
+        let costs = &ctx.machine().costs;
+        assert_eq!(
+            ctx.stats.cycles(Symbol::Lz4DecompressSafe) - before,
+            costs.lz4_decompress_bandwidth.cycles_for_bytes(PAGE_SIZE)
+        );
+    }
+
+    #[test]
+    fn a_write_with_no_memory_fails_and_keeps_the_old_contents() {
+        // One CPU, one node of 64 MiB, taken until allocations fail.
+        let mut machine = crate::machine::builtin("x86-2s-server").unwrap();
+        machine.topology.sockets = 1;
+        machine.topology.numa_nodes = 1;
+        machine.topology.cores_per_socket = 1;
+        machine.topology.threads_per_core = 1;
+        machine.topology.memory_per_node_bytes = 64 << 20;
+        let mut pa = PageAllocator::new(&machine, Features::all());
+        let mut ctx = Ctx::new(machine, 1);
+        let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::Lzo).unwrap();
+        z.write_page(&mut ctx, &mut pa, 7, &PageImage::same(3)).unwrap();
+        while pa
+            .alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, crate::mm::mmzone::Order::ZERO)
+            .is_some()
+        {}
+        assert_eq!(
+            z.write_page(&mut ctx, &mut pa, 7, &rule_page(0)),
+            Err(IoError::NoMemory)
+        );
+        assert_eq!(stat(&z, "failed_writes"), 1);
+        assert_eq!(z.read_page(&mut ctx, 7).0, PageImage::same(3));
+        // A same-filled page needs no memory.
+        assert_eq!(
+            z.write_page(&mut ctx, &mut pa, 8, &PageImage::same(4)),
+            Ok(Completion::Done)
+        );
+        assert_eq!(stat(&z, "same_pages"), 2);
+    }
+
+    /// Host time to write 100,000 usemem pages and 100,000 zero pages
+    /// (`cargo test --release --lib drivers::zram::tests::host_speed --
+    /// --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn host_speed() {
+        let (mut ctx, mut pa) = setup();
+        for algorithm in Algorithm::ALL {
+            let mut z = Zram::new(200_000 * PAGE_SIZE, algorithm).unwrap();
+            let t = std::time::Instant::now();
+            for i in 0..100_000u64 {
+                z.write_page(&mut ctx, &mut pa, i, &rule_page(512 * (i + 1)))
+                    .unwrap();
+            }
+            let rule = t.elapsed();
+            let t = std::time::Instant::now();
+            for i in 100_000..200_000u64 {
+                z.write_page(&mut ctx, &mut pa, i, &PageImage::zero()).unwrap();
+            }
+            eprintln!(
+                "{}: 100,000 rule pages {:?}, 100,000 zero pages {:?}; host bytes {}; {:?}",
+                algorithm.name(),
+                rule,
+                t.elapsed(),
+                z.host_bytes(),
+                z.stats()
+            );
+        }
+    }
+}

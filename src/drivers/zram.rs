@@ -180,7 +180,10 @@ impl Zram {
         let (symbol, rate) = match self.zcomp.algorithm() {
             Algorithm::Lzo => (Symbol::Lzo1x1DoCompress, &costs.lzo_compress_bandwidth),
             Algorithm::LzoRle => (Symbol::Lzo1x1DoCompress, &costs.lzo_rle_compress_bandwidth),
-            Algorithm::Lz4 => (Symbol::Lz4CompressFastExtState, &costs.lz4_compress_bandwidth),
+            Algorithm::Lz4 => (
+                Symbol::Lz4CompressFastExtState,
+                &costs.lz4_compress_bandwidth,
+            ),
         };
         (symbol, rate.cycles_for_bytes(PAGE_SIZE))
     }
@@ -263,7 +266,11 @@ impl SwapDevice for Zram {
                 };
                 self.stats.max_used_pages = self.stats.max_used_pages.max(self.pool.total_pages());
                 // The compressed bytes (or the page) into the object.
-                let copy = ctx.machine().costs.copy_page_bandwidth.cycles_for_bytes(size as u64);
+                let copy = ctx
+                    .machine()
+                    .costs
+                    .copy_page_bandwidth
+                    .cycles_for_bytes(size as u64);
                 ctx.charge(Symbol::Memcpy, copy);
                 self.stats.compr_data_size += size as u64;
                 if size as u64 == PAGE_SIZE {
@@ -558,7 +565,10 @@ mod tests {
         z.write_page(&mut ctx, &mut pa, 0, &rule_page(512)).unwrap();
         let costs = &ctx.machine().costs;
         // Words 0 and 511 differ: page_same_filled stops after two.
-        assert_eq!(ctx.stats.cycles(Symbol::ZramBvecWrite), crate::types::Cycles(2));
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZramBvecWrite),
+            crate::types::Cycles(2)
+        );
         assert_eq!(
             ctx.stats.cycles(Symbol::Lz4CompressFastExtState),
             costs.lz4_compress_bandwidth.cycles_for_bytes(PAGE_SIZE)
@@ -567,13 +577,19 @@ mod tests {
             ctx.stats.cycles(Symbol::Memcpy),
             costs.copy_page_bandwidth.cycles_for_bytes(2057)
         );
-        assert_eq!(ctx.stats.cycles(Symbol::ZsMalloc), costs.zs_malloc_path.cycles());
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZsMalloc),
+            costs.zs_malloc_path.cycles()
+        );
         // A page equal at both ends scans on to its first difference.
         let mut bytes = [0u8; PAGE_SIZE as usize];
         bytes[8 * 100] = 1;
         z.write_page(&mut ctx, &mut pa, 1, &PageImage::from_bytes(&bytes))
             .unwrap();
-        assert_eq!(ctx.stats.cycles(Symbol::ZramBvecWrite), crate::types::Cycles(2 + 102));
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZramBvecWrite),
+            crate::types::Cycles(2 + 102)
+        );
         // Reading back decompresses (lz4 rate), the kept image comes back.
         let before = ctx.stats.cycles(Symbol::Lz4DecompressSafe);
         let (image, _) = z.read_page(&mut ctx, 0);
@@ -597,9 +613,14 @@ mod tests {
         let mut pa = PageAllocator::new(&machine, Features::all());
         let mut ctx = Ctx::new(machine, 1);
         let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::Lzo).unwrap();
-        z.write_page(&mut ctx, &mut pa, 7, &PageImage::same(3)).unwrap();
+        z.write_page(&mut ctx, &mut pa, 7, &PageImage::same(3))
+            .unwrap();
         while pa
-            .alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, crate::mm::mmzone::Order::ZERO)
+            .alloc_pages(
+                &mut ctx,
+                Gfp::HIGHUSER_MOVABLE,
+                crate::mm::mmzone::Order::ZERO,
+            )
             .is_some()
         {}
         assert_eq!(
@@ -622,24 +643,37 @@ mod tests {
     #[test]
     #[ignore]
     fn host_speed() {
+        // This thread's CPU time: the host may be busy with other work.
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes the timespec it is given.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        };
         let (mut ctx, mut pa) = setup();
         for algorithm in Algorithm::ALL {
             let mut z = Zram::new(200_000 * PAGE_SIZE, algorithm).unwrap();
-            let t = std::time::Instant::now();
+            let (t, c) = (std::time::Instant::now(), cpu());
             for i in 0..100_000u64 {
                 z.write_page(&mut ctx, &mut pa, i, &rule_page(512 * (i + 1)))
                     .unwrap();
             }
-            let rule = t.elapsed();
-            let t = std::time::Instant::now();
+            let (rule, rule_cpu) = (t.elapsed(), cpu() - c);
+            let (t, c) = (std::time::Instant::now(), cpu());
             for i in 100_000..200_000u64 {
-                z.write_page(&mut ctx, &mut pa, i, &PageImage::zero()).unwrap();
+                z.write_page(&mut ctx, &mut pa, i, &PageImage::zero())
+                    .unwrap();
             }
             eprintln!(
-                "{}: 100,000 rule pages {:?}, 100,000 zero pages {:?}; host bytes {}; {:?}",
+                "{}: 100,000 rule pages {:?} ({:?} CPU), 100,000 zero pages {:?} ({:?} CPU); host bytes {}; {:?}",
                 algorithm.name(),
                 rule,
+                rule_cpu,
                 t.elapsed(),
+                cpu() - c,
                 z.host_bytes(),
                 z.stats()
             );

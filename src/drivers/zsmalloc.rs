@@ -561,7 +561,11 @@ mod tests {
             pa.free_pages(&mut ctx, pfn, Order::ZERO);
         }
         let mut again = 0;
-        while again < keep && pa.alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order::ZERO).is_some() {
+        while again < keep
+            && pa
+                .alloc_pages(&mut ctx, Gfp::HIGHUSER_MOVABLE, Order::ZERO)
+                .is_some()
+        {
             again += 1;
         }
         (ctx, pa, again)

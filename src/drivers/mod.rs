@@ -5,3 +5,7 @@
 
 pub mod block;
 pub mod disk;
+pub mod lzo;
+pub mod zcomp;
+pub mod zram;
+pub mod zsmalloc;

@@ -143,6 +143,16 @@ costs! {
     // Swap slots.
     swap_slot_op: Latency, "one swap slot taken, freed or its count changed under its lock (swap_map byte, cluster count, lowest/highest bounds, inuse_pages), outside the locks and the scan";
     swap_map_scan: Latency, "one swap_map byte looked at and passed over in a scan of the swap map (scan_swap_map_slots, the per-CPU cluster's scan, put_swap_page's check of a THP's cluster)";
+    // zram and zsmalloc (swap to compressed memory).
+    zram_same_scan_word: Latency, "page_same_filled: comparing one 8-byte word of the page with the first (a load, a compare and a predicted branch, cache-warm)";
+    lzo_compress_bandwidth: Bandwidth, "lzo1x_1_compress (zram's lzo): bytes of page compressed per second on one core";
+    lzo_decompress_bandwidth: Bandwidth, "lzo1x_decompress_safe: bytes of page restored per second on one core";
+    lzo_rle_compress_bandwidth: Bandwidth, "lzorle1x_1_compress (zram's lzo-rle, 5.x's default): bytes of page compressed per second on one core";
+    lzo_rle_decompress_bandwidth: Bandwidth, "lzo1x_decompress_safe on an lzo-rle stream: bytes of page restored per second on one core";
+    lz4_compress_bandwidth: Bandwidth, "LZ4_compress_default (zram's lz4): bytes of page compressed per second on one core";
+    lz4_decompress_bandwidth: Bandwidth, "LZ4_decompress_safe: bytes of page restored per second on one core";
+    zs_malloc_path: Latency, "zs_malloc outside page allocation: the handle from its kmem_cache, the class lookup, class->lock, find_get_zspage, obj_malloc and fix_fullness_group";
+    zs_free_path: Latency, "zs_free: the handle's object lookup, class->lock, obj_free, fix_fullness_group and the handle's kmem_cache free (an emptied zspage's pages are charged by the page allocator)";
     // Architecture-specific (see `Costs::arch_of`).
     tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";
 }

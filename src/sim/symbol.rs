@@ -139,6 +139,16 @@ symbols! {
     FreeSwapSlot => "free_swap_slot",
     SwapcacheFreeEntries => "swapcache_free_entries",
     PutSwapPage => "put_swap_page",
+    // zram and zsmalloc (drivers/block/zram, lib/lzo, lib/lz4, mm/zsmalloc.c).
+    ZramBvecWrite => "__zram_bvec_write",
+    ZramBvecRead => "__zram_bvec_read",
+    Lzo1x1DoCompress => "lzo1x_1_do_compress",
+    Lzo1xDecompressSafe => "lzo1x_decompress_safe",
+    Lz4CompressFastExtState => "LZ4_compress_fast_extState",
+    Lz4DecompressSafe => "LZ4_decompress_safe",
+    ZsMalloc => "zs_malloc",
+    ZsFree => "zs_free",
+    Memcpy => "memcpy",
     // User space of the benchmark programs.
     UserPageAllocBench => "[user] page-alloc-bench",
     UserNetperf => "[user] netperf",

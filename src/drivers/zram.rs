@@ -1,0 +1,682 @@
+//! zram as a swap device (`drivers/block/zram/zram_drv.c`, Linux 5.13/5.14):
+//! pages are kept compressed in memory that zsmalloc takes from the page
+//! allocator.
+//!
+//! A write (`__zram_bvec_write`) first tests the page for one repeated
+//! 8-byte word (`page_same_filled`); such a page is kept as the word alone,
+//! with no allocation, and counted in `same_pages`. Any other page is
+//! compressed for real (`drivers::zcomp`: lzo, lzo-rle or lz4 over the
+//! page's real bytes); a result of `huge_class_size` bytes or more is
+//! stored whole (`ZRAM_HUGE`, counted in `huge_pages`); the object comes
+//! from zsmalloc, and if zsmalloc cannot get a page the write fails with
+//! [`IoError::NoMemory`], the slot keeping what it had. Only then is the
+//! slot's old object freed, as the kernel frees it after allocating the
+//! new one. Everything happens on the writing CPU
+//! (`SWP_SYNCHRONOUS_IO`): the scan, the compression, `zs_malloc` and the
+//! copy into the object are charged to it and the write is
+//! [`Completion::Done`].
+//!
+//! Host memory: a slot keeps the page's [`PageImage`] (its compact form:
+//! nothing for a zero page, one rule for a usemem page) and the real
+//! compressed length, not the compressed bytes, so 10 GB of rule pages in
+//! zram stays small. A read gives the kept image back and charges the
+//! decompression the kernel would do. Tests check that the compressed bytes
+//! decode to the page.
+//!
+//! Left out: the writeback to a backing device, idle and `ZRAM_WB`
+//! tracking, `mem_limit` (0: none), `zs_compact` (`pages_compacted` stays
+//! 0), the second `zs_malloc` with `GFP_NOIO` after a failed first one
+//! (`writestall`; with no reclaim modelled it would fail the same way),
+//! partial-page I/O, discard, the slot lock and the per-CPU compression
+//! streams' locking.
+
+use super::zcomp::{Algorithm, Zcomp};
+use super::zsmalloc::{Handle, ZsPool};
+use crate::mm::contents::PageImage;
+use crate::mm::mmzone::PAGE_SIZE;
+use crate::mm::page_alloc::{Gfp, PageAllocator};
+use crate::mm::page_io::{Completion, IoError, SwapDevice};
+use crate::sim::{Ctx, Symbol};
+
+const WORDS: usize = (PAGE_SIZE / 8) as usize;
+
+/// What a slot of `zram->table` holds.
+#[derive(Clone, Debug, Default)]
+enum Slot {
+    /// Never written, or freed: reads as zeros.
+    #[default]
+    Empty,
+    /// `ZRAM_SAME`: every word of the page is this one.
+    Same(u64),
+    /// A zsmalloc object of `size` bytes (`PAGE_SIZE` when `ZRAM_HUGE`),
+    /// and the page's contents it stands for.
+    Stored {
+        handle: Handle,
+        size: u16,
+        image: PageImage,
+    },
+}
+
+/// zram's counters (`struct zram_stats`), those `mm_stat` and `io_stat`
+/// show.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZramStats {
+    /// Pages stored, same-filled ones included.
+    pub pages_stored: u64,
+    /// Bytes of the stored objects.
+    pub compr_data_size: u64,
+    pub same_pages: u64,
+    pub huge_pages: u64,
+    /// Most zsmalloc pages in use at once.
+    pub max_used_pages: u64,
+    pub failed_writes: u64,
+    /// `zram_slot_free_notify` calls.
+    pub notify_free: u64,
+}
+
+/// One zram device.
+pub struct Zram {
+    nr_pages: u64,
+    /// Grown as slots are written: a slot never written costs nothing.
+    table: Vec<Slot>,
+    zcomp: Zcomp,
+    pool: ZsPool,
+    stats: ZramStats,
+    /// The page's bytes for the compressor.
+    bytes: Box<[u8; PAGE_SIZE as usize]>,
+}
+
+/// The 8-byte words `page_same_filled` reads of `bytes`: the first and the
+/// last, then from the second on until one differs from the first.
+fn words_scanned(bytes: &[u8; PAGE_SIZE as usize]) -> u64 {
+    let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8"));
+    let first = word(0);
+    if word(WORDS - 1) != first {
+        return 2;
+    }
+    match (1..WORDS - 1).find(|&i| word(i) != first) {
+        Some(i) => 2 + i as u64,
+        None => WORDS as u64,
+    }
+}
+
+impl Zram {
+    /// `/dev/zram0` of `disksize` bytes (rounded up to whole pages, as
+    /// `disksize_store` does) compressing with `algorithm`.
+    pub fn new(disksize: u64, algorithm: Algorithm) -> Result<Zram, String> {
+        let nr_pages = disksize.div_ceil(PAGE_SIZE);
+        if nr_pages == 0 {
+            return Err("zram: disksize must be at least one page".to_string());
+        }
+        Ok(Zram {
+            nr_pages,
+            table: Vec::new(),
+            zcomp: Zcomp::new(algorithm),
+            // zram asks for movable highmem pages (__GFP_HIGHMEM |
+            // __GFP_MOVABLE).
+            pool: ZsPool::new(Gfp::HIGHUSER_MOVABLE),
+            stats: ZramStats::default(),
+            bytes: Box::new([0; PAGE_SIZE as usize]),
+        })
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.zcomp.algorithm()
+    }
+
+    pub fn zram_stats(&self) -> ZramStats {
+        self.stats
+    }
+
+    pub fn pool(&self) -> &ZsPool {
+        &self.pool
+    }
+
+    /// Host bytes the device keeps: its table, the kept images and the
+    /// pool's bookkeeping.
+    pub fn host_bytes(&self) -> usize {
+        self.table.capacity() * std::mem::size_of::<Slot>()
+            + self
+                .table
+                .iter()
+                .map(|s| match s {
+                    Slot::Stored { image, .. } => image.host_bytes(),
+                    _ => 0,
+                })
+                .sum::<usize>()
+            + self.pool.host_bytes()
+    }
+
+    fn check_offset(&self, offset: u64) {
+        assert!(
+            offset < self.nr_pages,
+            "zram: slot {offset} past the device's {} pages",
+            self.nr_pages
+        );
+    }
+
+    /// `zram_free_page`: drops what the slot holds.
+    fn free_slot(&mut self, ctx: &mut Ctx, pa: &mut PageAllocator, offset: u64) {
+        let Some(slot) = self.table.get_mut(offset as usize) else {
+            return;
+        };
+        match std::mem::take(slot) {
+            Slot::Empty => return,
+            Slot::Same(_) => self.stats.same_pages -= 1,
+            Slot::Stored { handle, size, .. } => {
+                self.pool.free(ctx, pa, handle);
+                self.stats.compr_data_size -= size as u64;
+                if size as u64 == PAGE_SIZE {
+                    self.stats.huge_pages -= 1;
+                }
+            }
+        }
+        self.stats.pages_stored -= 1;
+    }
+
+    /// The compressor's time for one page.
+    fn compress_cost(&self, ctx: &Ctx) -> (Symbol, crate::types::Cycles) {
+        let costs = &ctx.machine().costs;
+        let (symbol, rate) = match self.zcomp.algorithm() {
+            Algorithm::Lzo => (Symbol::Lzo1x1DoCompress, &costs.lzo_compress_bandwidth),
+            Algorithm::LzoRle => (Symbol::Lzo1x1DoCompress, &costs.lzo_rle_compress_bandwidth),
+            Algorithm::Lz4 => (
+                Symbol::Lz4CompressFastExtState,
+                &costs.lz4_compress_bandwidth,
+            ),
+        };
+        (symbol, rate.cycles_for_bytes(PAGE_SIZE))
+    }
+
+    fn decompress_cost(&self, ctx: &Ctx) -> (Symbol, crate::types::Cycles) {
+        let costs = &ctx.machine().costs;
+        let (symbol, rate) = match self.zcomp.algorithm() {
+            Algorithm::Lzo => (Symbol::Lzo1xDecompressSafe, &costs.lzo_decompress_bandwidth),
+            Algorithm::LzoRle => (
+                Symbol::Lzo1xDecompressSafe,
+                &costs.lzo_rle_decompress_bandwidth,
+            ),
+            Algorithm::Lz4 => (Symbol::Lz4DecompressSafe, &costs.lz4_decompress_bandwidth),
+        };
+        (symbol, rate.cycles_for_bytes(PAGE_SIZE))
+    }
+
+    /// The compressed length of `image` with this device's algorithm, and
+    /// the words `page_same_filled` read (it did not find one word).
+    fn compress(&mut self, image: &PageImage) -> (usize, u64) {
+        image.to_bytes(&mut self.bytes);
+        let words = words_scanned(&self.bytes);
+        (self.zcomp.compress(&self.bytes[..]), words)
+    }
+
+    /// The compressed bytes of the last page written, for tests.
+    #[cfg(test)]
+    fn last_output(&self) -> &[u8] {
+        self.zcomp.output()
+    }
+}
+
+impl SwapDevice for Zram {
+    fn name(&self) -> &str {
+        "/dev/zram0"
+    }
+
+    fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+
+    fn synchronous(&self) -> bool {
+        true
+    }
+
+    fn solid_state(&self) -> bool {
+        true
+    }
+
+    fn write_page(
+        &mut self,
+        ctx: &mut Ctx,
+        pa: &mut PageAllocator,
+        offset: u64,
+        image: &PageImage,
+    ) -> Result<Completion, IoError> {
+        self.check_offset(offset);
+        let scan = ctx.machine().costs.zram_same_scan_word.value();
+        let slot = match image.same_filled() {
+            Some(word) => {
+                let cycles = (scan * WORDS as f64).round() as u64;
+                ctx.charge(Symbol::ZramBvecWrite, crate::types::Cycles(cycles));
+                self.stats.same_pages += 1;
+                Slot::Same(word)
+            }
+            None => {
+                let (comp_len, words) = self.compress(image);
+                let cycles = (scan * words as f64).round() as u64;
+                ctx.charge(Symbol::ZramBvecWrite, crate::types::Cycles(cycles));
+                let (symbol, cycles) = self.compress_cost(ctx);
+                ctx.charge(symbol, cycles);
+                let size = if comp_len >= self.pool.huge_class_size() {
+                    PAGE_SIZE as usize
+                } else {
+                    comp_len
+                };
+                let Some(handle) = self.pool.malloc(ctx, pa, size) else {
+                    self.stats.failed_writes += 1;
+                    return Err(IoError::NoMemory);
+                };
+                self.stats.max_used_pages = self.stats.max_used_pages.max(self.pool.total_pages());
+                // The compressed bytes (or the page) into the object.
+                let copy = ctx
+                    .machine()
+                    .costs
+                    .copy_page_bandwidth
+                    .cycles_for_bytes(size as u64);
+                ctx.charge(Symbol::Memcpy, copy);
+                self.stats.compr_data_size += size as u64;
+                if size as u64 == PAGE_SIZE {
+                    self.stats.huge_pages += 1;
+                }
+                Slot::Stored {
+                    handle,
+                    size: size as u16,
+                    image: image.clone(),
+                }
+            }
+        };
+        self.free_slot(ctx, pa, offset);
+        if self.table.len() <= offset as usize {
+            self.table.resize(offset as usize + 1, Slot::Empty);
+        }
+        self.table[offset as usize] = slot;
+        self.stats.pages_stored += 1;
+        Ok(Completion::Done)
+    }
+
+    fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
+        self.check_offset(offset);
+        let slot = self.table.get(offset as usize).unwrap_or(&Slot::Empty);
+        let costs = &ctx.machine().costs;
+        let (image, symbol, cycles) = match slot {
+            // zram_fill_page: the word stored over the page.
+            Slot::Empty => (
+                PageImage::zero(),
+                Symbol::ZramBvecRead,
+                costs.clear_page_bandwidth.cycles_for_bytes(PAGE_SIZE),
+            ),
+            Slot::Same(word) => (
+                PageImage::same(*word),
+                Symbol::ZramBvecRead,
+                costs.clear_page_bandwidth.cycles_for_bytes(PAGE_SIZE),
+            ),
+            Slot::Stored { size, image, .. } if *size as u64 == PAGE_SIZE => (
+                image.clone(),
+                Symbol::Memcpy,
+                costs.copy_page_bandwidth.cycles_for_bytes(PAGE_SIZE),
+            ),
+            Slot::Stored { image, .. } => {
+                let (symbol, cycles) = self.decompress_cost(ctx);
+                (image.clone(), symbol, cycles)
+            }
+        };
+        ctx.charge(symbol, cycles);
+        (image, Completion::Done)
+    }
+
+    fn slot_free(&mut self, ctx: &mut Ctx, pa: &mut PageAllocator, offset: u64) {
+        self.check_offset(offset);
+        self.stats.notify_free += 1;
+        self.free_slot(ctx, pa, offset);
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.stats;
+        vec![
+            ("orig_data_size", s.pages_stored * PAGE_SIZE),
+            ("compr_data_size", s.compr_data_size),
+            ("mem_used_total", self.pool.total_pages() * PAGE_SIZE),
+            ("mem_limit", 0),
+            ("mem_used_max", s.max_used_pages * PAGE_SIZE),
+            ("same_pages", s.same_pages),
+            ("pages_compacted", 0),
+            ("huge_pages", s.huge_pages),
+            ("failed_writes", s.failed_writes),
+            ("notify_free", s.notify_free),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drivers::zcomp;
+    use crate::features::Features;
+    use crate::mm::contents::Contents;
+    use crate::mm::mmzone::Pfn;
+
+    fn setup() -> (Ctx, PageAllocator) {
+        let machine = crate::machine::builtin("x86-2s-server").unwrap();
+        let pa = PageAllocator::new(&machine, Features::all());
+        (Ctx::new(machine, 1), pa)
+    }
+
+    /// usemem's page: word k holds `first + k`.
+    fn rule_page(first: u64) -> PageImage {
+        let mut c = Contents::new();
+        c.fill_run(Pfn(1), 0, 512, 8, first, 1);
+        c.image(Pfn(1))
+    }
+
+    /// Deterministic noise (xorshift).
+    fn noise_page(mut x: u64) -> PageImage {
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        for b in bytes.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        PageImage::from_bytes(&bytes)
+    }
+
+    /// Text in the first half, zeros in the second.
+    fn half_text_page() -> PageImage {
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        let text = b"zram keeps swapped pages compressed in memory. ";
+        for (i, b) in bytes[..2048].iter_mut().enumerate() {
+            *b = text[(i * 7 + i / 61) % text.len()];
+        }
+        PageImage::from_bytes(&bytes)
+    }
+
+    fn stat(z: &Zram, name: &str) -> u64 {
+        z.stats()
+            .into_iter()
+            .find(|&(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .1
+    }
+
+    #[test]
+    fn algorithms_parse_by_their_sysfs_names() {
+        assert_eq!(Algorithm::parse("lzo-rle"), Ok(Algorithm::LzoRle));
+        assert_eq!(Algorithm::parse("lz4"), Ok(Algorithm::Lz4));
+        let err = Algorithm::parse("zstd").unwrap_err();
+        assert_eq!(
+            err,
+            "unknown zram compression algorithm 'zstd' (choose one of: lzo, lzo-rle, lz4)"
+        );
+        assert!(!err.contains('\n'));
+        assert!(Zram::new(0, Algorithm::Lzo).is_err());
+        let z = Zram::new(10 * PAGE_SIZE + 1, Algorithm::LzoRle).unwrap();
+        assert_eq!(z.nr_pages(), 11);
+        assert_eq!(z.name(), "/dev/zram0");
+        assert!(z.synchronous() && z.solid_state());
+    }
+
+    #[test]
+    fn same_filled_pages_allocate_nothing() {
+        let (mut ctx, mut pa) = setup();
+        let start = pa.nr_allocated_pages();
+        let mut z = Zram::new(1 << 20, Algorithm::LzoRle).unwrap();
+        let t0 = ctx.now();
+        for (offset, word) in [(0, 0), (1, 0x5a5a_5a5a_5a5a_5a5a), (2, 7)] {
+            let image = PageImage::same(word);
+            assert_eq!(
+                z.write_page(&mut ctx, &mut pa, offset, &image),
+                Ok(Completion::Done)
+            );
+        }
+        // page_same_filled read all 512 words of each, at 1 cycle a word.
+        assert_eq!(ctx.now() - t0, crate::types::Cycles(3 * 512));
+        assert_eq!(pa.nr_allocated_pages(), start);
+        assert_eq!(stat(&z, "same_pages"), 3);
+        assert_eq!(stat(&z, "orig_data_size"), 3 * PAGE_SIZE);
+        assert_eq!(stat(&z, "compr_data_size"), 0);
+        assert_eq!(stat(&z, "mem_used_total"), 0);
+        let (image, done) = z.read_page(&mut ctx, 1);
+        assert_eq!(done, Completion::Done);
+        assert_eq!(image.same_filled(), Some(0x5a5a_5a5a_5a5a_5a5a));
+        assert!(z.read_page(&mut ctx, 9).0.is_zero(), "an unwritten slot");
+        z.slot_free(&mut ctx, &mut pa, 0);
+        assert_eq!(stat(&z, "same_pages"), 2);
+        assert_eq!(stat(&z, "notify_free"), 1);
+    }
+
+    /// The compressed length of `image` with `algorithm`, checked to
+    /// decode back to the page.
+    fn compressed_len(algorithm: Algorithm, image: &PageImage) -> usize {
+        let (mut ctx, mut pa) = setup();
+        let mut z = Zram::new(1 << 20, algorithm).unwrap();
+        z.write_page(&mut ctx, &mut pa, 0, image).unwrap();
+        let mut page = [0u8; PAGE_SIZE as usize];
+        let mut back = [0u8; PAGE_SIZE as usize];
+        image.to_bytes(&mut page);
+        zcomp::decompress(algorithm, z.last_output(), &mut back).unwrap();
+        assert!(page == back, "{algorithm:?} does not round-trip");
+        z.last_output().len()
+    }
+
+    #[test]
+    fn compressed_lengths_are_the_compressors_own() {
+        // Each value is what the compressor gives for the page, once the
+        // output was checked to decode back to it (compressed_len).
+        let pages = [
+            ("usemem words 512..1024", rule_page(512)),
+            ("usemem words 2^31..", rule_page(1 << 31)),
+            ("half text, half zeros", half_text_page()),
+        ];
+        let expected = [
+            (Algorithm::Lzo, [1560, 1562, 321]),
+            (Algorithm::LzoRle, [1564, 1564, 316]),
+            (Algorithm::Lz4, [2057, 2059, 318]),
+        ];
+        for (algorithm, lengths) in expected {
+            for ((what, image), want) in pages.iter().zip(lengths) {
+                let got = compressed_len(algorithm, image);
+                assert_eq!(got, want, "{algorithm:?}, {what}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_of_noise_is_stored_huge() {
+        let (mut ctx, mut pa) = setup();
+        let start = pa.nr_allocated_pages();
+        for algorithm in Algorithm::ALL {
+            let mut z = Zram::new(1 << 20, algorithm).unwrap();
+            let noise = noise_page(3);
+            z.write_page(&mut ctx, &mut pa, 5, &noise).unwrap();
+            assert!(z.last_output().len() >= z.pool().huge_class_size());
+            assert_eq!(stat(&z, "huge_pages"), 1);
+            assert_eq!(stat(&z, "compr_data_size"), PAGE_SIZE);
+            // The 4096 class: one object in one page.
+            assert_eq!(stat(&z, "mem_used_total"), PAGE_SIZE);
+            assert_eq!(pa.nr_allocated_pages(), start + 1);
+            assert_eq!(z.read_page(&mut ctx, 5).0, noise);
+            z.slot_free(&mut ctx, &mut pa, 5);
+            assert_eq!(stat(&z, "huge_pages"), 0);
+            assert_eq!(pa.nr_allocated_pages(), start);
+        }
+    }
+
+    #[test]
+    fn mm_stat_after_a_sequence() {
+        let (mut ctx, mut pa) = setup();
+        let start = pa.nr_allocated_pages();
+        let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::LzoRle).unwrap();
+        let mut write = |z: &mut Zram, ctx: &mut Ctx, offset, image: &PageImage| {
+            z.write_page(ctx, &mut pa, offset, image).unwrap();
+        };
+        // 1564 bytes + the handle: class 1632, 5 objects in 2 pages.
+        write(&mut z, &mut ctx, 0, &rule_page(512));
+        write(&mut z, &mut ctx, 1, &rule_page(512));
+        write(&mut z, &mut ctx, 2, &PageImage::zero());
+        // Huge: class 4096, 1 page.
+        write(&mut z, &mut ctx, 3, &noise_page(11));
+        // 316 bytes + the handle: class 336, 12 objects in 1 page.
+        write(&mut z, &mut ctx, 4, &half_text_page());
+        let mm_stat = |z: &Zram| -> Vec<u64> { z.stats().iter().map(|&(_, v)| v).collect() };
+        let names: Vec<&str> = z.stats().iter().map(|&(n, _)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "orig_data_size",
+                "compr_data_size",
+                "mem_used_total",
+                "mem_limit",
+                "mem_used_max",
+                "same_pages",
+                "pages_compacted",
+                "huge_pages",
+                "failed_writes",
+                "notify_free"
+            ]
+        );
+        let p = PAGE_SIZE;
+        assert_eq!(
+            mm_stat(&z),
+            [5 * p, 2 * 1564 + p + 316, 4 * p, 0, 4 * p, 1, 0, 1, 0, 0]
+        );
+        // Overwriting the huge page with a same-filled one frees its page.
+        write(&mut z, &mut ctx, 3, &PageImage::same(9));
+        assert_eq!(
+            mm_stat(&z),
+            [5 * p, 2 * 1564 + 316, 3 * p, 0, 4 * p, 2, 0, 0, 0, 0]
+        );
+        // Freeing both objects of the 2-page zspage gives its pages back.
+        z.slot_free(&mut ctx, &mut pa, 0);
+        assert_eq!(z.pool().total_pages(), 3);
+        z.slot_free(&mut ctx, &mut pa, 1);
+        assert_eq!(mm_stat(&z), [3 * p, 316, p, 0, 4 * p, 2, 0, 0, 0, 2]);
+        // A freed slot freed again (no swap entry holds it) changes nothing
+        // but the notification count.
+        z.slot_free(&mut ctx, &mut pa, 1);
+        for offset in [2, 3, 4] {
+            z.slot_free(&mut ctx, &mut pa, offset);
+        }
+        assert_eq!(mm_stat(&z), [0, 0, 0, 0, 4 * p, 0, 0, 0, 0, 6]);
+        assert_eq!(pa.nr_allocated_pages(), start);
+    }
+
+    #[test]
+    fn a_write_costs_the_scan_the_compression_and_the_copy() {
+        let (mut ctx, mut pa) = setup();
+        let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::Lz4).unwrap();
+        z.write_page(&mut ctx, &mut pa, 0, &rule_page(512)).unwrap();
+        let costs = &ctx.machine().costs;
+        // Words 0 and 511 differ: page_same_filled stops after two.
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZramBvecWrite),
+            crate::types::Cycles(2)
+        );
+        assert_eq!(
+            ctx.stats.cycles(Symbol::Lz4CompressFastExtState),
+            costs.lz4_compress_bandwidth.cycles_for_bytes(PAGE_SIZE)
+        );
+        assert_eq!(
+            ctx.stats.cycles(Symbol::Memcpy),
+            costs.copy_page_bandwidth.cycles_for_bytes(2057)
+        );
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZsMalloc),
+            costs.zs_malloc_path.cycles()
+        );
+        // A page equal at both ends scans on to its first difference.
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        bytes[8 * 100] = 1;
+        z.write_page(&mut ctx, &mut pa, 1, &PageImage::from_bytes(&bytes))
+            .unwrap();
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZramBvecWrite),
+            crate::types::Cycles(2 + 102)
+        );
+        // Reading back decompresses (lz4 rate), the kept image comes back.
+        let before = ctx.stats.cycles(Symbol::Lz4DecompressSafe);
+        let (image, _) = z.read_page(&mut ctx, 0);
+        assert_eq!(image, rule_page(512));
+        let costs = &ctx.machine().costs;
+        assert_eq!(
+            ctx.stats.cycles(Symbol::Lz4DecompressSafe) - before,
+            costs.lz4_decompress_bandwidth.cycles_for_bytes(PAGE_SIZE)
+        );
+    }
+
+    #[test]
+    fn a_write_with_no_memory_fails_and_keeps_the_old_contents() {
+        // One CPU, one node of 64 MiB, taken until allocations fail.
+        let mut machine = crate::machine::builtin("x86-2s-server").unwrap();
+        machine.topology.sockets = 1;
+        machine.topology.numa_nodes = 1;
+        machine.topology.cores_per_socket = 1;
+        machine.topology.threads_per_core = 1;
+        machine.topology.memory_per_node_bytes = 64 << 20;
+        let mut pa = PageAllocator::new(&machine, Features::all());
+        let mut ctx = Ctx::new(machine, 1);
+        let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::Lzo).unwrap();
+        z.write_page(&mut ctx, &mut pa, 7, &PageImage::same(3))
+            .unwrap();
+        while pa
+            .alloc_pages(
+                &mut ctx,
+                Gfp::HIGHUSER_MOVABLE,
+                crate::mm::mmzone::Order::ZERO,
+            )
+            .is_some()
+        {}
+        assert_eq!(
+            z.write_page(&mut ctx, &mut pa, 7, &rule_page(0)),
+            Err(IoError::NoMemory)
+        );
+        assert_eq!(stat(&z, "failed_writes"), 1);
+        assert_eq!(z.read_page(&mut ctx, 7).0, PageImage::same(3));
+        // A same-filled page needs no memory.
+        assert_eq!(
+            z.write_page(&mut ctx, &mut pa, 8, &PageImage::same(4)),
+            Ok(Completion::Done)
+        );
+        assert_eq!(stat(&z, "same_pages"), 2);
+    }
+
+    /// Host time to write 100,000 usemem pages and 100,000 zero pages
+    /// (`cargo test --release --lib drivers::zram::tests::host_speed --
+    /// --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn host_speed() {
+        // This thread's CPU time: the host may be busy with other work.
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes the timespec it is given.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        };
+        let (mut ctx, mut pa) = setup();
+        for algorithm in Algorithm::ALL {
+            let mut z = Zram::new(200_000 * PAGE_SIZE, algorithm).unwrap();
+            let (t, c) = (std::time::Instant::now(), cpu());
+            for i in 0..100_000u64 {
+                z.write_page(&mut ctx, &mut pa, i, &rule_page(512 * (i + 1)))
+                    .unwrap();
+            }
+            let (rule, rule_cpu) = (t.elapsed(), cpu() - c);
+            let (t, c) = (std::time::Instant::now(), cpu());
+            for i in 100_000..200_000u64 {
+                z.write_page(&mut ctx, &mut pa, i, &PageImage::zero())
+                    .unwrap();
+            }
+            eprintln!(
+                "{}: 100,000 rule pages {:?} ({:?} CPU), 100,000 zero pages {:?} ({:?} CPU); host bytes {}; {:?}",
+                algorithm.name(),
+                rule,
+                rule_cpu,
+                t.elapsed(),
+                cpu() - c,
+                z.host_bytes(),
+                z.stats()
+            );
+        }
+    }
+}

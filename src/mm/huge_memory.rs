@@ -163,6 +163,9 @@ impl Kernel {
             }
         };
         self.pa.page_mut(pfn).compound_mapcount = 1;
+        // page_add_new_anon_rmap, lru_cache_add_inactive_or_unevictable:
+        // a compound page drains the batch at once.
+        self.new_swapbacked_page(ctx, pfn);
         self.set_huge_pmd(
             ctx,
             pmd,
@@ -267,6 +270,7 @@ impl Kernel {
             }
         }
         self.pa.page_mut(new).compound_mapcount = 1;
+        self.new_swapbacked_page(ctx, new);
         // `pmdp_huge_clear_flush_notify`, then the new entry.
         self.huge_pmd_cleared(ctx, mm);
         self.set_huge_pmd(

@@ -6,6 +6,7 @@ use super::kernel::{Fault, Kernel, MmId};
 use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::Gfp;
+use super::page_flags::PageFlags;
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
 use crate::sim::{Ctx, Cycles, Event, Symbol};
@@ -184,6 +185,9 @@ impl Kernel {
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::DoAnonymousPage, cost);
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
+        // page_add_new_anon_rmap, lru_cache_add_inactive_or_unevictable.
+        self.pages.update(pfn, |p| p.set(PageFlags::SWAPBACKED));
+        self.lru_cache_add_inactive_or_unevictable(ctx, pfn, vma);
         self.map_new_page(mm, pte, index, pfn, vma.flags.contains(VmFlags::WRITE));
         Ok(())
     }
@@ -258,6 +262,9 @@ impl Kernel {
                 new
             }
         };
+        // page_add_new_anon_rmap, lru_cache_add_inactive_or_unevictable
+        // (the VMA only matters to mlock, not modelled).
+        self.new_swapbacked_page(ctx, new);
         if let Some(old) = old {
             self.page_remove_rmap(old);
             self.dec_rss(mm, old);
@@ -279,7 +286,8 @@ impl Kernel {
     }
 
     /// `put_page` of a 4 KiB page or a THP's subpage: drops a reference on
-    /// the (compound) page and frees it with its contents at zero.
+    /// the (compound) page; the last one takes it off the LRU
+    /// (`__page_cache_release`) and frees it with its contents at zero.
     pub(super) fn put_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
         let head = self.compound_head(pfn);
         let page = self.pa.page_mut(head);
@@ -288,13 +296,7 @@ impl Kernel {
         if page.refcount() > 0 {
             return;
         }
-        let order = Order(page.order);
-        for sub in 0..order.nr_pages() {
-            let sub = Pfn(head.0 + sub);
-            debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");
-            self.contents.clear(sub);
-        }
-        self.pa.free_pages(ctx, head, order);
+        self.free_unreferenced_page(ctx, head);
     }
 
     /// The head of the block `pfn` belongs to: itself, or its THP's head.
@@ -318,6 +320,23 @@ impl Kernel {
     ) {
         let pgd = self.mm(mm).pgd;
         self.zap_level(ctx, mm, pgd, Level::Pgd, start, end, symbol);
+        self.tlb_flush_mmu_free(ctx);
+    }
+
+    /// `tlb_batch_pages_flush`: the pages the zap gathered are released,
+    /// one `release_pages` per `mmu_gather` batch page
+    /// (`free_pages_and_swap_cache`). Linux releases them after the TLB
+    /// flush; here the flush follows the zap's caller, and releasing first
+    /// changes no count.
+    fn tlb_flush_mmu_free(&mut self, ctx: &mut Ctx) {
+        let gathered = std::mem::take(&mut self.tlb_gather);
+        for batch in gathered.chunks(super::swap::MAX_GATHER_BATCH) {
+            self.release_pages(ctx, batch);
+        }
+        // The vector's room, kept for the next zap.
+        let mut gathered = gathered;
+        gathered.clear();
+        self.tlb_gather = gathered;
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -356,7 +375,8 @@ impl Kernel {
                     self.tables.set(table, index, Entry::None);
                     self.page_remove_rmap(pfn);
                     self.dec_rss(mm, pfn);
-                    self.put_page(ctx, pfn);
+                    // `__tlb_remove_page`: released with its batch.
+                    self.tlb_gather.push(pfn);
                 }
                 Entry::ZeroPage => {
                     self.zap_pte(ctx, symbol);

@@ -9,6 +9,7 @@ mod highmem;
 pub mod huge_memory;
 pub mod kernel;
 pub mod memory;
+pub mod mm_inline;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
@@ -19,8 +20,10 @@ pub mod pagemap;
 pub mod pgtable;
 pub mod shmem;
 pub mod slab;
+pub mod swap;
 pub mod useraccess;
 pub mod vmacache;
+pub mod vmscan;
 
 pub use mmzone::{
     MAX_ORDER, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE, Pfn, pageblock_order,

@@ -187,9 +187,11 @@ impl Kernel {
             return Ok(pfn);
         }
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
-        // The page's one reference is now the cache's.
+        // The page's one reference is now the cache's. tmpfs pages are
+        // swap-backed, so `lru_cache_add` puts them on the anon lists.
         self.pa.page_mut(pfn).shmem = true;
         self.shmem.file_mut(file).pages[pgoff as usize] = Some(pfn);
+        self.new_swapbacked_page(ctx, pfn);
         ctx.charge(Symbol::ShmemGetpage, walk);
         ctx.count(Event::ShmemPagesAdded, 1);
         Ok(pfn)
@@ -269,6 +271,8 @@ impl Kernel {
             };
             self.copy_pages(ctx, page, new, Order::ZERO);
             ctx.count(Event::CowCopies, 1);
+            // finish_fault's page_add_new_anon_rmap and LRU add.
+            self.new_swapbacked_page(ctx, new);
             self.map_new_page(mm, pte, index, new, true);
             return Ok(());
         }

@@ -33,6 +33,7 @@ use super::check::check_no_leaks;
 use super::current::TaskId;
 use super::kernel::{Fault, Kernel, MMAP_BASE, MmId, ThpConfig, ThpEnabled};
 use super::memory::HPAGE_PMD_NR;
+use super::mm_inline::LruList;
 use super::mm_types::{
     Advice, Errno, HPAGE_PMD_SIZE, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFlags,
 };
@@ -952,6 +953,13 @@ impl World {
         assert_eq!(self.ts.live().count(), 0, "tasks left");
         assert_eq!(self.k.live_mms().count(), 0, "mms left");
         check_no_leaks(&self.k);
+        // Pages unmapped while in a CPU's LRU batch are freed at its drain.
+        self.k.lru_add_drain_all(&mut self.ctx);
+        self.k.check();
+        check_no_leaks(&self.k);
+        for lru in LruList::ALL {
+            assert_eq!(self.k.lru.size(lru), 0, "{lru:?} not empty at the end");
+        }
         let zero = if self.k.huge_zero.page.is_some() {
             assert_eq!(
                 self.k.huge_zero.refcount, 1,
@@ -1218,6 +1226,10 @@ fn huge_region(k: &mut Kernel, ctx: &mut Ctx, mm: MmId) -> u64 {
 /// After the last exit: only the huge zero page is left, and the shrinker
 /// frees it.
 fn assert_all_freed(k: &mut Kernel, ctx: &mut Ctx) {
+    check_no_leaks(k);
+    // Pages unmapped while in a CPU's LRU batch are freed at its drain.
+    k.lru_add_drain_all(ctx);
+    k.check();
     check_no_leaks(k);
     assert_eq!(k.tables.live(), 0, "page tables left");
     let zero = if k.huge_zero.page.is_some() {

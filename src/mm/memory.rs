@@ -216,8 +216,11 @@ impl Kernel {
     /// (09854ba94c6a) reuse needed `page_count == 1`, which a PTE-mapped THP
     /// (one reference per PTE) has only with one PTE left, so it copied;
     /// from 5.19 an exclusive subpage is reused again (`PageAnonExclusive`).
-    /// For a 4 KiB page every rule comes to the same here: mmsim has no swap
-    /// cache, pins or LRU batches, so its refcount is its mapcount.
+    /// For a 4 KiB page the rules differ only where a reference is not a
+    /// mapping: mmsim has no swap cache or pins, but a page still in an
+    /// LRU batch (`swap.rs`) holds one more reference, which 5.9's
+    /// `page_count` rule would see (and copy); 4.8's rule, modelled here,
+    /// reads mapcounts only.
     pub(super) fn do_wp_page(
         &mut self,
         ctx: &mut Ctx,

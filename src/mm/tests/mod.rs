@@ -47,6 +47,7 @@ use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
+mod lru;
 mod shmem;
 
 const P: u64 = PAGE_SIZE;

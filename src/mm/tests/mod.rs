@@ -6,7 +6,9 @@
 //! Processes have threads (`clone_task`, `CLONE_VM`); each step picks a
 //! thread, switches a random CPU to it (`set_current`) and makes one
 //! operation: the mm calls, loads and stores, fork, clone, the exit of a
-//! thread or of the whole process. After every step each mm's `mm_users`
+//! thread or of the whole process. One step in five also makes an LRU
+//! operation first (drains, `mark_page_accessed`, `deactivate_page`, the
+//! active list's aging), from a random stream of its own. After every step each mm's `mm_users`
 //! must equal its live threads and its `mm_cpumask` the CPUs they ran on;
 //! the last thread's exit tears the mm down, and once every thread has
 //! exited nothing may be left (`exit_all`).
@@ -41,6 +43,7 @@ use super::mmap::{PROT_GROWSDOWN, PROT_GROWSUP};
 use super::mmzone::{PAGE_SIZE, Pfn};
 use super::pgtable::{Entry, Level};
 use super::vmacache::VmaLookup;
+use super::vmscan::Referenced;
 use crate::features::{Feature, Features};
 use crate::kernel::Tasks;
 use crate::machine::Machine;
@@ -467,6 +470,9 @@ struct World {
     ts: Tasks,
     /// The test's choices; the kernel's own stream is `ctx.rng`.
     rng: Rng,
+    /// The LRU operations' own stream, so that adding them left the other
+    /// operations' choices as they were.
+    lru_rng: Rng,
     procs: Vec<Proc>,
     setup: Setup,
     /// Faults and forks that failed for memory.
@@ -491,6 +497,7 @@ impl World {
             ctx,
             ts,
             rng: Rng::new(seed ^ 0x7e57_5eed),
+            lru_rng: Rng::new(seed ^ 0x1e57_14c0),
             procs: vec![first],
             setup,
             nr_ooms: 0,
@@ -526,6 +533,9 @@ impl World {
         let p = self.rng.below(self.procs.len() as u64) as usize;
         let t = self.rng.below(self.procs[p].tasks.len() as u64) as usize;
         self.schedule(p, t);
+        if self.lru_rng.below(5) == 0 {
+            self.lru_op(p);
+        }
         match self.rng.below(100) {
             0..=9 => self.mmap_small(p),
             10..=15 => self.mmap_huge_aligned(p),
@@ -545,6 +555,55 @@ impl World {
             _ => {
                 let freed = self.k.shrink_huge_zero_page(&mut self.ctx);
                 self.note(|| format!("shrink_huge_zero_page = {freed}"));
+            }
+        }
+    }
+
+    /// An LRU operation: a drain (this CPU's or every CPU's), an access
+    /// or deactivation of a mapped page, or the aging of 32 pages of the
+    /// active list with a reverse map that answers at random.
+    fn lru_op(&mut self, p: usize) {
+        match self.lru_rng.below(3) {
+            0 => {
+                self.note(|| "lru_add_drain".to_string());
+                self.k.lru_add_drain(&mut self.ctx);
+            }
+            1 => {
+                // Up to eight pages, each deactivated, or accessed once or
+                // twice (the second activates).
+                for _ in 0..1 + self.lru_rng.below(8) {
+                    let Some(addr) = self.procs[p].shadow.random_page(&mut self.lru_rng) else {
+                        return;
+                    };
+                    let Peek::Page(pfn) = peek(&self.k, self.procs[p].mm, addr) else {
+                        continue;
+                    };
+                    if self.lru_rng.below(3) == 0 {
+                        self.note(|| format!("deactivate_page {pfn}"));
+                        self.k.deactivate_page(&mut self.ctx, pfn);
+                    } else {
+                        let times = 1 + self.lru_rng.below(2);
+                        self.note(|| format!("mark_page_accessed {pfn} x{times}"));
+                        for _ in 0..times {
+                            self.k.mark_page_accessed(&mut self.ctx, pfn);
+                        }
+                    }
+                }
+            }
+            _ => {
+                // Every CPU's batches first, so that pages activated on
+                // other CPUs are on the active list to be aged.
+                self.note(|| "lru_add_drain_all".to_string());
+                self.k.lru_add_drain_all(&mut self.ctx);
+                let rng = &mut self.lru_rng;
+                let mut rmap = |_: &mut Kernel, _: &mut Ctx, _: Pfn| Referenced {
+                    ptes: rng.below(3) as u32,
+                    vm_flags: VmFlags::EXEC,
+                };
+                let done =
+                    self.k
+                        .shrink_active_list(&mut self.ctx, 0, LruList::ActiveAnon, 32, &mut rmap);
+                self.note(|| format!("shrink_active_list = {done:?}"));
             }
         }
     }
@@ -1029,7 +1088,10 @@ impl Drop for SeedGuard {
 }
 
 /// Events whose counts show that a run exercised what it is meant to.
-const COVERAGE: [Event; 7] = [
+const COVERAGE: [Event; 10] = [
+    Event::Pgactivate,
+    Event::Pgdeactivate,
+    Event::Pgrefill,
     Event::ZeroPageInstalls,
     Event::HugeZeroPmdInstalls,
     Event::ThpFaultAlloc,

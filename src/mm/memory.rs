@@ -328,9 +328,10 @@ impl Kernel {
 
     /// `tlb_batch_pages_flush`: the pages the zap gathered are released,
     /// one `release_pages` per `mmu_gather` batch page
-    /// (`free_pages_and_swap_cache`). Linux releases them after the TLB
-    /// flush; here the flush follows the zap's caller, and releasing first
-    /// changes no count.
+    /// (`free_pages_and_swap_cache`), at the end of the range or once the
+    /// gather holds its most (`MAX_GATHER_BATCH_COUNT` batch pages). Linux
+    /// releases them after a TLB flush; here the flush follows the zap's
+    /// caller, and releasing first changes no count.
     fn tlb_flush_mmu_free(&mut self, ctx: &mut Ctx) {
         let gathered = std::mem::take(&mut self.tlb_gather);
         for batch in gathered.chunks(super::swap::MAX_GATHER_BATCH) {
@@ -378,8 +379,12 @@ impl Kernel {
                     self.tables.set(table, index, Entry::None);
                     self.page_remove_rmap(pfn);
                     self.dec_rss(mm, pfn);
-                    // `__tlb_remove_page`: released with its batch.
+                    // `__tlb_remove_page`: released with its batch, or
+                    // now if the gather is full (`force_flush`).
                     self.tlb_gather.push(pfn);
+                    if self.tlb_gather.len() >= super::swap::MAX_GATHER_PAGES {
+                        self.tlb_flush_mmu_free(ctx);
+                    }
                 }
                 Entry::ZeroPage => {
                     self.zap_pte(ctx, symbol);

@@ -20,6 +20,10 @@ pub const PAGEVEC_SIZE: usize = 15;
 /// most one `release_pages` call from a zap gets ((4096 - 16) / 8).
 pub const MAX_GATHER_BATCH: usize = 510;
 
+/// The most pages an `mmu_gather` holds before a zap must flush and
+/// release them: `MAX_GATHER_BATCH_COUNT` (10000 / 510 = 19) batch pages.
+pub const MAX_GATHER_PAGES: usize = (10_000 / MAX_GATHER_BATCH) * MAX_GATHER_BATCH;
+
 /// `SWAP_CLUSTER_MAX`: also `release_pages`' `lock_batch`.
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 

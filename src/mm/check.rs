@@ -1,12 +1,13 @@
 //! The invariant checker, in the spirit of CONFIG_DEBUG_VM: page tables
 //! against the pages, counters and VMAs they account for, and tmpfs page
-//! caches against their pages. Tests run it after every operation; it
+//! caches against their pages, and the LRU lists and batches. Tests run it after every operation; it
 //! panics naming the first thing wrong.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::kernel::{Kernel, MMF_HUGE_ZERO_PAGE, MmId};
 use super::memory::HPAGE_PMD_NR;
+use super::mm_inline::{LruList, page_lru};
 use super::mm_types::{AnonVmaId, VmFlags};
 use super::mmzone::Pfn;
 use super::page_flags::PageFlags;
@@ -36,6 +37,7 @@ pub fn check_mappings(k: &Kernel) {
     check_pages(k, &census);
     check_huge_zero(k, &census);
     check_rmap(k);
+    check_lru(k);
 }
 
 /// Per mm: mappings inside VMAs with their permissions, RSS and page-table
@@ -310,6 +312,12 @@ fn check_pages(k: &Kernel, census: &Census) {
         );
         *head_refs.entry(pfn.0).or_default() += 1;
     }
+    // Each place in a CPU's LRU batch holds one.
+    for pvecs in k.lru.all_pvecs() {
+        for pfn in pvecs.pages() {
+            *head_refs.entry(pfn.0).or_default() += 1;
+        }
+    }
     for (&head, &refs) in &head_refs {
         assert_eq!(
             k.pa.page(Pfn(head)).refcount(),
@@ -345,6 +353,86 @@ fn check_huge_zero(k: &Kernel, census: &Census) {
     );
 }
 
+/// The LRU: every list well linked, its pages allocated heads of its node
+/// with PG_lru and the flags that name that list, its size the sum of
+/// their base pages; every PG_lru page on exactly one list; no free page
+/// with reclaim state; pages in `lru_add` batches not PG_lru, and every
+/// batched page allocated (its reference is counted by `check_pages`).
+pub fn check_lru(k: &Kernel) {
+    let mut listed = BTreeMap::new();
+    for (node, lruvec) in k.lru.lruvecs().iter().enumerate() {
+        assert!(
+            !lruvec.lru_lock.is_locked(),
+            "node {node}: lru_lock held between steps"
+        );
+        for lru in LruList::ALL {
+            let pages = lruvec.walk(&k.pages, lru);
+            assert_eq!(
+                pages.len() as u64,
+                lruvec.lists[lru as usize].entries,
+                "node {node}: {lru:?} entries"
+            );
+            let mut size = 0;
+            for pfn in pages {
+                let page = k.pa.page(pfn);
+                assert_eq!(
+                    page.state,
+                    PageState::Allocated,
+                    "{pfn} on {lru:?} but {page:?}"
+                );
+                assert_eq!(
+                    k.pa.node_of(pfn) as usize,
+                    node,
+                    "{pfn} on another node's {lru:?}"
+                );
+                let info = k.pages.get(pfn);
+                assert!(info.test(PageFlags::LRU), "{pfn} on {lru:?} without PG_lru");
+                assert_eq!(
+                    page_lru(&info),
+                    lru,
+                    "{pfn}: flags {:?} name another list",
+                    info.flags
+                );
+                assert!(page.refcount() > 0, "{pfn} on {lru:?} with no reference");
+                size += 1u64 << page.order;
+                let before = listed.insert(pfn.0, lru);
+                assert!(before.is_none(), "{pfn} on {before:?} and {lru:?}");
+            }
+            assert_eq!(size, lruvec.size(lru), "node {node}: {lru:?} size");
+        }
+    }
+    for (pfn, info) in k.pages.check_chunks() {
+        let page = k.pa.page(pfn);
+        assert!(
+            matches!(page.state, PageState::Allocated | PageState::Tail),
+            "{pfn}: free ({:?}) with reclaim state {info:?}",
+            page.state
+        );
+        if info.test(PageFlags::LRU) {
+            assert!(listed.contains_key(&pfn.0), "{pfn}: PG_lru but on no list");
+        }
+    }
+    for (cpu, pvecs) in k.lru.all_pvecs().iter().enumerate() {
+        for pfn in &pvecs.lru_add {
+            assert!(
+                !k.pages.get(*pfn).test(PageFlags::LRU),
+                "{pfn} in cpu {cpu}'s lru_add batch with PG_lru"
+            );
+        }
+        for pfn in pvecs.pages() {
+            assert_eq!(
+                k.pa.page(pfn).state,
+                PageState::Allocated,
+                "{pfn} batched on cpu {cpu}"
+            );
+            assert!(
+                pvecs.lru_add.len() < super::swap::PAGEVEC_SIZE,
+                "cpu {cpu}: full batch"
+            );
+        }
+    }
+}
+
 /// With nothing but processes allocating, every allocated page is a mapped
 /// page, a page-cache page, a page table, a deposit or the huge zero page:
 /// nothing leaked.
@@ -360,6 +448,13 @@ pub fn check_no_leaks(k: &Kernel) {
         .map(|&p| k.compound_head(Pfn(p)).0)
         .chain(census.pmd_maps.keys().copied())
         .chain(k.shmem.pages().map(|(_, _, pfn)| pfn.0))
+        .chain(
+            k.lru
+                .all_pvecs()
+                .iter()
+                .flat_map(|p| p.pages())
+                .map(|p| p.0),
+        )
         .collect();
     for head in heads {
         user += 1u64 << k.pa.page(Pfn(head)).order;

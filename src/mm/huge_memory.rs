@@ -168,6 +168,7 @@ impl Kernel {
             }
         };
         self.page_add_new_anon_rmap(pfn, mm, haddr, true);
+        self.lru_cache_add(ctx, pfn);
         self.set_huge_pmd(
             ctx,
             pmd,
@@ -273,6 +274,7 @@ impl Kernel {
             }
         }
         self.page_add_new_anon_rmap(new, mm, addr & !(HPAGE_PMD_SIZE - 1), true);
+        self.lru_cache_add(ctx, new);
         // `pmdp_huge_clear_flush_notify`, then the new entry.
         self.huge_pmd_cleared(ctx, mm);
         self.set_huge_pmd(

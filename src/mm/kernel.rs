@@ -117,6 +117,11 @@ pub struct Kernel {
     pub pa: PageAllocator,
     /// The reclaim half of each page's `struct page` (`page_flags.rs`).
     pub pages: PageInfos,
+    /// The LRU lists of each node and the per-CPU LRU batches (`swap.rs`).
+    pub lru: super::swap::Lru,
+    /// The pages a zap has unmapped and not yet released (`mmu_gather`'s
+    /// batches; `memory.rs`).
+    pub(super) tlb_gather: Vec<Pfn>,
     pub tables: PageTables,
     pub contents: Contents,
     pub huge_zero: HugeZeroPage,
@@ -146,6 +151,8 @@ impl Kernel {
         Kernel {
             pa: PageAllocator::new(machine, features),
             pages: PageInfos::default(),
+            lru: super::swap::Lru::default(),
+            tlb_gather: Vec::new(),
             tables: PageTables::new(),
             contents: Contents::new(),
             huge_zero: HugeZeroPage::default(),

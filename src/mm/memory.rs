@@ -187,6 +187,9 @@ impl Kernel {
         ctx.charge(Symbol::DoAnonymousPage, cost);
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
         self.map_new_page(mm, pte, addr, pfn, vma.flags.contains(VmFlags::WRITE));
+        // page_add_new_anon_rmap (in map_new_page), then
+        // lru_cache_add_inactive_or_unevictable.
+        self.lru_cache_add_inactive_or_unevictable(ctx, pfn, vma);
         Ok(())
     }
 
@@ -216,8 +219,11 @@ impl Kernel {
     /// (09854ba94c6a) reuse needed `page_count == 1`, which a PTE-mapped THP
     /// (one reference per PTE) has only with one PTE left, so it copied;
     /// from 5.19 an exclusive subpage is reused again (`PageAnonExclusive`).
-    /// For a 4 KiB page every rule comes to the same here: mmsim has no swap
-    /// cache, pins or LRU batches, so its refcount is its mapcount.
+    /// For a 4 KiB page the rules differ only where a reference is not a
+    /// mapping: mmsim has no swap cache or pins, but a page still in an
+    /// LRU batch (`swap.rs`) holds one more reference, which 5.9's
+    /// `page_count` rule would see (and copy); 4.8's rule, modelled here,
+    /// reads mapcounts only.
     pub(super) fn do_wp_page(
         &mut self,
         ctx: &mut Ctx,
@@ -263,6 +269,9 @@ impl Kernel {
                 new
             }
         };
+        // page_add_new_anon_rmap, lru_cache_add_inactive_or_unevictable
+        // (the VMA only matters to mlock, not modelled).
+        self.new_swapbacked_page(ctx, new);
         if let Some(old) = old {
             self.page_remove_rmap(old);
             self.dec_rss(mm, old);
@@ -284,7 +293,8 @@ impl Kernel {
     }
 
     /// `put_page` of a 4 KiB page or a THP's subpage: drops a reference on
-    /// the (compound) page and frees it with its contents at zero.
+    /// the (compound) page; the last one takes it off the LRU
+    /// (`__page_cache_release`) and frees it with its contents at zero.
     pub(super) fn put_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
         let head = self.compound_head(pfn);
         let page = self.pa.page_mut(head);
@@ -293,14 +303,7 @@ impl Kernel {
         if page.refcount() > 0 {
             return;
         }
-        let order = Order(page.order);
-        for sub in 0..order.nr_pages() {
-            let sub = Pfn(head.0 + sub);
-            debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");
-            self.contents.clear(sub);
-        }
-        self.page_rmap_freed(head);
-        self.pa.free_pages(ctx, head, order);
+        self.free_unreferenced_page(ctx, head);
     }
 
     /// The head of the block `pfn` belongs to: itself, or its THP's head.
@@ -324,6 +327,24 @@ impl Kernel {
     ) {
         let pgd = self.mm(mm).pgd;
         self.zap_level(ctx, mm, pgd, Level::Pgd, start, end, symbol);
+        self.tlb_flush_mmu_free(ctx);
+    }
+
+    /// `tlb_batch_pages_flush`: the pages the zap gathered are released,
+    /// one `release_pages` per `mmu_gather` batch page
+    /// (`free_pages_and_swap_cache`), at the end of the range or once the
+    /// gather holds its most (`MAX_GATHER_BATCH_COUNT` batch pages). Linux
+    /// releases them after a TLB flush; here the flush follows the zap's
+    /// caller, and releasing first changes no count.
+    fn tlb_flush_mmu_free(&mut self, ctx: &mut Ctx) {
+        let gathered = std::mem::take(&mut self.tlb_gather);
+        for batch in gathered.chunks(super::swap::MAX_GATHER_BATCH) {
+            self.release_pages(ctx, batch);
+        }
+        // The vector's room, kept for the next zap.
+        let mut gathered = gathered;
+        gathered.clear();
+        self.tlb_gather = gathered;
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -362,7 +383,12 @@ impl Kernel {
                     self.tables.set(table, index, Entry::None);
                     self.page_remove_rmap(pfn);
                     self.dec_rss(mm, pfn);
-                    self.put_page(ctx, pfn);
+                    // `__tlb_remove_page`: released with its batch, or
+                    // now if the gather is full (`force_flush`).
+                    self.tlb_gather.push(pfn);
+                    if self.tlb_gather.len() >= super::swap::MAX_GATHER_PAGES {
+                        self.tlb_flush_mmu_free(ctx);
+                    }
                 }
                 Entry::ZeroPage => {
                     self.zap_pte(ctx, symbol);

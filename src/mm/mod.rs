@@ -9,6 +9,7 @@ mod highmem;
 pub mod huge_memory;
 pub mod kernel;
 pub mod memory;
+pub mod mm_inline;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
@@ -21,10 +22,12 @@ pub mod pgtable;
 pub mod rmap;
 pub mod shmem;
 pub mod slab;
+pub mod swap;
 pub mod swap_slots;
 pub mod swapfile;
 pub mod useraccess;
 pub mod vmacache;
+pub mod vmscan;
 
 pub use mmzone::{
     MAX_ORDER, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE, Pfn, pageblock_order,

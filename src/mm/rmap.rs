@@ -439,17 +439,6 @@ impl Kernel {
         });
     }
 
-    /// A freed page's `mapping` and `PG_swapbacked` go (`free_pages_prepare`).
-    pub(super) fn page_rmap_freed(&mut self, head: Pfn) {
-        if self.pages.get(head).is_anon() {
-            self.pages.update(head, |p| {
-                p.anon_vma = NO_ANON_VMA;
-                p.index = 0;
-                p.clear(PageFlags::SWAPBACKED);
-            });
-        }
-    }
-
     /// `page_mapped`: any PTE or PMD maps the page (or any part of a THP).
     pub fn page_mapped(&self, pfn: Pfn) -> bool {
         let (head, nr) = self.rmap_target(pfn);

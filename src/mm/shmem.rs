@@ -188,9 +188,11 @@ impl Kernel {
             return Ok(pfn);
         }
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
-        // The page's one reference is now the cache's.
+        // The page's one reference is now the cache's. tmpfs pages are
+        // swap-backed, so `lru_cache_add` puts them on the anon lists.
         self.pa.page_mut(pfn).shmem = true;
         self.shmem.file_mut(file).pages[pgoff as usize] = Some(pfn);
+        self.new_swapbacked_page(ctx, pfn);
         ctx.charge(Symbol::ShmemGetpage, walk);
         ctx.count(Event::ShmemPagesAdded, 1);
         Ok(pfn)
@@ -273,6 +275,8 @@ impl Kernel {
             let addr = (pgoff.wrapping_sub(vma.file.expect("a file VMA").pgoff_at_zero))
                 .wrapping_mul(PAGE_SIZE);
             self.map_new_page(mm, pte, addr, new, true);
+            // finish_fault's LRU add.
+            self.lru_cache_add(ctx, new);
             return Ok(());
         }
         let page = self.shmem_getpage(ctx, file, pgoff)?;

@@ -32,7 +32,11 @@ macro_rules! events {
 events! {
     PgallocNormal => "pgalloc_normal", "base pages allocated from ZONE_NORMAL (Linux counts 1 << order per allocation)",
     Pgfree => "pgfree", "base pages freed",
+    Pgactivate => "pgactivate", "base pages moved from an inactive to an active LRU list (activate_page; shrink_page_list's activations once it lands)",
+    Pgdeactivate => "pgdeactivate", "base pages moved from an active to an inactive LRU list (shrink_active_list, deactivate_page)",
+    Pglazyfree => "pglazyfree", "base pages moved to the inactive file list by MADV_FREE (lru_lazyfree_fn)",
     Pgfault => "pgfault", "page faults",
+    Pgrefill => "pgrefill", "base pages scanned on the active lists by shrink_active_list",
     ThpFaultAlloc => "thp_fault_alloc", "THPs allocated in a fault",
     ThpFaultFallback => "thp_fault_fallback", "faults that wanted a THP and fell back to 4 KiB pages",
     ThpZeroPageAlloc => "thp_zero_page_alloc", "huge zero pages allocated",

@@ -6,7 +6,9 @@
 //! Processes have threads (`clone_task`, `CLONE_VM`); each step picks a
 //! thread, switches a random CPU to it (`set_current`) and makes one
 //! operation: the mm calls, loads and stores, fork, clone, the exit of a
-//! thread or of the whole process. After every step each mm's `mm_users`
+//! thread or of the whole process. One step in five also makes an LRU
+//! operation first (drains, `mark_page_accessed`, `deactivate_page`, the
+//! active list's aging), from a random stream of its own. After every step each mm's `mm_users`
 //! must equal its live threads and its `mm_cpumask` the CPUs they ran on;
 //! the last thread's exit tears the mm down, and once every thread has
 //! exited nothing may be left (`exit_all`).
@@ -33,6 +35,7 @@ use super::check::check_no_leaks;
 use super::current::TaskId;
 use super::kernel::{Fault, Kernel, MMAP_BASE, MmId, ThpConfig, ThpEnabled};
 use super::memory::HPAGE_PMD_NR;
+use super::mm_inline::LruList;
 use super::mm_types::{
     Advice, Errno, HPAGE_PMD_SIZE, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFlags,
 };
@@ -40,12 +43,14 @@ use super::mmap::{PROT_GROWSDOWN, PROT_GROWSUP};
 use super::mmzone::{PAGE_SIZE, Pfn};
 use super::pgtable::{Entry, Level};
 use super::vmacache::VmaLookup;
+use super::vmscan::Referenced;
 use crate::features::{Feature, Features};
 use crate::kernel::Tasks;
 use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
+mod lru;
 mod rmap;
 mod shmem;
 
@@ -466,6 +471,9 @@ struct World {
     ts: Tasks,
     /// The test's choices; the kernel's own stream is `ctx.rng`.
     rng: Rng,
+    /// The LRU operations' own stream, so that adding them left the other
+    /// operations' choices as they were.
+    lru_rng: Rng,
     procs: Vec<Proc>,
     setup: Setup,
     /// Faults and forks that failed for memory.
@@ -490,6 +498,7 @@ impl World {
             ctx,
             ts,
             rng: Rng::new(seed ^ 0x7e57_5eed),
+            lru_rng: Rng::new(seed ^ 0x1e57_14c0),
             procs: vec![first],
             setup,
             nr_ooms: 0,
@@ -525,6 +534,9 @@ impl World {
         let p = self.rng.below(self.procs.len() as u64) as usize;
         let t = self.rng.below(self.procs[p].tasks.len() as u64) as usize;
         self.schedule(p, t);
+        if self.lru_rng.below(5) == 0 {
+            self.lru_op(p);
+        }
         match self.rng.below(104) {
             0..=9 => self.mmap_small(p),
             10..=15 => self.mmap_huge_aligned(p),
@@ -608,6 +620,55 @@ impl World {
                 mm.0
             )
         });
+    }
+
+    /// An LRU operation: a drain (this CPU's or every CPU's), an access
+    /// or deactivation of a mapped page, or the aging of 32 pages of the
+    /// active list with a reverse map that answers at random.
+    fn lru_op(&mut self, p: usize) {
+        match self.lru_rng.below(3) {
+            0 => {
+                self.note(|| "lru_add_drain".to_string());
+                self.k.lru_add_drain(&mut self.ctx);
+            }
+            1 => {
+                // Up to eight pages, each deactivated, or accessed once or
+                // twice (the second activates).
+                for _ in 0..1 + self.lru_rng.below(8) {
+                    let Some(addr) = self.procs[p].shadow.random_page(&mut self.lru_rng) else {
+                        return;
+                    };
+                    let Peek::Page(pfn) = peek(&self.k, self.procs[p].mm, addr) else {
+                        continue;
+                    };
+                    if self.lru_rng.below(3) == 0 {
+                        self.note(|| format!("deactivate_page {pfn}"));
+                        self.k.deactivate_page(&mut self.ctx, pfn);
+                    } else {
+                        let times = 1 + self.lru_rng.below(2);
+                        self.note(|| format!("mark_page_accessed {pfn} x{times}"));
+                        for _ in 0..times {
+                            self.k.mark_page_accessed(&mut self.ctx, pfn);
+                        }
+                    }
+                }
+            }
+            _ => {
+                // Every CPU's batches first, so that pages activated on
+                // other CPUs are on the active list to be aged.
+                self.note(|| "lru_add_drain_all".to_string());
+                self.k.lru_add_drain_all(&mut self.ctx);
+                let rng = &mut self.lru_rng;
+                let mut rmap = |_: &mut Kernel, _: &mut Ctx, _: Pfn| Referenced {
+                    ptes: rng.below(3) as u32,
+                    vm_flags: VmFlags::EXEC,
+                };
+                let done =
+                    self.k
+                        .shrink_active_list(&mut self.ctx, 0, LruList::ActiveAnon, 32, &mut rmap);
+                self.note(|| format!("shrink_active_list = {done:?}"));
+            }
+        }
     }
 
     /// Checks everything: the kernel's own invariants, and each process's
@@ -1015,6 +1076,13 @@ impl World {
         assert_eq!(self.ts.live().count(), 0, "tasks left");
         assert_eq!(self.k.live_mms().count(), 0, "mms left");
         check_no_leaks(&self.k);
+        // Pages unmapped while in a CPU's LRU batch are freed at its drain.
+        self.k.lru_add_drain_all(&mut self.ctx);
+        self.k.check();
+        check_no_leaks(&self.k);
+        for lru in LruList::ALL {
+            assert_eq!(self.k.lru.size(lru), 0, "{lru:?} not empty at the end");
+        }
         let zero = if self.k.huge_zero.page.is_some() {
             assert_eq!(
                 self.k.huge_zero.refcount, 1,
@@ -1083,7 +1151,10 @@ impl Drop for SeedGuard {
 }
 
 /// Events whose counts show that a run exercised what it is meant to.
-const COVERAGE: [Event; 7] = [
+const COVERAGE: [Event; 10] = [
+    Event::Pgactivate,
+    Event::Pgdeactivate,
+    Event::Pgrefill,
     Event::ZeroPageInstalls,
     Event::HugeZeroPmdInstalls,
     Event::ThpFaultAlloc,
@@ -1281,6 +1352,10 @@ fn huge_region(k: &mut Kernel, ctx: &mut Ctx, mm: MmId) -> u64 {
 /// After the last exit: only the huge zero page is left, and the shrinker
 /// frees it.
 fn assert_all_freed(k: &mut Kernel, ctx: &mut Ctx) {
+    check_no_leaks(k);
+    // Pages unmapped while in a CPU's LRU batch are freed at its drain.
+    k.lru_add_drain_all(ctx);
+    k.check();
     check_no_leaks(k);
     assert_eq!(k.tables.live(), 0, "page tables left");
     let zero = if k.huge_zero.page.is_some() {

@@ -379,6 +379,8 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
         p.set(PageFlags::SWAPCACHE);
         p.private = VAL;
     });
+    // The new page's LRU batch reference goes first.
+    k.lru_add_drain_all(&mut ctx);
     *k.pa.page_mut(page).refcount_mut() += 1;
     let done = k.try_to_unmap(&mut ctx, page, TtuFlags::BATCH_FLUSH);
     k.try_to_unmap_flush(&mut ctx);

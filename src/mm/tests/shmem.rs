@@ -158,6 +158,13 @@ fn fork_refaults_a_shared_mapping_and_a_page_past_the_end_is_sigbus() {
     assert_eq!(ctx.stats.event(Event::Pgfault) - faults, 2);
     assert_eq!(k.read_u64(&mut ctx, parent, a + P).unwrap(), 43);
     let pfn = k.shmem.file(file).page(0).unwrap();
+    // The cache's reference, the two PTEs', and the lru_add batch's until
+    // it drains.
+    assert_eq!(
+        (k.pa.page(pfn).refcount(), k.pa.page(pfn).mapcount()),
+        (4, 2)
+    );
+    k.lru_add_drain(&mut ctx);
     assert_eq!(
         (k.pa.page(pfn).refcount(), k.pa.page(pfn).mapcount()),
         (3, 2)

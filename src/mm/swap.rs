@@ -1,0 +1,588 @@
+//! LRU batching (`mm/swap.c`, 5.13): the per-CPU pagevecs that pages go
+//! through on their way onto and between the LRU lists, and the release
+//! of pages whose last reference goes (`__page_cache_release`,
+//! `release_pages`).
+//!
+//! More, and why: docs/mm.md, "swap.rs and vmscan.rs: the LRU".
+
+use super::kernel::Kernel;
+use super::mm_inline::{LruList, Lruvec};
+use super::mm_types::Vma;
+use super::mmzone::{Order, Pfn};
+use super::page_flags::{PageFlags, PageInfo};
+use crate::sim::{CpuId, Ctx, Event, IpiHandler, LineAccess, Symbol, touch_line};
+use crate::types::Cycles;
+
+/// `PAGEVEC_SIZE`.
+pub const PAGEVEC_SIZE: usize = 15;
+
+/// `MAX_GATHER_BATCH`: pages an `mmu_gather` batch page holds, and so the
+/// most one `release_pages` call from a zap gets ((4096 - 16) / 8).
+pub const MAX_GATHER_BATCH: usize = 510;
+
+/// The most pages an `mmu_gather` holds before a zap must flush and
+/// release them: `MAX_GATHER_BATCH_COUNT` (10000 / 510 = 19) batch pages.
+pub const MAX_GATHER_PAGES: usize = (10_000 / MAX_GATHER_BATCH) * MAX_GATHER_BATCH;
+
+/// `SWAP_CLUSTER_MAX`: also `release_pages`' `lock_batch`.
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+
+/// One CPU's `struct lru_pvecs` (5.13): the batches behind its local lock.
+/// `lru_rotate` and `lru_deactivate_file` are file-page batches and are
+/// left out (no file pages here).
+#[derive(Clone, Debug, Default)]
+pub struct LruPvecs {
+    pub lru_add: Vec<Pfn>,
+    pub lru_deactivate: Vec<Pfn>,
+    pub lru_lazyfree: Vec<Pfn>,
+    pub activate_page: Vec<Pfn>,
+}
+
+impl LruPvecs {
+    fn is_empty(&self) -> bool {
+        self.lru_add.is_empty()
+            && self.lru_deactivate.is_empty()
+            && self.lru_lazyfree.is_empty()
+            && self.activate_page.is_empty()
+    }
+
+    /// Every page the batches hold a reference on.
+    pub fn pages(&self) -> impl Iterator<Item = Pfn> + '_ {
+        (self.lru_add.iter())
+            .chain(&self.lru_deactivate)
+            .chain(&self.lru_lazyfree)
+            .chain(&self.activate_page)
+            .copied()
+    }
+}
+
+/// The machine's LRU state: one lruvec per node and one set of pagevecs
+/// per CPU, each grown on first use.
+#[derive(Clone, Debug, Default)]
+pub struct Lru {
+    lruvecs: Vec<Lruvec>,
+    pvecs: Vec<LruPvecs>,
+}
+
+impl Lru {
+    /// The node's lruvec (`mem_cgroup_lruvec(NULL, pgdat)`).
+    pub fn lruvec(&self, node: u32) -> Option<&Lruvec> {
+        self.lruvecs.get(node as usize)
+    }
+
+    pub(super) fn lruvec_mut(&mut self, node: u32) -> &mut Lruvec {
+        let i = node as usize;
+        if self.lruvecs.len() <= i {
+            self.lruvecs.resize_with(i + 1, Lruvec::default);
+        }
+        &mut self.lruvecs[i]
+    }
+
+    /// Every node's lruvec, by node.
+    pub fn lruvecs(&self) -> &[Lruvec] {
+        &self.lruvecs
+    }
+
+    /// Base pages on `lru` over every node (`global_node_page_state`).
+    pub fn size(&self, lru: LruList) -> u64 {
+        self.lruvecs.iter().map(|l| l.size(lru)).sum()
+    }
+
+    /// The CPU's batches, if it ever had any.
+    pub fn pvecs(&self, cpu: CpuId) -> Option<&LruPvecs> {
+        self.pvecs.get(cpu.index())
+    }
+
+    /// Every CPU's batches, by CPU.
+    pub fn all_pvecs(&self) -> &[LruPvecs] {
+        &self.pvecs
+    }
+
+    fn pvecs_mut(&mut self, cpu: CpuId) -> &mut LruPvecs {
+        let i = cpu.index();
+        if self.pvecs.len() <= i {
+            self.pvecs.resize_with(i + 1, LruPvecs::default);
+        }
+        &mut self.pvecs[i]
+    }
+}
+
+/// What a `pagevec_lru_move_fn` batch does to each page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MoveFn {
+    /// `__activate_page`.
+    Activate,
+    /// `lru_deactivate_fn`.
+    Deactivate,
+    /// `lru_lazyfree_fn`.
+    Lazyfree,
+}
+
+/// Which of a CPU's batches.
+#[derive(Clone, Copy, Debug)]
+enum Batch {
+    LruAdd,
+    Deactivate,
+    Lazyfree,
+    Activate,
+}
+
+impl Kernel {
+    /// `thp_nr_pages` of a head page.
+    pub(super) fn thp_nr_pages(&self, head: Pfn) -> u64 {
+        Order(self.pa.page(head).order).nr_pages()
+    }
+
+    /// `get_page` on a page's head.
+    fn get_page(&mut self, head: Pfn) {
+        let page = self.pa.page_mut(head);
+        assert!(page.refcount() > 0, "{head}: get_page on a free page");
+        *page.refcount_mut() += 1;
+    }
+
+    /// The lru_lock of `node`'s lruvec (`lock_page_lruvec_irqsave`; 5.13
+    /// takes it irqsave from the pagevec paths and `spin_lock_irq` from
+    /// vmscan, the same cost here).
+    pub(super) fn lru_lock(&mut self, ctx: &mut Ctx, node: u32) {
+        self.lru.lruvec_mut(node).lru_lock.lock_irqsave(ctx);
+    }
+
+    pub(super) fn lru_unlock(&mut self, ctx: &mut Ctx, node: u32) {
+        self.lru.lruvec_mut(node).lru_lock.unlock_irqrestore(ctx);
+    }
+
+    /// `relock_page_lruvec_irqsave`: holds the lock of `page`'s node,
+    /// dropping `held` if it is another's. Returns the node now held.
+    fn relock(&mut self, ctx: &mut Ctx, held: Option<u32>, page: Pfn) -> u32 {
+        let node = self.pa.node_of(page);
+        if held != Some(node) {
+            if let Some(old) = held {
+                self.lru_unlock(ctx, old);
+            }
+            self.lru_lock(ctx, node);
+        }
+        node
+    }
+
+    /// The work of one list operation under the lock: the list op itself
+    /// (`pcp_list_op`: a list_add or list_del on a struct page line and a
+    /// counter, the same work as a per-CPU list's), and the struct page
+    /// lines written, the page's and its neighbours' (a transfer each if
+    /// another CPU wrote one last).
+    pub(super) fn charge_lru_op(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        page: Pfn,
+        neighbours: &[Option<Pfn>],
+    ) {
+        let cost = ctx.machine().costs.pcp_list_op.cycles();
+        ctx.charge(symbol, cost);
+        for pfn in std::iter::once(page).chain(neighbours.iter().flatten().copied()) {
+            touch_line(
+                ctx,
+                &mut self.pa.page_mut(pfn).last_cpu,
+                symbol,
+                LineAccess::Write,
+            );
+        }
+    }
+
+    /// `add_page_to_lru_list` on the page's node, charged.
+    pub(super) fn lru_add_head(&mut self, ctx: &mut Ctx, symbol: Symbol, head: Pfn) {
+        let node = self.pa.node_of(head);
+        let nr = self.thp_nr_pages(head);
+        let lruvec = self.lru.lruvec_mut(node);
+        debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
+        let old = lruvec.add_page_to_lru_list(&mut self.pages, head, nr);
+        self.charge_lru_op(ctx, symbol, head, &[old]);
+    }
+
+    /// `del_page_from_lru_list` on the page's node, charged.
+    pub(super) fn lru_del(&mut self, ctx: &mut Ctx, symbol: Symbol, head: Pfn) {
+        let node = self.pa.node_of(head);
+        let nr = self.thp_nr_pages(head);
+        let lruvec = self.lru.lruvec_mut(node);
+        debug_assert!(lruvec.lru_lock.is_locked(), "LRU delete without lru_lock");
+        let [prev, next] = lruvec.del_page_from_lru_list(&mut self.pages, head, nr);
+        self.charge_lru_op(ctx, symbol, head, &[prev, next]);
+    }
+
+    /// `lru_cache_add`: a reference for the batch, then into this CPU's
+    /// `lru_add` pagevec, drained when it fills or when the page is
+    /// compound (`pagevec_add_and_need_flush`). The adding itself is part
+    /// of the fault path's cost (`anon_fault_path`); the drain is charged.
+    pub fn lru_cache_add(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        let head = self.compound_head(pfn);
+        let info = self.pages.get(head);
+        assert!(
+            !info.test(PageFlags::LRU),
+            "{head}: lru_cache_add of an LRU page"
+        );
+        assert!(
+            !(info.test(PageFlags::ACTIVE) && info.test(PageFlags::UNEVICTABLE)),
+            "{head}: active and unevictable"
+        );
+        self.get_page(head);
+        let compound = self.pa.page(head).order > 0;
+        let pvec = &mut self.lru.pvecs_mut(ctx.cur()).lru_add;
+        pvec.push(head);
+        if pvec.len() == PAGEVEC_SIZE || compound {
+            let cpu = ctx.cur();
+            self.drain_batch(ctx, cpu, Batch::LruAdd);
+        }
+    }
+
+    /// `lru_cache_add_inactive_or_unevictable`: a new anonymous page
+    /// (on the inactive list since 5.9's b518154e59aa). `VM_LOCKED` is not
+    /// modelled (no mlock), so no page here is unevictable.
+    pub fn lru_cache_add_inactive_or_unevictable(&mut self, ctx: &mut Ctx, pfn: Pfn, _vma: &Vma) {
+        self.lru_cache_add(ctx, pfn);
+    }
+
+    /// A new anonymous (or tmpfs) page: `__SetPageSwapBacked`
+    /// (`page_add_new_anon_rmap`, `shmem_alloc_page`) and the LRU add.
+    pub(super) fn new_swapbacked_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        self.pages.update(pfn, |p| p.set(PageFlags::SWAPBACKED));
+        self.lru_cache_add(ctx, pfn);
+    }
+
+    /// Drains one of `cpu`'s batches (the caller has the CPU's local lock,
+    /// or is the CPU's drain work).
+    fn drain_batch(&mut self, ctx: &mut Ctx, cpu: CpuId, batch: Batch) {
+        let pvecs = self.lru.pvecs_mut(cpu);
+        let pages = std::mem::take(match batch {
+            Batch::LruAdd => &mut pvecs.lru_add,
+            Batch::Deactivate => &mut pvecs.lru_deactivate,
+            Batch::Lazyfree => &mut pvecs.lru_lazyfree,
+            Batch::Activate => &mut pvecs.activate_page,
+        });
+        match batch {
+            Batch::LruAdd => self.pagevec_lru_add(ctx, &pages),
+            Batch::Deactivate => self.pagevec_lru_move_fn(ctx, &pages, MoveFn::Deactivate),
+            Batch::Lazyfree => self.pagevec_lru_move_fn(ctx, &pages, MoveFn::Lazyfree),
+            Batch::Activate => self.pagevec_lru_move_fn(ctx, &pages, MoveFn::Activate),
+        }
+    }
+
+    /// `__pagevec_lru_add`: each page onto its list under its node's
+    /// lock (`__pagevec_lru_add_fn`), then the batch's references dropped.
+    fn pagevec_lru_add(&mut self, ctx: &mut Ctx, pages: &[Pfn]) {
+        let mut held = None;
+        for &head in pages {
+            held = Some(self.relock(ctx, held, head));
+            // Evictable always (no mlock): PG_unevictable cleared
+            // (`UNEVICTABLE_PGRESCUED` would count a rescue), PG_lru set.
+            self.pages.update(head, |p| {
+                p.clear(PageFlags::UNEVICTABLE);
+                p.set(PageFlags::LRU);
+            });
+            self.lru_add_head(ctx, Symbol::PagevecLruAdd, head);
+        }
+        if let Some(node) = held {
+            self.lru_unlock(ctx, node);
+        }
+        self.release_pages(ctx, pages);
+    }
+
+    /// `pagevec_lru_move_fn`: for each page still on the LRU (PG_lru
+    /// cleared while it moves), `f` under its node's lock; then the
+    /// batch's references dropped.
+    fn pagevec_lru_move_fn(&mut self, ctx: &mut Ctx, pages: &[Pfn], f: MoveFn) {
+        let mut held = None;
+        for &head in pages {
+            if !self.test_clear_page_lru(head) {
+                continue;
+            }
+            held = Some(self.relock(ctx, held, head));
+            let info = self.pages.get(head);
+            let nr = self.thp_nr_pages(head);
+            let symbol = Symbol::PagevecLruMoveFn;
+            match f {
+                MoveFn::Activate => {
+                    if !info.test(PageFlags::ACTIVE) && !info.test(PageFlags::UNEVICTABLE) {
+                        self.lru_del(ctx, symbol, head);
+                        self.pages.update(head, |p| p.set(PageFlags::ACTIVE));
+                        self.lru_add_head(ctx, symbol, head);
+                        ctx.count(Event::Pgactivate, nr);
+                    }
+                }
+                MoveFn::Deactivate => {
+                    if info.test(PageFlags::ACTIVE) && !info.test(PageFlags::UNEVICTABLE) {
+                        self.lru_del(ctx, symbol, head);
+                        self.pages.update(head, |p| {
+                            p.clear(PageFlags::ACTIVE);
+                            p.clear(PageFlags::REFERENCED);
+                        });
+                        self.lru_add_head(ctx, symbol, head);
+                        ctx.count(Event::Pgdeactivate, nr);
+                    }
+                }
+                MoveFn::Lazyfree => {
+                    if self.page_anon(head)
+                        && info.test(PageFlags::SWAPBACKED)
+                        && !info.test(PageFlags::SWAPCACHE)
+                        && !info.test(PageFlags::UNEVICTABLE)
+                    {
+                        self.lru_del(ctx, symbol, head);
+                        // Without PG_swapbacked it is a clean file-like
+                        // page: onto the inactive file list.
+                        self.pages.update(head, |p| {
+                            p.clear(PageFlags::ACTIVE);
+                            p.clear(PageFlags::REFERENCED);
+                            p.clear(PageFlags::SWAPBACKED);
+                        });
+                        self.lru_add_head(ctx, symbol, head);
+                        ctx.count(Event::Pglazyfree, nr);
+                    }
+                }
+            }
+            self.pages.update(head, |p| p.set(PageFlags::LRU));
+        }
+        if let Some(node) = held {
+            self.lru_unlock(ctx, node);
+        }
+        self.release_pages(ctx, pages);
+    }
+
+    /// `TestClearPageLRU`.
+    pub(super) fn test_clear_page_lru(&mut self, head: Pfn) -> bool {
+        self.pages.update(head, |p| {
+            let was = p.test(PageFlags::LRU);
+            p.clear(PageFlags::LRU);
+            was
+        })
+    }
+
+    /// `PageAnon`. Until the reverse map sets `page->mapping`
+    /// ([`PageInfo::anon_vma`]), every user page that is not a tmpfs
+    /// page is anonymous here.
+    pub(super) fn page_anon(&self, head: Pfn) -> bool {
+        !self.pa.page(head).shmem
+    }
+
+    /// `lru_add_drain_cpu`: every batch of `cpu`.
+    pub fn lru_add_drain_cpu(&mut self, ctx: &mut Ctx, cpu: CpuId) {
+        for batch in [
+            Batch::LruAdd,
+            Batch::Deactivate,
+            Batch::Lazyfree,
+            Batch::Activate,
+        ] {
+            self.drain_batch(ctx, cpu, batch);
+        }
+    }
+
+    /// `lru_add_drain`: this CPU's batches.
+    pub fn lru_add_drain(&mut self, ctx: &mut Ctx) {
+        let cpu = ctx.cur();
+        self.lru_add_drain_cpu(ctx, cpu);
+    }
+
+    /// `lru_add_drain_all`: every CPU's batches. Linux queues a work item
+    /// on each CPU with pages batched (`lru_add_drain_per_cpu`) and waits
+    /// for them all (`flush_work`). Here the caller drains this CPU's
+    /// own, then each other CPU's batches itself, charged to it (an upper
+    /// bound: Linux's works run in parallel and the caller waits for the
+    /// slowest), and pays one cross-CPU call with the wait to those CPUs
+    /// (`queue_work_on` wakes each CPU's worker): their handler runs empty.
+    pub fn lru_add_drain_all(&mut self, ctx: &mut Ctx) {
+        let me = ctx.cur();
+        self.lru_add_drain(ctx);
+        let targets: Vec<CpuId> = (self.lru.pvecs.iter().enumerate())
+            .filter(|(i, p)| *i != me.index() && !p.is_empty())
+            .map(|(i, _)| CpuId(i as u32))
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let handler = IpiHandler {
+            symbol: Symbol::LruAddDrainPerCpu,
+            cycles: Cycles::ZERO,
+        };
+        crate::sim::smp_call_function_many(ctx, &targets, handler, true);
+        for cpu in targets {
+            self.lru_add_drain_cpu(ctx, cpu);
+        }
+    }
+
+    /// `activate_page`: an inactive LRU page into this CPU's
+    /// `activate_page` batch.
+    pub fn activate_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        let head = self.compound_head(pfn);
+        let info = self.pages.get(head);
+        if info.test(PageFlags::LRU)
+            && !info.test(PageFlags::ACTIVE)
+            && !info.test(PageFlags::UNEVICTABLE)
+        {
+            self.add_to_batch(ctx, head, Batch::Activate);
+        }
+    }
+
+    /// `deactivate_page` (`MADV_COLD`'s path): an active LRU page into
+    /// this CPU's `lru_deactivate` batch.
+    pub fn deactivate_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        let head = self.compound_head(pfn);
+        let info = self.pages.get(head);
+        if info.test(PageFlags::LRU)
+            && info.test(PageFlags::ACTIVE)
+            && !info.test(PageFlags::UNEVICTABLE)
+        {
+            self.add_to_batch(ctx, head, Batch::Deactivate);
+        }
+    }
+
+    /// `mark_page_lazyfree` (`MADV_FREE`'s path): a swap-backed anonymous
+    /// LRU page not in the swap cache into the `lru_lazyfree` batch.
+    pub fn mark_page_lazyfree(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        let head = self.compound_head(pfn);
+        let info = self.pages.get(head);
+        if info.test(PageFlags::LRU)
+            && self.page_anon(head)
+            && info.test(PageFlags::SWAPBACKED)
+            && !info.test(PageFlags::SWAPCACHE)
+            && !info.test(PageFlags::UNEVICTABLE)
+        {
+            self.add_to_batch(ctx, head, Batch::Lazyfree);
+        }
+    }
+
+    /// `get_page`, `pagevec_add_and_need_flush`, and the flush.
+    fn add_to_batch(&mut self, ctx: &mut Ctx, head: Pfn, batch: Batch) {
+        self.get_page(head);
+        let compound = self.pa.page(head).order > 0;
+        let pvecs = self.lru.pvecs_mut(ctx.cur());
+        let pvec = match batch {
+            Batch::LruAdd => &mut pvecs.lru_add,
+            Batch::Deactivate => &mut pvecs.lru_deactivate,
+            Batch::Lazyfree => &mut pvecs.lru_lazyfree,
+            Batch::Activate => &mut pvecs.activate_page,
+        };
+        pvec.push(head);
+        if pvec.len() == PAGEVEC_SIZE || compound {
+            let cpu = ctx.cur();
+            self.drain_batch(ctx, cpu, batch);
+        }
+    }
+
+    /// `mark_page_accessed`: the second touch of an inactive page
+    /// activates it (through the `activate_page` batch if it is on the
+    /// LRU, or in place if it still waits in this CPU's `lru_add` batch);
+    /// the first sets `PG_referenced`.
+    pub fn mark_page_accessed(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        let head = self.compound_head(pfn);
+        let info = self.pages.get(head);
+        if !info.test(PageFlags::REFERENCED) {
+            self.pages.update(head, |p| p.set(PageFlags::REFERENCED));
+        } else if info.test(PageFlags::UNEVICTABLE) {
+            // Unevictable pages are never activated.
+        } else if !info.test(PageFlags::ACTIVE) {
+            if info.test(PageFlags::LRU) {
+                self.activate_page(ctx, head);
+            } else {
+                self.lru_cache_activate_page(ctx, head);
+            }
+            self.pages.update(head, |p| p.clear(PageFlags::REFERENCED));
+        }
+    }
+
+    /// `__lru_cache_activate_page`: a page still in this CPU's `lru_add`
+    /// batch is marked active there, to go onto the active list at the
+    /// drain (the batches of other CPUs are not looked at).
+    fn lru_cache_activate_page(&mut self, ctx: &mut Ctx, head: Pfn) {
+        let found = self
+            .lru
+            .pvecs(ctx.cur())
+            .is_some_and(|p| p.lru_add.iter().rev().any(|&q| q == head));
+        if found {
+            self.pages.update(head, |p| p.set(PageFlags::ACTIVE));
+        }
+    }
+
+    /// `__page_cache_release`: a page whose last reference went leaves its
+    /// LRU list under its node's lock (`lock_page_lruvec_irqsave`).
+    pub(super) fn page_cache_release(&mut self, ctx: &mut Ctx, head: Pfn) {
+        if self.pages.get(head).test(PageFlags::LRU) {
+            let node = self.pa.node_of(head);
+            self.lru_lock(ctx, node);
+            self.lru_del(ctx, Symbol::PageCacheRelease, head);
+            clear_page_lru_flags(self, head);
+            self.lru_unlock(ctx, node);
+        }
+    }
+
+    /// `release_pages`: drops one reference on each page; those whose last
+    /// reference went leave their LRU lists under the lock, taken once for
+    /// a run of pages and dropped every `SWAP_CLUSTER_MAX` pages
+    /// (`lock_batch`), and are then freed. A compound page is released on
+    /// its own (`__put_compound_page`), the lock dropped first.
+    pub fn release_pages(&mut self, ctx: &mut Ctx, pages: &[Pfn]) {
+        let mut held: Option<u32> = None;
+        let mut lock_batch = 0;
+        let mut to_free = Vec::new();
+        for &pfn in pages {
+            if let Some(node) = held {
+                lock_batch += 1;
+                if lock_batch == SWAP_CLUSTER_MAX {
+                    self.lru_unlock(ctx, node);
+                    held = None;
+                }
+            }
+            let head = self.compound_head(pfn);
+            let page = self.pa.page_mut(head);
+            assert!(page.refcount() > 0, "{head}: release_pages on a free page");
+            *page.refcount_mut() -= 1;
+            if page.refcount() > 0 {
+                continue;
+            }
+            if page.order > 0 {
+                if let Some(node) = held.take() {
+                    self.lru_unlock(ctx, node);
+                }
+                self.free_unreferenced_page(ctx, head);
+                continue;
+            }
+            if self.pages.get(head).test(PageFlags::LRU) {
+                let node = self.relock(ctx, held, head);
+                if held != Some(node) {
+                    lock_batch = 0;
+                }
+                held = Some(node);
+                self.lru_del(ctx, Symbol::ReleasePages, head);
+                clear_page_lru_flags(self, head);
+            }
+            to_free.push(head);
+        }
+        if let Some(node) = held {
+            self.lru_unlock(ctx, node);
+        }
+        for head in to_free {
+            self.free_unreferenced_page(ctx, head);
+        }
+    }
+
+    /// A page with no reference left: off the LRU if on it, its reclaim
+    /// state and contents cleared, back to the page allocator.
+    pub(super) fn free_unreferenced_page(&mut self, ctx: &mut Ctx, head: Pfn) {
+        self.page_cache_release(ctx, head);
+        let order = Order(self.pa.page(head).order);
+        for sub in 0..order.nr_pages() {
+            let sub = Pfn(head.0 + sub);
+            debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");
+            self.contents.clear(sub);
+            if self.pages.get(sub) != PageInfo::DEFAULT {
+                self.pages.update(sub, |p| *p = PageInfo::DEFAULT);
+            }
+        }
+        self.pa.free_pages(ctx, head, order);
+    }
+}
+
+/// `__clear_page_lru_flags`: PG_lru, PG_active and PG_unevictable.
+fn clear_page_lru_flags(k: &mut Kernel, head: Pfn) {
+    k.pages.update(head, |p| {
+        p.clear(PageFlags::LRU);
+        p.clear(PageFlags::ACTIVE);
+        p.clear(PageFlags::UNEVICTABLE);
+    });
+}

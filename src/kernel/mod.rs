@@ -16,7 +16,11 @@ mod tests;
 pub use sched::{Core, IrqHandler, Next, Program, Sched, Spawner, Sys};
 pub use task::{TaskStruct, Tasks};
 
-use crate::features::Features;
+use crate::drivers::disk::{Disk, DiskProfile};
+use crate::drivers::zcomp::Algorithm;
+use crate::drivers::zram::Zram;
+use crate::features::{Features, SwapDeviceKind, SwapSetup};
+use crate::mm::page_io::SwapDevice;
 use crate::machine::Machine;
 use crate::mm::kernel::Kernel;
 use crate::sim::{CpuId, Ctx, Engine, RunState};
@@ -48,7 +52,11 @@ pub fn run<P: Program>(
     for cpu in 0..ctx.nr_cpus() {
         ctx.set_state(CpuId(cpu), RunState::Blocked);
     }
-    let core = Core::new(Kernel::new(machine, features), ctx.nr_cpus());
+    let mut k = Kernel::new(machine, features);
+    if let Some(setup) = features.swap {
+        swapon_at_boot(&mut k, &mut ctx, machine, setup)?;
+    }
+    let core = Core::new(k, ctx.nr_cpus());
     let mut sched = Sched::new(program, core, progress);
     init(&mut ctx, &mut sched.spawner())?;
     let mut engine = Engine::new(ctx);
@@ -76,4 +84,30 @@ pub fn run<P: Program>(
         ctx: engine.ctx,
         core: sched.core,
     })
+}
+
+/// The swap device of the run's configuration, set up and enabled as an
+/// init script would (`zramctl` or `mkswap`, then `swapon`). Its size
+/// defaults to the machine's memory.
+fn swapon_at_boot(
+    k: &mut Kernel,
+    ctx: &mut Ctx,
+    machine: &Machine,
+    setup: SwapSetup,
+) -> Result<(), String> {
+    let topo = &machine.topology;
+    let memory = topo.memory_per_node_bytes * u64::from(topo.numa_nodes);
+    let size = setup.size_bytes.unwrap_or(memory);
+    let pages = size / crate::mm::PAGE_SIZE;
+    let device: Box<dyn SwapDevice> = match setup.device {
+        SwapDeviceKind::Zram(comp) => {
+            let algorithm = Algorithm::parse(comp.name())?;
+            Box::new(Zram::new(size, algorithm)?)
+        }
+        SwapDeviceKind::Disk(kind) => {
+            let profile = DiskProfile::by_name_or_path(kind.name()).map_err(|e| e.to_string())?;
+            Box::new(Disk::new(&profile, topo.frequency_mhz, pages))
+        }
+    };
+    k.swapon_device(ctx, device).map(|_| ())
 }

@@ -767,6 +767,14 @@ impl<P: Program> Workload for Sched<'_, P> {
                 return;
             }
         }
+        // Swap writes the step submitted to a device that completes them
+        // later: each ends with the device's interrupt on the submitting
+        // CPU (blk-mq completes where the request was issued).
+        for io in self.core.k.take_pending_io() {
+            let handler: IrqHandler =
+                Box::new(move |core, ctx| core.k.end_swap_bio_write(ctx, io.page));
+            self.core.irq_at(ctx, io.cpu, io.at, handler);
+        }
         if self.core.rq.front(cpu).is_none() {
             // Nothing left to run here: the CPU goes idle now, not at an
             // empty step of its own later, until its next timer if it has

@@ -127,6 +127,14 @@ pub struct Kernel {
     pub huge_zero: HugeZeroPage,
     /// tmpfs files and their page caches (`shmem.rs`).
     pub shmem: super::shmem::Shmem,
+    /// Swap devices' slots and counts (`swapfile.rs`).
+    pub swap: super::swapfile::SwapDevices,
+    /// The swap cache (`swap_state.rs`).
+    pub swap_cache: super::swap_state::SwapCache,
+    /// The devices behind the swap types, by type (`page_io.rs`).
+    pub(super) swap_devs: Vec<Box<dyn super::page_io::SwapDevice>>,
+    /// Swap writes that complete later (`page_io.rs`).
+    pub(super) io_pending: Vec<super::page_io::PendingIo>,
     pub thp: ThpConfig,
     pub features: Features,
     mms: Vec<Option<MmStruct>>,
@@ -157,6 +165,13 @@ impl Kernel {
             contents: Contents::new(),
             huge_zero: HugeZeroPage::default(),
             shmem: super::shmem::Shmem::default(),
+            swap: super::swapfile::SwapDevices::new(
+                machine.topology.nr_cpus() as usize,
+                features.has(crate::features::Feature::ThpSwap),
+            ),
+            swap_cache: super::swap_state::SwapCache::default(),
+            swap_devs: Vec::new(),
+            io_pending: Vec::new(),
             thp: features.thp,
             features,
             mms: Vec::new(),

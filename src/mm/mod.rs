@@ -23,6 +23,7 @@ pub mod rmap;
 pub mod shmem;
 pub mod slab;
 pub mod swap;
+pub mod swap_state;
 pub mod swap_slots;
 pub mod swapfile;
 pub mod useraccess;

@@ -5,6 +5,8 @@
 //! the swap code as trait objects, as Linux reaches a driver through its
 //! operations table.
 
+#![allow(dead_code)] // Until shrink_page_list and do_swap_page call it (being written now).
+
 use super::contents::PageImage;
 use super::page_alloc::PageAllocator;
 use crate::sim::Ctx;
@@ -58,4 +60,131 @@ pub trait SwapDevice {
     /// The device's own figures, named as its sysfs files name them
     /// (zram's `mm_stat` fields), for the report.
     fn stats(&self) -> Vec<(&'static str, u64)>;
+}
+
+use super::kernel::Kernel;
+use super::mmzone::Pfn;
+use super::page_flags::PageFlags;
+use super::swapfile::{SwapEntry, SwpFlags};
+use crate::sim::{CpuId, Symbol};
+
+/// A write to a device that completes later: at `at`, `cpu` takes the
+/// device's interrupt and ends the writeback of `page`
+/// (`end_swap_bio_write`). The scheduler turns each into an interrupt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingIo {
+    pub at: Cycles,
+    pub cpu: CpuId,
+    pub page: Pfn,
+}
+
+/// What `pageout` made of a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageoutResult {
+    /// Written, and the write already complete (a synchronous device).
+    Done,
+    /// Written; under writeback until the device's interrupt.
+    Writeback,
+    /// The swap entry had no user left: the page left the swap cache
+    /// instead of being written (`try_to_free_swap` in `swap_writepage`).
+    Freed,
+    /// The device could not take it: the page stays dirty.
+    Failed,
+}
+
+impl Kernel {
+    /// `swapon` of a device: its slots join the swap space under the next
+    /// swap type. The one-line error says why not.
+    pub fn swapon_device(&mut self, ctx: &mut Ctx, dev: Box<dyn SwapDevice>) -> Result<usize, String> {
+        let mut flags = SwpFlags::FREE_NOTIFY;
+        if dev.solid_state() {
+            flags = flags | SwpFlags::SOLIDSTATE;
+        }
+        if dev.synchronous() {
+            flags = flags | SwpFlags::SYNCHRONOUS_IO;
+        }
+        let ty = self
+            .swap
+            .swapon(ctx, dev.name(), dev.nr_pages(), None, flags)
+            .map_err(|e| format!("swapon {}: {e:?}", dev.name()))?;
+        assert_eq!(ty, self.swap_devs.len(), "swap types are handed out in order");
+        self.swap_devs.push(dev);
+        Ok(ty)
+    }
+
+    /// The device behind swap type `ty`.
+    pub fn swap_device(&self, ty: usize) -> &dyn SwapDevice {
+        self.swap_devs[ty].as_ref()
+    }
+
+    /// `swap_writepage` for a page in the swap cache (a THP's head writes
+    /// its 512 slots): each base page's contents go to its slot.
+    pub(super) fn swap_writepage(&mut self, ctx: &mut Ctx, head: Pfn) -> PageoutResult {
+        if self.try_to_free_swap(ctx, head) {
+            return PageoutResult::Freed;
+        }
+        let entry = SwapEntry::from_raw(self.pages.get(head).private);
+        let nr = self.nr_pages_of(head);
+        let dev = &mut self.swap_devs[entry.swp_type()];
+        let mut last = Completion::Done;
+        for i in 0..nr {
+            let image = self.contents.image(Pfn(head.0 + i));
+            match dev.write_page(ctx, &mut self.pa, entry.swp_offset() + i, &image) {
+                Ok(Completion::Done) => {}
+                Ok(Completion::At(t)) => {
+                    last = match last {
+                        Completion::At(u) if u >= t => last,
+                        _ => Completion::At(t),
+                    }
+                }
+                Err(IoError::NoMemory) => return PageoutResult::Failed,
+            }
+        }
+        self.count_swpout(ctx, nr);
+        self.pages.update(head, |p| p.clear(PageFlags::DIRTY));
+        match last {
+            Completion::Done => PageoutResult::Done,
+            Completion::At(at) => {
+                self.pages.update(head, |p| p.set(PageFlags::WRITEBACK));
+                self.io_pending.push(PendingIo {
+                    at,
+                    cpu: ctx.cur(),
+                    page: head,
+                });
+                PageoutResult::Writeback
+            }
+        }
+    }
+
+    /// `end_swap_bio_write` → `end_page_writeback`: the write is on the
+    /// device; a page reclaim wanted gone goes to the tail of the inactive
+    /// list, to be freed by the next scan (`rotate_reclaimable_page`).
+    pub fn end_swap_bio_write(&mut self, ctx: &mut Ctx, head: Pfn) {
+        let cost = ctx.machine().costs.pcp_list_op.cycles();
+        ctx.charge(Symbol::SwapWritepage, cost);
+        let info = self.pages.get(head);
+        if !info.test(PageFlags::WRITEBACK) {
+            return;
+        }
+        self.pages.update(head, |p| p.clear(PageFlags::WRITEBACK));
+        if info.test(PageFlags::RECLAIM) {
+            self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));
+            self.rotate_reclaimable_page(ctx, head);
+        }
+    }
+
+    /// Writes that complete later, for the scheduler to deliver as
+    /// interrupts, in the order they were submitted.
+    pub fn take_pending_io(&mut self) -> Vec<PendingIo> {
+        std::mem::take(&mut self.io_pending)
+    }
+
+    /// `swap_readpage`: the slot's contents into `page`. Returns when they
+    /// are there (`Completion::At` for a disk).
+    pub(super) fn swap_readpage(&mut self, ctx: &mut Ctx, page: Pfn, entry: SwapEntry) -> Completion {
+        let (image, done) = self.swap_devs[entry.swp_type()].read_page(ctx, entry.swp_offset());
+        self.contents.put(page, image);
+        ctx.count(crate::sim::Event::Pswpin, 1);
+        done
+    }
 }

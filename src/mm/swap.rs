@@ -188,6 +188,54 @@ impl Kernel {
         }
     }
 
+    /// `add_page_to_lru_list_tail` on the page's node, charged.
+    pub(super) fn lru_add_tail(&mut self, ctx: &mut Ctx, symbol: Symbol, head: Pfn) {
+        let node = self.pa.node_of(head);
+        let nr = self.thp_nr_pages(head);
+        let lruvec = self.lru.lruvec_mut(node);
+        debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
+        let old = lruvec.add_page_to_lru_list_tail(&mut self.pages, head, nr);
+        self.charge_lru_op(ctx, symbol, head, &[old]);
+    }
+
+    /// `rotate_reclaimable_page`: a page reclaim wanted gone whose
+    /// writeback just ended goes to the tail of its inactive list, where
+    /// the next scan finds it first. 5.x batches these (`lru_rotate`);
+    /// here the move is made at once, under the lock.
+    pub(super) fn rotate_reclaimable_page(&mut self, ctx: &mut Ctx, head: Pfn) {
+        let info = self.pages.get(head);
+        if !info.test(PageFlags::LRU)
+            || info.test(PageFlags::ACTIVE)
+            || info.test(PageFlags::UNEVICTABLE)
+        {
+            return;
+        }
+        let node = self.pa.node_of(head);
+        self.lru_lock(ctx, node);
+        self.lru_del(ctx, Symbol::RotateReclaimablePage, head);
+        self.lru_add_tail(ctx, Symbol::RotateReclaimablePage, head);
+        self.lru_unlock(ctx, node);
+        ctx.count(Event::Pgrotated, self.thp_nr_pages(head));
+    }
+
+    /// `isolate_lru_page`: one page (a THP by its head) off its LRU list,
+    /// with a reference for the caller. False if it is on none (in a
+    /// batch, or isolated by someone else).
+    pub fn isolate_lru_page(&mut self, ctx: &mut Ctx, pfn: Pfn) -> bool {
+        let head = self.compound_head(pfn);
+        if !self.pages.get(head).test(PageFlags::LRU) {
+            return false;
+        }
+        let node = self.pa.node_of(head);
+        self.lru_lock(ctx, node);
+        *self.pa.page_mut(head).refcount_mut() += 1;
+        let was_lru = self.test_clear_page_lru(head);
+        debug_assert!(was_lru, "{head}: PG_lru went under the lock");
+        self.lru_del(ctx, Symbol::IsolateLruPages, head);
+        self.lru_unlock(ctx, node);
+        true
+    }
+
     /// `add_page_to_lru_list` on the page's node, charged.
     pub(super) fn lru_add_head(&mut self, ctx: &mut Ctx, symbol: Symbol, head: Pfn) {
         let node = self.pa.node_of(head);

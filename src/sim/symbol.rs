@@ -132,6 +132,7 @@ symbols! {
     PageCacheRelease => "__page_cache_release",
     LruAddDrainPerCpu => "lru_add_drain_per_cpu",
     IsolateLruPages => "isolate_lru_pages",
+    RotateReclaimablePage => "rotate_reclaimable_page",
     MovePagesToLru => "move_pages_to_lru",
     ShrinkActiveList => "shrink_active_list",
     DownRead => "down_read",
@@ -148,6 +149,15 @@ symbols! {
     FreeSwapSlot => "free_swap_slot",
     SwapcacheFreeEntries => "swapcache_free_entries",
     PutSwapPage => "put_swap_page",
+    // The swap cache and swap I/O (mm/swap_state.c, mm/page_io.c), reclaim.
+    AddToSwapCache => "add_to_swap_cache",
+    DeleteFromSwapCache => "__delete_from_swap_cache",
+    SwapWritepage => "swap_writepage",
+    SwapReadpage => "swap_readpage",
+    ShrinkPageList => "shrink_page_list",
+    SplitHugePageToList => "split_huge_page_to_list",
+    MadviseColdOrPageout => "madvise_cold_or_pageout_pte_range",
+    DoSwapPage => "do_swap_page",
     // zram and zsmalloc (drivers/block/zram, lib/lzo, lib/lz4, mm/zsmalloc.c).
     ZramBvecWrite => "__zram_bvec_write",
     ZramBvecRead => "__zram_bvec_read",

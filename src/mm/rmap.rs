@@ -20,6 +20,7 @@ use super::memory::HPAGE_PMD_NR;
 use super::mm_types::{AnonVmaId, HPAGE_PMD_SIZE, VmFlags, Vma, VmaAnon};
 use super::mmap::{AnonEvent, VmaId};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
+use super::swapfile::SwapEntry;
 use super::page_flags::{NO_ANON_VMA, PageFlags, PageInfo};
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, TableId};
@@ -270,8 +271,8 @@ impl std::ops::BitOr for TtuFlags {
 pub struct Unmapped {
     /// `page_mapped` afterwards: some mapping is left.
     pub still_mapped: bool,
-    /// Swap entries installed (reclaim): the caller takes one more
-    /// reference on the page's swap entry for each (`swap_duplicate`).
+    /// Swap entries installed (reclaim), each with its reference on the
+    /// slot taken.
     pub swap_entries: u32,
     /// Migration entries installed.
     pub migration_entries: u32,
@@ -658,10 +659,10 @@ impl Kernel {
 
     /// `try_to_unmap`: unmaps the page (a THP's head: the whole THP) from
     /// every PTE that maps it. For reclaim each PTE becomes the swap entry
-    /// in the page's `private` (it must be in the swap cache), moving
-    /// `MM_ANONPAGES` to `MM_SWAPENTS`; the caller makes the swap count
-    /// follow (`swap_duplicate` once per entry in
-    /// [`Unmapped::swap_entries`]). A lazyfree page (anonymous, not
+    /// in the page's `private` (it must be in the swap cache; a THP's
+    /// subpage gets the head's entry plus its place), with one more
+    /// reference on the slot (`swap_duplicate`; a failure leaves the page
+    /// mapped), moving `MM_ANONPAGES` to `MM_SWAPENTS`. A lazyfree page (anonymous, not
     /// `PG_swapbacked`, clean) is dropped instead. With
     /// [`TtuFlags::MIGRATION`] each PTE becomes a migration entry and no
     /// counter moves. A PMD is split first with
@@ -712,7 +713,17 @@ impl Kernel {
                     // PageSwapBacked != PageSwapCache: not ready to unmap.
                     break 'vmas;
                 } else {
-                    Entry::Swap { val: info.private }
+                    // Each base page of a THP has its own slot, the
+                    // head's plus its place (`set_page_private(page + i)`).
+                    let val = info.private + (sub.0 - compound.0);
+                    if self
+                        .swap
+                        .swap_duplicate(ctx, SwapEntry::from_raw(val))
+                        .is_err()
+                    {
+                        break 'vmas;
+                    }
+                    Entry::Swap { val }
                 };
                 self.unmap_flush(ctx, v.mm, flags, write);
                 self.tables.set(m.table, m.index, new);

@@ -374,11 +374,15 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     let done = k.try_to_unmap(&mut ctx, page, TtuFlags::BATCH_FLUSH);
     assert!(done.still_mapped);
     assert_eq!(done.swap_entries, 0);
-    const VAL: u64 = 0x4_0005;
-    k.pages.update(page, |p| {
-        p.set(PageFlags::SWAPCACHE);
-        p.private = VAL;
-    });
+    let zram = crate::drivers::zram::Zram::new(
+        64 << 20,
+        crate::drivers::zcomp::Algorithm::parse("lzo-rle").unwrap(),
+    )
+    .unwrap();
+    k.swapon_device(&mut ctx, Box::new(zram)).unwrap();
+    assert!(k.add_to_swap(&mut ctx, page));
+    let val = k.pages.get(page).private;
+    let entry = crate::mm::swapfile::SwapEntry::from_raw(val);
     // The new page's LRU batch reference goes first.
     k.lru_add_drain_all(&mut ctx);
     *k.pa.page_mut(page).refcount_mut() += 1;
@@ -395,18 +399,19 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
         };
         assert_eq!(
             k.tables.get(pte, Level::Pte.index(a)),
-            Entry::Swap { val: VAL }
+            Entry::Swap { val }
         );
     }
-    assert_eq!(k.pa.page(page).refcount(), 1);
+    // The three swap PTEs count on the slot, beside the swap cache.
+    assert_eq!(k.swap.swap_count(entry), 3);
+    assert!(k.swap.has_cache(entry));
+    // The isolation's reference and the swap cache's.
+    assert_eq!(k.pa.page(page).refcount(), 2);
     k.check();
     for mm in mms {
         k.mmput(&mut ctx, mm);
     }
-    k.pages.update(page, |p| {
-        p.clear(PageFlags::SWAPCACHE);
-        p.private = 0;
-    });
+    k.delete_from_swap_cache(&mut ctx, page);
     k.put_page(&mut ctx, page);
     assert_all_freed(&mut k, &mut ctx);
 }

@@ -456,7 +456,8 @@ impl Kernel {
         len: u64,
         advice: Advice,
     ) -> Result<(), Errno> {
-        let for_writing = advice != Advice::DontNeed;
+        // `madvise_need_mmap_write`: only the hints that change VMAs.
+        let for_writing = matches!(advice, Advice::HugePage | Advice::NoHugePage);
         if for_writing {
             self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
         } else {
@@ -476,13 +477,22 @@ impl Kernel {
                 done
             }
         };
-        for vma in &done.zap {
-            self.zap_range(ctx, mm, vma.start, vma.end, Symbol::Madvise);
+        match advice {
+            Advice::DontNeed => {
+                for vma in &done.zap {
+                    self.zap_range(ctx, mm, vma.start, vma.end, Symbol::Madvise);
+                }
+                if !done.zap.is_empty() {
+                    self.flush_tlb_mm(ctx, mm);
+                }
+            }
+            Advice::Cold | Advice::PageOut => {
+                let pageout = advice == Advice::PageOut;
+                self.madvise_cold_or_pageout(ctx, mm, &done.zap, pageout);
+            }
+            Advice::HugePage | Advice::NoHugePage => {}
         }
-        if !done.zap.is_empty() {
-            self.flush_tlb_mm(ctx, mm);
-        }
-        if advice != Advice::DontNeed {
+        if matches!(advice, Advice::HugePage | Advice::NoHugePage) {
             // Hints that split VMAs may leave a huge PMD straddling two.
             let (start, end) = user_range(start, len);
             self.sync_protection(ctx, mm, start, end);

@@ -105,6 +105,12 @@ pub enum Advice {
     HugePage,
     /// `MADV_NOHUGEPAGE`.
     NoHugePage,
+    /// `MADV_COLD` (5.4+): the range's private pages go to the inactive
+    /// list, their accessed bits cleared.
+    Cold,
+    /// `MADV_PAGEOUT` (5.4+): the range's private pages are reclaimed now
+    /// (written to swap), as far as they can be.
+    PageOut,
 }
 
 /// One virtual memory area: a private anonymous mapping (or a private

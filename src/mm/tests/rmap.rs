@@ -396,10 +396,7 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
         let Entry::Table(pte) = k.tables.get(pmd, Level::Pmd.index(a)) else {
             panic!("a PTE table");
         };
-        assert_eq!(
-            k.tables.get(pte, Level::Pte.index(a)),
-            Entry::Swap { val }
-        );
+        assert_eq!(k.tables.get(pte, Level::Pte.index(a)), Entry::Swap { val });
     }
     // The three swap PTEs count on the slot, beside the swap cache.
     assert_eq!(k.swap.swap_count(entry), 3);

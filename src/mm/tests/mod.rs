@@ -51,6 +51,7 @@ use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
 mod lru;
+mod reclaim;
 mod rmap;
 mod shmem;
 

@@ -403,12 +403,12 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     assert!(k.swap.has_cache(entry));
     // The isolation's reference and the swap cache's.
     assert_eq!(k.pa.page(page).refcount(), 2);
+    k.put_page(&mut ctx, page);
     k.check();
     for mm in mms {
         k.mmput(&mut ctx, mm);
     }
     k.delete_from_swap_cache(&mut ctx, page);
-    k.put_page(&mut ctx, page);
     assert_all_freed(&mut k, &mut ctx);
 }
 

@@ -568,21 +568,43 @@ impl<T> Sys<'_, T> {
         self.core.k.sys_brk(self.ctx, mm, old_brk, new_brk)
     }
 
-    /// A user access through `access`, which the OOM killer may let
-    /// through: an access that finds no memory kills the process with the
-    /// most to give back and tries again, until it succeeds or current is
-    /// the one killed (`pagefault_out_of_memory`).
+    /// A user access through `access`, as the allocator's slow path lets
+    /// it through: an access that finds no memory reclaims
+    /// (`try_to_free_pages`) and tries again while reclaim makes progress,
+    /// up to `MAX_RECLAIM_RETRIES` passes without any; then the OOM killer
+    /// kills the process with the most to give back, and it tries again,
+    /// until it succeeds or current is the one killed
+    /// (`pagefault_out_of_memory`).
     fn user_access<R>(
         &mut self,
         mut access: impl FnMut(&mut Kernel, &mut Ctx, MmId) -> Result<R, Fault>,
     ) -> Result<R, Fault> {
+        const MAX_RECLAIM_RETRIES: u32 = 16;
+        let mut no_progress = 0;
         loop {
             if self.killed {
                 return Err(Fault::Oom);
             }
             let mm = self.mm();
             match access(&mut self.core.k, self.ctx, mm) {
-                Err(Fault::Oom) if self.out_of_memory() => continue,
+                Err(Fault::Oom) => {
+                    if self.core.k.try_to_free_pages(self.ctx) > 0 {
+                        continue;
+                    }
+                    // Memory being written out comes back when the writes
+                    // end: wait for them rather than give up.
+                    if self.core.k.wait_on_writeback(self.ctx) {
+                        continue;
+                    }
+                    no_progress += 1;
+                    if no_progress < MAX_RECLAIM_RETRIES && self.core.k.swap.nr_swap_pages() > 0 {
+                        continue;
+                    }
+                    if !self.out_of_memory() {
+                        return Err(Fault::Oom);
+                    }
+                    no_progress = 0;
+                }
                 result => return result,
             }
         }
@@ -772,7 +794,7 @@ impl<P: Program> Workload for Sched<'_, P> {
         // CPU (blk-mq completes where the request was issued).
         for io in self.core.k.take_pending_io() {
             let handler: IrqHandler =
-                Box::new(move |core, ctx| core.k.end_swap_bio_write(ctx, io.page));
+                Box::new(move |core, ctx| core.k.complete_io(ctx, io.at, io.id));
             self.core.irq_at(ctx, io.cpu, io.at, handler);
         }
         if self.core.rq.front(cpu).is_none() {

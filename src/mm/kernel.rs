@@ -133,8 +133,12 @@ pub struct Kernel {
     pub swap_cache: super::swap_state::SwapCache,
     /// The devices behind the swap types, by type (`page_io.rs`).
     pub(super) swap_devs: Vec<Box<dyn super::page_io::SwapDevice>>,
-    /// Swap writes that complete later (`page_io.rs`).
+    /// Swap writes that complete later, not yet handed to the scheduler
+    /// as interrupts (`page_io.rs`).
     pub(super) io_pending: Vec<super::page_io::PendingIo>,
+    /// Every swap write under way: by (completion time, id), its page.
+    pub(super) io_inflight: std::collections::BTreeMap<(crate::sim::Cycles, u64), Pfn>,
+    pub(super) io_seq: u64,
     pub thp: ThpConfig,
     pub features: Features,
     mms: Vec<Option<MmStruct>>,
@@ -172,6 +176,8 @@ impl Kernel {
             swap_cache: super::swap_state::SwapCache::default(),
             swap_devs: Vec::new(),
             io_pending: Vec::new(),
+            io_inflight: std::collections::BTreeMap::new(),
+            io_seq: 0,
             thp: features.thp,
             features,
             mms: Vec::new(),

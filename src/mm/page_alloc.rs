@@ -78,6 +78,9 @@ enum LockKind {
 enum Watermark {
     Min,
     Low,
+    /// `ALLOC_NO_WATERMARKS`: reclaim's own allocations (`PF_MEMALLOC`)
+    /// may take the reserves below min, so that freeing memory can go on.
+    None,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -238,6 +241,10 @@ pub struct PageAllocator {
     pcp_high_order: bool,
     /// Node of each CPU.
     cpu_node: Vec<u32>,
+    /// `current->flags & PF_MEMALLOC`: the CPU allocating is reclaiming,
+    /// and may use the reserves below the min watermark (one CPU acts at a
+    /// time, so one flag serves every CPU; reclaim sets and clears it).
+    pub memalloc: bool,
 }
 
 impl PageAllocator {
@@ -288,6 +295,7 @@ impl PageAllocator {
             pages_per_node,
             pcp_high_order,
             cpu_node,
+            memalloc: false,
         }
     }
 
@@ -317,9 +325,16 @@ impl PageAllocator {
         ctx.charge(Symbol::AllocPages, cost);
         let page = self
             .get_page_from_freelist(ctx, gfp, order, Watermark::Low)
-            // The slow path: kswapd and direct reclaim would run here; we
-            // retry once against the min watermark.
-            .or_else(|| self.get_page_from_freelist(ctx, gfp, order, Watermark::Min));
+            // The slow path: kswapd is not modelled; the min watermark,
+            // then (for reclaim itself) none. Direct reclaim and the OOM
+            // killer run above, where the access that failed is retried
+            // (`kernel::sched`).
+            .or_else(|| self.get_page_from_freelist(ctx, gfp, order, Watermark::Min))
+            .or_else(|| {
+                self.memalloc
+                    .then(|| self.get_page_from_freelist(ctx, gfp, order, Watermark::None))
+                    .flatten()
+            });
         match page {
             Some(_) => {
                 ctx.count(Event::PgallocNormal, order.nr_pages());
@@ -576,7 +591,11 @@ impl Zone {
         let mark = match mark {
             Watermark::Min => self.watermark.min,
             Watermark::Low => self.watermark.low,
+            Watermark::None => 0,
         };
+        if mark == 0 && self.nr_free_pages == 0 {
+            return false;
+        }
         let free = self.nr_free_pages as i64 - (order.nr_pages() as i64 - 1);
         if free <= mark as i64 {
             return false;

@@ -73,7 +73,9 @@ use crate::sim::{CpuId, Symbol};
 pub struct PendingIo {
     pub at: Cycles,
     pub cpu: CpuId,
-    pub page: Pfn,
+    /// Which write: [`Kernel::complete_io`] ends it unless someone waiting
+    /// for it already did.
+    pub id: u64,
 }
 
 /// What `pageout` made of a page.
@@ -152,10 +154,13 @@ impl Kernel {
             Completion::Done => PageoutResult::Done,
             Completion::At(at) => {
                 self.pages.update(head, |p| p.set(PageFlags::WRITEBACK));
+                let id = self.io_seq;
+                self.io_seq += 1;
+                self.io_inflight.insert((at, id), head);
                 self.io_pending.push(PendingIo {
                     at,
                     cpu: ctx.cur(),
-                    page: head,
+                    id,
                 });
                 PageoutResult::Writeback
             }
@@ -183,6 +188,43 @@ impl Kernel {
     /// interrupts, in the order they were submitted.
     pub fn take_pending_io(&mut self) -> Vec<PendingIo> {
         std::mem::take(&mut self.io_pending)
+    }
+
+    /// The interrupt of write `id`, due at `at`: its writeback ends, unless
+    /// a reclaimer waiting for writeback already ended it.
+    pub fn complete_io(&mut self, ctx: &mut Ctx, at: Cycles, id: u64) {
+        if let Some(head) = self.io_inflight.remove(&(at, id)) {
+            self.end_swap_bio_write(ctx, head);
+        }
+    }
+
+    /// Whether some swap write is still on its way to a device.
+    pub fn writeback_pending(&self) -> bool {
+        !self.io_inflight.is_empty()
+    }
+
+    /// Reclaim that made no progress while writes are under way waits for
+    /// the first to end (`should_reclaim_retry`'s `congestion_wait` when
+    /// most reclaimable memory is being written; 5.13 waits up to HZ/10):
+    /// the CPU idles until then, and every write done by then ends here.
+    /// False if nothing is being written.
+    pub fn wait_on_writeback(&mut self, ctx: &mut Ctx) -> bool {
+        let Some(&(first, _)) = self.io_inflight.keys().next() else {
+            return false;
+        };
+        let limit = ctx.now() + ctx.machine().topology.ns_to_cycles(100_000_000.0);
+        let until = first.min(limit);
+        if until > ctx.now() {
+            ctx.idle_until(until);
+        }
+        let now = ctx.now();
+        while let Some((&(at, id), _)) = self.io_inflight.iter().next() {
+            if at > now {
+                break;
+            }
+            self.complete_io(ctx, at, id);
+        }
+        true
     }
 
     /// `swap_readpage`: the slot's contents into `page`. Returns when they

@@ -448,6 +448,15 @@ impl Kernel {
     /// pages, node by node, and every page it could not free back on the
     /// LRU. Returns the base pages freed.
     pub(super) fn reclaim_pages(&mut self, ctx: &mut Ctx, pages: Vec<Pfn>) -> u64 {
+        // madvise's reclaim runs with PF_MEMALLOC too (`reclaim_pages`
+        // saves and restores it around shrink_page_list).
+        let was = std::mem::replace(&mut self.pa.memalloc, true);
+        let nr_reclaimed = self.reclaim_pages_node_by_node(ctx, pages);
+        self.pa.memalloc = was;
+        nr_reclaimed
+    }
+
+    fn reclaim_pages_node_by_node(&mut self, ctx: &mut Ctx, pages: Vec<Pfn>) -> u64 {
         let mut nr_reclaimed = 0;
         let mut rest = pages;
         while let Some(&first) = rest.first() {
@@ -464,6 +473,113 @@ impl Kernel {
             nr_reclaimed += stat.nr_reclaimed;
             for head in back {
                 self.putback_lru_page(ctx, head);
+            }
+        }
+        nr_reclaimed
+    }
+}
+
+/// `DEF_PRIORITY`: a reclaim pass first scans `size >> 12` of each list.
+pub const DEF_PRIORITY: u32 = 12;
+
+impl Kernel {
+    /// `shrink_inactive_list`: isolates up to `nr_to_scan` base pages from
+    /// the tail of `node`'s inactive anonymous list, tries to free them
+    /// (`shrink_page_list`) and puts the rest back. Counts `pgscan_direct`
+    /// and `pgsteal_direct`. Returns the base pages freed.
+    fn shrink_inactive_list(&mut self, ctx: &mut Ctx, node: u32, nr_to_scan: u64) -> u64 {
+        self.lru_add_drain(ctx);
+        self.lru_lock(ctx, node);
+        let isolated = self.isolate_lru_pages(ctx, node, LruList::InactiveAnon, nr_to_scan);
+        self.lru_unlock(ctx, node);
+        ctx.count(Event::PgscanDirect, isolated.nr_scanned);
+        if isolated.pages.is_empty() {
+            return 0;
+        }
+        // The oldest page is taken first: the list ends with it.
+        let list: Vec<Pfn> = isolated.pages.into_iter().rev().collect();
+        let (back, stat) = self.shrink_page_list(ctx, list, false);
+        ctx.count(Event::PgstealDirect, stat.nr_reclaimed);
+        self.lru_lock(ctx, node);
+        let (_, to_free) = self.move_pages_to_lru(ctx, &back);
+        self.lru_unlock(ctx, node);
+        for head in to_free {
+            self.free_unreferenced_page(ctx, head);
+        }
+        stat.nr_reclaimed
+    }
+
+    /// `shrink_lruvec` for the anonymous lists of `node` at `priority`:
+    /// the active list aged when the inactive one is short, then the
+    /// inactive one scanned, `SWAP_CLUSTER_MAX` at a time, until
+    /// `nr_to_reclaim` base pages are freed or the scan target is spent.
+    /// No file pages exist here, so the anon/file balance (`get_scan_count`)
+    /// gives every scan to the anonymous lists, as it does when swap is
+    /// the only way to free memory.
+    fn shrink_lruvec(
+        &mut self,
+        ctx: &mut Ctx,
+        node: u32,
+        priority: u32,
+        nr_to_reclaim: u64,
+    ) -> u64 {
+        if self.swap.nr_swap_pages() == 0 {
+            // `can_reclaim_anon_pages`: no swap, nothing to do with anon.
+            return 0;
+        }
+        let lruvec = self.lru.lruvec(node).expect("a node's lruvec");
+        let inactive = lruvec.size(LruList::InactiveAnon);
+        let active = lruvec.size(LruList::ActiveAnon);
+        let mut nr_reclaimed = 0;
+        if self.inactive_is_low(node, LruList::InactiveAnon) {
+            let scan = (active >> priority).max(SWAP_CLUSTER_MAX);
+            let mut rmap = |k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn| {
+                let found = k.page_referenced(ctx, pfn);
+                Referenced {
+                    ptes: found.referenced,
+                    vm_flags: found.vm_flags,
+                }
+            };
+            self.shrink_active_list(ctx, node, LruList::ActiveAnon, scan, &mut rmap);
+        }
+        let mut left = (inactive >> priority).max(SWAP_CLUSTER_MAX.min(inactive));
+        while left > 0 && nr_reclaimed < nr_to_reclaim {
+            let batch = left.min(SWAP_CLUSTER_MAX);
+            nr_reclaimed += self.shrink_inactive_list(ctx, node, batch);
+            left -= batch;
+        }
+        nr_reclaimed
+    }
+
+    /// `try_to_free_pages` (direct reclaim in the allocator's slow path):
+    /// shrinks every node's lists at falling priority until
+    /// `SWAP_CLUSTER_MAX` base pages are freed or the lowest priority is
+    /// done. Counts `allocstall_normal`. Returns the base pages freed.
+    pub fn try_to_free_pages(&mut self, ctx: &mut Ctx) -> u64 {
+        ctx.count(Event::AllocstallNormal, 1);
+        // `memalloc_noreclaim_save`: reclaim's own allocations (zram's
+        // zspages) may use the reserves.
+        let was = std::mem::replace(&mut self.pa.memalloc, true);
+        let nr_reclaimed = self.do_try_to_free_pages(ctx);
+        self.pa.memalloc = was;
+        nr_reclaimed
+    }
+
+    fn do_try_to_free_pages(&mut self, ctx: &mut Ctx) -> u64 {
+        let nr_to_reclaim = SWAP_CLUSTER_MAX;
+        let nodes = self.lru.lruvecs().len() as u32;
+        let mut nr_reclaimed = 0;
+        for priority in (0..=DEF_PRIORITY).rev() {
+            for node in 0..nodes {
+                nr_reclaimed += self.shrink_lruvec(
+                    ctx,
+                    node,
+                    priority,
+                    nr_to_reclaim - nr_reclaimed.min(nr_to_reclaim),
+                );
+                if nr_reclaimed >= nr_to_reclaim {
+                    return nr_reclaimed;
+                }
             }
         }
         nr_reclaimed

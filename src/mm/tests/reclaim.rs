@@ -178,17 +178,22 @@ fn a_disk_write_ends_later_and_rotates_the_page() {
     assert_eq!(k.swap_cache.nr_pages(), 4);
     let pending = k.take_pending_io();
     assert_eq!(pending.len(), 4);
+    let heads: Vec<Pfn> = k.io_inflight.values().copied().collect();
     for io in &pending {
         assert!(io.at > ctx.now(), "completes later");
-        let info = k.pages.get(io.page);
+    }
+    for &head in &heads {
+        let info = k.pages.get(head);
         assert!(info.test(PageFlags::WRITEBACK) && info.test(PageFlags::RECLAIM));
     }
     // Put back through the LRU batch: on the list once it drains (a page
     // still batched is not rotated, as in Linux).
     k.lru_add_drain(&mut ctx);
     for io in pending {
-        k.end_swap_bio_write(&mut ctx, io.page);
-        assert!(!k.pages.get(io.page).test(PageFlags::WRITEBACK));
+        k.complete_io(&mut ctx, io.at, io.id);
+    }
+    for head in heads {
+        assert!(!k.pages.get(head).test(PageFlags::WRITEBACK));
     }
     assert_eq!(ctx.stats.event(Event::Pgrotated), 4);
     assert_eq!(k.lru.size(LruList::InactiveAnon), 4);

@@ -46,6 +46,20 @@ impl SwapCache {
         self.pages.get(&entry.to_raw()).copied()
     }
 
+    /// Entries in the map: one per base page in the cache.
+    pub fn nr_entries(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// `__xa_store` of `page` at `entry`, which must be cached: a THP's
+    /// entry now names the subpage it belongs to (`__split_huge_page`).
+    /// Returns the page it named before.
+    pub(super) fn replace(&mut self, entry: SwapEntry, page: Pfn) -> Option<Pfn> {
+        self.pages
+            .get_mut(&entry.to_raw())
+            .map(|p| std::mem::replace(p, page))
+    }
+
     /// Host bytes of the map, for estimates.
     pub fn host_bytes(&self) -> usize {
         self.pages.capacity() * 24
@@ -86,7 +100,10 @@ impl Kernel {
     /// stay (the caller lets them go with `put_swap_page`).
     pub(super) fn __delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) -> SwapEntry {
         let info = self.pages.get(head);
-        assert!(info.test(PageFlags::SWAPCACHE), "{head}: not in the swap cache");
+        assert!(
+            info.test(PageFlags::SWAPCACHE),
+            "{head}: not in the swap cache"
+        );
         let entry = SwapEntry::from_raw(info.private);
         let nr = self.nr_pages_of(head);
         let cost = ctx.machine().costs.pcp_list_op.cycles();

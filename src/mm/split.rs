@@ -90,7 +90,7 @@ impl Kernel {
             0
         };
         let refs = self.pa.page(head).refcount();
-        let ok = refs >= extra_pins + 1 && self.total_mapcount(head) == refs - extra_pins - 1;
+        let ok = refs > extra_pins && self.total_mapcount(head) == refs - extra_pins - 1;
         (ok, extra_pins)
     }
 

@@ -4,8 +4,8 @@
 //! migration entries restored, with the TLB flushes it sends on x86 and
 //! powerpc.
 
-use super::super::page_flags::PageFlags;
 use super::super::rmap::{Mapped, TtuFlags};
+use super::super::swapfile::SwapEntry;
 use super::*;
 use crate::sim::Symbol;
 
@@ -375,13 +375,10 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     assert!(done.still_mapped);
     assert_eq!(done.swap_entries, 0);
     const VAL: u64 = 0x4_0005;
-    k.pages.update(page, |p| {
-        p.set(PageFlags::SWAPCACHE);
-        p.private = VAL;
-    });
-    // The new page's LRU batch reference goes first.
+    // In the swap cache (with its reference), as the checker wants it.
+    k.add_to_swap_cache(&mut ctx, page, SwapEntry::from_raw(VAL));
+    // The new page's LRU batch reference goes.
     k.lru_add_drain_all(&mut ctx);
-    *k.pa.page_mut(page).refcount_mut() += 1;
     let done = k.try_to_unmap(&mut ctx, page, TtuFlags::BATCH_FLUSH);
     k.try_to_unmap_flush(&mut ctx);
     assert_eq!(done.swap_entries, 3);
@@ -403,10 +400,7 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     for mm in mms {
         k.mmput(&mut ctx, mm);
     }
-    k.pages.update(page, |p| {
-        p.clear(PageFlags::SWAPCACHE);
-        p.private = 0;
-    });
+    k.__delete_from_swap_cache(&mut ctx, page);
     k.put_page(&mut ctx, page);
     assert_all_freed(&mut k, &mut ctx);
 }

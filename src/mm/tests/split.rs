@@ -115,7 +115,10 @@ fn an_isolated_pmd_mapped_thp_splits_onto_the_list() {
     assert_eq!(k.pa.nr_allocated_pages(), allocated);
     assert!(list.iter().all(|&p| !k.pages.get(p).test(PageFlags::LRU)));
     let per_tail = ctx.machine().costs.split_huge_page_tail.cycles().0;
-    assert!(ctx.stats.cycles(Symbol::SplitHugePageToList).0 >= 511 * per_tail);
+    assert_eq!(
+        ctx.stats.cycles(Symbol::SplitHugePageToList).0,
+        511 * per_tail
+    );
     assert_eq!(putback(&mut k, &mut ctx, head, &list), 0);
     k.check();
     assert_eq!(
@@ -252,6 +255,13 @@ fn a_thp_in_the_swap_cache_splits_its_entries() {
         assert_eq!(info.private, e.to_raw(), "{sub}: swap entry");
     }
     assert_eq!(k.swap_cache.nr_pages(), 512);
+    // Per tail its split and its swap-cache store.
+    let costs = ctx.machine().costs.clone();
+    let per_tail = costs.split_huge_page_tail.cycles().0 + costs.pcp_list_op.cycles().0;
+    assert_eq!(
+        ctx.stats.cycles(Symbol::SplitHugePageToList).0,
+        511 * per_tail
+    );
     putback(&mut k, &mut ctx, head, &list);
     // The checker counts the cache's references and entries.
     k.check();

@@ -1,6 +1,6 @@
 //! The invariant checker, in the spirit of CONFIG_DEBUG_VM: page tables
 //! against the pages, counters and VMAs they account for, and tmpfs page
-//! caches against their pages, and the LRU lists and batches. Tests run it after every operation; it
+//! caches against their pages, the swap cache against its pages, and the LRU lists and batches. Tests run it after every operation; it
 //! panics naming the first thing wrong.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,6 +14,7 @@ use super::page_flags::PageFlags;
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
 use super::rmap::linear_page_index;
+use super::swapfile::SwapEntry;
 use crate::features::Feature;
 
 /// What the walk of every page table found.
@@ -312,28 +313,32 @@ fn check_pages(k: &Kernel, census: &Census) {
         );
         *head_refs.entry(pfn.0).or_default() += 1;
     }
-    // The swap cache holds one per base page of each page in it, and
-    // finds each of those slots back to the page.
-    for (head, info) in k.pages.check_chunks() {
-        if !info.test(super::page_flags::PageFlags::SWAPCACHE) {
+    // The swap cache holds one per base page, each of its entries naming
+    // the page (a THP's head) that caches it.
+    let mut cached = 0u64;
+    for (pfn, info) in k.pages.check_chunks() {
+        if !info.test(PageFlags::SWAPCACHE) {
             continue;
         }
-        let nr = k.nr_pages_of(head);
-        let entry = super::swapfile::SwapEntry::from_raw(info.private);
+        let nr = k.nr_pages_of(pfn);
+        let entry = SwapEntry::from_raw(info.private);
         for i in 0..nr {
-            let e = super::swapfile::SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
-            assert_eq!(
-                k.swap_cache.get(e),
-                Some(head),
-                "{head}: swap cache entry {i}"
-            );
+            let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
+            assert_eq!(k.swap_cache.get(e), Some(pfn), "{e:?}: swap cache vs {pfn}");
             assert!(
                 k.swap.has_cache(e),
-                "{head}: slot {e:?} without SWAP_HAS_CACHE"
+                "{pfn}: slot {e:?} without SWAP_HAS_CACHE"
             );
         }
-        *head_refs.entry(head.0).or_default() += nr as u32;
+        cached += nr;
+        *head_refs.entry(pfn.0).or_default() += nr as u32;
     }
+    assert_eq!(cached, k.swap_cache.nr_pages(), "swap cache pages");
+    assert_eq!(
+        cached,
+        k.swap_cache.nr_entries() as u64,
+        "swap cache entries vs PG_swapcache pages"
+    );
     // Each place in a CPU's LRU batch holds one.
     for pvecs in k.lru.all_pvecs() {
         for pfn in pvecs.pages() {
@@ -470,6 +475,13 @@ pub fn check_no_leaks(k: &Kernel) {
         .map(|&p| k.compound_head(Pfn(p)).0)
         .chain(census.pmd_maps.keys().copied())
         .chain(k.shmem.pages().map(|(_, _, pfn)| pfn.0))
+        .chain(
+            k.pages
+                .check_chunks()
+                .into_iter()
+                .filter(|(_, info)| info.test(PageFlags::SWAPCACHE))
+                .map(|(pfn, _)| pfn.0),
+        )
         .chain(
             k.lru
                 .all_pvecs()

@@ -195,6 +195,35 @@ impl Lruvec {
         (old_last != NO_PFN).then_some(Pfn(old_last))
     }
 
+    /// `list_add_tail(&page->lru, &at->lru)`: `page` linked just before
+    /// `at` (on its newer side) on the list `at` is on, as
+    /// `lru_add_page_tail` links a THP's tail next to its head. The size
+    /// is left alone: the head was counted as all of its base pages, and
+    /// after the split the head and each tail count one each, the same
+    /// total (5.13 does no `update_lru_size` here either). Returns the
+    /// page that was before `at`, whose link the add wrote.
+    pub fn add_page_before(&mut self, pages: &mut PageInfos, page: Pfn, at: Pfn) -> Option<Pfn> {
+        let lru = page_lru(&pages.get(at));
+        let list = &mut self.lists[lru as usize];
+        let prev = pages.get(at).lru_prev;
+        pages.update(page, |p| {
+            debug_assert!(
+                p.lru_prev == NO_PFN && p.lru_next == NO_PFN,
+                "{page} linked"
+            );
+            p.lru_prev = prev;
+            p.lru_next = at.0;
+        });
+        if prev == NO_PFN {
+            list.first = page.0;
+        } else {
+            pages.update(Pfn(prev), |p| p.lru_next = page.0);
+        }
+        pages.update(at, |p| p.lru_prev = page.0);
+        list.entries += 1;
+        (prev != NO_PFN).then_some(Pfn(prev))
+    }
+
     /// `del_page_from_lru_list`: off the list its flags name (so the
     /// caller changes `PG_active` only after). Returns its two neighbours,
     /// whose links the delete wrote.

@@ -23,6 +23,7 @@ pub mod pgtable;
 pub mod rmap;
 pub mod shmem;
 pub mod slab;
+pub mod split;
 pub mod swap;
 pub mod swap_slots;
 pub mod swap_state;

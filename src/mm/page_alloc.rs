@@ -436,6 +436,34 @@ impl PageAllocator {
         }
     }
 
+    /// The compound-page half of `split_huge_page` (`clear_compound_head`
+    /// on each tail, `ClearPageCompound` on the head): the allocated block
+    /// of `order` at `pfn` becomes `1 << order` allocated order-0 blocks,
+    /// each keeping its own counts (the caller sets them), each freed on
+    /// its own later and merged by the buddy allocator as usual. The
+    /// pageblocks get per-page metadata, as any block below pageblock
+    /// order has. Returns false, changing nothing, if no such block is
+    /// there.
+    pub fn split_compound(&mut self, pfn: Pfn, order: Order) -> bool {
+        let (z, idx) = self.zone_of(pfn);
+        let map = &mut self.zones[z].map;
+        let head = map.get(idx);
+        if head.state != PageState::Allocated || head.order != order.0 {
+            return false;
+        }
+        for i in 1..order.nr_pages() as u32 {
+            let tail = map.get_mut(idx + i);
+            debug_assert_eq!(tail.state, PageState::Tail, "page {} of {pfn}", i);
+            tail.state = PageState::Allocated;
+            tail.order = 0;
+            tail.migratetype = head.migratetype;
+            tail.compound_mapcount = 0;
+            tail.shmem = false;
+        }
+        map.get_mut(idx).order = 0;
+        true
+    }
+
     /// The `struct page` of `pfn`.
     pub fn page(&self, pfn: Pfn) -> PageMeta {
         let (z, idx) = self.zone_of(pfn);

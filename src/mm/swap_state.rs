@@ -44,6 +44,20 @@ impl SwapCache {
         self.pages.get(&entry.to_raw()).copied()
     }
 
+    /// Entries in the map: one per base page in the cache.
+    pub fn nr_entries(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// `__xa_store` of `page` at `entry`, which must be cached: a THP's
+    /// entry now names the subpage it belongs to (`__split_huge_page`).
+    /// Returns the page it named before.
+    pub(super) fn replace(&mut self, entry: SwapEntry, page: Pfn) -> Option<Pfn> {
+        self.pages
+            .get_mut(&entry.to_raw())
+            .map(|p| std::mem::replace(p, page))
+    }
+
     /// Host bytes of the map, for estimates.
     pub fn host_bytes(&self) -> usize {
         self.pages.capacity() * 24

@@ -440,8 +440,8 @@ impl Kernel {
 
     /// Splits a THP for reclaim: its tails join `list`. False if it
     /// cannot be split now (the caller activates it).
-    fn split_for_reclaim(&mut self, _ctx: &mut Ctx, _head: Pfn, _list: &mut Vec<Pfn>) -> bool {
-        false
+    fn split_for_reclaim(&mut self, ctx: &mut Ctx, head: Pfn, list: &mut Vec<Pfn>) -> bool {
+        self.split_huge_page_to_list(ctx, head, Some(list)).is_ok()
     }
 
     /// `reclaim_pages` (`MADV_PAGEOUT`): `shrink_page_list` over isolated

@@ -54,6 +54,7 @@ mod lru;
 mod reclaim;
 mod rmap;
 mod shmem;
+mod split;
 
 const P: u64 = PAGE_SIZE;
 const RW: u32 = PROT_READ | PROT_WRITE;

@@ -5,6 +5,7 @@
 //! powerpc.
 
 use super::super::rmap::{Mapped, TtuFlags};
+use super::super::swapfile::SwapEntry;
 use super::*;
 use crate::sim::Symbol;
 
@@ -382,7 +383,8 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     assert!(k.add_to_swap(&mut ctx, page));
     let val = k.pages.get(page).private;
     let entry = crate::mm::swapfile::SwapEntry::from_raw(val);
-    // The new page's LRU batch reference goes first.
+    // The new page's LRU batch reference goes first; the caller holds
+    // one (reclaim's isolation).
     k.lru_add_drain_all(&mut ctx);
     *k.pa.page_mut(page).refcount_mut() += 1;
     let done = k.try_to_unmap(&mut ctx, page, TtuFlags::BATCH_FLUSH);

@@ -5,7 +5,6 @@
 //! powerpc.
 
 use super::super::rmap::{Mapped, TtuFlags};
-use super::super::swapfile::SwapEntry;
 use super::*;
 use crate::sim::Symbol;
 

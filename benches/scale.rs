@@ -5,7 +5,8 @@
 //! 1,000 and 4,096 CPUs; and the wall time, CPU time and peak memory of
 //! the two large `usemem` runs issue 15 sets aims for, on haswell-ep-2s.
 //! Run with `cargo bench --bench scale` (`-- boot`, `-- ebizzy` or
-//! `-- usemem` for one part).
+//! `-- usemem` for one part; `-- pageout` for seed 003's program paging
+//! 10 GiB out through zram and a disk).
 //!
 //! The machines are xeon-8s-80c's profile with its topology changed,
 //! written to a scratch directory. A simulated event here is an IPI taken
@@ -114,6 +115,15 @@ const USEMEM: &[Usemem] = &[
     },
 ];
 
+/// Seed 003's program paging 10 GiB of THPs out (issue 16's aims: 2 s
+/// and 1 GiB of the host each): through zram with THP swap and without,
+/// and through a disk.
+const PAGEOUT: &[&[&str]] = &[
+    &["--swap", "zram:16G", "--with", "thp-swap"],
+    &["--swap", "zram:16G", "--without", "thp-swap"],
+    &["--swap", "disk:hdd:16G", "--without", "thp-swap"],
+];
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -191,6 +201,32 @@ fn main() {
                 usage.cpu_seconds,
                 usage.peak_kib as f64 / 1024.0,
                 format!("{} / {}", run_of.aim_seconds, run_of.aim_mib)
+            );
+        }
+    }
+    if want("pageout") {
+        println!("pageout 10240 0 1 (10 GiB of THPs, one dirty byte each) on x86-2s-server");
+        println!(
+            "{:<44} {:>8} {:>8} {:>10} {:>12} {:>14}",
+            "run", "wall s", "cpu s", "peak MiB", "virtual s", "aim s / MiB"
+        );
+        for flags in PAGEOUT {
+            let mut args = vec!["run", "pageout", "10240", "0", "1"];
+            args.extend(*flags);
+            let (wall, usage, out) = run(mmsim, &args);
+            let real = out
+                .lines()
+                .find_map(|l| l.strip_prefix("real\t"))
+                .unwrap_or("?")
+                .to_string();
+            println!(
+                "{:<44} {:>8.2} {:>8.2} {:>10.1} {:>12} {:>14}",
+                format!("pageout {}", flags.join(" ")),
+                wall,
+                usage.cpu_seconds,
+                usage.peak_kib as f64 / 1024.0,
+                real,
+                "2 / 1024"
             );
         }
     }

@@ -1243,3 +1243,58 @@ fn dash_h_and_sub_command_help_work_as_the_errors_say() {
     assert!(succeeds(&["help", "machines", "detect"]).contains("machines detect"));
     assert!(succeeds(&["help", "trace", "import"]).contains("trace import"));
 }
+
+#[test]
+fn twice_the_memory_runs_to_the_end_with_swap_and_is_oom_killed_without() {
+    // One node of 256 MiB, a process writing 400 MiB of 4 KiB pages.
+    let dir = TempDir::new("swap");
+    let builtin = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles/x86-2s-server.toml"),
+    )
+    .expect("the built-in profile is readable");
+    let small = builtin
+        .replace("memory_per_node = \"192G\"", "memory_per_node = \"256M\"")
+        .replace("numa_nodes = 2", "numa_nodes = 1");
+    assert_ne!(small, builtin);
+    let path = dir.file("small.toml", &small);
+    let run = |swap: &str| {
+        succeeds(&[
+            "run",
+            "usemem",
+            "400M",
+            "--thp-enabled",
+            "never",
+            "--swap",
+            swap,
+            "--machine",
+            &path,
+        ])
+    };
+    let swapped = run("zram");
+    assert!(swapped.contains(" bytes / "), "{swapped}");
+    assert!(swapped.contains("\noom_kill 0\n"), "{swapped}");
+    assert!(!swapped.contains("\npswpout 0\n"), "{swapped}");
+    assert!(!swapped.contains("\npgsteal_direct 0\n"), "{swapped}");
+    let killed = run("none");
+    assert!(!killed.contains(" bytes / "), "{killed}");
+    assert!(killed.contains("\noom_kill 1\n"), "{killed}");
+    assert!(
+        killed.contains("Out of memory: Killed process 1 "),
+        "{killed}"
+    );
+}
+
+#[test]
+fn seed_003s_program_pages_out_and_bad_swap_specs_are_one_line() {
+    let out = succeeds(&["run", "pageout", "64", "0", "1", "--swap", "zram"]);
+    assert!(out.contains("\nreal\t0m0."), "{out}");
+    assert!(out.contains("\nthp_swpout 31\n"), "{out}");
+    fails_with(
+        &["run", "pageout", "64", "0", "1", "--swap", "zswap"],
+        "invalid --swap 'zswap'",
+    );
+    fails_with(
+        &["run", "pageout", "64", "0"],
+        "pageout: needs exactly three arguments",
+    );
+}

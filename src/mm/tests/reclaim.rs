@@ -199,3 +199,36 @@ fn a_disk_write_ends_later_and_rotates_the_page() {
     assert_eq!(k.lru.size(LruList::InactiveAnon), 4);
     k.check();
 }
+
+/// Without THP swap each THP is split before it gets slots
+/// (`thp_swpout_fallback`, `thp_split_page`), its 512 pages swapped one by
+/// one; the bytes are the same.
+#[test]
+fn without_thp_swap_a_thp_is_split_and_swapped_page_by_page() {
+    let (mut k, mut ctx, mm) = boot(ThpEnabled::Always, false, false);
+    let len = 4 * HPAGE_PMD_SIZE;
+    let raw = k.mmap(&mut ctx, mm, len + HPAGE_PMD_SIZE, RW).unwrap();
+    let a = huge_align_up(raw);
+    for i in 0..4 {
+        k.write_u64(&mut ctx, mm, a + i * HPAGE_PMD_SIZE + 511 * P, 0x2000 + i)
+            .unwrap();
+    }
+    let allocated = k.pa.nr_allocated_pages();
+    k.madvise(&mut ctx, mm, a, len, Advice::PageOut).unwrap();
+    k.check();
+    assert_eq!(ctx.stats.event(Event::ThpSwpout), 0);
+    assert_eq!(ctx.stats.event(Event::ThpSwpoutFallback), 4);
+    assert_eq!(ctx.stats.event(Event::ThpSplitPage), 4);
+    assert_eq!(ctx.stats.event(Event::ThpSplitPmd), 4);
+    assert_eq!(ctx.stats.event(Event::Pswpout), 4 * 512);
+    assert_eq!(k.mm(mm).rss_anon, 0);
+    assert_eq!(k.mm(mm).rss_swap, 4 * 512);
+    assert_eq!(
+        k.pa.nr_allocated_pages(),
+        allocated - 4 * 512 + zram_pages(&k)
+    );
+    for i in 0..4 {
+        let e = swap_pte(&k, mm, a + i * HPAGE_PMD_SIZE + 511 * P).unwrap();
+        assert_eq!(slot_word(&mut k, &mut ctx, e, 0), 0x2000 + i);
+    }
+}

@@ -333,6 +333,23 @@ pub struct Disk {
     /// memory.
     images: Vec<PageImage>,
     queue: RequestQueue,
+    /// When each request not yet complete will be, oldest first: at most
+    /// `nr_requests` of them.
+    outstanding: std::collections::VecDeque<Cycles>,
+    nr_requests: usize,
+}
+
+/// The queue's request limit (`/sys/block/*/queue/nr_requests`): with an
+/// I/O scheduler, 5.x's `blk_mq_init_sched` sets it to twice the tag
+/// set's depth (at most `BLKDEV_MAX_RQ`, 128): 64 for a SATA disk behind
+/// AHCI (32 tags) under mq-deadline; without one (NVMe's default, `none`)
+/// it is the tag set's depth, 1023 for NVMe's I/O queues
+/// (`NVME_Q_DEPTH` 1024, less one).
+fn nr_requests(kind: DiskKind) -> usize {
+    match kind {
+        DiskKind::Hdd => 64,
+        DiskKind::Ssd => 1023,
+    }
 }
 
 impl Disk {
@@ -345,6 +362,8 @@ impl Disk {
             nr_pages,
             images: Vec::new(),
             queue: RequestQueue::new(profile.timing(frequency_mhz)),
+            outstanding: std::collections::VecDeque::new(),
+            nr_requests: nr_requests(profile.kind),
         }
     }
 
@@ -367,7 +386,35 @@ impl Disk {
         );
         let cost = ctx.machine().costs.submit_bio_path.cycles();
         ctx.charge(Symbol::SubmitBio, cost);
-        Completion::At(self.queue.submit(ctx.now(), dir, offset))
+        // Requests done by now free their places.
+        while self
+            .outstanding
+            .front()
+            .is_some_and(|&end| end <= ctx.now())
+        {
+            self.outstanding.pop_front();
+        }
+        let requests = |s: &DiskStats| s.reads_completed + s.writes_completed;
+        let before = requests(&self.queue.stats);
+        let mut end = self.queue.submit(ctx.now(), dir, offset);
+        if requests(&self.queue.stats) > before {
+            // A new request, not a merge: it needs a place in the queue.
+            // With none free the submitter sleeps in `blk_mq_get_tag`
+            // until the oldest request completes (the CPU waits: one task
+            // per CPU is what the swap paths here run on).
+            if self.outstanding.len() >= self.nr_requests {
+                let oldest = self.outstanding.pop_front().expect("a full queue");
+                if oldest > ctx.now() {
+                    ctx.idle_until(oldest);
+                }
+                // Submitted now, it is served no earlier than now.
+                end = end.max(ctx.now());
+            }
+            self.outstanding.push_back(end);
+        } else if let Some(last) = self.outstanding.back_mut() {
+            *last = (*last).max(end);
+        }
+        Completion::At(end)
     }
 }
 
@@ -500,6 +547,29 @@ mod tests {
             ]
         );
         assert_eq!(ctx.stats.cycles(Symbol::SubmitBio).0, 4 * 750);
+    }
+
+    #[test]
+    fn a_full_request_queue_makes_the_submitter_wait_for_the_oldest() {
+        let (mut disk, mut ctx, mut pa) = boot("hdd");
+        let image = PageImage::same(7);
+        // Every other slot: no two writes merge, each is a request.
+        let mut ends = Vec::new();
+        for i in 0..64 {
+            ends.push(at(disk
+                .write_page(&mut ctx, &mut pa, 2 * i + 1, &image)
+                .unwrap()));
+        }
+        let before = ctx.now().0;
+        assert!(before < ends[0], "64 requests fit without waiting");
+        // The 65th waits until the first completes.
+        disk.write_page(&mut ctx, &mut pa, 200, &image).unwrap();
+        let submit = ctx.machine().costs.submit_bio_path.cycles().0;
+        assert_eq!(ctx.now().0, ends[0].max(before + submit));
+        // A write merging into the last request takes no new place.
+        let now = ctx.now();
+        disk.write_page(&mut ctx, &mut pa, 201, &image).unwrap();
+        assert_eq!(ctx.now(), now + Cycles(submit));
     }
 
     #[test]

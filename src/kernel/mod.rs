@@ -20,9 +20,9 @@ use crate::drivers::disk::{Disk, DiskProfile};
 use crate::drivers::zcomp::Algorithm;
 use crate::drivers::zram::Zram;
 use crate::features::{Features, SwapDeviceKind, SwapSetup};
-use crate::mm::page_io::SwapDevice;
 use crate::machine::Machine;
 use crate::mm::kernel::Kernel;
+use crate::mm::page_io::SwapDevice;
 use crate::sim::{CpuId, Ctx, Engine, RunState};
 
 /// What a finished run leaves: the program (with what it gathered), the

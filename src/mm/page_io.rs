@@ -95,7 +95,11 @@ pub enum PageoutResult {
 impl Kernel {
     /// `swapon` of a device: its slots join the swap space under the next
     /// swap type. The one-line error says why not.
-    pub fn swapon_device(&mut self, ctx: &mut Ctx, dev: Box<dyn SwapDevice>) -> Result<usize, String> {
+    pub fn swapon_device(
+        &mut self,
+        ctx: &mut Ctx,
+        dev: Box<dyn SwapDevice>,
+    ) -> Result<usize, String> {
         let mut flags = SwpFlags::FREE_NOTIFY;
         if dev.solid_state() {
             flags = flags | SwpFlags::SOLIDSTATE;
@@ -107,7 +111,11 @@ impl Kernel {
             .swap
             .swapon(ctx, dev.name(), dev.nr_pages(), None, flags)
             .map_err(|e| format!("swapon {}: {e:?}", dev.name()))?;
-        assert_eq!(ty, self.swap_devs.len(), "swap types are handed out in order");
+        assert_eq!(
+            ty,
+            self.swap_devs.len(),
+            "swap types are handed out in order"
+        );
         self.swap_devs.push(dev);
         Ok(ty)
     }
@@ -181,7 +189,12 @@ impl Kernel {
 
     /// `swap_readpage`: the slot's contents into `page`. Returns when they
     /// are there (`Completion::At` for a disk).
-    pub(super) fn swap_readpage(&mut self, ctx: &mut Ctx, page: Pfn, entry: SwapEntry) -> Completion {
+    pub(super) fn swap_readpage(
+        &mut self,
+        ctx: &mut Ctx,
+        page: Pfn,
+        entry: SwapEntry,
+    ) -> Completion {
         let (image, done) = self.swap_devs[entry.swp_type()].read_page(ctx, entry.swp_offset());
         self.contents.put(page, image);
         ctx.count(crate::sim::Event::Pswpin, 1);

@@ -46,6 +46,17 @@ impl SwapCache {
         self.pages.get(&entry.to_raw()).copied()
     }
 
+    /// Every (swap entry, head) pair, in entry order: for the checker.
+    pub fn entries(&self) -> Vec<(SwapEntry, Pfn)> {
+        let mut all: Vec<(SwapEntry, Pfn)> = self
+            .pages
+            .iter()
+            .map(|(&raw, &head)| (SwapEntry::from_raw(raw), head))
+            .collect();
+        all.sort_by_key(|&(e, _)| e.to_raw());
+        all
+    }
+
     /// Host bytes of the map, for estimates.
     pub fn host_bytes(&self) -> usize {
         self.pages.capacity() * 24
@@ -86,7 +97,10 @@ impl Kernel {
     /// stay (the caller lets them go with `put_swap_page`).
     pub(super) fn __delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) -> SwapEntry {
         let info = self.pages.get(head);
-        assert!(info.test(PageFlags::SWAPCACHE), "{head}: not in the swap cache");
+        assert!(
+            info.test(PageFlags::SWAPCACHE),
+            "{head}: not in the swap cache"
+        );
         let entry = SwapEntry::from_raw(info.private);
         let nr = self.nr_pages_of(head);
         let cost = ctx.machine().costs.pcp_list_op.cycles();

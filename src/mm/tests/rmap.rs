@@ -6,7 +6,10 @@
 
 use super::super::page_flags::PageFlags;
 use super::super::rmap::{Mapped, TtuFlags};
+use super::super::swapfile::SwapEntry;
 use super::*;
+use crate::drivers::zcomp::Algorithm;
+use crate::drivers::zram::Zram;
 use crate::sim::Symbol;
 
 const THP_NEVER: Setup = Setup::new(ThpEnabled::Never, true, true);
@@ -374,18 +377,24 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     let done = k.try_to_unmap(&mut ctx, page, TtuFlags::BATCH_FLUSH);
     assert!(done.still_mapped);
     assert_eq!(done.swap_entries, 0);
-    const VAL: u64 = 0x4_0005;
-    k.pages.update(page, |p| {
-        p.set(PageFlags::SWAPCACHE);
-        p.private = VAL;
-    });
+    k.swapon_device(
+        &mut ctx,
+        Box::new(Zram::new(1000 * P, Algorithm::Lzo).unwrap()),
+    )
+    .unwrap();
     // The new page's LRU batch reference goes first.
     k.lru_add_drain_all(&mut ctx);
-    *k.pa.page_mut(page).refcount_mut() += 1;
+    assert!(k.add_to_swap(&mut ctx, page));
+    let val = k.pages.get(page).private;
     let done = k.try_to_unmap(&mut ctx, page, TtuFlags::BATCH_FLUSH);
     k.try_to_unmap_flush(&mut ctx);
     assert_eq!(done.swap_entries, 3);
     assert!(!done.still_mapped);
+    for _ in 0..done.swap_entries {
+        k.swap
+            .swap_duplicate(&mut ctx, SwapEntry::from_raw(val))
+            .unwrap();
+    }
     for &mm in &mms {
         assert_eq!(k.mm(mm).rss_anon, 0);
         assert_eq!(k.mm(mm).rss_swap, 1);
@@ -393,21 +402,18 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
         let Entry::Table(pte) = k.tables.get(pmd, Level::Pmd.index(a)) else {
             panic!("a PTE table");
         };
-        assert_eq!(
-            k.tables.get(pte, Level::Pte.index(a)),
-            Entry::Swap { val: VAL }
-        );
+        assert_eq!(k.tables.get(pte, Level::Pte.index(a)), Entry::Swap { val });
     }
+    // The swap cache's reference is the one left.
     assert_eq!(k.pa.page(page).refcount(), 1);
     k.check();
+    // Each exit drops a reference to the slot; the last leaves only the
+    // swap cache, whose page nobody maps: it is freed, and so is the slot.
     for mm in mms {
         k.mmput(&mut ctx, mm);
     }
-    k.pages.update(page, |p| {
-        p.clear(PageFlags::SWAPCACHE);
-        p.private = 0;
-    });
-    k.put_page(&mut ctx, page);
+    assert_eq!(k.swap_cache.nr_pages(), 0);
+    assert_eq!(k.swap.nr_swap_pages(), k.swap.total_swap_pages());
     assert_all_freed(&mut k, &mut ctx);
 }
 

@@ -219,7 +219,8 @@ impl Kernel {
                 page
             }
         };
-        self.lock_page(ctx, page);
+        let waited = self.lock_page(ctx, page);
+        ctx.count(Event::SwapinWaitCycles, waited.0);
         self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
         debug_assert_eq!(
             self.tables.get(pte, index),
@@ -443,6 +444,13 @@ impl Kernel {
     fn tlb_flush_mmu_free(&mut self, ctx: &mut Ctx) {
         let gathered = std::mem::take(&mut self.tlb_gather);
         for batch in gathered.chunks(super::swap::MAX_GATHER_BATCH) {
+            // free_pages_and_swap_cache: an unmapped page in the swap
+            // cache leaves it first (`free_swap_cache`). Its
+            // `lru_add_drain` is left out: it would move every zap's
+            // figures, and no count here depends on it.
+            for &pfn in batch {
+                self.free_swap_cache(ctx, pfn);
+            }
             self.release_pages(ctx, batch);
         }
         // The vector's room, kept for the next zap.

@@ -313,8 +313,23 @@ impl Kernel {
         if count == 1 && !info.test(PageFlags::WRITEBACK) {
             self.delete_from_swap_cache(ctx, head);
             self.pages.update(head, |p| p.set(PageFlags::DIRTY));
+            self.swap_slot_free_notify(ctx);
         }
         count <= 1
+    }
+
+    /// `free_swap_cache`: a page a zap unmapped that is in the swap cache
+    /// and no longer mapped leaves the cache if it can be locked and no
+    /// swap PTE names its slot (`try_to_free_swap`).
+    pub(super) fn free_swap_cache(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        let head = self.compound_head(pfn);
+        if !self.pages.get(head).test(PageFlags::SWAPCACHE) || self.page_mapped(head) {
+            return;
+        }
+        if self.trylock_page(ctx, head) {
+            self.try_to_free_swap(ctx, head);
+            self.unlock_page(head);
+        }
     }
 
     /// `free_swap_and_cache` (zap of a swap PTE): drops the PTE's

@@ -39,6 +39,7 @@ events! {
     Pgmajfault => "pgmajfault", "page faults that read their page from a device (do_swap_page after a swap cache miss)",
     SwapRa => "swap_ra", "pages swap readahead read besides the faulting one",
     SwapRaHit => "swap_ra_hit", "readahead pages a fault found in the swap cache",
+    SwapinWaitCycles => "mmsim_swapin_wait_cycles", "cycles faulting tasks' CPUs idled waiting for a swap read from a disk (lock_page in do_swap_page)",
     Pgrefill => "pgrefill", "base pages scanned on the active lists by shrink_active_list",
     ThpFaultAlloc => "thp_fault_alloc", "THPs allocated in a fault",
     ThpFaultFallback => "thp_fault_fallback", "faults that wanted a THP and fell back to 4 KiB pages",

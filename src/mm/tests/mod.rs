@@ -53,6 +53,7 @@ mod cases;
 mod lru;
 mod rmap;
 mod shmem;
+mod swapin;
 
 const P: u64 = PAGE_SIZE;
 const RW: u32 = PROT_READ | PROT_WRITE;

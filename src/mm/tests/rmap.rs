@@ -4,7 +4,6 @@
 //! migration entries restored, with the TLB flushes it sends on x86 and
 //! powerpc.
 
-use super::super::page_flags::PageFlags;
 use super::super::rmap::{Mapped, TtuFlags};
 use super::super::swapfile::SwapEntry;
 use super::*;

@@ -317,15 +317,33 @@ fn check_pages(k: &Kernel, census: &Census) {
         );
         *head_refs.entry(pfn.0).or_default() += 1;
     }
+    // The swap cache holds one per base page of each page in it, and
+    // finds each of those slots back to the page.
+    for (head, info) in k.pages.check_chunks() {
+        if !info.test(super::page_flags::PageFlags::SWAPCACHE) {
+            continue;
+        }
+        let nr = k.nr_pages_of(head);
+        let entry = super::swapfile::SwapEntry::from_raw(info.private);
+        for i in 0..nr {
+            let e = super::swapfile::SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
+            assert_eq!(
+                k.swap_cache.get(e),
+                Some(head),
+                "{head}: swap cache entry {i}"
+            );
+            assert!(
+                k.swap.has_cache(e),
+                "{head}: slot {e:?} without SWAP_HAS_CACHE"
+            );
+        }
+        *head_refs.entry(head.0).or_default() += nr as u32;
+    }
     // Each place in a CPU's LRU batch holds one.
     for pvecs in k.lru.all_pvecs() {
         for pfn in pvecs.pages() {
             *head_refs.entry(pfn.0).or_default() += 1;
         }
-    }
-    // The swap cache holds one per base page it caches.
-    for (_, head) in k.swap_cache.entries() {
-        *head_refs.entry(head.0).or_default() += 1;
     }
     for (&head, &refs) in &head_refs {
         assert_eq!(

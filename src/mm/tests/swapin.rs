@@ -92,7 +92,9 @@ fn swap_out(k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn, keep_cached: bool) -> SwapE
     let entry = SwapEntry::from_raw(k.pages.get(pfn).private);
     let done = k.try_to_unmap(ctx, pfn, TtuFlags(0));
     assert!(!done.still_mapped);
-    for _ in 0..done.swap_entries {
+    // One reference per swap PTE: taken here unless try_to_unmap took
+    // them itself (as try_to_unmap_one does, on the lead's branch).
+    for _ in k.swap.swap_count_total(entry)..u64::from(done.swap_entries) {
         k.swap.swap_duplicate(ctx, entry).unwrap();
     }
     match k.swap_writepage(ctx, pfn) {

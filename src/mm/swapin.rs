@@ -322,6 +322,10 @@ impl Kernel {
     /// and no longer mapped leaves the cache if it can be locked and no
     /// swap PTE names its slot (`try_to_free_swap`).
     pub(super) fn free_swap_cache(&mut self, ctx: &mut Ctx, pfn: Pfn) {
+        // The host's shortcut: with the cache empty, no page is in it.
+        if self.swap_cache.nr_pages() == 0 {
+            return;
+        }
         let head = self.compound_head(pfn);
         if !self.pages.get(head).test(PageFlags::SWAPCACHE) || self.page_mapped(head) {
             return;

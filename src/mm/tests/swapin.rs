@@ -440,3 +440,43 @@ fn munmap_dontneed_and_exit_free_swap_slots() {
     assert_eq!(event(&ctx, Event::Pswpin), 0);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// `__swapin_nr_pages` by hand: no hits gives 1, or 2 next to the last
+/// fault; hits give the power of two at or above `hits + 2`, from 4, up
+/// to the maximum; a window never shrinks below half the last one.
+#[test]
+fn swapin_window_sizes_follow_5_13() {
+    use super::super::swapin::swapin_nr_pages_for as nr;
+    assert_eq!(nr(0, 1, 0, 8, 0), 2);
+    assert_eq!(nr(9, 8, 0, 8, 0), 2);
+    assert_eq!(nr(0, 5, 0, 8, 0), 1);
+    assert_eq!(nr(0, 5, 1, 8, 0), 4);
+    assert_eq!(nr(0, 5, 2, 8, 0), 4);
+    assert_eq!(nr(0, 5, 3, 8, 0), 8);
+    assert_eq!(nr(0, 5, 7, 8, 0), 8);
+    assert_eq!(nr(0, 5, 7, 4, 0), 4);
+    assert_eq!(nr(0, 5, 0, 8, 8), 4);
+    assert_eq!(nr(0, 5, 0, 8, 3), 1);
+}
+
+/// `vm.page-cluster` 0: no readahead at all, one read per major fault.
+#[test]
+fn page_cluster_zero_reads_one_page_per_fault() {
+    let (mut k, mut ctx) = THP_NEVER.boot(6);
+    hdd(&mut k, &mut ctx);
+    k.page_cluster = 0;
+    let (mm, a) = process(&mut k, &mut ctx, 4);
+    for i in 0..4 {
+        let pfn = pfn_at(&k, mm, a + i * P);
+        swap_out(&mut k, &mut ctx, pfn, false);
+    }
+    for i in 0..4 {
+        assert_contents(&mut k, &mut ctx, mm, a, i);
+        k.check();
+    }
+    assert_eq!(event(&ctx, Event::Pgmajfault), 4);
+    assert_eq!(event(&ctx, Event::Pswpin), 4);
+    assert_eq!(event(&ctx, Event::SwapRa), 0);
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

@@ -14,7 +14,7 @@ use super::page_flags::PageFlags;
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
 use super::rmap::linear_page_index;
-use super::swapfile::SwapEntry;
+use super::swapfile::{SWAP_HAS_CACHE, SWAP_MAP_BAD, SwapEntry};
 use crate::features::Feature;
 
 /// What the walk of every page table found.
@@ -27,6 +27,8 @@ struct Census {
     huge_zero_pmds: u64,
     /// Pages the page tables own: tables and deposits.
     table_pages: u64,
+    /// Swap PTEs naming each slot, by `swp_entry_t.val`.
+    swap_ptes: BTreeMap<u64, u64>,
 }
 
 /// Checks every live mm's mappings; see the module documentation.
@@ -36,6 +38,7 @@ pub fn check_mappings(k: &Kernel) {
         check_mm(k, mm, &mut census);
     }
     check_pages(k, &census);
+    check_swap(k, &census);
     check_huge_zero(k, &census);
     check_rmap(k);
     check_lru(k);
@@ -106,9 +109,10 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
             // Not present: no page to count. A migration entry's page
             // is locked and its mapcount already dropped, but the mm still
             // counts it (`MM_ANONPAGES` moves only when the entry goes).
-            Entry::Swap { .. } => {
+            Entry::Swap { val } => {
                 in_vma(false);
                 swapents += 1;
+                *census.swap_ptes.entry(val).or_default() += 1;
             }
             Entry::Migration { write, .. } => {
                 in_vma(write);
@@ -355,6 +359,77 @@ fn check_pages(k: &Kernel, census: &Census) {
     }
 }
 
+/// Swap: every slot's references are exactly the swap PTEs naming it, in
+/// all mms (a slot in use that no PTE names, or named by more PTEs than
+/// it counts, is wrong); every swap cache page is `PG_swapcache` with its
+/// first entry in `private`, allocated, and its slots `SWAP_HAS_CACHE`;
+/// a page with a read in flight is locked and in the swap cache; and no
+/// other page is locked between steps.
+fn check_swap(k: &Kernel, census: &Census) {
+    for (&val, &ptes) in &census.swap_ptes {
+        let entry = SwapEntry::from_raw(val);
+        assert_eq!(
+            k.swap.swap_count_total(entry),
+            ptes,
+            "{entry:?}: swap count vs swap PTEs"
+        );
+    }
+    for ty in 0..k.swap.nr_swapfiles() {
+        let Some(si) = k.swap.swap_info(ty) else {
+            continue;
+        };
+        for (offset, &map) in si.swap_map.iter().enumerate().skip(1) {
+            let count = map & !SWAP_HAS_CACHE;
+            if count == 0 || count == SWAP_MAP_BAD {
+                continue;
+            }
+            let entry = SwapEntry::new(ty, offset as u64);
+            assert!(
+                census.swap_ptes.contains_key(&entry.to_raw()),
+                "{entry:?}: count {count:#x} but no swap PTE names it"
+            );
+        }
+    }
+    let mut cached = BTreeSet::new();
+    for (entry, head) in k.swap_cache.entries() {
+        let page = k.pa.page(head);
+        assert_eq!(page.state, PageState::Allocated, "{head}: cached {entry:?}");
+        let info = k.pages.get(head);
+        assert!(
+            info.test(PageFlags::SWAPCACHE),
+            "{head}: caches {entry:?} without PG_swapcache"
+        );
+        let first = SwapEntry::from_raw(info.private);
+        let nr = k.nr_pages_of(head);
+        assert!(
+            first.swp_type() == entry.swp_type()
+                && (first.swp_offset()..first.swp_offset() + nr).contains(&entry.swp_offset()),
+            "{head}: caches {entry:?} but private names {first:?}"
+        );
+        assert!(
+            k.swap.has_cache(entry),
+            "{entry:?}: cached by {head} without SWAP_HAS_CACHE"
+        );
+        cached.insert(head.0);
+    }
+    for (pfn, info) in k.pages.check_chunks() {
+        if info.test(PageFlags::SWAPCACHE) {
+            assert!(
+                cached.contains(&pfn.0),
+                "{pfn}: PG_swapcache but not cached"
+            );
+        }
+        if k.swapin.reading(pfn) {
+            assert!(
+                info.test(PageFlags::LOCKED) && cached.contains(&pfn.0),
+                "{pfn}: read in flight but unlocked or not cached"
+            );
+        } else {
+            assert!(!info.test(PageFlags::LOCKED), "{pfn}: locked between steps");
+        }
+    }
+}
+
 /// The huge zero page's count: the shrinker's reference plus one per PMD
 /// (4.8) or one per mm that used it (with `huge-zero-mm-flag`).
 fn check_huge_zero(k: &Kernel, census: &Census) {
@@ -475,6 +550,7 @@ pub fn check_no_leaks(k: &Kernel) {
         .map(|&p| k.compound_head(Pfn(p)).0)
         .chain(census.pmd_maps.keys().copied())
         .chain(k.shmem.pages().map(|(_, _, pfn)| pfn.0))
+        .chain(k.swap_cache.entries().into_iter().map(|(_, head)| head.0))
         .chain(
             k.pages
                 .check_chunks()

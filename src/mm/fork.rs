@@ -110,7 +110,7 @@ impl Kernel {
                 }
                 entry @ (Entry::Swap { .. } | Entry::Migration { .. }) => {
                     if self.tables.get(dst, index).is_none() {
-                        let copied = self.copy_nonpresent_pte(child, src, index, entry);
+                        let copied = self.copy_nonpresent_pte(ctx, child, src, index, entry);
                         self.tables.set(dst, index, copied);
                     }
                 }
@@ -173,20 +173,29 @@ impl Kernel {
         }
     }
 
-    /// `copy_nonpresent_pte`: a swap entry is copied as it is (the caller
-    /// of fork's swap side, `swap_duplicate`, is `swapfile.rs`'s: not yet
-    /// wired here) and counted in the child's `MM_SWAPENTS`; a writable
-    /// migration entry becomes a read one in both, as a present PTE is
+    /// `copy_nonpresent_pte`: a swap entry is copied as it is, its slot
+    /// gaining the child's reference (`swap_duplicate`; a count past
+    /// `SWAP_MAP_MAX` never fails here, so fork never retries for a
+    /// continuation page), and counted in the child's `MM_SWAPENTS`,
+    /// charged `copy_pte` as a present entry's copy; a writable migration
+    /// entry becomes a read one in both, as a present PTE is
     /// write-protected, and counts in the child's `MM_ANONPAGES`.
     fn copy_nonpresent_pte(
         &mut self,
+        ctx: &mut Ctx,
         child: MmId,
         src: TableId,
         index: usize,
         entry: Entry,
     ) -> Entry {
         match entry {
-            Entry::Swap { .. } => {
+            Entry::Swap { val } => {
+                let cost = ctx.machine().costs.copy_pte.cycles();
+                ctx.charge(Symbol::CopyPageRange, cost);
+                let swp = super::swapfile::SwapEntry::from_raw(val);
+                self.swap.swap_duplicate(ctx, swp).unwrap_or_else(|e| {
+                    panic!("fork: a swap PTE for {swp:?} without its slot: {e:?}")
+                });
                 self.mm_mut(child).rss_swap += 1;
                 entry
             }

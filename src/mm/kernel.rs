@@ -152,6 +152,12 @@ pub struct Kernel {
     pub rmap: super::rmap::Rmap,
     /// Each CPU's `current->tlb_ubc`: reclaim's deferred TLB flush.
     pub(super) tlb_ubc: Vec<super::rmap::TlbflushUnmapBatch>,
+    /// `vm.page-cluster`: swap readahead reads up to `1 << page_cluster`
+    /// slots around the faulting one (`swap_state.rs`); 3 by default, as
+    /// `swap_setup` sets it on machines with more than 16 MiB.
+    pub page_cluster: u32,
+    /// Swap reads in flight and the readahead window (`swapin.rs`).
+    pub(super) swapin: super::swapin::SwapinState,
 }
 
 /// Where new mappings go, top-down: below the stack gap as on x86_64 with
@@ -186,6 +192,8 @@ impl Kernel {
             user_caches: UserCaches::default(),
             rmap: super::rmap::Rmap::default(),
             tlb_ubc: Vec::new(),
+            page_cluster: super::swapin::PAGE_CLUSTER_DEFAULT,
+            swapin: super::swapin::SwapinState::default(),
         }
     }
 

@@ -6,8 +6,10 @@ use super::kernel::{Fault, Kernel, MmId};
 use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::Gfp;
+use super::page_flags::PageFlags;
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
+use super::swapfile::{SwapEntry, SwpFlags};
 use crate::sim::{Ctx, Cycles, Event, Symbol};
 
 /// Pages in a THP.
@@ -152,12 +154,112 @@ impl Kernel {
         write: bool,
     ) -> Result<(), Fault> {
         let index = Level::Pte.index(addr);
+        // do_swap_page runs without the PTE lock until it maps the page
+        // (the read may sleep); it takes the lock itself.
+        if let Entry::Swap { val } = self.tables.get(pte, index) {
+            return self.do_swap_page(ctx, mm, vma, pte, addr, write, SwapEntry::from_raw(val));
+        }
         self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
         let result = match self.tables.get(pte, index) {
             Entry::None => self.do_anonymous_page(ctx, mm, vma, pte, addr, write),
             Entry::ZeroPage if write => self.wp_page_copy(ctx, mm, pte, addr, None),
             Entry::Page { pfn, write: false } if write => self.do_wp_page(ctx, mm, pte, addr, pfn),
             _ => Ok(()),
+        };
+        self.ptlock(pte).unlock(ctx);
+        result
+    }
+
+    /// `do_swap_page`: the page of a swap PTE back in memory. Found in the
+    /// swap cache; or, for a slot of a `SWP_SYNCHRONOUS_IO` device (zram)
+    /// that only this PTE refers to, read into a new page that never joins
+    /// the cache; or read with its readahead window (`swapin_readahead`).
+    /// A read from the device is a major fault (`pgmajfault`); the task
+    /// waits for a disk's read in `lock_page`. Then, under the PTE lock:
+    /// `MM_ANONPAGES` up, `MM_SWAPENTS` down, the PTE maps the page
+    /// (writable on a write fault if `reuse_swap_page` lets it keep the
+    /// page, which then leaves the swap cache), the slot loses the PTE's
+    /// reference (`swap_free`), and the page leaves the cache if swap is
+    /// over half full or the VMA is locked (`try_to_free_swap`). A write
+    /// fault that could not reuse the page copies it (`do_wp_page`).
+    ///
+    /// Charged `anon_fault_path` for the bookkeeping besides the look-ups,
+    /// the allocation and the read: it is the same work as a new
+    /// anonymous page's (memcg charge, rmap, LRU add, counters, the PTE
+    /// set), which is what `anon_fault_path` measures.
+    #[allow(clippy::too_many_arguments)]
+    fn do_swap_page(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        vma: &Vma,
+        pte: TableId,
+        addr: u64,
+        write: bool,
+        entry: SwapEntry,
+    ) -> Result<(), Fault> {
+        let index = Level::Pte.index(addr);
+        let cost = ctx.machine().costs.anon_fault_path.cycles();
+        ctx.charge(Symbol::DoSwapPage, cost);
+        let page = match self.lookup_swap_cache(ctx, entry) {
+            Some(page) => page,
+            None => {
+                let sync = self
+                    .swap
+                    .swap_info(entry.swp_type())
+                    .is_some_and(|si| si.flags.contains(SwpFlags::SYNCHRONOUS_IO));
+                let page = if sync && self.swap.swap_count(entry) == 1 {
+                    self.swapin_skip_swapcache(ctx, entry)
+                } else {
+                    self.swapin_readahead(ctx, entry)
+                };
+                // No page: VM_FAULT_OOM (the PTE is still the swap entry).
+                let page = page.ok_or(Fault::Oom)?;
+                ctx.count(Event::Pgmajfault, 1);
+                page
+            }
+        };
+        let waited = self.lock_page(ctx, page);
+        ctx.count(Event::SwapinWaitCycles, waited.0);
+        self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
+        debug_assert_eq!(
+            self.tables.get(pte, index),
+            Entry::Swap {
+                val: entry.to_raw()
+            },
+            "nothing else runs between the fault's read of the PTE and here"
+        );
+        let m = self.mm_mut(mm);
+        m.rss_anon += 1;
+        m.rss_swap -= 1;
+        // reuse_swap_page must see the slot's reference and not this
+        // mapping: before page_add_anon_rmap and swap_free.
+        let reuse = write && self.reuse_swap_page(ctx, page);
+        self.tables.set(
+            pte,
+            index,
+            Entry::Page {
+                pfn: page,
+                write: reuse && vma.flags.contains(VmFlags::WRITE),
+            },
+        );
+        self.page_add_anon_rmap(page, mm, addr, false, reuse);
+        self.swap
+            .swap_free(ctx, entry)
+            .unwrap_or_else(|e| panic!("a swap PTE for {entry:?} without its slot: {e:?}"));
+        let head = self.compound_head(page);
+        if self.swap.vm_swap_full()
+            || vma.flags.contains(VmFlags::LOCKED)
+            || self.pages.get(head).test(PageFlags::MLOCKED)
+        {
+            self.try_to_free_swap(ctx, head);
+        }
+        self.swap_slot_free_notify(ctx);
+        self.unlock_page(page);
+        let result = if write && !reuse {
+            self.do_wp_page(ctx, mm, pte, addr, page)
+        } else {
+            Ok(())
         };
         self.ptlock(pte).unlock(ctx);
         result
@@ -220,10 +322,13 @@ impl Kernel {
     /// (one reference per PTE) has only with one PTE left, so it copied;
     /// from 5.19 an exclusive subpage is reused again (`PageAnonExclusive`).
     /// For a 4 KiB page the rules differ only where a reference is not a
-    /// mapping: mmsim has no swap cache or pins, but a page still in an
-    /// LRU batch (`swap.rs`) holds one more reference, which 5.9's
-    /// `page_count` rule would see (and copy); 4.8's rule, modelled here,
-    /// reads mapcounts only.
+    /// mapping: a page still in an LRU batch (`swap.rs`) or in the swap
+    /// cache holds one more reference, which 5.9's `page_count` rule would
+    /// see (and copy); 4.8's rule, modelled here (`reuse_swap_page`), reads
+    /// mapcounts and, for a page in the swap cache, its slot's references:
+    /// a page whose slot other swap PTEs still name is copied, and one
+    /// mapped once with no other reference to its slot leaves the cache and
+    /// is reused.
     pub(super) fn do_wp_page(
         &mut self,
         ctx: &mut Ctx,
@@ -233,7 +338,7 @@ impl Kernel {
         pfn: Pfn,
     ) -> Result<(), Fault> {
         let index = Level::Pte.index(addr);
-        if self.page_trans_huge_mapcount(pfn) == 1 {
+        if self.reuse_swap_page(ctx, pfn) {
             // Reuse: the PTE made writable in place (one entry written).
             let cost = ctx.machine().costs.pgtable_level.cycles();
             ctx.charge(Symbol::DoWpPage, cost);
@@ -339,6 +444,13 @@ impl Kernel {
     fn tlb_flush_mmu_free(&mut self, ctx: &mut Ctx) {
         let gathered = std::mem::take(&mut self.tlb_gather);
         for batch in gathered.chunks(super::swap::MAX_GATHER_BATCH) {
+            // free_pages_and_swap_cache: an unmapped page in the swap
+            // cache leaves it first (`free_swap_cache`). Its
+            // `lru_add_drain` is left out: it would move every zap's
+            // figures, and no count here depends on it.
+            for &pfn in batch {
+                self.free_swap_cache(ctx, pfn);
+            }
             self.release_pages(ctx, batch);
         }
         // The vector's room, kept for the next zap.
@@ -396,17 +508,18 @@ impl Kernel {
                 }
                 // zap_pte_range's non-present entries: a migration entry's
                 // page keeps its reference with the migration; a swap
-                // entry leaves `MM_SWAPENTS` (its slot's count is
-                // `free_swap_and_cache`'s, swapfile.rs's).
+                // entry leaves `MM_SWAPENTS` and drops its slot's
+                // reference (`free_swap_and_cache`, swapin.rs).
                 Entry::Migration { .. } => {
                     self.zap_pte(ctx, symbol);
                     self.tables.set(table, index, Entry::None);
                     self.mm_mut(mm).rss_anon -= 1;
                 }
-                Entry::Swap { .. } => {
+                Entry::Swap { val } => {
                     self.zap_pte(ctx, symbol);
                     self.tables.set(table, index, Entry::None);
                     self.mm_mut(mm).rss_swap -= 1;
+                    self.free_swap_and_cache(ctx, SwapEntry::from_raw(val));
                 }
             }
             addr = next;

@@ -28,6 +28,7 @@ pub mod swap;
 pub mod swap_slots;
 pub mod swap_state;
 pub mod swapfile;
+pub mod swapin;
 pub mod useraccess;
 pub mod vmacache;
 pub mod vmscan;

@@ -46,6 +46,9 @@ impl PageFlags {
     pub const MLOCKED: PageFlags = PageFlags(1 << 10);
     /// `PG_unevictable`.
     pub const UNEVICTABLE: PageFlags = PageFlags(1 << 11);
+    /// `PG_readahead` (`PG_reclaim`'s bit in Linux; its own bit here): a
+    /// page swap readahead brought in that no fault has used yet.
+    pub const READAHEAD: PageFlags = PageFlags(1 << 12);
 
     pub const EMPTY: PageFlags = PageFlags(0);
 

@@ -229,7 +229,6 @@ impl Kernel {
 
     /// `swap_readpage`: the slot's contents into `page`. Returns when they
     /// are there (`Completion::At` for a disk).
-    #[allow(dead_code)] // do_swap_page calls it (being merged).
     pub(super) fn swap_readpage(
         &mut self,
         ctx: &mut Ctx,

@@ -58,6 +58,17 @@ impl SwapCache {
             .map(|p| std::mem::replace(p, page))
     }
 
+    /// Every (swap entry, head) pair, in entry order: for the checker.
+    pub fn entries(&self) -> Vec<(SwapEntry, Pfn)> {
+        let mut all: Vec<(SwapEntry, Pfn)> = self
+            .pages
+            .iter()
+            .map(|(&raw, &head)| (SwapEntry::from_raw(raw), head))
+            .collect();
+        all.sort_by_key(|&(e, _)| e.to_raw());
+        all
+    }
+
     /// Host bytes of the map, for estimates.
     pub fn host_bytes(&self) -> usize {
         self.pages.capacity() * 24

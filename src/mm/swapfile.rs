@@ -1499,6 +1499,18 @@ impl SwapDevices {
         }
     }
 
+    /// The exact number of references to the slot (continuation
+    /// included, the swap cache's not counted), without taking a lock:
+    /// for the invariant checker.
+    pub fn swap_count_total(&self, entry: SwapEntry) -> u64 {
+        match self.si.get(entry.swp_type()) {
+            Some(si) if entry.swp_offset() < si.max && self.swap_count(entry) != 0 => {
+                si.total_count(entry.swp_offset())
+            }
+            _ => 0,
+        }
+    }
+
     /// `swp_swapcount`: the exact number of references, continuation
     /// included (the swap cache's not counted).
     pub fn swp_swapcount(&mut self, ctx: &mut Ctx, entry: SwapEntry) -> u64 {

@@ -303,6 +303,11 @@ impl Kernel {
         let cost = ctx.machine().costs.pcp_list_op.cycles();
         while let Some(head) = list.pop() {
             ctx.charge(Symbol::ShrinkPageList, cost);
+            // A page whose swap-in read is still on its way is locked.
+            if !self.trylock_page(ctx, head) {
+                ret.push(head);
+                continue;
+            }
             let mut nr_pages = self.thp_nr_pages(head);
             stat.nr_scanned += nr_pages;
             let outcome = self.shrink_one_page(
@@ -313,6 +318,9 @@ impl Kernel {
                 ignore_references,
                 &mut stat,
             );
+            if outcome != Shrunk::Freed {
+                self.unlock_page(head);
+            }
             match outcome {
                 Shrunk::Freed => stat.nr_reclaimed += nr_pages,
                 Shrunk::Activate => {

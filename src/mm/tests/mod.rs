@@ -55,6 +55,7 @@ mod reclaim;
 mod rmap;
 mod shmem;
 mod split;
+mod swapin;
 
 const P: u64 = PAGE_SIZE;
 const RW: u32 = PROT_READ | PROT_WRITE;

@@ -379,13 +379,13 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     )
     .unwrap();
     k.swapon_device(&mut ctx, Box::new(zram)).unwrap();
-    assert!(k.add_to_swap(&mut ctx, page));
-    let val = k.pages.get(page).private;
-    let entry = crate::mm::swapfile::SwapEntry::from_raw(val);
     // The new page's LRU batch reference goes first; the caller holds
     // one (reclaim's isolation).
     k.lru_add_drain_all(&mut ctx);
     *k.pa.page_mut(page).refcount_mut() += 1;
+    assert!(k.add_to_swap(&mut ctx, page));
+    let val = k.pages.get(page).private;
+    let entry = crate::mm::swapfile::SwapEntry::from_raw(val);
     let done = k.try_to_unmap(&mut ctx, page, TtuFlags::BATCH_FLUSH);
     k.try_to_unmap_flush(&mut ctx);
     assert_eq!(done.swap_entries, 3);
@@ -406,10 +406,14 @@ fn try_to_unmap_for_reclaim_installs_swap_entries() {
     assert_eq!(k.pa.page(page).refcount(), 2);
     k.put_page(&mut ctx, page);
     k.check();
+    // Each exit drops a reference to the slot; the last leaves only the
+    // swap cache, whose page nobody maps: it is freed, and so is the slot.
     for mm in mms {
         k.mmput(&mut ctx, mm);
     }
-    k.delete_from_swap_cache(&mut ctx, page);
+    assert_eq!(k.swap_cache.nr_pages(), 0);
+    // (The slot goes back through this CPU's slot cache.)
+    assert_eq!(k.swap.swap_count(entry), 0);
     assert_all_freed(&mut k, &mut ctx);
 }
 

@@ -454,6 +454,13 @@ impl SwapDevice for Disk {
         Ok(done)
     }
 
+    fn peek_page(&self, offset: u64) -> PageImage {
+        self.images
+            .get(offset as usize)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
         let done = self.submit(ctx, Dir::Read, offset);
         let image = self

@@ -292,6 +292,18 @@ impl SwapDevice for Zram {
         Ok(Completion::Done)
     }
 
+    fn peek_page(&self, offset: u64) -> PageImage {
+        match self.table.get(offset as usize).unwrap_or(&Slot::Empty) {
+            Slot::Empty => PageImage::zero(),
+            Slot::Same(word) => PageImage::same(*word),
+            Slot::Stored { image, .. } => image.clone(),
+        }
+    }
+
+    fn pages_held(&self) -> u64 {
+        self.pool.total_pages()
+    }
+
     fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
         self.check_offset(offset);
         let slot = self.table.get(offset as usize).unwrap_or(&Slot::Empty);

@@ -574,9 +574,12 @@ pub fn check_no_leaks(k: &Kernel) {
     } else {
         0
     };
+    let swap_devices: u64 = (0..k.swap.nr_swapfiles())
+        .map(|ty| k.swap_device(ty).pages_held())
+        .sum();
     assert_eq!(
         k.pa.nr_allocated_pages(),
-        user + census.table_pages + zero,
+        user + census.table_pages + zero + swap_devices,
         "allocated pages vs user and page-cache pages + page tables + huge zero page"
     );
 }

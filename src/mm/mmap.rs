@@ -1065,11 +1065,17 @@ impl VmaTree {
                 "VMA {vma} overlaps or follows {next}"
             );
             // Neighbours that touch with equal flags stay apart only when
-            // their anon_vmas forbid the merge (`is_mergeable_anon_vma`).
+            // their anon_vmas forbid the merge (`is_mergeable_anon_vma`), or
+            // when a fault gave one the other's anon_vma
+            // (`find_mergeable_anon_vma` in `anon_vma_prepare`): nothing
+            // merges VMAs at a fault, in Linux either.
+            let shared_at_fault =
+                vma.anon.anon_vma.is_some() && vma.anon.anon_vma == next.anon.anon_vma;
             assert!(
                 vma.end < next.start
                     || vma.flags != next.flags
                     || vma.file != next.file
+                    || shared_at_fault
                     || !anon_mergeable(vma.anon, next.anon),
                 "VMA {vma} and {next} touch with equal flags but were not merged ({:?}, {:?})",
                 vma.anon,

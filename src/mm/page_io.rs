@@ -58,6 +58,13 @@ pub trait SwapDevice {
     /// The device's own figures, named as its sysfs files name them
     /// (zram's `mm_stat` fields), for the report.
     fn stats(&self) -> Vec<(&'static str, u64)>;
+    /// What slot `offset` holds, for the invariant checker: no I/O, no
+    /// time charged.
+    fn peek_page(&self, offset: u64) -> PageImage;
+    /// Pages of the machine's memory the device holds (zram's zspages).
+    fn pages_held(&self) -> u64 {
+        0
+    }
 }
 
 use super::kernel::Kernel;

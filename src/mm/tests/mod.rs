@@ -109,7 +109,19 @@ struct Setup {
     /// one slot, or each has 3.15's four, or (the default) the maple tree
     /// has no cache.
     vma_lookup: VmaLookup,
+    /// A swap device of `SWAP_BYTES` (and THP swap on or off): madvise
+    /// may page out, and a fault that finds no memory reclaims first.
+    swap: Option<(SwapKind, bool)>,
 }
+
+/// The swap device of a [`Setup`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SwapKind {
+    Zram,
+    Hdd,
+}
+
+const SWAP_BYTES: u64 = 32 << 20;
 
 impl Setup {
     const fn new(enabled: ThpEnabled, use_zero_page: bool, huge_zero_mm_flag: bool) -> Setup {
@@ -121,6 +133,15 @@ impl Setup {
             huge_zero_mm_flag,
             memory_bytes: MEMORY_BYTES,
             vma_lookup: VmaLookup::MapleTree,
+            swap: None,
+        }
+    }
+
+    /// The same with a swap device.
+    const fn swapped(self, kind: SwapKind, thp_swap: bool) -> Setup {
+        Setup {
+            swap: Some((kind, thp_swap)),
+            ..self
         }
     }
 
@@ -151,9 +172,34 @@ impl Setup {
                 self.vma_lookup != VmaLookup::MmapCache,
             );
         features.thp = self.thp;
-        let k = Kernel::new(&machine, features);
+        if let Some((_, thp_swap)) = self.swap {
+            features.set(Feature::ThpSwap, thp_swap);
+        }
+        let mut k = Kernel::new(&machine, features);
         assert_eq!(k.vma_lookup(), self.vma_lookup);
-        (k, Ctx::new(machine, seed))
+        let mut ctx = Ctx::new(machine.clone(), seed);
+        if let Some((kind, _)) = self.swap {
+            let dev: Box<dyn crate::mm::page_io::SwapDevice> = match kind {
+                SwapKind::Zram => Box::new(
+                    crate::drivers::zram::Zram::new(
+                        SWAP_BYTES,
+                        crate::drivers::zcomp::Algorithm::parse("lzo-rle").unwrap(),
+                    )
+                    .unwrap(),
+                ),
+                SwapKind::Hdd => {
+                    let profile =
+                        crate::drivers::disk::DiskProfile::by_name_or_path("hdd").unwrap();
+                    Box::new(crate::drivers::disk::Disk::new(
+                        &profile,
+                        machine.topology.frequency_mhz,
+                        SWAP_BYTES / P,
+                    ))
+                }
+            };
+            k.swapon_device(&mut ctx, dev).unwrap();
+        }
+        (k, ctx)
     }
 }
 
@@ -357,13 +403,16 @@ enum Peek {
     Unmapped,
     Zero,
     Page(Pfn),
+    /// In swap: the swap cache's page or the device's slot.
+    Swapped(u64),
 }
 
 fn peek(k: &Kernel, mm: MmId, addr: u64) -> Peek {
     let mut table = k.mm(mm).pgd;
     for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
         match k.tables.get(table, level.index(addr)) {
-            Entry::None | Entry::Swap { .. } => return Peek::Unmapped,
+            Entry::None => return Peek::Unmapped,
+            Entry::Swap { val } => return Peek::Swapped(val),
             Entry::Table(next) => table = next,
             Entry::Page { pfn, .. } | Entry::Migration { pfn, .. } => return Peek::Page(pfn),
             Entry::ZeroPage | Entry::HugeZero { .. } => return Peek::Zero,
@@ -412,6 +461,26 @@ fn check_contents(k: &Kernel, mm: MmId, shadow: &Shadow, rng: &mut Rng) {
         let got = match peek(k, mm, page) {
             Peek::Unmapped | Peek::Zero => 0,
             Peek::Page(pfn) => k.contents.read_u64(pfn, offset),
+            Peek::Swapped(val) => {
+                let entry = crate::mm::swapfile::SwapEntry::from_raw(val);
+                match k.swap_cache.get(entry) {
+                    Some(head) => {
+                        let first =
+                            crate::mm::swapfile::SwapEntry::from_raw(k.pages.get(head).private);
+                        let sub = Pfn(head.0 + entry.swp_offset() - first.swp_offset());
+                        k.contents.read_u64(sub, offset)
+                    }
+                    None => {
+                        let image = k
+                            .swap_device(entry.swp_type())
+                            .peek_page(entry.swp_offset());
+                        let mut bytes = [0u8; P as usize];
+                        image.to_bytes(&mut bytes);
+                        let at = offset as usize;
+                        u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+                    }
+                }
+            }
         };
         assert_eq!(
             got,
@@ -866,13 +935,55 @@ impl World {
     }
 
     fn madvise(&mut self, p: usize) {
-        let (start, len) = self.random_range(p);
-        let advice = match self.rng.below(3) {
+        let (mut start, mut len) = self.random_range(p);
+        let choices = if self.setup.swap.is_some() { 5 } else { 3 };
+        let advice = match self.rng.below(choices) {
             0 => Advice::DontNeed,
             1 => Advice::HugePage,
-            _ => Advice::NoHugePage,
+            2 => Advice::NoHugePage,
+            3 => Advice::PageOut,
+            _ => Advice::Cold,
         };
+        // Half the page-outs cover the whole 2 MiB window of a mapped
+        // page, so that PMD-mapped THPs go to swap too.
+        if advice == Advice::PageOut
+            && self.rng.below(2) == 0
+            && let Some(page) = self.procs[p].shadow.random_page(&mut self.rng)
+        {
+            start = page & !(HPAGE_PMD_SIZE - 1);
+            len = HPAGE_PMD_SIZE;
+        }
         self.madvise_range(p, start, len, advice);
+        self.end_swap_writes();
+    }
+
+    /// The writes a disk completes later end now: the CPU waits for each
+    /// (the test has no scheduler to deliver their interrupts).
+    fn end_swap_writes(&mut self) {
+        for io in self.k.take_pending_io() {
+            self.ctx.idle_until(io.at);
+            self.k.complete_io(&mut self.ctx, io.at, io.id);
+        }
+    }
+
+    /// With a swap device, a fault that found no memory reclaims, as the
+    /// allocator's slow path would, and says whether to try again.
+    fn reclaim_for(&mut self) -> bool {
+        if self.setup.swap.is_none() {
+            return false;
+        }
+        for _ in 0..16 {
+            let freed = self.k.try_to_free_pages(&mut self.ctx);
+            self.end_swap_writes();
+            if freed > 0 {
+                self.note(|| format!("try_to_free_pages = {freed}"));
+                return true;
+            }
+            if !self.k.wait_on_writeback(&mut self.ctx) {
+                break;
+            }
+        }
+        false
     }
 
     fn madvise_range(&mut self, p: usize, start: u64, len: u64, advice: Advice) {
@@ -944,7 +1055,10 @@ impl World {
     fn read(&mut self, p: usize, addr: u64) {
         let mm = self.procs[p].mm;
         let failures = self.ctx.stats.event(Event::AllocFailed);
-        let got = self.k.read_u64(&mut self.ctx, mm, addr);
+        let mut got = self.k.read_u64(&mut self.ctx, mm, addr);
+        while got == Err(Fault::Oom) && self.reclaim_for() {
+            got = self.k.read_u64(&mut self.ctx, mm, addr);
+        }
         self.note(|| format!("mm {}: read {addr:#x} = {got:x?}", mm.0));
         if got == Err(Fault::Oom) && self.procs[p].shadow.allows(addr, false) {
             return self.out_of_memory("read", failures);
@@ -956,7 +1070,10 @@ impl World {
     fn write(&mut self, p: usize, addr: u64, value: u64) {
         let mm = self.procs[p].mm;
         let failures = self.ctx.stats.event(Event::AllocFailed);
-        let got = self.k.write_u64(&mut self.ctx, mm, addr, value);
+        let mut got = self.k.write_u64(&mut self.ctx, mm, addr, value);
+        while got == Err(Fault::Oom) && self.reclaim_for() {
+            got = self.k.write_u64(&mut self.ctx, mm, addr, value);
+        }
         self.note(|| format!("mm {}: write {addr:#x} <- {value:#x} = {got:?}", mm.0));
         if got == Err(Fault::Oom) && self.procs[p].shadow.allows(addr, true) {
             return self.out_of_memory("write", failures);
@@ -1095,10 +1212,15 @@ impl World {
         } else {
             0
         };
-        assert_eq!(self.k.pa.nr_allocated_pages(), zero);
+        // zram keeps what slots freed into the per-CPU slot caches still
+        // hold, until the caches give them back (`swapcache_free_entries`).
+        let device: u64 = (0..self.k.swap.nr_swapfiles())
+            .map(|ty| self.k.swap_device(ty).pages_held())
+            .sum();
+        assert_eq!(self.k.pa.nr_allocated_pages(), zero + device);
         assert_eq!(self.k.tables.live(), 0, "page tables left");
         assert_eq!(self.k.shrink_huge_zero_page(&mut self.ctx), zero);
-        assert_eq!(self.k.pa.nr_allocated_pages(), 0);
+        assert_eq!(self.k.pa.nr_allocated_pages(), device);
         assert_eq!(self.k.contents.stored_pages(), 0, "contents of freed pages");
         self.k.check();
     }
@@ -1154,7 +1276,7 @@ impl Drop for SeedGuard {
 }
 
 /// Events whose counts show that a run exercised what it is meant to.
-const COVERAGE: [Event; 10] = [
+const COVERAGE: [Event; 13] = [
     Event::Pgactivate,
     Event::Pgdeactivate,
     Event::Pgrefill,
@@ -1165,6 +1287,9 @@ const COVERAGE: [Event; 10] = [
     Event::CowCopies,
     Event::Pgfault,
     Event::VmacacheFindHits,
+    Event::Pswpout,
+    Event::Pswpin,
+    Event::ThpSplitPage,
 ];
 
 /// What a run did, in counts.
@@ -1210,12 +1335,15 @@ impl HugePmds {
 /// there is one; threads exited from shared mms; and the tight machine ran
 /// out of memory.
 fn check_coverage(test: &str, setup: Setup, totals: Counts) {
-    assert_eq!(
-        totals.nr_ooms > 0,
-        setup.may_run_out(),
-        "{test}: {} faults or forks failed for memory over all seeds",
-        totals.nr_ooms
-    );
+    // With swap, reclaim may keep a tight machine from running out.
+    if setup.swap.is_none() || !setup.may_run_out() {
+        assert_eq!(
+            totals.nr_ooms > 0,
+            setup.may_run_out(),
+            "{test}: {} faults or forks failed for memory over all seeds",
+            totals.nr_ooms
+        );
+    }
     assert!(
         totals.nr_thread_exits > 0,
         "{test}: no thread exited from a shared mm"
@@ -1236,6 +1364,20 @@ fn check_coverage(test: &str, setup: Setup, totals: Counts) {
         let expected = match event {
             Event::HugeZeroPmdInstalls => setup.thp.use_zero_page,
             Event::VmacacheFindHits => setup.vma_lookup != VmaLookup::MapleTree,
+            // Swap is there only with a device. A disk's page stays in the
+            // swap cache after MADV_PAGEOUT (its write ends later), so only
+            // reclaim under pressure makes it read back; zram frees at once.
+            // THPs are split for swap on a disk (no clusters) or without
+            // THP swap; with it, only when no cluster is free, which may or
+            // may not happen.
+            Event::Pswpout => setup.swap.is_some(),
+            Event::Pswpin => setup
+                .swap
+                .is_some_and(|(kind, _)| kind == SwapKind::Zram || setup.may_run_out()),
+            Event::ThpSplitPage if setup.swap == Some((SwapKind::Zram, true)) => continue,
+            Event::ThpSplitPage => setup
+                .swap
+                .is_some_and(|(kind, thp_swap)| kind == SwapKind::Hdd || !thp_swap),
             _ => true,
         };
         assert_eq!(
@@ -1322,6 +1464,23 @@ random_test!(
 random_test!(
     random_ops_threads_share_3_15_vmacache,
     THP_ALWAYS_4_8.lookup(VmaLookup::PerThread)
+);
+random_test!(
+    random_ops_zram_thp_swap,
+    THP_ALWAYS_MM_FLAG.swapped(SwapKind::Zram, true)
+);
+random_test!(
+    random_ops_zram_no_thp_swap,
+    THP_ALWAYS_MM_FLAG.swapped(SwapKind::Zram, false)
+);
+random_test!(random_ops_hdd, THP_ALWAYS_4_8.swapped(SwapKind::Hdd, false));
+random_test!(
+    random_ops_pressure_zram,
+    THP_ALWAYS_MM_FLAG.tight().swapped(SwapKind::Zram, true)
+);
+random_test!(
+    random_ops_pressure_hdd,
+    THP_ALWAYS_MM_FLAG.tight().swapped(SwapKind::Hdd, false)
 );
 
 // ---------------------------------------------------------------------------

@@ -1297,4 +1297,14 @@ fn seed_003s_program_pages_out_and_bad_swap_specs_are_one_line() {
         &["run", "pageout", "64", "0"],
         "pageout: needs exactly three arguments",
     );
+    // Without swap the pages stay, and the output says so; a device smaller
+    // than the data takes what fits.
+    let none = succeeds(&["run", "pageout", "64", "0", "1"]);
+    assert!(
+        none.contains("(no swap device: MADV_PAGEOUT left"),
+        "{none}"
+    );
+    assert!(none.contains("\npswpout 0\n"), "{none}");
+    let small = succeeds(&["run", "pageout", "64", "0", "1", "--swap", "zram:8M"]);
+    assert!(small.contains("\npswpout 2047\n"), "{small}");
 }

@@ -220,11 +220,18 @@ impl Benchmark for Pageout {
         let elapsed = last_clock(&done.ctx);
         let ns = machine.topology.cycles_to_ns(elapsed);
         let seconds = ns / 1e9;
-        let lines = vec![format!(
+        let mut lines = vec![format!(
             "real\t{}m{:.3}s",
             (seconds / 60.0).floor(),
             seconds % 60.0
         )];
+        if features.swap.is_none() {
+            // The program cannot tell; a reader of the figures should.
+            lines.push(
+                "(no swap device: MADV_PAGEOUT left the anonymous pages in memory; see --swap)"
+                    .to_string(),
+            );
+        }
         Ok(Report {
             lines,
             metrics: vec![Metric {

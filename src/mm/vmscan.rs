@@ -274,14 +274,7 @@ impl Kernel {
 
     /// `page_check_references` with the reverse map's `page_referenced`.
     fn check_references_rmap(&mut self, ctx: &mut Ctx, head: Pfn) -> PageReferences {
-        let mut rmap = |k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn| {
-            let found = k.page_referenced(ctx, pfn);
-            Referenced {
-                ptes: found.referenced,
-                vm_flags: found.vm_flags,
-            }
-        };
-        self.page_check_references(ctx, head, &mut rmap)
+        self.page_check_references(ctx, head, &mut rmap_referenced)
     }
 
     /// `shrink_page_list`: tries to free each isolated page of `list`
@@ -541,14 +534,7 @@ impl Kernel {
         let mut nr_reclaimed = 0;
         if self.inactive_is_low(node, LruList::InactiveAnon) {
             let scan = (active >> priority).max(SWAP_CLUSTER_MAX);
-            let mut rmap = |k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn| {
-                let found = k.page_referenced(ctx, pfn);
-                Referenced {
-                    ptes: found.referenced,
-                    vm_flags: found.vm_flags,
-                }
-            };
-            self.shrink_active_list(ctx, node, LruList::ActiveAnon, scan, &mut rmap);
+            self.shrink_active_list(ctx, node, LruList::ActiveAnon, scan, &mut rmap_referenced);
         }
         let mut left = (inactive >> priority).max(SWAP_CLUSTER_MAX.min(inactive));
         while left > 0 && nr_reclaimed < nr_to_reclaim {
@@ -591,6 +577,15 @@ impl Kernel {
             }
         }
         nr_reclaimed
+    }
+}
+
+/// The reverse map's `page_referenced` as the LRU code asks it.
+fn rmap_referenced(k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn) -> Referenced {
+    let found = k.page_referenced(ctx, pfn);
+    Referenced {
+        ptes: found.referenced,
+        vm_flags: found.vm_flags,
     }
 }
 

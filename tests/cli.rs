@@ -1289,6 +1289,13 @@ fn seed_003s_program_pages_out_and_bad_swap_specs_are_one_line() {
     let out = succeeds(&["run", "pageout", "64", "0", "1", "--swap", "zram"]);
     assert!(out.contains("\nreal\t0m0."), "{out}");
     assert!(out.contains("\nthp_swpout 31\n"), "{out}");
+    // zram's mm_stat at the end: the unmap freed every slot but the one a
+    // slot cache still holds.
+    assert!(
+        out.contains("\n## swap devices\n/dev/zram0: orig_data_size 4096, "),
+        "{out}"
+    );
+    assert!(out.contains(", notify_free 15872\n"), "{out}");
     fails_with(
         &["run", "pageout", "64", "0", "1", "--swap", "zswap"],
         "invalid --swap 'zswap'",

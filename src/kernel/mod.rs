@@ -23,6 +23,7 @@ use crate::features::{Features, SwapDeviceKind, SwapSetup};
 use crate::machine::Machine;
 use crate::mm::kernel::Kernel;
 use crate::mm::page_io::SwapDevice;
+use crate::sim::DeviceStats;
 use crate::sim::{CpuId, Ctx, Engine, RunState};
 
 /// What a finished run leaves: the program (with what it gathered), the
@@ -79,9 +80,17 @@ pub fn run<P: Program>(
             asleep.join(", ")
         ));
     }
+    let mut ctx = engine.ctx;
+    let k = &sched.core.k;
+    ctx.stats.devices = (0..k.swap.nr_swapfiles())
+        .map(|ty| DeviceStats {
+            name: k.swap_device(ty).name().to_string(),
+            figures: k.swap_device(ty).stats(),
+        })
+        .collect();
     Ok(Finished {
         program: sched.program,
-        ctx: engine.ctx,
+        ctx,
         core: sched.core,
     })
 }

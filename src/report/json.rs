@@ -172,6 +172,15 @@ pub struct RunJson<'a> {
     pub counters: Counters,
     /// The kernel log's lines (the OOM killer's), in order; empty if none.
     pub dmesg: &'a [String],
+    /// Each swap device's own figures: `{"name": "/dev/zram0", "figures":
+    /// {"orig_data_size": ..., ...}}`, in swap type order.
+    pub swap_devices: Vec<DeviceJson<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct DeviceJson<'a> {
+    pub name: &'a str,
+    pub figures: BTreeMap<&'static str, u64>,
 }
 
 /// Counters as a JSON object whose keys keep the fixed order of
@@ -250,6 +259,15 @@ impl<'a> RunJson<'a> {
             profile: ProfileJson::new(run),
             counters: Counters(counters(&run.stats)),
             dmesg: &run.stats.dmesg,
+            swap_devices: run
+                .stats
+                .devices
+                .iter()
+                .map(|d| DeviceJson {
+                    name: &d.name,
+                    figures: d.figures.iter().copied().collect(),
+                })
+                .collect(),
         }
     }
 }

@@ -209,6 +209,19 @@ pub fn format_run(run: &RunOutput, top: usize) -> String {
     let total = run.stats.total_cycles().0;
     section(&mut out, "profile", &format_profile(&entries, total, top));
     section(&mut out, "/proc/vmstat", &format_counters(&run.stats));
+    if !run.stats.devices.is_empty() {
+        let lines: Vec<String> = run
+            .stats
+            .devices
+            .iter()
+            .map(|d| {
+                let figures: Vec<String> =
+                    d.figures.iter().map(|(n, v)| format!("{n} {v}")).collect();
+                format!("{}: {}", d.name, figures.join(", "))
+            })
+            .collect();
+        section(&mut out, "swap devices", &format_lines(&lines));
+    }
     if !run.stats.dmesg.is_empty() {
         section(&mut out, "kernel log", &format_lines(&run.stats.dmesg));
     }

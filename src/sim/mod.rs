@@ -33,5 +33,5 @@ pub use local_lock::LocalLock;
 pub use rng::Rng;
 pub use rwsem::RwSemaphore;
 pub use spinlock::SpinLock;
-pub use stats::Stats;
+pub use stats::{DeviceStats, Stats};
 pub use symbol::{Symbol, USER_PREFIX};

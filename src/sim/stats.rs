@@ -24,6 +24,16 @@ pub struct Stats {
     /// The kernel log (`printk`): lines such as the OOM killer's, in the
     /// order they were logged.
     pub dmesg: Vec<String>,
+    /// Each swap device's own figures at the end of the run, as its sysfs
+    /// files name them (zram's `mm_stat`, a disk's `/proc/diskstats`).
+    pub devices: Vec<DeviceStats>,
+}
+
+/// One device's figures (`SwapDevice::stats`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceStats {
+    pub name: String,
+    pub figures: Vec<(&'static str, u64)>,
 }
 
 impl Default for Stats {
@@ -40,6 +50,7 @@ impl Stats {
             callers: Box::new([[0; Symbol::COUNT]; Symbol::COUNT]),
             has_caller: Box::new([[false; Symbol::COUNT]; Symbol::COUNT]),
             dmesg: Vec::new(),
+            devices: Vec::new(),
         }
     }
 
@@ -117,6 +128,7 @@ impl Stats {
             }
         }
         self.dmesg.extend(other.dmesg.iter().cloned());
+        self.devices.extend(other.devices.iter().cloned());
     }
 }
 

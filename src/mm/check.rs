@@ -324,7 +324,7 @@ fn check_pages(k: &Kernel, census: &Census) {
         if !info.test(PageFlags::SWAPCACHE) {
             continue;
         }
-        let nr = k.nr_pages_of(pfn);
+        let nr = k.thp_nr_pages(pfn);
         let entry = SwapEntry::from_raw(info.private);
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
@@ -400,7 +400,7 @@ fn check_swap(k: &Kernel, census: &Census) {
             "{head}: caches {entry:?} without PG_swapcache"
         );
         let first = SwapEntry::from_raw(info.private);
-        let nr = k.nr_pages_of(head);
+        let nr = k.thp_nr_pages(head);
         assert!(
             first.swp_type() == entry.swp_type()
                 && (first.swp_offset()..first.swp_offset() + nr).contains(&entry.swp_offset()),

@@ -621,9 +621,6 @@ impl Zone {
             Watermark::Low => self.watermark.low,
             Watermark::None => 0,
         };
-        if mark == 0 && self.nr_free_pages == 0 {
-            return false;
-        }
         let free = self.nr_free_pages as i64 - (order.nr_pages() as i64 - 1);
         if free <= mark as i64 {
             return false;

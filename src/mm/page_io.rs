@@ -139,27 +139,23 @@ impl Kernel {
             return PageoutResult::Freed;
         }
         let entry = SwapEntry::from_raw(self.pages.get(head).private);
-        let nr = self.nr_pages_of(head);
+        let nr = self.thp_nr_pages(head);
         let dev = &mut self.swap_devs[entry.swp_type()];
-        let mut last = Completion::Done;
+        // When the last of the page's writes ends, if any ends later.
+        let mut last: Option<Cycles> = None;
         for i in 0..nr {
             let image = self.contents.image(Pfn(head.0 + i));
             match dev.write_page(ctx, &mut self.pa, entry.swp_offset() + i, &image) {
                 Ok(Completion::Done) => {}
-                Ok(Completion::At(t)) => {
-                    last = match last {
-                        Completion::At(u) if u >= t => last,
-                        _ => Completion::At(t),
-                    }
-                }
+                Ok(Completion::At(t)) => last = last.max(Some(t)),
                 Err(IoError::NoMemory) => return PageoutResult::Failed,
             }
         }
         self.count_swpout(ctx, nr);
         self.pages.update(head, |p| p.clear(PageFlags::DIRTY));
         match last {
-            Completion::Done => PageoutResult::Done,
-            Completion::At(at) => {
+            None => PageoutResult::Done,
+            Some(at) => {
                 self.pages.update(head, |p| p.set(PageFlags::WRITEBACK));
                 let id = self.io_seq;
                 self.io_seq += 1;

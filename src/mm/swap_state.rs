@@ -16,10 +16,8 @@
 use std::collections::HashMap;
 
 use super::kernel::Kernel;
-use super::memory::HPAGE_PMD_NR;
 use super::mmzone::Pfn;
 use super::page_flags::PageFlags;
-use super::pagemap::PageState;
 use super::swapfile::SwapEntry;
 use crate::sim::{Ctx, Event, Symbol};
 
@@ -76,20 +74,10 @@ impl SwapCache {
 }
 
 impl Kernel {
-    /// Base pages of the block `head` starts: 512 for a THP, else 1.
-    pub(super) fn nr_pages_of(&self, head: Pfn) -> u64 {
-        let page = self.pa.page(head);
-        if page.state == PageState::Allocated && page.order >= 9 {
-            HPAGE_PMD_NR
-        } else {
-            1
-        }
-    }
-
     /// `add_to_swap_cache`: `head` (a page or a THP) joins the cache under
     /// `entry` and the entries after it, one per base page.
     pub(super) fn add_to_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn, entry: SwapEntry) {
-        let nr = self.nr_pages_of(head);
+        let nr = self.thp_nr_pages(head);
         let cost = ctx.machine().costs.pcp_list_op.cycles();
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
@@ -114,7 +102,7 @@ impl Kernel {
             "{head}: not in the swap cache"
         );
         let entry = SwapEntry::from_raw(info.private);
-        let nr = self.nr_pages_of(head);
+        let nr = self.thp_nr_pages(head);
         let cost = ctx.machine().costs.pcp_list_op.cycles();
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
@@ -133,7 +121,7 @@ impl Kernel {
     /// `delete_from_swap_cache`: leaves the cache, gives its slots back
     /// (`put_swap_page`) and drops the cache's references.
     pub(super) fn delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) {
-        let nr = self.nr_pages_of(head);
+        let nr = self.thp_nr_pages(head);
         let entry = self.__delete_from_swap_cache(ctx, head);
         self.swap
             .put_swap_page(ctx, entry, nr)
@@ -148,7 +136,7 @@ impl Kernel {
     /// writes it. False if no slot was found: a THP is then split by the
     /// caller.
     pub(super) fn add_to_swap(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
-        let huge = self.nr_pages_of(head) > 1;
+        let huge = self.thp_nr_pages(head) > 1;
         let Some(entry) = self.swap.get_swap_page(ctx, huge) else {
             return false;
         };
@@ -168,7 +156,7 @@ impl Kernel {
             return false;
         }
         let entry = SwapEntry::from_raw(info.private);
-        let nr = self.nr_pages_of(head);
+        let nr = self.thp_nr_pages(head);
         let swapped = (0..nr).any(|i| {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
             self.swap.swap_count(e) & !super::swapfile::SWAP_HAS_CACHE != 0

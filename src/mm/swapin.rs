@@ -305,7 +305,7 @@ impl Kernel {
         if !info.test(PageFlags::SWAPCACHE) {
             return self.page_trans_huge_mapcount(pfn) <= 1;
         }
-        if head != pfn || self.nr_pages_of(head) > 1 {
+        if head != pfn || self.thp_nr_pages(head) > 1 {
             return false;
         }
         let entry = SwapEntry::from_raw(info.private);

@@ -77,6 +77,29 @@ pub enum Feature {
     /// 512 pages before it gets swap slots (`thp_swpout_fallback`), as a
     /// kernel built without the option does, and as seed 003 was run.
     ThpSwap,
+    /// Seed 003, patch 1 (Yu Zhao, 2021, "mm: don't take lru lock when
+    /// splitting isolated thp"): a THP that reclaim already isolated from
+    /// the LRU is split without taking the LRU lock. Posted, not merged.
+    ThpSplitNoLruLock,
+    /// Seed 003, patch 2, "mm: free zapped tail pages when splitting
+    /// isolated thp": tail pages no longer mapped anywhere are freed during
+    /// the split (`thp_split_free`). Merged in 6.12 with Usama Arif's
+    /// underused-THP series.
+    ThpSplitFree,
+    /// Seed 003, patch 3 as posted, "mm: don't remap clean subpages when
+    /// splitting isolated thp": a zero-filled subpage of an isolated
+    /// anonymous THP is not remapped; its PTE is cleared and the page freed
+    /// (`thp_split_unmap`). Posted, not merged; overridden by
+    /// [`Feature::ThpSplitZeroPage`].
+    ThpSplitUnmap,
+    /// The form patch 3 took upstream (b1f202060afe "mm: remap unused
+    /// subpages to shared zeropage when splitting isolated thp", v6.12):
+    /// such a subpage is mapped read-only to the shared zero page instead.
+    ThpSplitZeroPage,
+    /// "mm: split underused THPs" (Usama Arif, v6.12): the deferred split
+    /// shrinker splits THPs with more than `max_ptes_none` zero-filled
+    /// subpages under memory pressure (`thp_underused_split_page`).
+    ThpShrinkUnderused,
 }
 
 impl Feature {
@@ -88,6 +111,11 @@ impl Feature {
         Feature::PcpBurst,
         Feature::PcpBatchDoubled,
         Feature::ThpSwap,
+        Feature::ThpSplitNoLruLock,
+        Feature::ThpSplitFree,
+        Feature::ThpSplitUnmap,
+        Feature::ThpSplitZeroPage,
+        Feature::ThpShrinkUnderused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -99,6 +127,11 @@ impl Feature {
             Feature::PcpBurst => "pcp-burst",
             Feature::PcpBatchDoubled => "pcp-batch-doubled",
             Feature::ThpSwap => "thp-swap",
+            Feature::ThpSplitNoLruLock => "thp-split-no-lru-lock",
+            Feature::ThpSplitFree => "thp-split-free",
+            Feature::ThpSplitUnmap => "thp-split-unmap",
+            Feature::ThpSplitZeroPage => "thp-split-zero-page",
+            Feature::ThpShrinkUnderused => "thp-shrink-underused",
         }
     }
 
@@ -114,6 +147,12 @@ impl Feature {
             Feature::PcpBurst => KernelVersion::new(5, 14),
             Feature::PcpBatchDoubled => KernelVersion::new(4, 19),
             Feature::ThpSwap => KernelVersion::new(4, 14),
+            // Seed 003 was posted against 5.14-rc (July 2021); patches 1
+            // and 3 as posted never reached mainline (see `merged`).
+            Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap => KernelVersion::new(5, 14),
+            Feature::ThpSplitFree | Feature::ThpSplitZeroPage | Feature::ThpShrinkUnderused => {
+                KernelVersion::new(6, 12)
+            }
         }
     }
 
@@ -128,6 +167,11 @@ impl Feature {
             Feature::PcpBurst => "3b12e7e97938",
             Feature::PcpBatchDoubled => "d8a759b57035",
             Feature::ThpSwap => "bd4c82c22c36",
+            // Never merged: the posting, not a commit.
+            Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap => "seed 003 (v1, 2021-07-31)",
+            Feature::ThpSplitFree => "seed 003 patch 2; 6.12: Usama Arif's series",
+            Feature::ThpSplitZeroPage => "b1f202060afe",
+            Feature::ThpShrinkUnderused => "dafff3f4c850",
         }
     }
 
@@ -160,14 +204,25 @@ impl Feature {
     pub fn overridden_by(self) -> Option<Feature> {
         match self {
             Feature::PerThreadVmacache => Some(Feature::MapleTree),
+            // Both decide what becomes of a zero-filled subpage; upstream's
+            // form wins when both are on.
+            Feature::ThpSplitUnmap => Some(Feature::ThpSplitZeroPage),
             _ => None,
         }
     }
 
-    /// Whether a kernel of `version` has this feature: it had arrived and
-    /// had not been removed.
+    /// Whether the change reached mainline. A posting that never did is in
+    /// no release: only a run that asks for it has it.
+    pub fn merged(self) -> bool {
+        !matches!(self, Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap)
+    }
+
+    /// Whether a kernel of `version` has this feature: it was merged, had
+    /// arrived and had not been removed.
     pub fn in_kernel(self, version: KernelVersion) -> bool {
-        self.version() <= version && self.removed().is_none_or(|r| version < r.version)
+        self.merged()
+            && self.version() <= version
+            && self.removed().is_none_or(|r| version < r.version)
     }
 
     pub fn summary(self) -> &'static str {
@@ -192,6 +247,21 @@ impl Feature {
             }
             Feature::ThpSwap => {
                 "CONFIG_THP_SWAP: reclaim swaps a THP out whole to a free 512-slot cluster (Linux 4.14, commit bd4c82c22c36); off: the THP is split into 512 pages first (thp_swpout_fallback)"
+            }
+            Feature::ThpSplitNoLruLock => {
+                "splitting a THP that reclaim isolated does not take the LRU lock (seed 003 patch 1, posted 2021, not merged); off: the lock is taken as in 5.14"
+            }
+            Feature::ThpSplitFree => {
+                "tail pages already unmapped everywhere are freed during the split (thp_split_free; seed 003 patch 2, merged in 6.12); off: they go back to the LRU"
+            }
+            Feature::ThpSplitUnmap => {
+                "a zero-filled subpage of an isolated THP is unmapped and freed at split instead of remapped (thp_split_unmap; seed 003 patch 3, not merged); overridden by thp-split-zero-page"
+            }
+            Feature::ThpSplitZeroPage => {
+                "a zero-filled subpage of an isolated THP is remapped to the shared zero page read-only (Linux 6.12, commit b1f202060afe); off: remapped to itself"
+            }
+            Feature::ThpShrinkUnderused => {
+                "the deferred split shrinker splits THPs with more than max_ptes_none zero-filled subpages (thp_underused_split_page; Linux 6.12, commit dafff3f4c850)"
             }
         }
     }
@@ -383,6 +453,16 @@ impl Features {
     pub fn all() -> Features {
         let mut f = Features::NONE;
         for &feature in Feature::ALL {
+            f.set(feature, true);
+        }
+        f
+    }
+
+    /// A run's default: every change that reached mainline, on. Postings
+    /// that never merged are off until asked for (`--with`).
+    pub fn mainline() -> Features {
+        let mut f = Features::NONE;
+        for &feature in Feature::ALL.iter().filter(|f| f.merged()) {
             f.set(feature, true);
         }
         f

@@ -185,7 +185,7 @@ pub fn features_command(args: &[String]) -> Result<String, CliError> {
         Listing::Json => true,
         Listing::Text => false,
     };
-    let defaults = Features::all();
+    let defaults = Features::mainline();
     if json {
         let features: Vec<FeatureJson> = Feature::ALL
             .iter()
@@ -549,7 +549,7 @@ mod tests {
         assert!(
             features_command(&[])
                 .unwrap()
-                .contains("pcp-high-order       on")
+                .contains("pcp-high-order         on")
         );
     }
 }

@@ -242,9 +242,10 @@ pub(super) fn set_costs(machine: &mut Machine, parsed: &Parsed) -> Result<(), Cl
     Ok(())
 }
 
-/// Every feature on, then each `--with` and `--without` in the order given.
+/// Every merged feature on, then each `--with` and `--without` in the order
+/// given.
 fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
-    let mut features = Features::all();
+    let mut features = Features::mainline();
     for (name, value) in parsed.all() {
         let on = match name {
             "with" => true,
@@ -547,7 +548,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp-split-no-lru-lock=off thp-split-free=on thp-split-unmap=off thp-split-zero-page=on thp-shrink-underused=on thp=always use_zero_page=1\n"
         ));
         assert!(text.contains("# machine:  haswell-ep-2s: "));
         let text = run(&[
@@ -559,7 +560,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp-split-no-lru-lock=off thp-split-free=on thp-split-unmap=off thp-split-zero-page=on thp-shrink-underused=on thp=always use_zero_page=1\n"
         ));
     }
 

@@ -1275,7 +1275,17 @@ fn twice_the_memory_runs_to_the_end_with_swap_and_is_oom_killed_without() {
     assert!(swapped.contains("\noom_kill 0\n"), "{swapped}");
     assert!(!swapped.contains("\npswpout 0\n"), "{swapped}");
     assert!(!swapped.contains("\npgsteal_direct 0\n"), "{swapped}");
+    // kswapd, woken at the low watermark, reclaimed on an idle CPU too.
+    assert!(!swapped.contains("\npgsteal_kswapd 0\n"), "{swapped}");
+    assert!(!swapped.contains("\npageoutrun 0\n"), "{swapped}");
     let killed = run("none");
+    // With nothing to reclaim, kswapd's runs all fail: after
+    // MAX_RECLAIM_RETRIES (16) the node is hopeless and no longer wakes it.
+    assert!(killed.contains("\npageoutrun 16\n"), "{killed}");
+    assert!(
+        killed.contains("\nkswapd_high_wmark_hit_quickly 15\n"),
+        "{killed}"
+    );
     assert!(!killed.contains(" bytes / "), "{killed}");
     assert!(killed.contains("\noom_kill 1\n"), "{killed}");
     assert!(

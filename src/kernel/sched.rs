@@ -32,6 +32,7 @@ use super::task::Tasks;
 use crate::mm::current::TaskId;
 use crate::mm::fork::Teardown;
 use crate::mm::kernel::{Fault, Kernel, MmId};
+use crate::mm::kswapd::{Kswapd, KswapdNext};
 use crate::mm::mm_types::{Advice, Errno};
 use crate::mm::shmem::FileId;
 use crate::mm::useraccess::{RunKind, RunResult};
@@ -131,6 +132,15 @@ impl RunQueues {
         ctx.wake(cpu, ctx.now());
     }
 
+    /// Queues `task` at the front of `cpu`'s queue: it runs at the CPU's
+    /// next step, before the task that was running there (wake-up
+    /// preemption), and wakes the CPU.
+    fn enqueue_front(&mut self, ctx: &mut Ctx, cpu: CpuId, task: TaskId) {
+        self.queues[cpu.index()].push_front(task);
+        self.refront(cpu);
+        ctx.wake(cpu, ctx.now());
+    }
+
     fn front(&self, cpu: CpuId) -> Option<TaskId> {
         let task = self.fronts[cpu.index()];
         debug_assert_eq!(task, self.queues[cpu.index()].front().copied());
@@ -179,6 +189,8 @@ pub struct Core {
     timers_set: u64,
     /// Why the run stopped early, if it did.
     failure: Option<String>,
+    /// Tasks the scheduler knows (`entities` that are set).
+    nr_tasks: usize,
 }
 
 impl Core {
@@ -191,6 +203,7 @@ impl Core {
             timers: (0..nr_cpus).map(|_| BTreeMap::new()).collect(),
             timers_set: 0,
             failure: None,
+            nr_tasks: 0,
         }
     }
 
@@ -208,6 +221,39 @@ impl Core {
             self.timers[cpu.index()].remove(&key);
         }
         self.rq.enqueue(ctx, cpu, task);
+    }
+
+    /// `try_to_wake_up` with `select_task_rq` for a task that may run on
+    /// any of `cpus` (a kernel thread bound to a node): the first idle one
+    /// from its last CPU on, else its last CPU (or the first of `cpus`),
+    /// where it preempts whatever runs there (a long-sleeping task's
+    /// vruntime is far behind: CFS runs it at the next tick). A task not
+    /// asleep is left where it is.
+    fn wake_on_any(&mut self, ctx: &mut Ctx, task: TaskId, cpus: &[CpuId]) {
+        let entity = self.entity(task);
+        if entity.state != TaskState::Sleeping {
+            return;
+        }
+        entity.state = TaskState::Runnable;
+        let (prev, sleep_timer) = (entity.cpu, entity.sleep_timer.take());
+        if let Some(key) = sleep_timer {
+            self.timers[prev.index()].remove(&key);
+        }
+        let start = cpus.iter().position(|&c| c == prev).unwrap_or(0);
+        let idle = (0..cpus.len())
+            .map(|i| cpus[(start + i) % cpus.len()])
+            .find(|&c| self.rq.front(c).is_none());
+        match idle {
+            Some(cpu) => {
+                self.entity(task).cpu = cpu;
+                self.rq.enqueue(ctx, cpu, task);
+            }
+            None => {
+                let cpu = cpus[start];
+                self.entity(task).cpu = cpu;
+                self.rq.enqueue_front(ctx, cpu, task);
+            }
+        }
     }
 
     /// Wakes `task` ([`Core::wake`]) at `at` (now, if `at` is past): a
@@ -301,12 +347,29 @@ impl Core {
             self.entities.resize(at + 1, None);
         }
         assert!(self.entities[at].is_none(), "{task:?} started twice");
+        self.nr_tasks += 1;
         self.entities[at] = Some(SchedEntity {
             cpu,
             state: TaskState::Runnable,
             sleep_timer: None,
         });
         self.rq.enqueue(ctx, cpu, task);
+    }
+
+    /// A new task that starts asleep, last on `cpu` (a kernel thread
+    /// waiting for its first wake-up).
+    fn start_sleeping(&mut self, task: TaskId, cpu: CpuId) {
+        let at = task.0 as usize;
+        if self.entities.len() <= at {
+            self.entities.resize(at + 1, None);
+        }
+        assert!(self.entities[at].is_none(), "{task:?} started twice");
+        self.nr_tasks += 1;
+        self.entities[at] = Some(SchedEntity {
+            cpu,
+            state: TaskState::Sleeping,
+            sleep_timer: None,
+        });
     }
 
     /// A new process (`mm_alloc` and its first task) on `cpu`.
@@ -344,6 +407,7 @@ impl Core {
         self.release_timers(task, entity.cpu);
         let last = self.tasks.exit_mm(&mut self.k, task);
         self.entities[task.0 as usize] = None;
+        self.nr_tasks -= 1;
         self.tasks.release_task(task);
         last
     }
@@ -670,6 +734,15 @@ impl<T> Spawner<'_, T> {
     }
 }
 
+/// Puts a kernel thread's state in its slot.
+fn set_kernel_thread(threads: &mut Vec<Option<KernelThread>>, task: TaskId, thread: KernelThread) {
+    let at = task.0 as usize;
+    if threads.len() <= at {
+        threads.resize_with(at + 1, || None);
+    }
+    threads[at] = Some(thread);
+}
+
 /// Puts `task`'s program state in its slot.
 fn set_thread<T>(threads: &mut Vec<Option<T>>, task: TaskId, thread: T) {
     let at = task.0 as usize;
@@ -679,12 +752,23 @@ fn set_thread<T>(threads: &mut Vec<Option<T>>, task: TaskId, thread: T) {
     threads[at] = Some(thread);
 }
 
+/// A thread of the kernel's own, which runs a program of the kernel's
+/// rather than the workload's.
+enum KernelThread {
+    Kswapd(Kswapd),
+}
+
 /// A program with its tasks on the kernel: what the engine steps.
 pub struct Sched<'p, P: Program> {
     pub program: P,
     pub core: Core,
     /// By task id: each task's program state.
     threads: Vec<Option<P::Thread>>,
+    /// By task id: the kernel's own threads (kswapd), which the workload's
+    /// program does not run.
+    kernel_threads: Vec<Option<KernelThread>>,
+    /// By node: its kswapd, once first woken.
+    kswapd: Vec<Option<TaskId>>,
     progress: &'p mut dyn FnMut(f64),
 }
 
@@ -694,6 +778,8 @@ impl<'p, P: Program> Sched<'p, P> {
             program,
             core,
             threads: Vec::new(),
+            kernel_threads: Vec::new(),
+            kswapd: Vec::new(),
             progress,
         }
     }
@@ -709,6 +795,16 @@ impl<'p, P: Program> Sched<'p, P> {
     /// One step of `task`'s program, and what follows from its answer.
     fn run_program(&mut self, ctx: &mut Ctx, task: TaskId, cpu: CpuId) {
         self.core.tasks.switch_to(&mut self.core.k, ctx, task);
+        if let Some(Some(thread)) = self.kernel_threads.get_mut(task.0 as usize) {
+            let KernelThread::Kswapd(kswapd) = thread;
+            let next = match self.core.k.kswapd_step(ctx, kswapd) {
+                // A step of reclaim, then the CPU's other tasks get theirs.
+                KswapdNext::Run => Next::Yield,
+                KswapdNext::NapUntil(at) | KswapdNext::StallUntil(at) => Next::SleepUntil(at),
+                KswapdNext::Sleep => Next::Sleep,
+            };
+            return self.after_step(ctx, task, cpu, next);
+        }
         let thread = self.threads[task.0 as usize]
             .as_mut()
             .expect("a runnable task has its program state");
@@ -733,6 +829,11 @@ impl<'p, P: Program> Sched<'p, P> {
             self.core.start(ctx, child, child_cpu);
             set_thread(&mut self.threads, child, child_thread);
         }
+        self.after_step(ctx, task, cpu, next);
+    }
+
+    /// What follows from a step's answer.
+    fn after_step(&mut self, ctx: &mut Ctx, task: TaskId, cpu: CpuId, next: Next) {
         let core = &mut self.core;
         if core.failure.is_some() {
             return;
@@ -758,11 +859,68 @@ impl<'p, P: Program> Sched<'p, P> {
         }
     }
 
+    /// `wakeup_kswapd` for the nodes an allocation of the step asked for:
+    /// each node's kswapd (created at its first wake-up) runs on a CPU of
+    /// its node.
+    fn wake_kswapds(&mut self, ctx: &mut Ctx) {
+        for (node, order) in self.core.k.take_kswapd_wakeups() {
+            let at = node as usize;
+            if self.kswapd.len() <= at {
+                self.kswapd.resize(at + 1, None);
+            }
+            let topology = &ctx.machine().topology;
+            let mut cpus = topology.cpus_of_node(node);
+            if cpus.is_empty() {
+                // A node of memory alone: its kswapd may run anywhere.
+                cpus = (0..topology.nr_cpus()).map(CpuId).collect();
+            }
+            let task = match self.kswapd[at] {
+                Some(task) => task,
+                None => {
+                    // kthreadd's child, asleep until this first wake-up.
+                    let task = self.core.tasks.kthread_create(&self.core.k);
+                    self.core.start_sleeping(task, cpus[0]);
+                    self.kswapd[at] = Some(task);
+                    set_kernel_thread(
+                        &mut self.kernel_threads,
+                        task,
+                        KernelThread::Kswapd(Kswapd::new(node)),
+                    );
+                    task
+                }
+            };
+            let Some(Some(KernelThread::Kswapd(kswapd))) =
+                self.kernel_threads.get_mut(task.0 as usize)
+            else {
+                unreachable!("{task:?} is node {node}'s kswapd");
+            };
+            kswapd.wanted(order);
+            if kswapd.wakeable() {
+                self.core.wake_on_any(ctx, task, &cpus);
+            }
+        }
+    }
+
+    /// `kthread_stop` of the kernel's threads once the workload's tasks
+    /// are all gone: the run ends when the workload does.
+    fn stop_kernel_threads(&mut self) {
+        let nr_kernel = self.kswapd.iter().flatten().count();
+        if nr_kernel == 0 || self.core.nr_tasks > nr_kernel {
+            return;
+        }
+        for task in std::mem::take(&mut self.kswapd).into_iter().flatten() {
+            let last = self.core.forget_task(task);
+            debug_assert!(last.is_none(), "a kernel thread holds no mm");
+            self.kernel_threads[task.0 as usize] = None;
+        }
+    }
+
     /// The task is gone: off its queue, its slot free.
     fn release(&mut self, task: TaskId, cpu: CpuId) {
         self.core.rq.dequeue_front(cpu);
         self.core.release_timers(task, cpu);
         self.core.entities[task.0 as usize] = None;
+        self.core.nr_tasks -= 1;
         self.threads[task.0 as usize] = None;
         self.core.tasks.release_task(task);
     }
@@ -797,6 +955,8 @@ impl<P: Program> Workload for Sched<'_, P> {
                 Box::new(move |core, ctx| core.k.complete_io(ctx, io.at, io.id));
             self.core.irq_at(ctx, io.cpu, io.at, handler);
         }
+        self.wake_kswapds(ctx);
+        self.stop_kernel_threads();
         if self.core.rq.front(cpu).is_none() {
             // Nothing left to run here: the CPU goes idle now, not at an
             // empty step of its own later, until its next timer if it has

@@ -158,6 +158,14 @@ pub struct Kernel {
     pub page_cluster: u32,
     /// Swap reads in flight and the readahead window (`swapin.rs`).
     pub(super) swapin: super::swapin::SwapinState,
+    /// By node: `pgdat->kswapd_failures`, balancing runs in a row that
+    /// freed nothing (`kswapd.rs`).
+    pub(super) kswapd_failures: Vec<u32>,
+    /// By node: `PGDAT_WRITEBACK`, kswapd found nothing but pages under
+    /// writeback in its last pass; cleared when the node is balanced.
+    pub(super) pgdat_writeback: Vec<bool>,
+    /// `current->flags & PF_KSWAPD`: kswapd is the one reclaiming.
+    pub(super) current_is_kswapd: bool,
 }
 
 /// Where new mappings go, top-down: below the stack gap as on x86_64 with
@@ -194,6 +202,9 @@ impl Kernel {
             tlb_ubc: Vec::new(),
             page_cluster: super::swapin::PAGE_CLUSTER_DEFAULT,
             swapin: super::swapin::SwapinState::default(),
+            kswapd_failures: vec![0; machine.topology.numa_nodes as usize],
+            pgdat_writeback: vec![false; machine.topology.numa_nodes as usize],
+            current_is_kswapd: false,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod fork;
 mod highmem;
 pub mod huge_memory;
 pub mod kernel;
+pub mod kswapd;
 mod madvise;
 pub mod memory;
 pub mod mm_inline;

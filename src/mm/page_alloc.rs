@@ -75,9 +75,11 @@ enum LockKind {
 
 /// Which watermark an allocation attempt must stay above.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Watermark {
+pub enum Watermark {
     Min,
     Low,
+    /// What kswapd reclaims up to (`pgdat_balanced`).
+    High,
     /// `ALLOC_NO_WATERMARKS`: reclaim's own allocations (`PF_MEMALLOC`)
     /// may take the reserves below min, so that freeing memory can go on.
     None,
@@ -245,6 +247,10 @@ pub struct PageAllocator {
     /// and may use the reserves below the min watermark (one CPU acts at a
     /// time, so one flag serves every CPU; reclaim sets and clears it).
     pub memalloc: bool,
+    /// `wake_all_kswapds` since the scheduler last looked: the highest
+    /// order an allocation that fell below the low watermark asked for
+    /// (the scheduler wakes the nodes' kswapds at the end of the step).
+    pub kswapd_wake: Option<Order>,
 }
 
 impl PageAllocator {
@@ -296,7 +302,13 @@ impl PageAllocator {
             pcp_high_order,
             cpu_node,
             memalloc: false,
+            kswapd_wake: None,
         }
+    }
+
+    /// `zone_watermark_ok` for a caller outside the allocator (kswapd).
+    pub fn zone_watermark_ok(&self, node: u32, order: Order, mark: Watermark) -> bool {
+        self.zones[node as usize].watermark_ok(order, mark)
     }
 
     pub fn zones(&self) -> &[Zone] {
@@ -325,11 +337,18 @@ impl PageAllocator {
         ctx.charge(Symbol::AllocPages, cost);
         let page = self
             .get_page_from_freelist(ctx, gfp, order, Watermark::Low)
-            // The slow path: kswapd is not modelled; the min watermark,
-            // then (for reclaim itself) none. Direct reclaim and the OOM
-            // killer run above, where the access that failed is retried
+            // The slow path: wake kswapd, then the min watermark, then
+            // (for reclaim itself) none. Direct reclaim and the OOM killer
+            // run above, where the access that failed is retried
             // (`kernel::sched`).
-            .or_else(|| self.get_page_from_freelist(ctx, gfp, order, Watermark::Min))
+            .or_else(|| {
+                // THP faults allocate with GFP_TRANSHUGE(_LIGHT) under
+                // the default `defrag` (madvise): no __GFP_KSWAPD_RECLAIM.
+                if order != Order::THP {
+                    self.kswapd_wake = self.kswapd_wake.max(Some(order));
+                }
+                self.get_page_from_freelist(ctx, gfp, order, Watermark::Min)
+            })
             .or_else(|| {
                 self.memalloc
                     .then(|| self.get_page_from_freelist(ctx, gfp, order, Watermark::None))
@@ -619,6 +638,7 @@ impl Zone {
         let mark = match mark {
             Watermark::Min => self.watermark.min,
             Watermark::Low => self.watermark.low,
+            Watermark::High => self.watermark.high,
             Watermark::None => 0,
         };
         let free = self.nr_free_pages as i64 - (order.nr_pages() as i64 - 1);

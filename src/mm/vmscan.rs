@@ -355,8 +355,18 @@ impl Kernel {
             "{head}: active in shrink_page_list"
         );
         if info.test(PageFlags::WRITEBACK) {
-            // Case 2 of the kernel's comment: mark it for immediate
-            // reclaim when the write ends, and move on.
+            // Case 1 of the kernel's comment: kswapd meets a page it
+            // already marked, on a node whose reclaim finds nothing but
+            // writeback: the list is cycling faster than the device
+            // writes, and kswapd will stall (`nr_immediate`).
+            let node = self.pa.node_of(head) as usize;
+            if self.current_is_kswapd && info.test(PageFlags::RECLAIM) && self.pgdat_writeback[node]
+            {
+                stat.nr_immediate += *nr_pages;
+                return Shrunk::Activate;
+            }
+            // Case 2: mark it for immediate reclaim when the write ends,
+            // and move on.
             self.pages.update(head, |p| p.set(PageFlags::RECLAIM));
             stat.nr_writeback += *nr_pages;
             return Shrunk::Activate;
@@ -486,28 +496,66 @@ pub const DEF_PRIORITY: u32 = 12;
 impl Kernel {
     /// `shrink_inactive_list`: isolates up to `nr_to_scan` base pages from
     /// the tail of `node`'s inactive anonymous list, tries to free them
-    /// (`shrink_page_list`) and puts the rest back. Counts `pgscan_direct`
-    /// and `pgsteal_direct`. Returns the base pages freed.
-    fn shrink_inactive_list(&mut self, ctx: &mut Ctx, node: u32, nr_to_scan: u64) -> u64 {
+    /// (`shrink_page_list`) and puts the rest back. Counts `pgscan_*` and
+    /// `pgsteal_*` for `reclaimer`. Returns what it did (`nr_scanned` is
+    /// the base pages taken off the list).
+    pub(super) fn shrink_inactive_list(
+        &mut self,
+        ctx: &mut Ctx,
+        node: u32,
+        nr_to_scan: u64,
+        reclaimer: Reclaimer,
+    ) -> ReclaimStat {
         self.lru_add_drain(ctx);
         self.lru_lock(ctx, node);
         let isolated = self.isolate_lru_pages(ctx, node, LruList::InactiveAnon, nr_to_scan);
         self.lru_unlock(ctx, node);
-        ctx.count(Event::PgscanDirect, isolated.nr_scanned);
+        let (pgscan, pgsteal) = match reclaimer {
+            Reclaimer::Direct => (Event::PgscanDirect, Event::PgstealDirect),
+            Reclaimer::Kswapd => (Event::PgscanKswapd, Event::PgstealKswapd),
+        };
+        ctx.count(pgscan, isolated.nr_scanned);
         if isolated.pages.is_empty() {
-            return 0;
+            return ReclaimStat::default();
         }
+        let nr_taken = isolated.nr_taken;
         // The oldest page is taken first: the list ends with it.
         let list: Vec<Pfn> = isolated.pages.into_iter().rev().collect();
-        let (back, stat) = self.shrink_page_list(ctx, list, false);
-        ctx.count(Event::PgstealDirect, stat.nr_reclaimed);
+        let (back, mut stat) = self.shrink_page_list(ctx, list, false);
+        stat.nr_taken = nr_taken;
+        ctx.count(pgsteal, stat.nr_reclaimed);
         self.lru_lock(ctx, node);
         let (_, to_free) = self.move_pages_to_lru(ctx, &back);
         self.lru_unlock(ctx, node);
         for head in to_free {
             self.free_unreferenced_page(ctx, head);
         }
-        stat.nr_reclaimed
+        if stat.nr_reclaimed > 0 {
+            // `shrink_node`: a node that gave pages back is worth waking
+            // kswapd for again.
+            self.kswapd_failures[node as usize] = 0;
+        }
+        stat
+    }
+
+    /// `kswapd_age_node` and `shrink_lruvec`'s first half: ages the
+    /// active list when the inactive one is short, and says how many base
+    /// pages of the inactive list a pass at `priority` scans (`get_scan_count`
+    /// with anonymous pages only: `size >> priority`, at least a batch or
+    /// what there is). Zero when nothing can be reclaimed: no swap
+    /// (`can_reclaim_anon_pages`).
+    pub(super) fn begin_shrink_lruvec(&mut self, ctx: &mut Ctx, node: u32, priority: u32) -> u64 {
+        if self.swap.nr_swap_pages() == 0 {
+            return 0;
+        }
+        let lruvec = self.lru.lruvec(node).expect("a node's lruvec");
+        let inactive = lruvec.size(LruList::InactiveAnon);
+        let active = lruvec.size(LruList::ActiveAnon);
+        if self.inactive_is_low(node, LruList::InactiveAnon) {
+            let scan = (active >> priority).max(SWAP_CLUSTER_MAX);
+            self.shrink_active_list(ctx, node, LruList::ActiveAnon, scan, &mut rmap_referenced);
+        }
+        (inactive >> priority).max(SWAP_CLUSTER_MAX.min(inactive))
     }
 
     /// `shrink_lruvec` for the anonymous lists of `node` at `priority`:
@@ -524,22 +572,13 @@ impl Kernel {
         priority: u32,
         nr_to_reclaim: u64,
     ) -> u64 {
-        if self.swap.nr_swap_pages() == 0 {
-            // `can_reclaim_anon_pages`: no swap, nothing to do with anon.
-            return 0;
-        }
-        let lruvec = self.lru.lruvec(node).expect("a node's lruvec");
-        let inactive = lruvec.size(LruList::InactiveAnon);
-        let active = lruvec.size(LruList::ActiveAnon);
+        let mut left = self.begin_shrink_lruvec(ctx, node, priority);
         let mut nr_reclaimed = 0;
-        if self.inactive_is_low(node, LruList::InactiveAnon) {
-            let scan = (active >> priority).max(SWAP_CLUSTER_MAX);
-            self.shrink_active_list(ctx, node, LruList::ActiveAnon, scan, &mut rmap_referenced);
-        }
-        let mut left = (inactive >> priority).max(SWAP_CLUSTER_MAX.min(inactive));
         while left > 0 && nr_reclaimed < nr_to_reclaim {
             let batch = left.min(SWAP_CLUSTER_MAX);
-            nr_reclaimed += self.shrink_inactive_list(ctx, node, batch);
+            nr_reclaimed += self
+                .shrink_inactive_list(ctx, node, batch, Reclaimer::Direct)
+                .nr_reclaimed;
             left -= batch;
         }
         nr_reclaimed
@@ -580,6 +619,14 @@ impl Kernel {
     }
 }
 
+/// Who reclaims, for the counters: an allocating task (`pgscan_direct`)
+/// or kswapd (`pgscan_kswapd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaimer {
+    Direct,
+    Kswapd,
+}
+
 /// The reverse map's `page_referenced` as the LRU code asks it.
 fn rmap_referenced(k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn) -> Referenced {
     let found = k.page_referenced(ctx, pfn);
@@ -607,6 +654,11 @@ pub struct ReclaimStat {
     pub nr_reclaimed: u64,
     pub nr_activate: u64,
     pub nr_writeback: u64,
+    /// Pages kswapd found still under the writeback it started
+    /// (`nr_immediate`).
+    pub nr_immediate: u64,
+    /// Base pages `shrink_inactive_list` took off the list (`nr_taken`).
+    pub nr_taken: u64,
     pub nr_pageout: u64,
     pub nr_unmap_fail: u64,
 }

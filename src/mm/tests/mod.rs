@@ -50,6 +50,7 @@ use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
+mod kswapd;
 mod lru;
 mod reclaim;
 mod rmap;

@@ -14,7 +14,7 @@ use crate::drivers::zram::Zram;
 
 /// A 128 MiB machine with `thp` and the given THP swap, with a 64 MiB
 /// zram device (or an SSD), and one process on CPU 0.
-fn boot(thp: ThpEnabled, thp_swap: bool, disk: bool) -> (Kernel, Ctx, MmId) {
+pub(super) fn boot(thp: ThpEnabled, thp_swap: bool, disk: bool) -> (Kernel, Ctx, MmId) {
     let machine = small_machine(MEMORY_BYTES);
     let mut features = Features::all().with(Feature::ThpSwap, thp_swap);
     features.thp.enabled = thp;

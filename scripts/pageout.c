@@ -76,11 +76,11 @@ int main(int argc, char **argv)
     char *addr;
 
     if (argc != 4) {
-        printf("Usage: %s SIZE OFFSET NUM_DIRTY\n"
+        /* The seed's text, word for word (mmsim's pageout prints it too). */
+        printf("Usage: ./a.out SIZE OFFSET NUM_DIRTY\n"
                "SIZE: Size of mmap region in MB\n"
                "OFFSET: Offset of (first) dirty byte in each 4KB page, 0 ~ 4095\n"
-               "NUM_DIRTY: Number of dirty 4KB pages in each 2MB region, 0 ~ 512\n",
-               argv[0]);
+               "NUM_DIRTY: Number of dirty 4KB pages in each 2MB region, 0 ~ 512\n");
         return -1;
     }
     size = (size_t)atoi(argv[1]) << 20;

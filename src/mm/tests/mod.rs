@@ -8,7 +8,10 @@
 //! operation: the mm calls, loads and stores, fork, clone, the exit of a
 //! thread or of the whole process. One step in five also makes an LRU
 //! operation first (drains, `mark_page_accessed`, `deactivate_page`, the
-//! active list's aging), from a random stream of its own. After every step each mm's `mm_users`
+//! active list's aging), from a random stream of its own; after every step
+//! kswapd gets the steps the scheduler would give it (woken when an
+//! allocation fell below the low watermark, or when its nap or stall
+//! ends; up to three steps, from a stream of its own). After every step each mm's `mm_users`
 //! must equal its live threads and its `mm_cpumask` the CPUs they ran on;
 //! the last thread's exit tears the mm down, and once every thread has
 //! exited nothing may be left (`exit_all`).
@@ -26,7 +29,8 @@
 //! ```
 //!
 //! `MMSIM_PROP_TRACE=1` prints every operation as it is made. Soak with
-//! more seeds (`MMSIM_PROP_SEEDS=<count>`: seeds 0..count) or longer runs
+//! more seeds (`MMSIM_PROP_SEEDS=<count>`: seeds 0..count; by default 5,
+//! and 20 on the machine that runs out of memory) or longer runs
 //! (`MMSIM_PROP_OPS=<steps per seed>`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::check::check_no_leaks;
 use super::current::TaskId;
 use super::kernel::{Fault, Kernel, MMAP_BASE, MmId, ThpConfig, ThpEnabled};
+use super::kswapd::{Kswapd, KswapdNext};
 use super::memory::HPAGE_PMD_NR;
 use super::mm_inline::LruList;
 use super::mm_types::{
@@ -555,7 +560,19 @@ struct World {
     nr_thread_exits: u64,
     /// Huge PMDs zapped whole.
     zapped: HugePmds,
+    /// The node's kswapd, stepped by hand as the scheduler would run it.
+    kswapd: KswapdSim,
+    /// kswapd's own stream (how many steps it gets between operations).
+    kswapd_rng: Rng,
     trace: bool,
+}
+
+/// kswapd of the machine's one node: its program state, whether it is
+/// awake, and when its nap or stall ends.
+struct KswapdSim {
+    kswapd: Kswapd,
+    awake: bool,
+    until: Option<Cycles>,
 }
 
 impl World {
@@ -577,6 +594,12 @@ impl World {
             nr_ooms: 0,
             nr_thread_exits: 0,
             zapped: HugePmds::default(),
+            kswapd: KswapdSim {
+                kswapd: Kswapd::new(0),
+                awake: false,
+                until: None,
+            },
+            kswapd_rng: Rng::new(seed ^ 0x0c5a_a9d0),
             trace: env_flag("MMSIM_PROP_TRACE"),
         }
     }
@@ -631,6 +654,47 @@ impl World {
                 self.note(|| format!("shrink_huge_zero_page = {freed}"));
             }
             _ => self.rmap(p),
+        }
+        self.kswapd_op();
+    }
+
+    /// What the scheduler does for kswapd between two operations: wakes
+    /// it if an allocation asked (or its timer is due), then gives it a
+    /// few steps; disk writes it starts end before the next operation.
+    fn kswapd_op(&mut self) {
+        let sim = &mut self.kswapd;
+        for (node, order) in self.k.take_kswapd_wakeups() {
+            assert_eq!(node, 0, "one node");
+            sim.kswapd.wanted(order);
+            if sim.kswapd.wakeable() {
+                sim.awake = true;
+                sim.until = None;
+            }
+        }
+        if sim.until.is_some_and(|t| self.ctx.now() >= t) {
+            sim.awake = true;
+            sim.until = None;
+        }
+        if !sim.awake {
+            return;
+        }
+        for _ in 0..self.kswapd_rng.below(4) {
+            let next = self.k.kswapd_step(&mut self.ctx, &mut self.kswapd.kswapd);
+            self.note(|| format!("kswapd_step = {next:?}"));
+            self.end_swap_writes();
+            let sim = &mut self.kswapd;
+            match next {
+                KswapdNext::Run => {}
+                KswapdNext::NapUntil(t) | KswapdNext::StallUntil(t) => {
+                    sim.awake = false;
+                    sim.until = Some(t);
+                    break;
+                }
+                KswapdNext::Sleep => {
+                    sim.awake = false;
+                    break;
+                }
+            }
         }
     }
 
@@ -1277,7 +1341,7 @@ impl Drop for SeedGuard {
 }
 
 /// Events whose counts show that a run exercised what it is meant to.
-const COVERAGE: [Event; 13] = [
+const COVERAGE: [Event; 15] = [
     Event::Pgactivate,
     Event::Pgdeactivate,
     Event::Pgrefill,
@@ -1291,6 +1355,8 @@ const COVERAGE: [Event; 13] = [
     Event::Pswpout,
     Event::Pswpin,
     Event::ThpSplitPage,
+    Event::Pageoutrun,
+    Event::PgstealKswapd,
 ];
 
 /// What a run did, in counts.
@@ -1379,6 +1445,10 @@ fn check_coverage(test: &str, setup: Setup, totals: Counts) {
             Event::ThpSplitPage => setup
                 .swap
                 .is_some_and(|(kind, thp_swap)| kind == SwapKind::Hdd || !thp_swap),
+            // kswapd runs on a machine that reaches its low watermark, and
+            // frees memory there if it has swap.
+            Event::Pageoutrun => setup.may_run_out(),
+            Event::PgstealKswapd => setup.may_run_out() && setup.swap.is_some(),
             _ => true,
         };
         assert_eq!(
@@ -1420,7 +1490,14 @@ fn run_random(test: &'static str, setup: Setup) {
         return;
     }
     let mut totals = Counts::default();
-    for seed in 0..env_number("MMSIM_PROP_SEEDS").unwrap_or(SEEDS_DEFAULT) {
+    // Under pressure, kswapd keeps much of memory free and swap-ins from a
+    // disk are rarer: more seeds, so that every path is taken.
+    let nr_seeds = if setup.may_run_out() {
+        4 * SEEDS_DEFAULT
+    } else {
+        SEEDS_DEFAULT
+    };
+    for seed in 0..env_number("MMSIM_PROP_SEEDS").unwrap_or(nr_seeds) {
         totals.add(run_seed(test, setup, seed, nr_ops));
     }
     check_coverage(test, setup, totals);

@@ -6,15 +6,17 @@
 //! whole, and a 4 KiB page, are aged (accessed bit and `PG_referenced`
 //! cleared) if this mm alone maps them, then deactivated (`MADV_COLD`) or
 //! isolated and reclaimed at once (`MADV_PAGEOUT`: `reclaim_pages`, once
-//! per PMD, as the walk calls it per `pmd_entry`). A THP the range covers
-//! only in part, and a PTE-mapped THP, are split first in 5.13; until the
-//! split is wired in here they are left alone.
+//! per PMD, as the walk calls it per `pmd_entry`). A THP that this mm alone
+//! maps and that the range covers only in part, or that is mapped by PTEs,
+//! is split first (`split_huge_page`, off the LRU's list: the tails join
+//! the LRU) and its pages then treated one by one; a split that fails
+//! ends the PMD's walk, as 5.13's does.
 
 use super::kernel::{Kernel, MmId};
 use super::mm_types::{HPAGE_PMD_SIZE, Vma};
 use super::mmzone::{PAGE_SIZE, Pfn};
 use super::page_flags::PageFlags;
-use super::pgtable::{Entry, Level};
+use super::pgtable::{Entry, Level, TableId};
 use crate::sim::{Ctx, Symbol};
 
 impl Kernel {
@@ -67,39 +69,24 @@ impl Kernel {
         let mut cleared = false;
         match self.tables.get(pmd, index) {
             Entry::Huge { pfn, .. } => {
-                let whole = next - addr == HPAGE_PMD_SIZE;
-                if whole && self.page_mapcount_of_thp(pfn) == 1 {
+                if self.page_mapcount_of_thp(pfn) != 1 {
+                    // Not ours alone: left to the other mappings.
+                } else if next - addr == HPAGE_PMD_SIZE {
                     if self.tables.test_and_clear_young(pmd, index) {
                         // `pmdp_invalidate` before the PMD is made old.
                         self.huge_pmd_cleared(ctx, mm);
                         cleared = true;
                     }
                     self.age_and_take(ctx, pfn, pageout, &mut list);
+                } else if self.split_for_madvise(ctx, pfn) {
+                    // Now mapped by PTEs: the walk goes on page by page.
+                    cleared |=
+                        self.cold_or_pageout_ptes(ctx, pmd, index, addr, next, pageout, &mut list);
                 }
             }
-            Entry::Table(pte) => {
-                self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
-                let mut a = addr;
-                while a < next {
-                    let i = Level::Pte.index(a);
-                    ctx.charge(Symbol::MadviseColdOrPageout, step);
-                    if let Entry::Page { pfn, .. } = self.tables.get(pte, i) {
-                        let head = self.compound_head(pfn);
-                        let own = head == pfn && self.pa.page(pfn).order == 0;
-                        // Not shared with another mapping, on an LRU list,
-                        // anonymous; a PTE-mapped THP would be split first.
-                        if own
-                            && !self.pa.page(pfn).shmem
-                            && self.pa.page(pfn).mapcount() == 1
-                            && self.pages.get(pfn).test(PageFlags::LRU)
-                        {
-                            cleared |= self.tables.test_and_clear_young(pte, i);
-                            self.age_and_take(ctx, pfn, pageout, &mut list);
-                        }
-                    }
-                    a += PAGE_SIZE;
-                }
-                self.ptlock(pte).unlock(ctx);
+            Entry::Table(_) => {
+                cleared |=
+                    self.cold_or_pageout_ptes(ctx, pmd, index, addr, next, pageout, &mut list);
             }
             _ => {}
         }
@@ -107,6 +94,77 @@ impl Kernel {
             self.reclaim_pages(ctx, list);
         }
         cleared
+    }
+
+    /// The PTEs of `[addr, next)` under the PMD at `(pmd, index)`, as
+    /// `madvise_cold_or_pageout_pte_range`'s `regular_page` loop walks them.
+    /// A subpage of a THP is split first (with the PTE lock dropped), then
+    /// its PTE looked at again. Returns whether an accessed bit was cleared.
+    #[allow(clippy::too_many_arguments)]
+    fn cold_or_pageout_ptes(
+        &mut self,
+        ctx: &mut Ctx,
+        pmd: TableId,
+        index: usize,
+        addr: u64,
+        next: u64,
+        pageout: bool,
+        list: &mut Vec<Pfn>,
+    ) -> bool {
+        let Entry::Table(pte) = self.tables.get(pmd, index) else {
+            return false;
+        };
+        let step = ctx.machine().costs.pgtable_level.cycles();
+        let mut cleared = false;
+        self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
+        let mut a = addr;
+        while a < next {
+            let i = Level::Pte.index(a);
+            ctx.charge(Symbol::MadviseColdOrPageout, step);
+            let Entry::Page { pfn, .. } = self.tables.get(pte, i) else {
+                a += PAGE_SIZE;
+                continue;
+            };
+            if self.pa.page(pfn).shmem {
+                a += PAGE_SIZE;
+                continue;
+            }
+            let head = self.compound_head(pfn);
+            if self.pa.page(head).order != 0 {
+                // A THP mapped by PTEs: split it if this is its only
+                // mapping, else stop here.
+                if self.pa.page(pfn).mapcount() + u32::from(self.pa.page(head).compound_mapcount)
+                    != 1
+                {
+                    break;
+                }
+                self.ptlock(pte).unlock(ctx);
+                let split = self.split_for_madvise(ctx, head);
+                self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
+                if !split {
+                    break;
+                }
+                // The same PTE again, now mapping a page of its own.
+                continue;
+            }
+            // Not shared with another mapping, on an LRU list.
+            if self.pa.page(pfn).mapcount() == 1 && self.pages.get(pfn).test(PageFlags::LRU) {
+                cleared |= self.tables.test_and_clear_young(pte, i);
+                self.age_and_take(ctx, pfn, pageout, list);
+            }
+            a += PAGE_SIZE;
+        }
+        self.ptlock(pte).unlock(ctx);
+        cleared
+    }
+
+    /// `get_page`, `lock_page`, `split_huge_page`, `unlock_page`,
+    /// `put_page` on a THP this walk found: whether it was split.
+    fn split_for_madvise(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
+        *self.pa.page_mut(head).refcount_mut() += 1;
+        let split = self.split_huge_page(ctx, head).is_ok();
+        self.put_page(ctx, head);
+        split
     }
 
     /// `ClearPageReferenced`, then isolate it for reclaim or deactivate it.

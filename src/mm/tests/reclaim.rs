@@ -232,3 +232,57 @@ fn without_thp_swap_a_thp_is_split_and_swapped_page_by_page() {
         assert_eq!(slot_word(&mut k, &mut ctx, e, 0), 0x2000 + i);
     }
 }
+
+/// A THP the range covers only in half is split first (5.13's
+/// `madvise_cold_or_pageout_pte_range`): its tails join the LRU, and the
+/// covered half goes out page by page; the other half stays.
+#[test]
+fn madv_pageout_of_half_a_thp_splits_it_and_pages_out_that_half() {
+    let (mut k, mut ctx, mm) = boot(ThpEnabled::Always, true, false);
+    let raw = k.mmap(&mut ctx, mm, 2 * HPAGE_PMD_SIZE, RW).unwrap();
+    let a = huge_align_up(raw);
+    for i in 0..512 {
+        k.write_u64(&mut ctx, mm, a + i * P, 0x7000 + i).unwrap();
+    }
+    assert_eq!(ctx.stats.event(Event::ThpFaultAlloc), 1);
+    k.madvise(&mut ctx, mm, a, HPAGE_PMD_SIZE / 2, Advice::PageOut)
+        .unwrap();
+    k.check();
+    assert_eq!(ctx.stats.event(Event::ThpSplitPage), 1);
+    assert_eq!(ctx.stats.event(Event::ThpSplitPmd), 1);
+    assert_eq!(ctx.stats.event(Event::Pswpout), 256);
+    assert_eq!(ctx.stats.event(Event::ThpSwpout), 0);
+    assert_eq!(k.mm(mm).rss_anon, 256);
+    assert_eq!(k.mm(mm).rss_swap, 256);
+    assert!(swap_pte(&k, mm, a + 255 * P).is_some());
+    assert!(swap_pte(&k, mm, a + 256 * P).is_none());
+    for i in 0..512 {
+        assert_eq!(k.read_u64(&mut ctx, mm, a + i * P).unwrap(), 0x7000 + i);
+    }
+    assert_eq!(ctx.stats.event(Event::Pswpin), 256);
+}
+
+/// A THP mapped by PTEs (its PMD split by an mprotect of one page) is
+/// split when the walk meets it, then paged out page by page.
+#[test]
+fn madv_pageout_splits_a_pte_mapped_thp() {
+    let (mut k, mut ctx, mm) = boot(ThpEnabled::Always, true, false);
+    let raw = k.mmap(&mut ctx, mm, 2 * HPAGE_PMD_SIZE, RW).unwrap();
+    let a = huge_align_up(raw);
+    for i in 0..512 {
+        k.write_u64(&mut ctx, mm, a + i * P, 0x9000 + i).unwrap();
+    }
+    k.mprotect(&mut ctx, mm, a + 100 * P, P, PROT_READ).unwrap();
+    assert_eq!(ctx.stats.event(Event::ThpSplitPmd), 1);
+    assert_eq!(ctx.stats.event(Event::ThpSplitPage), 0);
+    // The walk runs VMA by VMA: three now, all covered.
+    k.madvise(&mut ctx, mm, a, HPAGE_PMD_SIZE, Advice::PageOut)
+        .unwrap();
+    k.check();
+    assert_eq!(ctx.stats.event(Event::ThpSplitPage), 1);
+    assert_eq!(ctx.stats.event(Event::Pswpout), 512);
+    assert_eq!(k.mm(mm).rss_anon, 0);
+    for i in 0..512 {
+        assert_eq!(k.read_u64(&mut ctx, mm, a + i * P).unwrap(), 0x9000 + i);
+    }
+}

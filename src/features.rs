@@ -100,6 +100,15 @@ pub enum Feature {
     /// shrinker splits THPs with more than `max_ptes_none` zero-filled
     /// subpages under memory pressure (`thp_underused_split_page`).
     ThpShrinkUnderused,
+    /// "mm: align larger anonymous mappings on THP boundaries" (Rik van
+    /// Riel, commit efa7df3e3bb5, v6.7): an anonymous mmap of at least
+    /// 2 MiB without an address hint is placed on a PMD boundary
+    /// (`thp_get_unmapped_area`).
+    ThpMmapAlign,
+    /// "mm, mmap: limit THP alignment of anonymous mappings to PMD-aligned
+    /// sizes" (Vlastimil Babka, commit d4148aeab412, v6.12): only lengths
+    /// that are a multiple of 2 MiB are aligned. Requires `thp-mmap-align`.
+    ThpMmapAlignPmdSizes,
 }
 
 impl Feature {
@@ -116,6 +125,8 @@ impl Feature {
         Feature::ThpSplitUnmap,
         Feature::ThpSplitZeroPage,
         Feature::ThpShrinkUnderused,
+        Feature::ThpMmapAlign,
+        Feature::ThpMmapAlignPmdSizes,
     ];
 
     pub fn name(self) -> &'static str {
@@ -132,6 +143,8 @@ impl Feature {
             Feature::ThpSplitUnmap => "thp-split-unmap",
             Feature::ThpSplitZeroPage => "thp-split-zero-page",
             Feature::ThpShrinkUnderused => "thp-shrink-underused",
+            Feature::ThpMmapAlign => "thp-mmap-align",
+            Feature::ThpMmapAlignPmdSizes => "thp-mmap-align-pmd-sizes",
         }
     }
 
@@ -153,6 +166,8 @@ impl Feature {
             Feature::ThpSplitFree | Feature::ThpSplitZeroPage | Feature::ThpShrinkUnderused => {
                 KernelVersion::new(6, 12)
             }
+            Feature::ThpMmapAlign => KernelVersion::new(6, 7),
+            Feature::ThpMmapAlignPmdSizes => KernelVersion::new(6, 12),
         }
     }
 
@@ -172,6 +187,8 @@ impl Feature {
             Feature::ThpSplitFree => "seed 003 patch 2; 6.12: Usama Arif's series",
             Feature::ThpSplitZeroPage => "b1f202060afe",
             Feature::ThpShrinkUnderused => "dafff3f4c850",
+            Feature::ThpMmapAlign => "efa7df3e3bb5",
+            Feature::ThpMmapAlignPmdSizes => "d4148aeab412",
         }
     }
 
@@ -195,6 +212,8 @@ impl Feature {
             // 44042b4498 drains with nr_pcp_free() and sizes high with
             // zone_highsize(), both from the burst series.
             Feature::PcpHighOrder => &[Feature::PcpBurst],
+            // A fix to the alignment's condition.
+            Feature::ThpMmapAlignPmdSizes => &[Feature::ThpMmapAlign],
             _ => &[],
         }
     }
@@ -262,6 +281,12 @@ impl Feature {
             }
             Feature::ThpShrinkUnderused => {
                 "the deferred split shrinker splits THPs with more than max_ptes_none zero-filled subpages (thp_underused_split_page; Linux 6.12, commit dafff3f4c850)"
+            }
+            Feature::ThpMmapAlign => {
+                "an anonymous mmap of 2 MiB or more is placed on a PMD boundary (Linux 6.7, commit efa7df3e3bb5); off: page alignment only"
+            }
+            Feature::ThpMmapAlignPmdSizes => {
+                "only anonymous mmaps whose length is a multiple of 2 MiB are PMD-aligned (Linux 6.12, commit d4148aeab412); requires thp-mmap-align"
             }
         }
     }

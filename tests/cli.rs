@@ -507,6 +507,17 @@ fn thp_knobs_are_kernel_configuration() {
     assert_eq!(default["thp_enabled"], "always");
     assert_eq!(
         installs(&default),
+        2 * 8,
+        "8 whole 2 MiB windows in each 16 MiB mapping, PMD-aligned since 6.7"
+    );
+    let unaligned = json(&[
+        "--without",
+        "thp-mmap-align-pmd-sizes",
+        "--without",
+        "thp-mmap-align",
+    ]);
+    assert_eq!(
+        installs(&unaligned),
         2 * 7,
         "7 whole 2 MiB windows in each unaligned 16 MiB mapping"
     );
@@ -1298,14 +1309,15 @@ fn twice_the_memory_runs_to_the_end_with_swap_and_is_oom_killed_without() {
 fn seed_003s_program_pages_out_and_bad_swap_specs_are_one_line() {
     let out = succeeds(&["run", "pageout", "64", "0", "1", "--swap", "zram"]);
     assert!(out.contains("\nreal\t0m0."), "{out}");
-    assert!(out.contains("\nthp_swpout 31\n"), "{out}");
-    // zram's mm_stat at the end: the unmap freed every slot but the one a
-    // slot cache still holds.
+    // The 64 MiB mapping is PMD-aligned (6.7's thp-mmap-align): 32 THPs,
+    // each written out whole.
+    assert!(out.contains("\nthp_swpout 32\n"), "{out}");
+    // zram's mm_stat at the end: the unmap freed every slot.
     assert!(
-        out.contains("\n## swap devices\n/dev/zram0: orig_data_size 4096, "),
+        out.contains("\n## swap devices\n/dev/zram0: orig_data_size 0, "),
         "{out}"
     );
-    assert!(out.contains(", notify_free 15872\n"), "{out}");
+    assert!(out.contains(", notify_free 16384\n"), "{out}");
     fails_with(
         &["run", "pageout", "64", "0", "1", "--swap", "zswap"],
         "invalid --swap 'zswap'",

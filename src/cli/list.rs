@@ -549,7 +549,9 @@ mod tests {
         assert!(
             features_command(&[])
                 .unwrap()
-                .contains("pcp-high-order         on")
+                .lines()
+                .any(|l| l.starts_with("pcp-high-order ")
+                    && l.split_whitespace().nth(1) == Some("on"))
         );
     }
 }

@@ -208,6 +208,21 @@ impl Kernel {
         }
     }
 
+    /// The THP alignment of anonymous mappings this kernel does
+    /// (`CONFIG_TRANSPARENT_HUGEPAGE` is always built in here).
+    fn thp_align(&self) -> super::mmap::ThpAlign {
+        use super::mmap::ThpAlign;
+        use crate::features::Feature;
+        match (
+            self.features.has(Feature::ThpMmapAlign),
+            self.features.has(Feature::ThpMmapAlignPmdSizes),
+        ) {
+            (false, _) => ThpAlign::None,
+            (true, false) => ThpAlign::AtLeastPmd,
+            (true, true) => ThpAlign::PmdMultiple,
+        }
+    }
+
     pub fn mm(&self, id: MmId) -> &MmStruct {
         self.mms[id.0 as usize].as_ref().expect("live mm")
     }
@@ -355,7 +370,8 @@ impl Kernel {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
         let cost = ctx.machine().costs.do_mmap_path.cycles();
         ctx.charge(Symbol::DoMmap, cost);
-        let result = self.mm_mut(mm).vmas.mmap(len, prot);
+        let align = self.thp_align();
+        let result = self.mm_mut(mm).vmas.mmap_aligned(len, prot, align);
         self.anon_vma_sync(mm);
         // A merge may have unlinked a VMA (vmacache_invalidate).
         self.vmacache_stores(ctx, mm, Symbol::DoMmap);

@@ -3,6 +3,7 @@
 //!
 //! More, and why: docs/mm.md, "mmap.rs: VMAs".
 
+use super::mm_types::HPAGE_PMD_SIZE;
 use super::mm_types::{
     Advice, Errno, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE, VmFile, VmFlags,
     Vma, VmaAnon, is_mergeable_anon_vma,
@@ -73,6 +74,17 @@ impl Madvised {
             result: Ok(()),
         }
     }
+}
+
+/// Which anonymous mappings `get_unmapped_area` places on a PMD boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpAlign {
+    /// None (before 6.7).
+    None,
+    /// Every one of 2 MiB or more (6.7, efa7df3e3bb5).
+    AtLeastPmd,
+    /// Those whose length is a multiple of 2 MiB (6.12, d4148aeab412).
+    PmdMultiple,
 }
 
 /// One process's VMAs (`mm->mmap`, `mm->mm_rb`).
@@ -361,10 +373,44 @@ impl VmaTree {
     /// (Linux checks `map_count > max_map_count`, so the count can reach the
     /// limit plus one), and when no gap below `mmap_base` fits.
     pub fn mmap(&mut self, len: u64, prot: u32) -> Result<u64, Errno> {
+        self.mmap_aligned(len, prot, ThpAlign::None)
+    }
+
+    /// [`VmaTree::mmap`] with the kernel's THP alignment of anonymous
+    /// mappings (`__get_unmapped_area` from 6.7).
+    pub fn mmap_aligned(&mut self, len: u64, prot: u32, align: ThpAlign) -> Result<u64, Errno> {
         let len = self.mmap_checks(len)?;
-        let addr = self.unmapped_area_topdown(len).ok_or(Errno::ENOMEM)?;
+        let addr = self
+            .thp_get_unmapped_area(len, align)
+            .or_else(|| self.unmapped_area_topdown(len))
+            .ok_or(Errno::ENOMEM)?;
         self.mmap_region(addr, addr + len, calc_vm_prot_bits(prot), None);
         Ok(addr)
+    }
+
+    /// `__thp_get_unmapped_area` for an anonymous mapping (offset 0, no
+    /// hint): a gap of `len` plus 2 MiB, and the mapping at its highest
+    /// PMD boundary that leaves room for `len`. None when the alignment
+    /// does not apply or no padded gap exists: the caller falls back to
+    /// the plain search.
+    fn thp_get_unmapped_area(&self, len: u64, align: ThpAlign) -> Option<u64> {
+        let applies = match align {
+            ThpAlign::None => false,
+            // `off_end <= off_align`: shorter than a PMD, not aligned.
+            ThpAlign::AtLeastPmd => len >= HPAGE_PMD_SIZE,
+            ThpAlign::PmdMultiple => len.is_multiple_of(HPAGE_PMD_SIZE),
+        };
+        if !applies {
+            return None;
+        }
+        let padded = self.unmapped_area_topdown(len.checked_add(HPAGE_PMD_SIZE)?)?;
+        let off_sub = padded.wrapping_neg() & (HPAGE_PMD_SIZE - 1);
+        // Top-down, an already aligned start moves up by a whole PMD.
+        Some(if off_sub == 0 {
+            padded + HPAGE_PMD_SIZE
+        } else {
+            padded + off_sub
+        })
     }
 
     /// `mmap(NULL, len, prot, MAP_SHARED or MAP_PRIVATE, fd, pgoff *
@@ -1163,6 +1209,41 @@ mod tests {
     fn layout(tree: &VmaTree) -> Vec<Vma> {
         tree.check();
         tree.iter().copied().collect()
+    }
+
+    /// 6.7 places every anonymous mapping of 2 MiB or more on a PMD
+    /// boundary (at the top of a gap 2 MiB longer), 6.12 only those whose
+    /// length is a multiple of 2 MiB; before 6.7, none.
+    #[test]
+    fn thp_alignment_of_anonymous_mappings_by_release() {
+        const PMD: u64 = HPAGE_PMD_SIZE;
+        let place = |len: u64, align: ThpAlign| {
+            let mut tree = VmaTree::new(BASE);
+            tree.mmap_aligned(len, RW, align).unwrap()
+        };
+        assert!(
+            !BASE.is_multiple_of(PMD),
+            "the test needs an unaligned base"
+        );
+        let aligned_top = |len: u64| (BASE - len - PMD).next_multiple_of(PMD);
+        for len in [2 * PMD, 3 * PMD / 2 + P] {
+            assert_eq!(place(len, ThpAlign::None), BASE - len);
+            assert_eq!(place(len, ThpAlign::AtLeastPmd), aligned_top(len));
+        }
+        assert_eq!(place(2 * PMD, ThpAlign::PmdMultiple), aligned_top(2 * PMD));
+        assert_eq!(
+            place(3 * PMD / 2 + P, ThpAlign::PmdMultiple),
+            BASE - (3 * PMD / 2 + P)
+        );
+        // Shorter than a PMD: never aligned.
+        assert_eq!(place(PMD / 2, ThpAlign::AtLeastPmd), BASE - PMD / 2);
+        // A padded gap that starts aligned moves up a whole PMD.
+        let base = 64 * PMD + PMD + 2 * PMD;
+        let mut tree = VmaTree::new(base);
+        assert_eq!(
+            tree.mmap_aligned(2 * PMD, RW, ThpAlign::AtLeastPmd),
+            Ok(base - 2 * PMD)
+        );
     }
 
     #[test]

@@ -426,9 +426,19 @@ mod tests {
     use crate::machine::builtin;
     use crate::sim::{Event, Symbol};
 
+    /// A run with the mapping placed as before 6.7 (`thp-mmap-align` off):
+    /// it ends at `mmap_base`, which is not 2 MiB aligned.
     fn run(args: &[&str], per_mm_flag: bool) -> Report {
+        run_with(
+            args,
+            Features::all().with(Feature::ThpMmapAlign, false),
+            per_mm_flag,
+        )
+    }
+
+    fn run_with(args: &[&str], features: Features, per_mm_flag: bool) -> Report {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let features = Features::all().with(Feature::HugeZeroMmFlag, per_mm_flag);
+        let features = features.with(Feature::HugeZeroMmFlag, per_mm_flag);
         parse(&args)
             .unwrap()
             .run(&builtin("haswell-ep-2s").unwrap(), features, 1, &mut |_| {})
@@ -504,6 +514,10 @@ mod tests {
         assert_eq!(s.event(Event::UserStreamedLines), 31 * 32_768);
         assert_eq!(s.event(Event::UserLineHits), 512 * 64);
         assert_eq!(s.event(Event::DramBytes), 31 * 32_768 * 64 * 2 + clears(s));
+        // From 6.7 the 64 MiB mapping starts on a PMD boundary: 32 THPs.
+        let aligned = run_with(&["64M"], Features::all(), true);
+        assert_eq!(aligned.stats.event(Event::Pgfault), 32);
+        assert_eq!(aligned.stats.event(Event::ThpFaultAlloc), 32);
         // A core goes no faster than its streaming rate: the THPs' 62 MiB
         // at 19.9 / 2 GB/s take at least 6.5 ms.
         let runtime = out.metrics.iter().find(|m| m.name == "runtime").unwrap();

@@ -457,7 +457,8 @@ mod tests {
     fn run(args: &[&str], thp: ThpEnabled) -> Outcome {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let w = parse_flags(&args).unwrap();
-        let mut features = Features::all();
+        // The mapping placed as before 6.7, at mmsim's top-down address.
+        let mut features = Features::all().with(crate::features::Feature::ThpMmapAlign, false);
         features.thp.enabled = thp;
         let machine = builtin("haswell-ep-2s").unwrap();
         w.run_once(&machine, features, 1, w.tasks, w.threads, &mut |_| {})

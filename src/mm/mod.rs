@@ -10,6 +10,7 @@ pub mod huge_memory;
 pub mod kernel;
 mod madvise;
 pub mod memory;
+pub mod migrate;
 pub mod mm_inline;
 pub mod mm_types;
 pub mod mmap;

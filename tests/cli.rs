@@ -280,7 +280,7 @@ fn listings() {
         assert!(
             features.lines().any(|l| l.starts_with(f.name())
                 && l.contains(if f.merged() { " on " } else { " off " })
-                && l.contains(&format!(" {} ", f.version()))
+                && l.contains(&format!(" {} ", f.release_label()))
                 && l.contains(&format!(" {} ", f.commit()))),
             "{features}"
         );
@@ -329,7 +329,7 @@ fn features_as_json() {
         .map(|k| k.as_str())
         .collect();
     let mut sorted = vec![
-        "commit", "default", "name", "removed", "requires", "summary", "version",
+        "commit", "default", "name", "posted", "removed", "requires", "summary", "version",
     ];
     sorted.sort();
     let mut got = keys.clone();
@@ -342,6 +342,11 @@ fn features_as_json() {
     assert_eq!(high_order["default"], true);
     assert!(high_order["removed"].is_null());
     assert_eq!(high_order["requires"], serde_json::json!(["pcp-burst"]));
+    assert!(high_order["posted"].is_null());
+    let unmap = by_name("thp-split-unmap");
+    assert!(unmap["version"].is_null(), "never merged");
+    assert_eq!(unmap["posted"], "2021, against 5.14");
+    assert_eq!(unmap["default"], false);
     let vmacache = by_name("per-thread-vmacache");
     assert_eq!(vmacache["version"], "3.15");
     assert_eq!(

@@ -17,13 +17,13 @@
 //! Left out: `mm_forbids_zeropage` (s390 only), soft-dirty and uffd-wp bits
 //! (not modelled), and the VM_BUG_ONs.
 
+use super::PAGE_SIZE;
 use super::kernel::Kernel;
 use super::kernel::MmId;
 use super::mm_types::VmFlags;
 use super::mmzone::Pfn;
 use super::page_flags::PageFlags;
 use super::pgtable::{Entry, TableId};
-use super::PAGE_SIZE;
 use crate::sim::{Ctx, Event, Symbol, Traffic, dram_stream};
 
 /// `enum rmp_flags`' choice for zero-filled subpages (6.12's
@@ -56,7 +56,11 @@ impl Kernel {
     pub(super) fn memchr_inv_page(&mut self, ctx: &mut Ctx, page: Pfn) -> bool {
         let first = self.contents.first_nonzero_byte(page);
         let bytes = first.map_or(PAGE_SIZE, |at| (at as u64 / 8 + 1) * 8);
-        let own = ctx.machine().costs.memchr_inv_bandwidth.cycles_for_bytes(bytes);
+        let own = ctx
+            .machine()
+            .costs
+            .memchr_inv_bandwidth
+            .cycles_for_bytes(bytes);
         let traffic = [Traffic {
             node: self.pa.node_of(page),
             bytes_per_byte: 1,

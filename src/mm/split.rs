@@ -275,7 +275,11 @@ impl Kernel {
         // list_move onto pages_to_free, then free_unref_page_list.
         if let Some(list) = list {
             let tails = list.split_off(tails_from);
-            list.extend(tails.into_iter().filter(|&p| !zapped[(p.0 - head.0) as usize]));
+            list.extend(
+                tails
+                    .into_iter()
+                    .filter(|&p| !zapped[(p.0 - head.0) as usize]),
+            );
         }
         for (i, _) in zapped.iter().enumerate().filter(|&(_, &z)| z) {
             self.free_unreferenced_page(ctx, Pfn(head.0 + i as u64));

@@ -1410,6 +1410,14 @@ fn check_coverage(test: &str, setup: Setup, totals: Counts) {
             // THP swap; with it, only when no cluster is free, which may or
             // may not happen.
             Event::Pswpout => setup.swap.is_some(),
+            // With seed 003's patches the many zero subpages are not
+            // written, and a disk under pressure may never read one back.
+            Event::Pswpin
+                if setup.split != SplitKernel::V5_14
+                    && setup.swap.is_some_and(|(kind, _)| kind == SwapKind::Hdd) =>
+            {
+                continue;
+            }
             Event::Pswpin => setup
                 .swap
                 .is_some_and(|(kind, _)| kind == SwapKind::Zram || setup.may_run_out()),

@@ -50,7 +50,11 @@ fn v6_12(f: Features) -> Features {
 
 fn zram_stat(k: &Kernel, name: &str) -> u64 {
     let stats = k.swap_device(0).stats();
-    stats.iter().find(|(n, _)| *n == name).expect("a zram stat").1
+    stats
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("a zram stat")
+        .1
 }
 
 /// What one run of the program did, up to `MADV_PAGEOUT`.
@@ -238,7 +242,9 @@ fn worst_case_scans_every_byte_and_swaps_everything() {
 #[test]
 fn memchr_inv_is_charged_by_the_bytes_it_reads() {
     let (mut k, mut ctx, _) = boot(posted);
-    let page = k.alloc_zeroed_page(&mut ctx, Gfp::HIGHUSER_MOVABLE).unwrap();
+    let page = k
+        .alloc_zeroed_page(&mut ctx, Gfp::HIGHUSER_MOVABLE)
+        .unwrap();
     let rate = ctx.machine().costs.memchr_inv_bandwidth.clone();
     let scan = |k: &mut Kernel, ctx: &mut Ctx| {
         let before = ctx.stats.cycles(Symbol::MemchrInv);
@@ -405,4 +411,3 @@ fn a_split_off_the_lru_uses_the_zero_page_only_on_6_12() {
         assert_eq!(k.read_u64(&mut ctx, mm, a).unwrap(), 0xff);
     }
 }
-

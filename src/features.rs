@@ -236,6 +236,24 @@ impl Feature {
         !matches!(self, Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap)
     }
 
+    /// For a posting that never merged, the year it was posted (its
+    /// `version` is then the release it was written against).
+    pub fn posted(self) -> Option<&'static str> {
+        match self {
+            Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap => Some("2021"),
+            _ => None,
+        }
+    }
+
+    /// What `mmsim features` shows as the release: the version for a
+    /// change that merged, "- (posted 2021)" for one that did not.
+    pub fn release_label(self) -> String {
+        match self.posted() {
+            Some(year) if !self.merged() => format!("- (posted {year})"),
+            _ => self.version().to_string(),
+        }
+    }
+
     /// Whether a kernel of `version` has this feature: it was merged, had
     /// arrived and had not been removed.
     pub fn in_kernel(self, version: KernelVersion) -> bool {
@@ -603,6 +621,15 @@ mod tests {
             !v61.has(Feature::PerThreadVmacache),
             "removed in 6.1 with the VMA cache"
         );
+    }
+
+    #[test]
+    fn only_postings_that_never_merged_say_when_they_were_posted() {
+        for &f in Feature::ALL {
+            assert_eq!(f.posted().is_some(), !f.merged(), "{f}");
+        }
+        assert_eq!(Feature::ThpSplitUnmap.release_label(), "- (posted 2021)");
+        assert_eq!(Feature::ThpSplitZeroPage.release_label(), "6.12");
     }
 
     #[test]

@@ -163,9 +163,10 @@ usage: mmsim features [--json]
 
 Lists the kernel features: each models one upstream change and can be turned
 on (--with) or off (--without) for a run, with the Linux release it arrived
-in, its commit, and the release that removed it, if one did. Every feature is
-on by default. A feature whose code was written on top of another needs it
-(pcp-high-order needs pcp-burst).
+in, its commit, and the release that removed it, if one did. Every feature
+that reached mainline is on by default; a posting that never merged is off
+(its release shows as '- (posted YEAR)'). A feature whose code was written on
+top of another needs it (pcp-high-order needs pcp-burst).
 
   --json     print the same as one JSON document
 ";

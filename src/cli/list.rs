@@ -209,7 +209,7 @@ pub fn features_command(args: &[String]) -> Result<String, CliError> {
         table.row(vec![
             f.name().to_string(),
             default.to_string(),
-            f.version().to_string(),
+            f.release_label(),
             f.commit().to_string(),
             removed,
             f.summary().to_string(),
@@ -228,8 +228,12 @@ struct FeaturesJson {
 struct FeatureJson {
     name: &'static str,
     default: bool,
-    /// The release it arrived in, "5.14".
-    version: String,
+    /// The release it arrived in, "5.14"; null for a posting that never
+    /// merged.
+    version: Option<String>,
+    /// For a posting that never merged: the year it was posted and the
+    /// release it was written against ("2021, against 5.14").
+    posted: Option<String>,
     commit: &'static str,
     /// Where it left mainline, or null.
     removed: Option<RemovalJson>,
@@ -249,7 +253,11 @@ impl FeatureJson {
         FeatureJson {
             name: f.name(),
             default,
-            version: f.version().to_string(),
+            version: f.merged().then(|| f.version().to_string()),
+            posted: f
+                .posted()
+                .filter(|_| !f.merged())
+                .map(|year| format!("{year}, against {}", f.version())),
             commit: f.commit(),
             removed: f.removed().map(|r| RemovalJson {
                 version: r.version.to_string(),

@@ -127,6 +127,7 @@ costs! {
     huge_pmd_wp_path: Latency, "do_huge_pmd_wp_page installing a new THP, outside allocation, clearing or copying, locks and flushes: memcg charge, page_add_new_anon_rmap, LRU add, the old page's or huge zero page's release bookkeeping";
     huge_pmd_install: Latency, "installing a huge PMD (set_pmd_at, the deposit, counters), excluding allocation and clearing";
     split_huge_page_tail: Latency, "__split_huge_page_tail and lru_add_page_tail for one tail of a THP being split, with the final loop's unlock_page and put_page of it, excluding the rmap work and freeing";
+    memchr_inv_bandwidth: Bandwidth, "memchr_inv(page, 0, 4096) reading a cold subpage of a THP being split, 8-byte words compared one at a time, until the first non-zero word";
     clear_page_bandwidth: Bandwidth, "clear_page_erms: zeroing a 4 KiB page (rep stosb)";
     clear_huge_page_bandwidth: Bandwidth, "clear_huge_page: zeroing a 2 MiB THP subpage by subpage, inside a fault";
     copy_page_bandwidth: Bandwidth, "copy_page / copy_user_huge_page: copying a page for copy-on-write";

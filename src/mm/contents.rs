@@ -338,6 +338,12 @@ impl Contents {
         }
     }
 
+    /// `memchr_inv(page, 0, PAGE_SIZE)`: the offset of the page's first
+    /// non-zero byte, or None when every byte is zero; read in place.
+    pub fn first_nonzero_byte(&self, pfn: Pfn) -> Option<usize> {
+        first_nonzero_of(self.pages.get(&pfn.0))
+    }
+
     /// `memchr_inv(page, 0, PAGE_SIZE) == NULL`: every byte is zero.
     pub fn is_zero(&self, pfn: Pfn) -> bool {
         match self.pages.get(&pfn.0) {
@@ -431,17 +437,7 @@ impl PageImage {
     /// or None for a zero page. Little-endian, as x86 and powerpc64le
     /// store words.
     pub fn first_nonzero_byte(&self) -> Option<usize> {
-        let word = |i: usize, v: u64| i * 8 + (v.trailing_zeros() / 8) as usize;
-        match &self.0 {
-            None => None,
-            Some(PageData::Sparse(words)) => words.first().map(|&(i, v)| word(i as usize, v)),
-            Some(data) => {
-                let words = materialize(data);
-                (0..WORDS)
-                    .find(|&i| words[i] != 0)
-                    .map(|i| word(i, words[i]))
-            }
-        }
+        first_nonzero_of(self.0.as_ref())
     }
 
     /// Every byte of the page, little-endian words.
@@ -501,6 +497,24 @@ impl Contents {
 }
 
 /// Every word of a rule page, made real.
+/// The offset of the first non-zero byte of a page stored as `data` (None:
+/// a zero page), read from the compact form without copying a whole page
+/// where it can be.
+fn first_nonzero_of(data: Option<&PageData>) -> Option<usize> {
+    let word = |i: usize, v: u64| i * 8 + (v.trailing_zeros() / 8) as usize;
+    let first = |words: &[u64; WORDS]| {
+        (0..WORDS)
+            .find(|&i| words[i] != 0)
+            .map(|i| word(i, words[i]))
+    };
+    match data {
+        None => None,
+        Some(PageData::Sparse(words)) => words.first().map(|&(i, v)| word(i as usize, v)),
+        Some(PageData::Full(words)) => first(words),
+        Some(data) => first(&materialize(data)),
+    }
+}
+
 fn materialize(data: &PageData) -> Box<[u64; WORDS]> {
     let mut full = Box::new([0u64; WORDS]);
     match data {

@@ -11,6 +11,7 @@ pub mod kernel;
 pub mod kswapd;
 mod madvise;
 pub mod memory;
+pub mod migrate;
 pub mod mm_inline;
 pub mod mm_types;
 pub mod mmap;

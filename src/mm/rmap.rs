@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::kernel::{Kernel, MmId};
 use super::memory::HPAGE_PMD_NR;
+use super::migrate::{MigrationPte, RmpZero};
 use super::mm_types::{AnonVmaId, HPAGE_PMD_SIZE, VmFlags, Vma, VmaAnon};
 use super::mmap::{AnonEvent, VmaId};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
@@ -819,6 +820,21 @@ impl Kernel {
     /// and a mapcount (`page_add_anon_rmap`). `new` must carry `old`'s
     /// `mapping` and `index` (the same page, for `split_huge_page`).
     pub fn remove_migration_ptes(&mut self, ctx: &mut Ctx, old: Pfn, new: Pfn) -> u32 {
+        self.remove_migration_ptes_zero(ctx, old, new, RmpZero::Remap)
+    }
+
+    /// [`Kernel::remove_migration_ptes`] that may leave a zero-filled
+    /// subpage unmapped or map the zero page in its place
+    /// (`migrate.rs`); `old` must be `new`, an order-0 page. Returns the
+    /// PTEs that map `new` again.
+    pub fn remove_migration_ptes_zero(
+        &mut self,
+        ctx: &mut Ctx,
+        old: Pfn,
+        new: Pfn,
+        zero: RmpZero,
+    ) -> u32 {
+        debug_assert!(zero == RmpZero::Remap || old == new, "{old} != {new}");
         let (head, nr) = self.rmap_target(new);
         let compound = self.compound_head(head);
         let info = self.pages.get(compound);
@@ -835,6 +851,16 @@ impl Kernel {
                     unreachable!("the walk found a migration entry");
                 };
                 let page = Pfn(head.0 + (pfn.0 - old.0));
+                let at = MigrationPte {
+                    mm: v.mm,
+                    vm_flags: v.vma.flags,
+                    table: m.table,
+                    index: m.index,
+                    page,
+                };
+                if self.try_to_drop_zero_subpage(ctx, at, zero) {
+                    continue;
+                }
                 *self.pa.page_mut(compound).refcount_mut() += 1;
                 self.tables
                     .set(m.table, m.index, Entry::Page { pfn: page, write });

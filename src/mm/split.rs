@@ -22,12 +22,14 @@
 
 use super::kernel::Kernel;
 use super::memory::HPAGE_PMD_NR;
+use super::migrate::RmpZero;
 use super::mm_types::AnonVmaId;
 use super::mmzone::{Order, Pfn};
 use super::page_flags::{PageFlags, PageInfo};
 use super::pagemap::PageState;
 use super::rmap::TtuFlags;
 use super::swapfile::SwapEntry;
+use crate::features::Feature;
 use crate::sim::{Ctx, Event, LineAccess, Symbol, touch_line};
 
 /// Why a THP was not split.
@@ -61,12 +63,27 @@ const TAIL_FLAGS: PageFlags = PageFlags(
 );
 
 impl Kernel {
-    /// Does 5.13's `__split_huge_page` take the head's `lru_lock`? It does,
-    /// isolated head or not. Seed 003's first patch drops it for an
-    /// isolated head (reclaim's list, which no LRU walk can reach): that
-    /// change goes here.
-    fn split_takes_lru_lock(&self, _isolated: bool) -> bool {
-        true
+    /// Does `__split_huge_page` take the head's `lru_lock`? 5.14 does,
+    /// isolated head or not. Seed 003's first patch (`thp-split-no-lru-lock`)
+    /// does not for an isolated head: its tails go on the caller's list,
+    /// which no LRU walk can reach.
+    fn split_takes_lru_lock(&self, isolated: bool) -> bool {
+        !(isolated && self.features.has(Feature::ThpSplitNoLruLock))
+    }
+
+    /// What `remap_page` does with a zero-filled subpage: 6.12 maps the
+    /// shared zero page for every anonymous split (`thp-split-zero-page`);
+    /// seed 003's posting leaves it unmapped, only when splitting an
+    /// isolated THP (`thp-split-unmap`, `remap_page(head, nr, !!list)`);
+    /// 5.14 maps every subpage back.
+    fn split_remap_zero(&self, isolated: bool) -> RmpZero {
+        if self.features.has(Feature::ThpSplitZeroPage) {
+            RmpZero::SharedZeroPage
+        } else if isolated && self.features.has(Feature::ThpSplitUnmap) {
+            RmpZero::Unmap
+        } else {
+            RmpZero::Remap
+        }
     }
 
     /// `total_mapcount` of a THP's head: the PMDs mapping it whole plus
@@ -141,7 +158,7 @@ impl Kernel {
         debug_assert_eq!(self.pa.page(head).compound_mapcount, 0, "{head}: PMD left");
         // page_ref_freeze at the caller's and the swap cache's references.
         if self.total_mapcount(head) != 0 || self.pa.page(head).refcount() != 1 + extra_pins {
-            self.remap_page(ctx, head, HPAGE_PMD_NR);
+            self.remap_page(ctx, head, HPAGE_PMD_NR, RmpZero::Remap);
             return Err(SplitError::Busy);
         }
         *self.pa.page_mut(head).refcount_mut() = 0;
@@ -158,8 +175,10 @@ impl Kernel {
         debug_assert!(!done.still_mapped, "{head}: mapped after unmap_page");
     }
 
-    /// `remap_page`: each subpage's migration entries map it again.
-    fn remap_page(&mut self, ctx: &mut Ctx, head: Pfn, nr: u64) {
+    /// `remap_page`: each subpage's migration entries map it again, or,
+    /// after a split, a zero-filled one may stay unmapped or get the zero
+    /// page (`zero`, `migrate.rs`).
+    fn remap_page(&mut self, ctx: &mut Ctx, head: Pfn, nr: u64, zero: RmpZero) {
         if self.pa.page(head).order == Order::THP.0 {
             // A failed split: the THP is still whole.
             self.remove_migration_ptes(ctx, head, head);
@@ -167,7 +186,7 @@ impl Kernel {
         }
         for i in 0..nr {
             let sub = Pfn(head.0 + i);
-            self.remove_migration_ptes(ctx, sub, sub);
+            self.remove_migration_ptes_zero(ctx, sub, sub, zero);
         }
     }
 
@@ -184,7 +203,10 @@ impl Kernel {
         let swap_cache = info.test(PageFlags::SWAPCACHE);
         let entry = SwapEntry::from_raw(info.private);
         let node = self.pa.node_of(head);
-        let lock = self.split_takes_lru_lock(list.is_some());
+        let isolated = list.is_some();
+        let lock = self.split_takes_lru_lock(isolated);
+        // The tails go on the list from here: the last nr - 1 entries.
+        let tails_from = list.as_ref().map_or(0, |l| l.len());
         if lock {
             self.lru_lock(ctx, node);
         }
@@ -209,7 +231,8 @@ impl Kernel {
         }
         // The caller's reference, and the head's own for the swap cache.
         *self.pa.page_mut(head).refcount_mut() = 1 + u32::from(swap_cache);
-        self.remap_page(ctx, head, nr);
+        let zero = self.split_remap_zero(isolated);
+        self.remap_page(ctx, head, nr, zero);
         if swap_cache {
             self.swap
                 .split_swap_cluster(ctx, entry)
@@ -217,6 +240,9 @@ impl Kernel {
         }
         // Each subpage but the caller's: unlocked, and the split's
         // reference dropped; a tail nothing maps or caches goes here.
+        let free_zapped = isolated && self.features.has(Feature::ThpSplitFree);
+        let mut zapped = [false; HPAGE_PMD_NR as usize];
+        let mut nr_zapped = 0;
         for i in 0..nr {
             let sub = Pfn(head.0 + i);
             if sub == page {
@@ -225,8 +251,40 @@ impl Kernel {
             if self.pages.get(sub).test(PageFlags::LOCKED) {
                 self.pages.update(sub, |p| p.clear(PageFlags::LOCKED));
             }
+            // Seed 003 patch 2: a tail holding only the split's reference
+            // and the list's (page_ref_freeze(subpage, 2)) was zapped, or
+            // left unmapped by remap_page: freed now, not reclaimed later.
+            // Reclaim passes the head, so only tails are looked at.
+            if free_zapped && i != 0 && self.pa.page(sub).refcount() == 2 {
+                debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub}: mapped");
+                debug_assert!(!self.pages.get(sub).test(PageFlags::LRU));
+                *self.pa.page_mut(sub).refcount_mut() = 0;
+                self.pages.update(sub, |p| {
+                    p.clear(PageFlags::ACTIVE);
+                    p.clear(PageFlags::UNEVICTABLE);
+                });
+                zapped[i as usize] = true;
+                nr_zapped += 1;
+                continue;
+            }
             self.put_page(ctx, sub);
         }
+        if nr_zapped == 0 {
+            return;
+        }
+        // list_move onto pages_to_free, then free_unref_page_list.
+        if let Some(list) = list {
+            let tails = list.split_off(tails_from);
+            list.extend(
+                tails
+                    .into_iter()
+                    .filter(|&p| !zapped[(p.0 - head.0) as usize]),
+            );
+        }
+        for (i, _) in zapped.iter().enumerate().filter(|&(_, &z)| z) {
+            self.free_unreferenced_page(ctx, Pfn(head.0 + i as u64));
+        }
+        ctx.count(Event::ThpSplitFree, nr_zapped);
     }
 
     /// `__split_huge_page_tail`: `tail` becomes a page of its own with the

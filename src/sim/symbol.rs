@@ -156,6 +156,7 @@ symbols! {
     SwapReadpage => "swap_readpage",
     ShrinkPageList => "shrink_page_list",
     SplitHugePageToList => "split_huge_page_to_list",
+    MemchrInv => "memchr_inv",
     MadviseColdOrPageout => "madvise_cold_or_pageout_pte_range",
     DoSwapPage => "do_swap_page",
     // zram and zsmalloc (drivers/block/zram, lib/lzo, lib/lz4, mm/zsmalloc.c).

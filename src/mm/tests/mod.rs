@@ -61,6 +61,7 @@ mod reclaim;
 mod rmap;
 mod shmem;
 mod split;
+mod split_zero;
 mod swapin;
 
 const P: u64 = PAGE_SIZE;
@@ -118,6 +119,37 @@ struct Setup {
     /// A swap device of `SWAP_BYTES` (and THP swap on or off): madvise
     /// may page out, and a fault that finds no memory reclaims first.
     swap: Option<(SwapKind, bool)>,
+    /// What splitting a THP does beyond 5.14 (seed 003's features).
+    split: SplitKernel,
+}
+
+/// Seed 003's features in a [`Setup`]'s kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SplitKernel {
+    /// None of them: 5.14's split, which the hand-made counts assume.
+    V5_14,
+    /// The three patches as posted: no LRU lock, zapped tails freed,
+    /// zero-filled subpages unmapped.
+    Posted,
+    /// 6.12: zapped tails freed, zero-filled subpages mapped to the zero
+    /// page (every anonymous split), and the posting's other two on too
+    /// (overridden, or harmless).
+    V6_12,
+}
+
+/// `features` with seed 003's five features set as `split` says.
+fn with_split_kernel(features: Features, split: SplitKernel) -> Features {
+    let (posted, upstream) = match split {
+        SplitKernel::V5_14 => (false, false),
+        SplitKernel::Posted => (true, false),
+        SplitKernel::V6_12 => (true, true),
+    };
+    features
+        .with(Feature::ThpSplitNoLruLock, posted)
+        .with(Feature::ThpSplitFree, posted)
+        .with(Feature::ThpSplitUnmap, posted)
+        .with(Feature::ThpSplitZeroPage, upstream)
+        .with(Feature::ThpShrinkUnderused, false)
 }
 
 /// The swap device of a [`Setup`].
@@ -140,7 +172,13 @@ impl Setup {
             memory_bytes: MEMORY_BYTES,
             vma_lookup: VmaLookup::MapleTree,
             swap: None,
+            split: SplitKernel::V5_14,
         }
+    }
+
+    /// The same with seed 003's features as `split` says.
+    const fn split(self, split: SplitKernel) -> Setup {
+        Setup { split, ..self }
     }
 
     /// The same with a swap device.
@@ -170,7 +208,8 @@ impl Setup {
 
     fn boot(self, seed: u64) -> (Kernel, Ctx) {
         let machine = small_machine(self.memory_bytes);
-        let mut features = Features::all()
+        let features = with_split_kernel(Features::all(), self.split);
+        let mut features = features
             .with(Feature::HugeZeroMmFlag, self.huge_zero_mm_flag)
             .with(Feature::MapleTree, self.vma_lookup == VmaLookup::MapleTree)
             .with(
@@ -1453,6 +1492,14 @@ fn check_coverage(test: &str, setup: Setup, totals: Counts) {
             // THP swap; with it, only when no cluster is free, which may or
             // may not happen.
             Event::Pswpout => setup.swap.is_some(),
+            // With seed 003's patches the many zero subpages are not
+            // written, and a disk under pressure may never read one back.
+            Event::Pswpin
+                if setup.split != SplitKernel::V5_14
+                    && setup.swap.is_some_and(|(kind, _)| kind == SwapKind::Hdd) =>
+            {
+                continue;
+            }
             Event::Pswpin => setup
                 .swap
                 .is_some_and(|(kind, _)| kind == SwapKind::Zram || setup.may_run_out()),
@@ -1567,6 +1614,29 @@ random_test!(
     THP_ALWAYS_MM_FLAG.swapped(SwapKind::Zram, false)
 );
 random_test!(random_ops_hdd, THP_ALWAYS_4_8.swapped(SwapKind::Hdd, false));
+random_test!(
+    random_ops_zram_no_thp_swap_split_posted,
+    THP_ALWAYS_MM_FLAG
+        .swapped(SwapKind::Zram, false)
+        .split(SplitKernel::Posted)
+);
+random_test!(
+    random_ops_zram_no_thp_swap_split_6_12,
+    THP_ALWAYS_MM_FLAG
+        .swapped(SwapKind::Zram, false)
+        .split(SplitKernel::V6_12)
+);
+random_test!(
+    random_ops_thp_always_split_6_12,
+    THP_ALWAYS_4_8.split(SplitKernel::V6_12)
+);
+random_test!(
+    random_ops_pressure_hdd_split_posted,
+    THP_ALWAYS_MM_FLAG
+        .tight()
+        .swapped(SwapKind::Hdd, false)
+        .split(SplitKernel::Posted)
+);
 random_test!(
     random_ops_pressure_zram,
     THP_ALWAYS_MM_FLAG.tight().swapped(SwapKind::Zram, true)

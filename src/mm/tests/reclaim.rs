@@ -16,7 +16,8 @@ use crate::drivers::zram::Zram;
 /// zram device (or an SSD), and one process on CPU 0.
 pub(super) fn boot(thp: ThpEnabled, thp_swap: bool, disk: bool) -> (Kernel, Ctx, MmId) {
     let machine = small_machine(MEMORY_BYTES);
-    let mut features = Features::all().with(Feature::ThpSwap, thp_swap);
+    let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
+    let mut features = features.with(Feature::ThpSwap, thp_swap);
     features.thp.enabled = thp;
     let mut k = Kernel::new(&machine, features);
     let mut ctx = Ctx::new(machine.clone(), 1);

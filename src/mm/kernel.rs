@@ -158,6 +158,8 @@ pub struct Kernel {
     pub page_cluster: u32,
     /// Swap reads in flight and the readahead window (`swapin.rs`).
     pub(super) swapin: super::swapin::SwapinState,
+    /// The workload's memory cgroup, with `--memcg` (`memcontrol.rs`).
+    pub memcg: Option<super::memcontrol::MemCgroup>,
 }
 
 /// Where new mappings go, top-down: below the stack gap as on x86_64 with
@@ -166,7 +168,7 @@ pub const MMAP_BASE: u64 = 0x7fff_f7ff_f000;
 
 impl Kernel {
     pub fn new(machine: &Machine, features: Features) -> Kernel {
-        Kernel {
+        let mut k = Kernel {
             pa: PageAllocator::new(machine, features),
             pages: PageInfos::default(),
             lru: super::swap::Lru::default(),
@@ -194,7 +196,16 @@ impl Kernel {
             tlb_ubc: Vec::new(),
             page_cluster: super::swapin::PAGE_CLUSTER_DEFAULT,
             swapin: super::swapin::SwapinState::default(),
-        }
+            memcg: features.memcg.then(|| {
+                super::memcontrol::MemCgroup::new(
+                    1,
+                    machine.topology.nr_cpus() as usize,
+                    machine.topology.numa_nodes as usize,
+                )
+            }),
+        };
+        k.swap.memcg = features.memcg;
+        k
     }
 
     pub fn mm(&self, id: MmId) -> &MmStruct {

@@ -9,6 +9,7 @@ mod highmem;
 pub mod huge_memory;
 pub mod kernel;
 mod madvise;
+pub mod memcontrol;
 pub mod memory;
 pub mod mm_inline;
 pub mod mm_types;

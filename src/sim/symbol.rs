@@ -149,6 +149,18 @@ symbols! {
     FreeSwapSlot => "free_swap_slot",
     SwapcacheFreeEntries => "swapcache_free_entries",
     PutSwapPage => "put_swap_page",
+    // Memory cgroup charging (mm/memcontrol.c, mm/page_counter.c,
+    // mm/swap_cgroup.c).
+    MemCgroupCharge => "mem_cgroup_charge",
+    PageCounterTryCharge => "page_counter_try_charge",
+    PageCounterCancel => "page_counter_cancel",
+    RefillStock => "refill_stock",
+    DrainStock => "drain_stock",
+    UnchargePage => "uncharge_page",
+    UnchargeBatch => "uncharge_batch",
+    ModMemcgLruvecState => "__mod_memcg_lruvec_state",
+    ModLruvecPageState => "__mod_lruvec_page_state",
+    SwapCgroupRecord => "swap_cgroup_record",
     // The swap cache and swap I/O (mm/swap_state.c, mm/page_io.c), reclaim.
     AddToSwapCache => "add_to_swap_cache",
     DeleteFromSwapCache => "__delete_from_swap_cache",

@@ -554,7 +554,11 @@ fn check_memcg(k: &Kernel, census: &Census) {
         .map(|(pfn, _)| (pfn, 1u64 << k.pa.page(pfn).order))
         .collect();
     let Some(memcg) = k.memcg.as_ref() else {
-        assert!(charged.is_empty(), "{:?} charged without a memory cgroup", charged[0].0);
+        assert!(
+            charged.is_empty(),
+            "{:?} charged without a memory cgroup",
+            charged[0].0
+        );
         return;
     };
     for &(pfn, _) in &charged {
@@ -577,17 +581,27 @@ fn check_memcg(k: &Kernel, census: &Census) {
         "memory.current vs pages charged + stocks"
     );
     for pair in memcg.memory.windows(2) {
-        assert_eq!(pair[1].usage, pair[0].usage, "a parent's memory vs its one child's");
+        assert_eq!(
+            pair[1].usage, pair[0].usage,
+            "a parent's memory vs its one child's"
+        );
     }
     for pair in memcg.swap.windows(2) {
-        assert_eq!(pair[1].usage, pair[0].usage, "a parent's swap vs its one child's");
+        assert_eq!(
+            pair[1].usage, pair[0].usage,
+            "a parent's swap vs its one child's"
+        );
     }
     assert_eq!(
         memcg.swap_current(),
         memcg.swap_records,
         "memory.swap.current vs swap_cgroup records"
     );
-    let total = |item| (0..memcg.nr_nodes()).map(|n| memcg.stat(n, item)).sum::<i64>();
+    let total = |item| {
+        (0..memcg.nr_nodes())
+            .map(|n| memcg.stat(n, item))
+            .sum::<i64>()
+    };
     for (node, lruvec) in k.lru.lruvecs().iter().enumerate() {
         for lru in LruList::ALL {
             assert_eq!(

@@ -245,7 +245,10 @@ impl MemCgroup {
             ("stock", self.stocked()),
             ("charged", self.memory_current() - self.stocked()),
             ("memory.swap.current", self.swap_current()),
-            ("root.memory.current", self.memory[self.memory.len() - 1].usage),
+            (
+                "root.memory.current",
+                self.memory[self.memory.len() - 1].usage,
+            ),
             ("mem_cgroup_charge", c.charges),
             ("consume_stock_hits", c.stock_hits),
             ("page_counter_try_charge", c.counter_charges),
@@ -630,7 +633,3 @@ impl Kernel {
         }
     }
 }
-
-
-#[cfg(test)]
-mod tests;

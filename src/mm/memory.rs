@@ -2,8 +2,8 @@
 //!
 //! More, and why: docs/mm.md, "memory.rs: faults and zap".
 
-use super::memcontrol::MemcgStat;
 use super::kernel::{Fault, Kernel, MmId};
+use super::memcontrol::MemcgStat;
 use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::Gfp;

@@ -273,8 +273,7 @@ impl<'a> RunJson<'a> {
                     figures: d.figures.iter().copied().collect(),
                 })
                 .collect(),
-            memcg: (!run.stats.memcg.is_empty())
-                .then(|| run.stats.memcg.iter().copied().collect()),
+            memcg: (!run.stats.memcg.is_empty()).then(|| run.stats.memcg.iter().copied().collect()),
         }
     }
 }

@@ -51,6 +51,7 @@ use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
 mod lru;
+mod memcg;
 mod reclaim;
 mod rmap;
 mod shmem;
@@ -1530,7 +1531,10 @@ random_test!(
 );
 random_test!(
     random_ops_memcg_pressure_hdd,
-    THP_ALWAYS_MM_FLAG.tight().swapped(SwapKind::Hdd, false).in_memcg()
+    THP_ALWAYS_MM_FLAG
+        .tight()
+        .swapped(SwapKind::Hdd, false)
+        .in_memcg()
 );
 
 // ---------------------------------------------------------------------------

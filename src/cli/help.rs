@@ -93,6 +93,8 @@ options:
   --without F     turn another feature off
   --thp-enabled E, --thp-zero-page 0|1
                   the THP knobs, as for run
+  --swap S, --memcg
+                  the swap device and the memory cgroup, as for run
   --seed S        the seed (default: 1)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE, --progress

@@ -524,8 +524,9 @@ impl Kernel {
         let Some(memcg) = self.memcg.as_mut() else {
             return;
         };
-        // page_memcg of the head, mem_cgroup_lruvec, and the node's own
-        // counter (__mod_node_page_state, not modelled otherwise).
+        // page_memcg of the head and mem_cgroup_lruvec. The node's own
+        // counter (__mod_node_page_state) changes with or without a
+        // cgroup: it is not charged here (nor anywhere yet).
         let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
         ctx.charge(Symbol::ModLruvecPageState, cost);
         if self.pages.get(head).test(PageFlags::MEMCG) {
@@ -592,6 +593,8 @@ impl Kernel {
         // under the record page's lock; then mod_memcg_state(MEMCG_SWAP).
         let cost = ctx.machine().costs.swap_cgroup_record.cycles();
         ctx.charge(Symbol::SwapCgroupRecord, cost);
+        let cost = ctx.machine().costs.memcg_stat_update.cycles();
+        ctx.charge(Symbol::ModMemcgState, cost);
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
             let was = memcg.swap_cgroup_test_and_set(e, true);
@@ -618,6 +621,9 @@ impl Kernel {
         // one owner's (a THP's cluster) or free slots nobody owned.
         if owned > 0 {
             MemCgroup::page_counter_uncharge(&mut memcg.swap, ctx, owned);
+            // mod_memcg_state(MEMCG_SWAP).
+            let cost = ctx.machine().costs.memcg_stat_update.cycles();
+            ctx.charge(Symbol::ModMemcgState, cost);
             memcg.counts.swap_uncharged += owned;
         }
     }

@@ -159,6 +159,7 @@ symbols! {
     UnchargePage => "uncharge_page",
     UnchargeBatch => "uncharge_batch",
     ModMemcgLruvecState => "__mod_memcg_lruvec_state",
+    ModMemcgState => "__mod_memcg_state",
     ModLruvecPageState => "__mod_lruvec_page_state",
     SwapCgroupRecord => "swap_cgroup_record",
     // The swap cache and swap I/O (mm/swap_state.c, mm/page_io.c), reclaim.

@@ -248,6 +248,7 @@ fn without_memcg_nothing_is_charged() {
         Symbol::PageCounterTryCharge,
         Symbol::PageCounterCancel,
         Symbol::ModMemcgLruvecState,
+        Symbol::ModMemcgState,
         Symbol::ModLruvecPageState,
         Symbol::UnchargeBatch,
         Symbol::SwapCgroupRecord,

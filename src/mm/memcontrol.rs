@@ -582,12 +582,16 @@ impl Kernel {
         entry: SwapEntry,
         nr: u64,
     ) {
+        if self.memcg.is_none() || !self.pages.get(head).test(PageFlags::MEMCG) {
+            return;
+        }
+        // Frees not yet handed over first: a slot freed and taken again
+        // since must lose its old record before it gets the new one
+        // (Linux uncharges as it frees).
+        self.memcg_swap_freed(ctx);
         let Some(memcg) = self.memcg.as_mut() else {
             return;
         };
-        if !self.pages.get(head).test(PageFlags::MEMCG) {
-            return;
-        }
         MemCgroup::page_counter_try_charge(&mut memcg.swap, ctx, nr);
         // swap_cgroup_record: the owner's id into each slot's record,
         // under the record page's lock; then mod_memcg_state(MEMCG_SWAP).

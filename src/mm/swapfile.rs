@@ -1223,14 +1223,6 @@ impl SwapDevices {
         out
     }
 
-    /// Ranges freed and not yet taken by [`SwapDevices::take_memcg_freed`].
-    pub fn memcg_freed_pending(&self) -> u64 {
-        self.si
-            .iter()
-            .flat_map(|si| si.memcg_freed.iter().map(|&(_, n)| n))
-            .sum()
-    }
-
     /// `get_swap_pages`: up to `n_goal` slots of `size` pages each (1, or
     /// `SWAPFILE_CLUSTER` for a THP, then `n_goal` must be 1), from the
     /// first device in priority order that has them, appended to `out`,

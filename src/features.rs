@@ -476,12 +476,17 @@ impl fmt::Display for SwapSetup {
 }
 
 /// A run's kernel configuration: which upstream changes it has, its THP
-/// settings, and the swap device it booted with.
+/// settings, the swap device it booted with, and whether the workload runs
+/// in a memory cgroup.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Features {
     bits: u64,
     pub thp: ThpConfig,
     pub swap: Option<SwapSetup>,
+    /// `--memcg`: the workload runs in a child memory cgroup of the root
+    /// (cgroup v2, no limit), and its pages are charged to it
+    /// (`mm/memcontrol.rs`). A run configuration, not a [`Feature`].
+    pub memcg: bool,
 }
 
 impl Features {
@@ -490,6 +495,7 @@ impl Features {
         bits: 0,
         thp: ThpConfig::DEFAULT,
         swap: None,
+        memcg: false,
     };
 
     /// The defaults: every feature on (current behaviour).

@@ -1361,3 +1361,55 @@ fn seed_003s_program_pages_out_and_bad_swap_specs_are_one_line() {
         "{small}"
     );
 }
+
+/// `--memcg` runs the workload in a memory cgroup: the header says so, the
+/// profile has the charging symbols, the report the cgroup's figures (and
+/// JSON its object); without it none of that appears.
+#[test]
+fn memcg_is_a_run_configuration() {
+    let args = [
+        "run",
+        "pageout",
+        "8",
+        "0",
+        "1",
+        "--swap",
+        "zram",
+        "--without",
+        "thp-swap",
+        "--top",
+        "100",
+    ];
+    let plain = succeeds(&args);
+    assert!(!plain.contains("memcg"), "{plain}");
+    let mut with: Vec<&str> = args.to_vec();
+    with.push("--memcg");
+    let out = succeeds(&with);
+    assert!(out.contains(" memcg=child"), "{out}");
+    for symbol in [
+        "page_counter_try_charge",
+        "page_counter_cancel",
+        "__mod_memcg_lruvec_state",
+        "__mod_lruvec_page_state",
+        "mem_cgroup_charge",
+        "uncharge_batch",
+    ] {
+        assert!(out.contains(&format!("[k] {symbol}\n")), "{symbol}: {out}");
+    }
+    assert!(out.contains("\n## memory cgroup\nmemory.current "), "{out}");
+    // Four THPs (the mapping is PMD-aligned), each charged once and all
+    // uncharged by the end; the zero subpages went to the zero page, the
+    // four dirty ones to swap, whose slots stay charged while the per-CPU
+    // slot cache holds them (zram's notify_free 0).
+    assert!(out.contains("\nmem_cgroup_charge 4\n"), "{out}");
+    assert!(
+        out.contains("\npages_charged 2048\npages_uncharged 2048\n"),
+        "{out}"
+    );
+    assert!(out.contains("\ncharged 0\n"), "{out}");
+    assert!(out.contains("\nmemory.swap.current 4\n"), "{out}");
+    with.push("--json");
+    let json = succeeds(&with);
+    assert!(json.contains("\"memcg\": {"), "{json}");
+    assert!(json.contains("\"memory.current\": 0"), "{json}");
+}

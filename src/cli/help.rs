@@ -44,6 +44,9 @@ options:
                   the swap device swapon'd at boot (default: none; SIZE
                   defaults to the machine's memory, zram's compressor to
                   lzo-rle, a disk to the profile's ssd)
+  --memcg         run the workload in a child memory cgroup of the root
+                  (cgroup v2, no limit): its pages are charged as 5.14
+                  charges them, and the report adds '## memory cgroup'
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE
@@ -90,6 +93,8 @@ options:
   --without F     turn another feature off
   --thp-enabled E, --thp-zero-page 0|1
                   the THP knobs, as for run
+  --swap S, --memcg
+                  the swap device and the memory cgroup, as for run
   --seed S        the seed (default: 1)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE, --progress

@@ -30,6 +30,7 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("thp-enabled"),
     Opt::value("thp-zero-page"),
     Opt::value("swap"),
+    Opt::switch("memcg"),
     Opt::value("seed"),
     Opt::value("top"),
     Opt::value("max-host-memory"),
@@ -276,6 +277,9 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
     }
     if let Some(value) = parsed.last("swap") {
         features.swap = SwapSetup::parse(value).map_err(CliError::new)?;
+    }
+    if parsed.has("memcg") {
+        features.memcg = true;
     }
     Ok(features)
 }

@@ -88,6 +88,7 @@ pub fn run<P: Program>(
             figures: k.swap_device(ty).stats(),
         })
         .collect();
+    ctx.stats.memcg = k.memcg.as_ref().map(|m| m.figures()).unwrap_or_default();
     Ok(Finished {
         program: sched.program,
         ctx,

@@ -155,6 +155,16 @@ costs! {
     lz4_decompress_bandwidth: Bandwidth, "LZ4_decompress_safe: bytes of page restored per second on one core";
     zs_malloc_path: Latency, "zs_malloc outside page allocation: the handle from its kmem_cache, the class lookup, class->lock, find_get_zspage, obj_malloc and fix_fullness_group";
     zs_free_path: Latency, "zs_free: the handle's object lookup, class->lock, obj_free, fix_fullness_group and the handle's kmem_cache free (an emptied zspage's pages are charged by the page allocator)";
+    // Memory cgroup charging (mm/memcontrol.c; run configuration --memcg). The
+    // page counters' atomics are cache-line operations (atomic_rmw_local and
+    // the line transfers), not costs of their own.
+    memcg_charge_path: Latency, "mem_cgroup_charge outside try_charge's stock and page counters: get_mem_cgroup_from_mm (rcu, css_tryget), commit_charge's memcg_data store, mem_cgroup_charge_statistics (PGPGIN, nr_page_events) and memcg_check_events' per-CPU test";
+    memcg_stock_op: Latency, "consume_stock, refill_stock or drain_stock's own work: local_irq_save/restore and the per-CPU memcg_stock's cached and nr_pages (drain's css_put), outside the page counters";
+    memcg_uncharge_page: Latency, "uncharge_page per page of mem_cgroup_uncharge(_list): page_memcg, the gather's counts, memcg_data cleared, css_put";
+    memcg_uncharge_batch: Latency, "uncharge_batch outside page_counter_uncharge: memcg_oom_recover's test, local_irq_save, PGPGOUT and nr_page_events, memcg_check_events, css_put";
+    memcg_stat_update: Latency, "__mod_memcg_lruvec_state: two per-CPU adds (memcg and lruvec) and cgroup_rstat_updated's already-queued test (also __mod_memcg_state's one add, with mod_memcg_state's irq save, for MEMCG_SWAP)";
+    lruvec_page_state_lookup: Latency, "__mod_lruvec_page_state's memcg part outside __mod_memcg_lruvec_state: compound_head, page_memcg, mem_cgroup_lruvec (the node's __mod_node_page_state, there with or without a cgroup, is not in it)";
+    swap_cgroup_record: Latency, "swap_cgroup_record of a range of slots (mem_cgroup_try_charge_swap, mem_cgroup_uncharge_swap): lookup_swap_cgroup's page and offset, the ctrl lock taken and released, the ids exchanged";
     // Architecture-specific (see `Costs::arch_of`).
     tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";
 }

@@ -42,6 +42,7 @@ pub fn check_mappings(k: &Kernel) {
     check_huge_zero(k, &census);
     check_rmap(k);
     check_lru(k);
+    check_memcg(k, &census);
 }
 
 /// Per mm: mappings inside VMAs with their permissions, RSS and page-table
@@ -533,6 +534,126 @@ pub fn check_lru(k: &Kernel) {
             );
         }
     }
+}
+
+/// The memory cgroup (`memcontrol.rs`): `memory.current` is exactly the
+/// pages charged (heads with `memcg_data`, by size) plus every CPU's stock;
+/// each ancestor holds at least its child's charge (the root exactly, with
+/// one child); the swap counter is the slots `swap_cgroup` records; and the
+/// statistics, every CPU's delta summed, equal what they count: each
+/// node's LRU sizes (every page on an LRU is charged), the swap cache, and
+/// NR_ANON_THPS (512 per PMD-mapped THP). Without `--memcg` no page is
+/// charged.
+fn check_memcg(k: &Kernel, census: &Census) {
+    use super::memcontrol::{MEMCG_CHARGE_BATCH, MemcgStat};
+    let charged: Vec<(Pfn, u64)> = k
+        .pages
+        .check_chunks()
+        .into_iter()
+        .filter(|(_, info)| info.test(PageFlags::MEMCG))
+        .map(|(pfn, _)| (pfn, 1u64 << k.pa.page(pfn).order))
+        .collect();
+    let Some(memcg) = k.memcg.as_ref() else {
+        assert!(
+            charged.is_empty(),
+            "{:?} charged without a memory cgroup",
+            charged[0].0
+        );
+        return;
+    };
+    for &(pfn, _) in &charged {
+        assert_eq!(
+            k.pa.page(pfn).state,
+            PageState::Allocated,
+            "{pfn}: memcg_data on a page that is not a head"
+        );
+    }
+    let pages: u64 = charged.iter().map(|&(_, n)| n).sum();
+    for (cpu, stock) in memcg.stock.iter().enumerate() {
+        assert!(
+            stock.nr_pages <= MEMCG_CHARGE_BATCH && (stock.cached || stock.nr_pages == 0),
+            "cpu {cpu}: stock {stock:?}"
+        );
+    }
+    assert_eq!(
+        memcg.memory_current(),
+        pages + memcg.stocked(),
+        "memory.current vs pages charged + stocks"
+    );
+    for pair in memcg.memory.windows(2) {
+        assert_eq!(
+            pair[1].usage, pair[0].usage,
+            "a parent's memory vs its one child's"
+        );
+    }
+    for pair in memcg.swap.windows(2) {
+        assert_eq!(
+            pair[1].usage, pair[0].usage,
+            "a parent's swap vs its one child's"
+        );
+    }
+    assert_eq!(
+        memcg.swap_current(),
+        memcg.swap_records,
+        "memory.swap.current vs swap_cgroup records"
+    );
+    let total = |item| {
+        (0..memcg.nr_nodes())
+            .map(|n| memcg.stat(n, item))
+            .sum::<i64>()
+    };
+    for (node, lruvec) in k.lru.lruvecs().iter().enumerate() {
+        for lru in LruList::ALL {
+            assert_eq!(
+                memcg.stat(node, MemcgStat::Lru(lru)),
+                lruvec.size(lru) as i64,
+                "node {node}: the cgroup's {lru:?} vs the list"
+            );
+        }
+    }
+    assert_eq!(
+        total(MemcgStat::Swapcache),
+        k.swap_cache.nr_pages() as i64,
+        "the cgroup's NR_SWAPCACHE vs the swap cache"
+    );
+    assert_eq!(
+        total(MemcgStat::FilePages),
+        k.swap_cache.nr_pages() as i64,
+        "the cgroup's NR_FILE_PAGES (swap cache only) vs the swap cache"
+    );
+    let pmd_mapped = census
+        .pmd_maps
+        .keys()
+        .filter(|&&head| k.pages.get(Pfn(head)).test(PageFlags::MEMCG))
+        .count() as i64;
+    assert_eq!(
+        total(MemcgStat::AnonThps),
+        pmd_mapped * HPAGE_PMD_NR as i64,
+        "the cgroup's NR_ANON_THPS vs PMD-mapped THPs"
+    );
+    // NR_ANON_MAPPED: the charged anonymous base pages a PTE maps, or
+    // whose THP a PMD maps.
+    let mut mapped: BTreeSet<u64> = census
+        .pte_maps
+        .keys()
+        .copied()
+        .filter(|&p| {
+            let head = k.compound_head(Pfn(p));
+            let info = k.pages.get(head);
+            info.is_anon() && info.test(PageFlags::MEMCG)
+        })
+        .collect();
+    for &head in census.pmd_maps.keys() {
+        let info = k.pages.get(Pfn(head));
+        if info.is_anon() && info.test(PageFlags::MEMCG) {
+            mapped.extend(head..head + HPAGE_PMD_NR);
+        }
+    }
+    assert_eq!(
+        total(MemcgStat::AnonMapped),
+        mapped.len() as i64,
+        "the cgroup's NR_ANON_MAPPED vs mapped anonymous pages"
+    );
 }
 
 /// With nothing but processes allocating, every allocated page is a mapped

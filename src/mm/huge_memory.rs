@@ -167,7 +167,8 @@ impl Kernel {
                 return Err(e);
             }
         };
-        self.page_add_new_anon_rmap(pfn, mm, haddr, true);
+        self.mem_cgroup_charge(ctx, pfn);
+        self.page_add_new_anon_rmap(ctx, pfn, mm, haddr, true);
         self.lru_cache_add(ctx, pfn);
         self.set_huge_pmd(
             ctx,
@@ -273,7 +274,8 @@ impl Kernel {
                 ctx.count(Event::CowCopies, 1);
             }
         }
-        self.page_add_new_anon_rmap(new, mm, addr & !(HPAGE_PMD_SIZE - 1), true);
+        self.mem_cgroup_charge(ctx, new);
+        self.page_add_new_anon_rmap(ctx, new, mm, addr & !(HPAGE_PMD_SIZE - 1), true);
         self.lru_cache_add(ctx, new);
         // `pmdp_huge_clear_flush_notify`, then the new entry.
         self.huge_pmd_cleared(ctx, mm);
@@ -295,6 +297,7 @@ impl Kernel {
             }
             Some(old) => {
                 self.pa.page_mut(old).compound_mapcount -= 1;
+                self.huge_pmd_unmapped_stats(ctx, old, true);
                 self.put_page(ctx, old);
             }
         }
@@ -338,6 +341,7 @@ impl Kernel {
             }
             Entry::Huge { pfn, deposit, .. } => {
                 self.pa.page_mut(pfn).compound_mapcount -= 1;
+                self.huge_pmd_unmapped_stats(ctx, pfn, true);
                 self.put_page(ctx, pfn);
                 self.mm_mut(mm).rss_anon -= HPAGE_PMD_NR;
                 deposit
@@ -399,6 +403,8 @@ impl Kernel {
                 for i in 0..HPAGE_PMD_NR {
                     *self.pa.page_mut(Pfn(pfn.0 + i)).mapcount_mut() += 1;
                 }
+                // The subpages stay mapped: only NR_ANON_THPS changes.
+                self.huge_pmd_unmapped_stats(ctx, pfn, false);
             }
             _ => unreachable!(),
         }

@@ -166,6 +166,8 @@ pub struct Kernel {
     pub(super) pgdat_writeback: Vec<bool>,
     /// `current->flags & PF_KSWAPD`: kswapd is the one reclaiming.
     pub(super) current_is_kswapd: bool,
+    /// The workload's memory cgroup, with `--memcg` (`memcontrol.rs`).
+    pub memcg: Option<super::memcontrol::MemCgroup>,
 }
 
 /// Where new mappings go, top-down: below the stack gap as on x86_64 with
@@ -174,7 +176,7 @@ pub const MMAP_BASE: u64 = 0x7fff_f7ff_f000;
 
 impl Kernel {
     pub fn new(machine: &Machine, features: Features) -> Kernel {
-        Kernel {
+        let mut k = Kernel {
             pa: PageAllocator::new(machine, features),
             pages: PageInfos::default(),
             lru: super::swap::Lru::default(),
@@ -205,7 +207,16 @@ impl Kernel {
             kswapd_failures: vec![0; machine.topology.numa_nodes as usize],
             pgdat_writeback: vec![false; machine.topology.numa_nodes as usize],
             current_is_kswapd: false,
-        }
+            memcg: features.memcg.then(|| {
+                super::memcontrol::MemCgroup::new(
+                    1,
+                    machine.topology.nr_cpus() as usize,
+                    machine.topology.numa_nodes as usize,
+                )
+            }),
+        };
+        k.swap.memcg = features.memcg;
+        k
     }
 
     /// The THP alignment of anonymous mappings this kernel does

@@ -3,6 +3,7 @@
 //! More, and why: docs/mm.md, "memory.rs: faults and zap".
 
 use super::kernel::{Fault, Kernel, MmId};
+use super::memcontrol::MemcgStat;
 use super::mm_types::{HPAGE_PMD_SIZE, VmFlags, Vma};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_alloc::Gfp;
@@ -243,7 +244,7 @@ impl Kernel {
                 write: reuse && vma.flags.contains(VmFlags::WRITE),
             },
         );
-        self.page_add_anon_rmap(page, mm, addr, false, reuse);
+        self.page_add_anon_rmap(ctx, page, mm, addr, false, reuse);
         self.swap
             .swap_free(ctx, entry)
             .unwrap_or_else(|e| panic!("a swap PTE for {entry:?} without its slot: {e:?}"));
@@ -288,7 +289,8 @@ impl Kernel {
         let cost = ctx.machine().costs.anon_fault_path.cycles();
         ctx.charge(Symbol::DoAnonymousPage, cost);
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
-        self.map_new_page(mm, pte, addr, pfn, vma.flags.contains(VmFlags::WRITE));
+        self.mem_cgroup_charge(ctx, pfn);
+        self.map_new_page(ctx, mm, pte, addr, pfn, vma.flags.contains(VmFlags::WRITE));
         // page_add_new_anon_rmap (in map_new_page), then
         // lru_cache_add_inactive_or_unevictable.
         self.lru_cache_add_inactive_or_unevictable(ctx, pfn, vma);
@@ -299,13 +301,14 @@ impl Kernel {
     /// allocator) at `addr`.
     pub(super) fn map_new_page(
         &mut self,
+        ctx: &mut Ctx,
         mm: MmId,
         pte: TableId,
         addr: u64,
         pfn: Pfn,
         write: bool,
     ) {
-        self.page_add_new_anon_rmap(pfn, mm, addr, false);
+        self.page_add_new_anon_rmap(ctx, pfn, mm, addr, false);
         let index = Level::Pte.index(addr);
         self.tables.set(pte, index, Entry::Page { pfn, write });
         self.mm_mut(mm).rss_anon += 1;
@@ -374,27 +377,38 @@ impl Kernel {
                 new
             }
         };
+        self.mem_cgroup_charge(ctx, new);
         // page_add_new_anon_rmap, lru_cache_add_inactive_or_unevictable
         // (the VMA only matters to mlock, not modelled).
         self.new_swapbacked_page(ctx, new);
         if let Some(old) = old {
-            self.page_remove_rmap(old);
+            self.page_remove_rmap(ctx, old);
             self.dec_rss(mm, old);
             self.put_page(ctx, old);
         }
-        self.map_new_page(mm, pte, addr, new, true);
+        self.map_new_page(ctx, mm, pte, addr, new, true);
         self.flush_tlb_mm(ctx, mm);
         Ok(())
     }
 
     /// One fewer PTE maps this 4 KiB page.
-    pub(super) fn page_remove_rmap(&mut self, pfn: Pfn) {
+    pub(super) fn page_remove_rmap(&mut self, ctx: &mut Ctx, pfn: Pfn) {
         let page = self.pa.page_mut(pfn);
         assert!(
             page.mapcount() > 0,
             "{pfn}: unmapping a page that is not mapped"
         );
         *page.mapcount_mut() -= 1;
+        // The last mapping of an anonymous page leaves NR_ANON_MAPPED, a
+        // THP's subpage only if no PMD maps the THP either (Linux's
+        // PageDoubleMap offset of the subpages' mapcounts); a tmpfs page's
+        // NR_FILE_MAPPED is not modelled.
+        if page.mapcount() == 0 && self.memcg_enabled() {
+            let head = self.compound_head(pfn);
+            if self.pages.get(head).is_anon() && self.pa.page(head).compound_mapcount == 0 {
+                self.mod_lruvec_page_state(ctx, head, MemcgStat::AnonMapped, -1);
+            }
+        }
     }
 
     /// `put_page` of a 4 KiB page or a THP's subpage: drops a reference on
@@ -493,7 +507,7 @@ impl Kernel {
                 Entry::Page { pfn, .. } => {
                     self.zap_pte(ctx, symbol);
                     self.tables.set(table, index, Entry::None);
-                    self.page_remove_rmap(pfn);
+                    self.page_remove_rmap(ctx, pfn);
                     self.dec_rss(mm, pfn);
                     // `__tlb_remove_page`: released with its batch, or
                     // now if the gather is full (`force_flush`).

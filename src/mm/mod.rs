@@ -10,6 +10,7 @@ pub mod huge_memory;
 pub mod kernel;
 pub mod kswapd;
 mod madvise;
+pub mod memcontrol;
 pub mod memory;
 pub mod migrate;
 pub mod mm_inline;

@@ -49,6 +49,10 @@ impl PageFlags {
     /// `PG_readahead` (`PG_reclaim`'s bit in Linux; its own bit here): a
     /// page swap readahead brought in that no fault has used yet.
     pub const READAHEAD: PageFlags = PageFlags(1 << 12);
+    /// `page->memcg_data` set: the page is charged to the workload's
+    /// memory cgroup (`memcontrol.rs`; one cgroup, so one bit names it).
+    /// Not a Linux flag bit.
+    pub const MEMCG: PageFlags = PageFlags(1 << 13);
 
     pub const EMPTY: PageFlags = PageFlags(0);
 

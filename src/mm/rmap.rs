@@ -13,6 +13,7 @@
 //!
 //! More, and what is left out: docs/mm.md, "rmap.rs: the reverse map".
 
+use super::memcontrol::MemcgStat;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::kernel::{Kernel, MmId};
@@ -386,7 +387,14 @@ impl Kernel {
     /// compound mapcount), its `mapping` the VMA's anon_vma (made here if
     /// the VMA has none yet), its `index` the address's, and it is
     /// `PG_swapbacked`. A THP's head carries all of it.
-    pub(super) fn page_add_new_anon_rmap(&mut self, pfn: Pfn, mm: MmId, addr: u64, compound: bool) {
+    pub(super) fn page_add_new_anon_rmap(
+        &mut self,
+        ctx: &mut Ctx,
+        pfn: Pfn,
+        mm: MmId,
+        addr: u64,
+        compound: bool,
+    ) {
         let (av, vma) = self.anon_vma_prepare_vma(mm, addr);
         if compound {
             self.pa.page_mut(pfn).compound_mapcount = 1;
@@ -399,6 +407,12 @@ impl Kernel {
             p.index = index;
             p.set(PageFlags::SWAPBACKED);
         });
+        // __mod_lruvec_page_state of NR_ANON_THPS and NR_ANON_MAPPED.
+        let nr = if compound { HPAGE_PMD_NR as i64 } else { 1 };
+        if compound {
+            self.mod_lruvec_page_state(ctx, pfn, MemcgStat::AnonThps, nr);
+        }
+        self.mod_lruvec_page_state(ctx, pfn, MemcgStat::AnonMapped, nr);
     }
 
     /// `page_add_anon_rmap`: an anonymous page mapped once more at `addr`
@@ -408,6 +422,7 @@ impl Kernel {
     /// which every process that may share the page reaches).
     pub fn page_add_anon_rmap(
         &mut self,
+        ctx: &mut Ctx,
         pfn: Pfn,
         mm: MmId,
         addr: u64,
@@ -424,6 +439,14 @@ impl Kernel {
             *self.pa.page_mut(pfn).mapcount_mut() += 1;
         }
         let head = self.compound_head(pfn);
+        // The first mapping of the page counts in NR_ANON_MAPPED (a THP's
+        // subpage only if no PMD maps the THP).
+        if !compound
+            && self.pa.page(pfn).mapcount() == 1
+            && self.pa.page(head).compound_mapcount == 0
+        {
+            self.mod_lruvec_page_state(ctx, head, MemcgStat::AnonMapped, 1);
+        }
         if self.pages.get(head).is_anon() {
             return;
         }
@@ -741,7 +764,7 @@ impl Kernel {
                         result.discarded += 1;
                     }
                 }
-                self.page_remove_rmap(sub);
+                self.page_remove_rmap(ctx, sub);
                 self.put_page(ctx, sub);
             }
         }
@@ -864,7 +887,7 @@ impl Kernel {
                 *self.pa.page_mut(compound).refcount_mut() += 1;
                 self.tables
                     .set(m.table, m.index, Entry::Page { pfn: page, write });
-                self.page_add_anon_rmap(page, v.mm, m.addr, false, false);
+                self.page_add_anon_rmap(ctx, page, v.mm, m.addr, false, false);
                 restored += 1;
             }
         }

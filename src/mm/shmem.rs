@@ -188,6 +188,8 @@ impl Kernel {
             return Ok(pfn);
         }
         let pfn = self.alloc_zeroed_page(ctx, Gfp::HIGHUSER_MOVABLE)?;
+        // shmem_add_to_page_cache's mem_cgroup_charge.
+        self.mem_cgroup_charge(ctx, pfn);
         // The page's one reference is now the cache's. tmpfs pages are
         // swap-backed, so `lru_cache_add` puts them on the anon lists.
         self.pa.page_mut(pfn).shmem = true;
@@ -274,7 +276,8 @@ impl Kernel {
             ctx.count(Event::CowCopies, 1);
             let addr = (pgoff.wrapping_sub(vma.file.expect("a file VMA").pgoff_at_zero))
                 .wrapping_mul(PAGE_SIZE);
-            self.map_new_page(mm, pte, addr, new, true);
+            self.mem_cgroup_charge(ctx, new);
+            self.map_new_page(ctx, mm, pte, addr, new, true);
             // finish_fault's LRU add.
             self.lru_cache_add(ctx, new);
             return Ok(());

@@ -59,7 +59,9 @@ const TAIL_FLAGS: PageFlags = PageFlags(
         | PageFlags::WORKINGSET.0
         | PageFlags::LOCKED.0
         | PageFlags::UNEVICTABLE.0
-        | PageFlags::DIRTY.0,
+        | PageFlags::DIRTY.0
+        // split_page_memcg: each tail gets the head's memcg_data.
+        | PageFlags::MEMCG.0,
 );
 
 impl Kernel {

@@ -6,7 +6,7 @@
 //! More, and why: docs/mm.md, "swap.rs and vmscan.rs: the LRU".
 
 use super::kernel::Kernel;
-use super::mm_inline::{LruList, Lruvec};
+use super::mm_inline::{LruList, Lruvec, page_lru};
 use super::mm_types::Vma;
 use super::mmzone::{Order, Pfn};
 use super::page_flags::{PageFlags, PageInfo};
@@ -196,6 +196,8 @@ impl Kernel {
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
         let old = lruvec.add_page_to_lru_list_tail(&mut self.pages, head, nr);
         self.charge_lru_op(ctx, symbol, head, &[old]);
+        let lru = page_lru(&self.pages.get(head));
+        self.memcg_update_lru_size(ctx, head, lru, nr as i64);
     }
 
     /// `rotate_reclaimable_page`: a page reclaim wanted gone whose
@@ -244,6 +246,8 @@ impl Kernel {
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
         let old = lruvec.add_page_to_lru_list(&mut self.pages, head, nr);
         self.charge_lru_op(ctx, symbol, head, &[old]);
+        let lru = page_lru(&self.pages.get(head));
+        self.memcg_update_lru_size(ctx, head, lru, nr as i64);
     }
 
     /// `del_page_from_lru_list` on the page's node, charged.
@@ -252,8 +256,10 @@ impl Kernel {
         let nr = self.thp_nr_pages(head);
         let lruvec = self.lru.lruvec_mut(node);
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU delete without lru_lock");
+        let lru = page_lru(&self.pages.get(head));
         let [prev, next] = lruvec.del_page_from_lru_list(&mut self.pages, head, nr);
         self.charge_lru_op(ctx, symbol, head, &[prev, next]);
+        self.memcg_update_lru_size(ctx, head, lru, -(nr as i64));
     }
 
     /// `lru_cache_add`: a reference for the batch, then into this CPU's
@@ -604,15 +610,19 @@ impl Kernel {
         if let Some(node) = held {
             self.lru_unlock(ctx, node);
         }
+        // mem_cgroup_uncharge_list, then free_unref_page_list.
+        let ug = self.mem_cgroup_uncharge_list_begin();
         for head in to_free {
             self.free_unreferenced_page(ctx, head);
         }
+        self.mem_cgroup_uncharge_list_end(ctx, ug);
     }
 
     /// A page with no reference left: off the LRU if on it, its reclaim
     /// state and contents cleared, back to the page allocator.
     pub(super) fn free_unreferenced_page(&mut self, ctx: &mut Ctx, head: Pfn) {
         self.page_cache_release(ctx, head);
+        self.mem_cgroup_uncharge(ctx, head);
         let order = Order(self.pa.page(head).order);
         for sub in 0..order.nr_pages() {
             let sub = Pfn(head.0 + sub);

@@ -13,6 +13,7 @@
 //! page for the cache, as 5.x takes `nr` references in
 //! `add_to_swap_cache`.
 
+use super::memcontrol::MemcgStat;
 use std::collections::HashMap;
 
 use super::kernel::Kernel;
@@ -91,6 +92,8 @@ impl Kernel {
             p.set(PageFlags::SWAPCACHE);
             p.private = entry.to_raw();
         });
+        self.mod_lruvec_page_state(ctx, head, MemcgStat::FilePages, nr as i64);
+        self.mod_lruvec_page_state(ctx, head, MemcgStat::Swapcache, nr as i64);
     }
 
     /// `__delete_from_swap_cache`: `head` leaves the cache; its swap slots
@@ -115,6 +118,8 @@ impl Kernel {
             p.clear(PageFlags::SWAPCACHE);
             p.private = 0;
         });
+        self.mod_lruvec_page_state(ctx, head, MemcgStat::FilePages, -(nr as i64));
+        self.mod_lruvec_page_state(ctx, head, MemcgStat::Swapcache, -(nr as i64));
         entry
     }
 
@@ -140,6 +145,10 @@ impl Kernel {
         let Some(entry) = self.swap.get_swap_page(ctx, huge) else {
             return false;
         };
+        // get_swap_page's mem_cgroup_try_charge_swap (no swap limit: it
+        // cannot fail).
+        let nr = self.thp_nr_pages(head);
+        self.mem_cgroup_try_charge_swap(ctx, head, entry, nr);
         self.add_to_swap_cache(ctx, head, entry);
         // An anonymous page in the swap cache is dirty until written: its
         // slot holds nothing yet.
@@ -173,6 +182,9 @@ impl Kernel {
     /// Hands the slots freed since the last call to their devices
     /// (`swap_slot_free_notify`: zram drops its copy).
     pub(super) fn swap_slot_free_notify(&mut self, ctx: &mut Ctx) {
+        // The same frees' mem_cgroup_uncharge_swap (swap_entry_free and
+        // swap_free_cluster call it as they free).
+        self.memcg_swap_freed(ctx);
         for ty in 0..self.swap_devs.len() {
             for offset in self.swap.take_freed_slots(ty) {
                 self.swap_devs[ty].slot_free(ctx, &mut self.pa, offset);

@@ -241,6 +241,13 @@ pub struct SwapInfo {
     /// Offsets freed since the last [`SwapDevices::take_freed_slots`]
     /// (with [`SwpFlags::FREE_NOTIFY`] only).
     freed: Vec<u64>,
+    /// Whether a memory cgroup charges swap: each range freed is then
+    /// queued for [`SwapDevices::take_memcg_freed`]
+    /// (`mem_cgroup_uncharge_swap`'s calls).
+    memcg: bool,
+    /// `(offset, pages)` freed since the last
+    /// [`SwapDevices::take_memcg_freed`].
+    memcg_freed: Vec<(u64, u64)>,
 }
 
 /// What is global to every device: `nr_swap_pages`, `total_swap_pages`,
@@ -338,6 +345,8 @@ impl SwapInfo {
             cluster_size,
             lock: SpinLock::new(),
             freed: Vec::new(),
+            memcg: false,
+            memcg_freed: Vec::new(),
         };
         if flags.contains(SwpFlags::SOLIDSTATE) {
             // A random start per CPU, for wear levelling.
@@ -598,6 +607,9 @@ impl SwapInfo {
         self.inuse_pages -= n;
         if self.flags.contains(SwpFlags::FREE_NOTIFY) {
             self.freed.extend(offset..=end);
+        }
+        if self.memcg {
+            self.memcg_freed.push((offset, n));
         }
     }
 
@@ -1031,6 +1043,9 @@ pub struct SwapDevices {
     thp_swap: bool,
     /// `SWAPFILE_CLUSTER`: 512 with THP swap, 256 without.
     cluster_size: u64,
+    /// Whether a memory cgroup charges swap (`memcontrol.rs`): devices
+    /// then queue their freed ranges for it.
+    pub memcg: bool,
 }
 
 impl SwapDevices {
@@ -1047,6 +1062,7 @@ impl SwapDevices {
             } else {
                 SWAPFILE_CLUSTER_NO_THP
             },
+            memcg: false,
         }
     }
 
@@ -1101,6 +1117,7 @@ impl SwapDevices {
             }
         };
         si.flags = si.flags | SwpFlags::WRITEOK;
+        si.memcg = self.memcg;
         self.g.nr_swap_pages += si.pages as i64;
         self.g.total_swap_pages += si.pages;
         self.g.add_to_avail_list(ctx, ty, si.prio);
@@ -1188,6 +1205,22 @@ impl SwapDevices {
             .get_mut(ty)
             .map(|si| std::mem::take(&mut si.freed))
             .unwrap_or_default()
+    }
+
+    /// The ranges freed on every device since the last call, in device
+    /// order and oldest first: each one `swap_entry_free` or a cluster's
+    /// `swap_free_cluster`, where Linux calls `mem_cgroup_uncharge_swap`.
+    pub fn take_memcg_freed(&mut self) -> Vec<(SwapEntry, u64)> {
+        let mut out = Vec::new();
+        for si in &mut self.si {
+            let ty = si.ty;
+            out.extend(
+                std::mem::take(&mut si.memcg_freed)
+                    .into_iter()
+                    .map(|(off, n)| (SwapEntry::new(ty, off), n)),
+            );
+        }
+        out
     }
 
     /// `get_swap_pages`: up to `n_goal` slots of `size` pages each (1, or

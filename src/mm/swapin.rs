@@ -135,6 +135,9 @@ impl Kernel {
             p.set(PageFlags::LOCKED);
             p.set(PageFlags::SWAPBACKED);
         });
+        // mem_cgroup_swapin_charge_page: to the cgroup the slot's record
+        // names (the only one), before the page joins the cache.
+        self.mem_cgroup_charge(ctx, page);
         self.add_to_swap_cache(ctx, page, entry);
         self.lru_cache_add(ctx, page);
         Some((page, true))
@@ -286,6 +289,7 @@ impl Kernel {
             p.set(PageFlags::LOCKED);
             p.set(PageFlags::SWAPBACKED);
         });
+        self.mem_cgroup_charge(ctx, page);
         self.lru_cache_add(ctx, page);
         self.start_swap_read(ctx, page, entry);
         Some(page)

@@ -214,9 +214,11 @@ impl Kernel {
         to_free.extend(freed);
         ctx.count(Event::Pgdeactivate, nr_deactivate);
         self.lru_unlock(ctx, node);
+        let ug = self.mem_cgroup_uncharge_list_begin();
         for head in to_free {
             self.free_unreferenced_page(ctx, head);
         }
+        self.mem_cgroup_uncharge_list_end(ctx, ug);
         done.nr_activate = nr_activate;
         done.nr_deactivate = nr_deactivate;
         done
@@ -294,6 +296,8 @@ impl Kernel {
         let mut stat = ReclaimStat::default();
         let mut ret = Vec::new();
         let cost = ctx.machine().costs.pcp_list_op.cycles();
+        // The pages freed join one mem_cgroup_uncharge_list at the end.
+        let ug = self.mem_cgroup_uncharge_list_begin();
         while let Some(head) = list.pop() {
             ctx.charge(Symbol::ShrinkPageList, cost);
             // A page whose swap-in read is still on its way is locked.
@@ -332,6 +336,7 @@ impl Kernel {
                 Shrunk::Keep => ret.push(head),
             }
         }
+        self.mem_cgroup_uncharge_list_end(ctx, ug);
         self.try_to_unmap_flush(ctx);
         ctx.count(Event::Pgactivate, stat.nr_activate);
         self.swap_slot_free_notify(ctx);
@@ -527,9 +532,11 @@ impl Kernel {
         self.lru_lock(ctx, node);
         let (_, to_free) = self.move_pages_to_lru(ctx, &back);
         self.lru_unlock(ctx, node);
+        let ug = self.mem_cgroup_uncharge_list_begin();
         for head in to_free {
             self.free_unreferenced_page(ctx, head);
         }
+        self.mem_cgroup_uncharge_list_end(ctx, ug);
         if stat.nr_reclaimed > 0 {
             // `shrink_node`: a node that gave pages back is worth waking
             // kswapd for again.

@@ -175,6 +175,11 @@ pub struct RunJson<'a> {
     /// Each swap device's own figures: `{"name": "/dev/zram0", "figures":
     /// {"orig_data_size": ..., ...}}`, in swap type order.
     pub swap_devices: Vec<DeviceJson<'a>>,
+    /// With `--memcg`: the workload's memory cgroup at the end of the run
+    /// (pages and calls, as the text report's `## memory cgroup`); absent
+    /// without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memcg: Option<BTreeMap<&'static str, u64>>,
 }
 
 #[derive(Serialize)]
@@ -268,6 +273,7 @@ impl<'a> RunJson<'a> {
                     figures: d.figures.iter().copied().collect(),
                 })
                 .collect(),
+            memcg: (!run.stats.memcg.is_empty()).then(|| run.stats.memcg.iter().copied().collect()),
         }
     }
 }

@@ -21,14 +21,16 @@ pub fn format_features(features: Features) -> String {
     )
 }
 
-/// The THP knobs as sysfs names them, and the swap device if there is
-/// one: `thp=always use_zero_page=1 swap=zram:lzo-rle:16G`.
+/// The THP knobs as sysfs names them, the swap device if there is one,
+/// and `memcg=child` with `--memcg`:
+/// `thp=always use_zero_page=1 swap=zram:lzo-rle:16G memcg=child`.
 pub fn format_thp(features: Features) -> String {
     let swap = features
         .swap
         .map_or(String::new(), |s| format!(" swap={s}"));
+    let memcg = if features.memcg { " memcg=child" } else { "" };
     format!(
-        "thp={} use_zero_page={}{swap}",
+        "thp={} use_zero_page={}{swap}{memcg}",
         features.thp.enabled.name(),
         features.thp.use_zero_page as u8
     )
@@ -221,6 +223,15 @@ pub fn format_run(run: &RunOutput, top: usize) -> String {
             })
             .collect();
         section(&mut out, "swap devices", &format_lines(&lines));
+    }
+    if !run.stats.memcg.is_empty() {
+        let lines: Vec<String> = run
+            .stats
+            .memcg
+            .iter()
+            .map(|(n, v)| format!("{n} {v}"))
+            .collect();
+        section(&mut out, "memory cgroup", &format_lines(&lines));
     }
     if !run.stats.dmesg.is_empty() {
         section(&mut out, "kernel log", &format_lines(&run.stats.dmesg));

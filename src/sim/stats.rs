@@ -27,6 +27,9 @@ pub struct Stats {
     /// Each swap device's own figures at the end of the run, as its sysfs
     /// files name them (zram's `mm_stat`, a disk's `/proc/diskstats`).
     pub devices: Vec<DeviceStats>,
+    /// The workload's memory cgroup at the end of the run (`--memcg`;
+    /// empty without): `MemCgroup::figures`, in pages and calls.
+    pub memcg: Vec<(&'static str, u64)>,
 }
 
 /// One device's figures (`SwapDevice::stats`).
@@ -51,6 +54,7 @@ impl Stats {
             has_caller: Box::new([[false; Symbol::COUNT]; Symbol::COUNT]),
             dmesg: Vec::new(),
             devices: Vec::new(),
+            memcg: Vec::new(),
         }
     }
 
@@ -129,6 +133,7 @@ impl Stats {
         }
         self.dmesg.extend(other.dmesg.iter().cloned());
         self.devices.extend(other.devices.iter().cloned());
+        self.memcg.extend(other.memcg.iter().copied());
     }
 }
 

@@ -57,6 +57,7 @@ use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 mod cases;
 mod kswapd;
 mod lru;
+mod memcg;
 mod reclaim;
 mod rmap;
 mod shmem;
@@ -121,6 +122,8 @@ struct Setup {
     swap: Option<(SwapKind, bool)>,
     /// What splitting a THP does beyond 5.14 (seed 003's features).
     split: SplitKernel,
+    /// The processes run in a memory cgroup (`--memcg`).
+    memcg: bool,
 }
 
 /// Seed 003's features in a [`Setup`]'s kernel.
@@ -173,6 +176,15 @@ impl Setup {
             vma_lookup: VmaLookup::MapleTree,
             swap: None,
             split: SplitKernel::V5_14,
+            memcg: false,
+        }
+    }
+
+    /// The same with the processes in a memory cgroup.
+    const fn in_memcg(self) -> Setup {
+        Setup {
+            memcg: true,
+            ..self
         }
     }
 
@@ -217,6 +229,7 @@ impl Setup {
                 self.vma_lookup != VmaLookup::MmapCache,
             );
         features.thp = self.thp;
+        features.memcg = self.memcg;
         if let Some((_, thp_swap)) = self.swap {
             features.set(Feature::ThpSwap, thp_swap);
         }
@@ -1315,6 +1328,21 @@ impl World {
         assert_eq!(self.ts.live().count(), 0, "tasks left");
         assert_eq!(self.k.live_mms().count(), 0, "mms left");
         check_no_leaks(&self.k);
+        // Every process gone, and the LRU batches' references dropped, the
+        // cgroup is charged for what outlives them (tmpfs and swap cache
+        // pages) and its stocks.
+        if self.k.memcg_enabled() {
+            self.k.lru_add_drain_all(&mut self.ctx);
+            self.k.check();
+        }
+        if let Some(memcg) = &self.k.memcg {
+            let left = self.k.shmem.pages().count() as u64 + self.k.swap_cache.nr_pages();
+            assert_eq!(
+                memcg.memory_current(),
+                left + memcg.stocked(),
+                "memory.current after every exit"
+            );
+        }
         // Pages unmapped while in a CPU's LRU batch are freed at its drain.
         self.k.lru_add_drain_all(&mut self.ctx);
         self.k.check();
@@ -1644,6 +1672,32 @@ random_test!(
 random_test!(
     random_ops_pressure_hdd,
     THP_ALWAYS_MM_FLAG.tight().swapped(SwapKind::Hdd, false)
+);
+// The same steps with the processes in a memory cgroup: the checker then
+// also holds every charge, stock and statistic to what it counts.
+random_test!(random_ops_memcg_thp_always, THP_ALWAYS_4_8.in_memcg());
+random_test!(
+    random_ops_memcg_madvise,
+    Setup::new(ThpEnabled::Madvise, true, true).in_memcg()
+);
+random_test!(
+    random_ops_memcg_out_of_memory,
+    THP_ALWAYS_MM_FLAG.tight().in_memcg()
+);
+random_test!(
+    random_ops_memcg_zram_thp_swap,
+    THP_ALWAYS_MM_FLAG.swapped(SwapKind::Zram, true).in_memcg()
+);
+random_test!(
+    random_ops_memcg_zram_no_thp_swap,
+    THP_ALWAYS_MM_FLAG.swapped(SwapKind::Zram, false).in_memcg()
+);
+random_test!(
+    random_ops_memcg_pressure_hdd,
+    THP_ALWAYS_MM_FLAG
+        .tight()
+        .swapped(SwapKind::Hdd, false)
+        .in_memcg()
 );
 
 // ---------------------------------------------------------------------------

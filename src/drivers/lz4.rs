@@ -122,7 +122,7 @@ impl Lz4 {
         let table = &mut self.table;
         let n = input.len();
         let mut anchor = 0;
-        if n >= MFLIMIT + 1 {
+        if n > MFLIMIT {
             let mflimit = n - MFLIMIT;
             let matchlimit = n - LASTLITERALS;
             table[hash(input, 0)] = 0;

@@ -703,8 +703,10 @@ mod tests {
         for (i, input) in inputs().iter().enumerate() {
             for rle in [false, true] {
                 lzo.compress(input, &mut out, rle);
-                decompress(&out, &mut back, input.len())
+                let work = decompress(&out, &mut back, input.len())
                     .unwrap_or_else(|e| panic!("input {i} rle {rle}: {e:?}"));
+                // Walking the stream counts what decoding it does.
+                assert_eq!(decompress_work(&out, input.len()), Ok(work), "input {i}");
                 assert!(back == *input, "input {i} rle {rle} decodes wrongly");
                 assert_eq!(out[0] == 17 && out.len() >= 5, rle, "input {i}");
             }

@@ -180,7 +180,11 @@ mod tests {
         let mut v = Vec::with_capacity(4200);
         while v.len() < 4096 {
             v.extend_from_slice(WORDS[rng.skewed(WORDS.len() as u64)].as_bytes());
-            v.push(if rng.next() % 12 == 0 { b'.' } else { b' ' });
+            v.push(if rng.next().is_multiple_of(12) {
+                b'.'
+            } else {
+                b' '
+            });
         }
         v.truncate(4096);
         v
@@ -192,7 +196,7 @@ mod tests {
         let mut v = Vec::with_capacity(4096);
         let mut counter = rng.next() % 1000;
         while v.len() < 4096 {
-            if rng.next() % 4 == 0 {
+            if rng.next().is_multiple_of(4) {
                 v.extend_from_slice(&[0; 32]);
                 continue;
             }

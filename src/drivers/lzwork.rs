@@ -8,15 +8,18 @@
 //! scan, instructions written, literal words and bytes copied, and the
 //! working memory cleared per call. The decompressors count instructions
 //! decoded and words and bytes copied. Each step has a cost in cycles in
-//! the machine's profile (`lz_*` in `machine::costs`), derived from the
-//! instructions of the step; the cleared working memory is charged as a
-//! warm `memset` (`memset_warm_bandwidth`), as the kernel's profile shows
-//! it under `memset_erms`.
+//! the machine's profile (`lz_*`, `lzo_decompress_sequence` and
+//! `lz4_decompress_sequence` in `machine::costs`), derived from the
+//! instructions of the step; the per-instruction costs also carry the
+//! data-dependent mispredicted branches, and lzo's are calibrated to
+//! lzbench's average. The cleared working memory is charged as a warm
+//! `memset` (`memset_warm_bandwidth`), as the kernel's profile shows it
+//! under `memset_erms`.
 //!
 //! Left out: cache misses on the page itself (a page the CPU last touched
 //! long ago comes from DRAM; the step costs assume it is in L1/L2, as a
-//! compressor's hash table is), and branch mispredictions beyond the one
-//! per instruction written or decoded that the sequence costs include.
+//! compressor's hash table is), and mispredictions that do not scale with
+//! the instructions written or decoded.
 
 use crate::machine::Costs;
 use crate::types::Cycles;

@@ -17,8 +17,13 @@
 //! byte-by-byte variants stop at the same points, so every architecture
 //! gives the same output.
 //!
-//! The decompressor is for checking: zram's model keeps the page's image,
-//! and tests check that what the compressor wrote decodes to the page.
+//! Both count their work in the steps of the kernel's loops
+//! ([`CompressWork`], [`DecompressWork`]): zram charges a page's
+//! compression and decompression by what the algorithm did on its bytes.
+//! The decompressor also checks: zram's model keeps the page's image, and
+//! tests check that what the compressor wrote decodes to the page.
+
+use super::lzwork::{CompressWork, DecompressWork};
 
 /// Longest match an M2 instruction carries.
 const M2_MAX_LEN: usize = 8;
@@ -43,6 +48,8 @@ pub struct Lzo {
     dict: Vec<u16>,
     /// The table's size in bits: the kernel's 13 but in tests.
     d_bits: u32,
+    /// What the last `compress` did.
+    work: CompressWork,
 }
 
 impl Default for Lzo {
@@ -70,8 +77,16 @@ fn or_state(out: &mut [u8], state_offset: usize, t: usize) {
 }
 
 /// Writes a literal run's length for a run of `t` literals (`t` >= 4, or
-/// any `t` when `first`, no instruction yet) and copies them.
-fn emit_literals(out: &mut Vec<u8>, state_offset: usize, lit: &[u8]) {
+/// any `t` when `first`, no instruction yet) and copies them. `last`: the
+/// run that ends the stream, which the kernel copies without the short
+/// runs' fixed 4- and 16-byte copies.
+fn emit_literals(
+    out: &mut Vec<u8>,
+    state_offset: usize,
+    lit: &[u8],
+    last: bool,
+    work: &mut CompressWork,
+) {
     let t = lit.len();
     if t == 0 {
         return;
@@ -81,18 +96,36 @@ fn emit_literals(out: &mut Vec<u8>, state_offset: usize, lit: &[u8]) {
     } else if t <= 18 {
         out.push((t - 3) as u8);
     } else {
-        push_length(out, t - 18);
+        push_length(out, t - 18, work);
     }
     out.extend_from_slice(lit);
+    count_literal_copy(t, last, work);
+}
+
+/// The copy steps of `t` literals: inside the block one `COPY4` for up to
+/// 3, two `COPY8`s for up to 16, else 16 bytes a step and the rest byte by
+/// byte; the stream's last run 16 bytes a step (if 16 or more) and the
+/// rest byte by byte.
+fn count_literal_copy(t: usize, last: bool, work: &mut CompressWork) {
+    let (words, bytes) = if last || t > 16 {
+        (2 * (t / 16), t % 16)
+    } else if t <= 3 {
+        (1, 0)
+    } else {
+        (2, 0)
+    };
+    work.copy_words += words as u64;
+    work.copy_bytes += bytes as u64;
 }
 
 /// A zero byte, then 255 for each further zero byte, then the rest: the
 /// long-length form after an instruction whose length field is 0.
-fn push_length(out: &mut Vec<u8>, mut n: usize) {
+fn push_length(out: &mut Vec<u8>, mut n: usize, work: &mut CompressWork) {
     out.push(0);
     while n > 255 {
         n -= 255;
         out.push(0);
+        work.copy_bytes += 1;
     }
     out.push(n as u8);
 }
@@ -106,13 +139,20 @@ impl Lzo {
         Lzo {
             dict: vec![0; 1 << d_bits],
             d_bits,
+            work: CompressWork::default(),
         }
+    }
+
+    /// What the last [`Lzo::compress`] did, in the kernel's steps.
+    pub fn work(&self) -> CompressWork {
+        self.work
     }
 
     /// `lzo1x_1_compress` (`rle` false) or `lzorle1x_1_compress` (`rle`
     /// true) of `input` into `out` (cleared first).
     pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>, rle: bool) {
         out.clear();
+        self.work = CompressWork::default();
         let m4_max_offset = if rle {
             // LZO v0 never starts a stream with 17 (but for empty input),
             // so 17 marks a versioned stream.
@@ -136,7 +176,9 @@ impl Lzo {
             if (t + ll) >> 5 == 0 {
                 break;
             }
+            // The kernel clears the whole table (wrkmem) per block.
             self.dict.fill(0);
+            self.work.cleared_bytes += (self.dict.len() * 2) as u64;
             t = self.compress_block(input, ip, ll, out, t, &mut state_offset, rle);
             ip += ll;
             left -= ll;
@@ -147,12 +189,15 @@ impl Lzo {
             if out.len() == data_start && t <= 238 {
                 out.push((17 + t) as u8);
                 out.extend_from_slice(lit);
+                count_literal_copy(t, true, &mut self.work);
             } else {
-                emit_literals(out, state_offset, lit);
+                emit_literals(out, state_offset, lit, true, &mut self.work);
             }
         }
-        // End of stream: an M4 of distance 16384.
+        // End of stream: an M4 of distance 16384. Counted as one
+        // instruction with the last literals and the call itself.
         out.extend_from_slice(&[M4_MARKER | 1, 0, 0]);
+        self.work.sequences += 1;
     }
 
     /// `lzo1x_1_do_compress` over `input[bs..bs + ll]`, `ti` literals before
@@ -182,15 +227,14 @@ impl Lzo {
             if ip >= ip_end {
                 break;
             }
+            self.work.probes += 1;
             let dv = le32(input, ip);
             let mut run_length = 0;
             let mut m_pos = 0;
             if dv == 0 && rle {
                 let limit = ip_end.min(ip + MAX_ZERO_RUN_LENGTH + 1);
-                let mut ir = ip + 4;
-                while ir < limit && input[ir] == 0 {
-                    ir += 1;
-                }
+                let (ir, steps) = scan_zeros(input, ip + 4, limit);
+                self.work.zero_scan_steps += steps;
                 run_length = (ir - ip).min(MAX_ZERO_RUN_LENGTH);
             } else {
                 let h = ((dv.wrapping_mul(0x1824429d)) >> (32 - self.d_bits)) as usize;
@@ -206,7 +250,14 @@ impl Lzo {
             // previous block left.
             let lit_start = ii - ti;
             ti = 0;
-            emit_literals(out, *state_offset, &input[lit_start..ip]);
+            emit_literals(
+                out,
+                *state_offset,
+                &input[lit_start..ip],
+                false,
+                &mut self.work,
+            );
+            self.work.sequences += 1;
 
             if run_length != 0 {
                 ip += run_length;
@@ -225,10 +276,12 @@ impl Lzo {
             // then not counted, as the kernel does not count them).
             let mut m_len = 4;
             let mut v = le64(input, ip + m_len) ^ le64(input, m_pos + m_len);
+            self.work.match_words += 1;
             let mut at_end = false;
             while v == 0 {
                 m_len += 8;
                 v = le64(input, ip + m_len) ^ le64(input, m_pos + m_len);
+                self.work.match_words += 1;
                 if ip + m_len >= ip_end {
                     at_end = true;
                     break;
@@ -250,7 +303,7 @@ impl Lzo {
                     out.push(M3_MARKER | (m_len - 2) as u8);
                 } else {
                     out.push(M3_MARKER);
-                    push_length_rest(out, m_len - M3_MAX_LEN);
+                    push_length_rest(out, m_len - M3_MAX_LEN, &mut self.work);
                 }
                 out.push((m_off << 2) as u8);
                 out.push((m_off >> 6) as u8);
@@ -267,7 +320,7 @@ impl Lzo {
                         m_len = 260;
                     }
                     out.push(M4_MARKER | h);
-                    push_length_rest(out, m_len - M4_MAX_LEN);
+                    push_length_rest(out, m_len - M4_MAX_LEN, &mut self.work);
                 }
                 out.push((m_off << 2) as u8);
                 out.push((m_off >> 6) as u8);
@@ -282,12 +335,43 @@ impl Lzo {
 
 /// The bytes after an instruction whose length field is 0: 255 per zero
 /// byte, then the rest (non-zero).
-fn push_length_rest(out: &mut Vec<u8>, mut n: usize) {
+fn push_length_rest(out: &mut Vec<u8>, mut n: usize, work: &mut CompressWork) {
     while n > 255 {
         n -= 255;
         out.push(0);
+        work.copy_bytes += 1;
     }
     out.push(n as u8);
+}
+
+/// lzo-rle's zero-run scan from `ir` up to `limit`, as the kernel's 64-bit
+/// code goes: 32 bytes a step (four words ORed) while 32 fit, then 8 bytes
+/// a step to the first non-zero byte, then byte by byte. Returns where the
+/// zeros end (or `limit`) and the steps taken.
+fn scan_zeros(input: &[u8], mut ir: usize, limit: usize) -> (usize, u64) {
+    let mut steps = 0;
+    while ir + 32 <= limit {
+        steps += 1;
+        if input[ir..ir + 32].iter().any(|&b| b != 0) {
+            break;
+        }
+        ir += 32;
+    }
+    while ir + 8 <= limit {
+        steps += 1;
+        let v = le64(input, ir);
+        if v != 0 {
+            ir += (v.trailing_zeros() / 8) as usize;
+            // The byte loop's first test then fails: no step.
+            return (ir, steps);
+        }
+        ir += 8;
+    }
+    while ir < limit && input[ir] == 0 {
+        steps += 1;
+        ir += 1;
+    }
+    (ir, steps)
 }
 
 /// Why a stream did not decode.
@@ -304,33 +388,129 @@ pub enum DecompressError {
 }
 
 /// `lzo1x_decompress_safe`: decodes an LZO1X stream, version 0 or 1
-/// (LZO-RLE), into `out` (cleared first), at most `max_out` bytes.
-pub fn decompress(src: &[u8], out: &mut Vec<u8>, max_out: usize) -> Result<(), DecompressError> {
-    use DecompressError::*;
+/// (LZO-RLE), into `out` (cleared first), at most `max_out` bytes, and
+/// counts the kernel's steps doing it (with unaligned access, as x86-64
+/// and POWER have): a literal run or a match at distance 8 or more is
+/// copied 16 bytes a step while 15 bytes of slack remain in the output
+/// (and, for literals, the input), else byte by byte; a match closer than
+/// 8 bytes byte by byte; the 0-3 literals after a match as one `COPY4`
+/// while 6 input and 4 output bytes remain; a zero run by `memset`.
+pub fn decompress(
+    src: &[u8],
+    out: &mut Vec<u8>,
+    max_out: usize,
+) -> Result<DecompressWork, DecompressError> {
     out.clear();
+    decode(src, max_out, &mut Output::Bytes(out))
+}
+
+/// The steps [`decompress`] would count decoding `src` into `out_len`
+/// bytes, without writing them; an error if it would not decode to
+/// exactly `out_len` bytes.
+pub fn decompress_work(src: &[u8], out_len: usize) -> Result<DecompressWork, DecompressError> {
+    let mut len = Output::Length(0);
+    let work = decode(src, out_len, &mut len)?;
+    if len.len() != out_len {
+        return Err(DecompressError::OutputOverrun);
+    }
+    Ok(work)
+}
+
+/// Where the decoder writes: the bytes, or only how many.
+enum Output<'a> {
+    Bytes(&'a mut Vec<u8>),
+    Length(usize),
+}
+
+impl Output<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Output::Bytes(v) => v.len(),
+            Output::Length(n) => *n,
+        }
+    }
+
+    fn literals(&mut self, lit: &[u8]) {
+        match self {
+            Output::Bytes(v) => v.extend_from_slice(lit),
+            Output::Length(n) => *n += lit.len(),
+        }
+    }
+
+    fn zeros(&mut self, run: usize) {
+        match self {
+            Output::Bytes(v) => v.resize(v.len() + run, 0),
+            Output::Length(n) => *n += run,
+        }
+    }
+
+    /// A match of `len` bytes from `dist` back, byte by byte: it may
+    /// overlap what it writes.
+    fn copy_back(&mut self, dist: usize, len: usize) {
+        match self {
+            Output::Bytes(v) => {
+                let from = v.len() - dist;
+                for k in 0..len {
+                    v.push(v[from + k]);
+                }
+            }
+            Output::Length(n) => *n += len,
+        }
+    }
+}
+
+/// The decoder behind [`decompress`] and [`decompress_work`].
+fn decode(src: &[u8], max_out: usize, out: &mut Output) -> Result<DecompressWork, DecompressError> {
+    use DecompressError::*;
+    let mut work = DecompressWork::default();
     let byte = |ip: &mut usize| -> Result<usize, DecompressError> {
         let b = *src.get(*ip).ok_or(InputOverrun)?;
         *ip += 1;
         Ok(b as usize)
     };
     // A length field of 0: 255 per zero byte, then the last byte.
-    let extended = |ip: &mut usize, base: usize| -> Result<usize, DecompressError> {
+    let extended = |ip: &mut usize,
+                    base: usize,
+                    work: &mut DecompressWork|
+     -> Result<usize, DecompressError> {
         let mut n = base;
         loop {
             match byte(ip)? {
-                0 => n += 255,
+                0 => {
+                    n += 255;
+                    work.copy_bytes += 1;
+                }
                 b => return Ok(n + b),
             }
         }
     };
-    let literals = |ip: &mut usize, out: &mut Vec<u8>, n: usize| -> Result<(), DecompressError> {
-        let lit = src.get(*ip..*ip + n).ok_or(InputOverrun)?;
-        if out.len() + n > max_out {
-            return Err(OutputOverrun);
+    let have_ip = |ip: usize, n: usize| src.len() - ip.min(src.len()) >= n;
+    let have_op = |out: &Output, n: usize| max_out - out.len() >= n;
+    // A run of literals after an instruction's token.
+    let literal_run = |ip: &mut usize,
+                       out: &mut Output,
+                       n: usize,
+                       work: &mut DecompressWork|
+     -> Result<(), DecompressError> {
+        if have_ip(*ip, n + 15) && have_op(out, n + 15) {
+            work.copy_words += 2 * n.div_ceil(16) as u64;
+        } else {
+            work.copy_bytes += n as u64;
         }
-        out.extend_from_slice(lit);
-        *ip += n;
-        Ok(())
+        copy_literals(src, ip, out, n, max_out)
+    };
+    // The 0-3 literals an instruction's low bits ask for.
+    let next_literals = |ip: &mut usize,
+                         out: &mut Output,
+                         n: usize,
+                         work: &mut DecompressWork|
+     -> Result<(), DecompressError> {
+        if have_ip(*ip, 6) && have_op(out, 4) {
+            work.copy_words += 1;
+        } else {
+            work.copy_bytes += n as u64;
+        }
+        copy_literals(src, ip, out, n, max_out)
     };
     let mut ip = 0;
     let mut version = 0;
@@ -342,16 +522,26 @@ pub fn decompress(src: &[u8], out: &mut Vec<u8>, max_out: usize) -> Result<(), D
     let mut state = 0;
     if *src.get(ip).ok_or(InputOverrun)? > 17 {
         let t = byte(&mut ip)? - 17;
-        literals(&mut ip, out, t)?;
+        work.sequences += 1;
+        if t < 4 {
+            next_literals(&mut ip, out, t, &mut work)?;
+        } else {
+            literal_run(&mut ip, out, t, &mut work)?;
+        }
         state = t.min(4);
     }
     loop {
         let t = byte(&mut ip)?;
+        work.sequences += 1;
         let (len, dist, next);
         if t < 16 {
             if state == 0 {
-                let n = if t == 0 { extended(&mut ip, 15)? } else { t } + 3;
-                literals(&mut ip, out, n)?;
+                let n = if t == 0 {
+                    extended(&mut ip, 15, &mut work)?
+                } else {
+                    t
+                } + 3;
+                literal_run(&mut ip, out, n, &mut work)?;
                 state = 4;
                 continue;
             }
@@ -369,16 +559,17 @@ pub fn decompress(src: &[u8], out: &mut Vec<u8>, max_out: usize) -> Result<(), D
                 if out.len() + run > max_out {
                     return Err(OutputOverrun);
                 }
-                out.resize(out.len() + run, 0);
+                out.zeros(run);
+                work.zero_bytes += run as u64;
                 let s = d & 3;
-                literals(&mut ip, out, s)?;
+                next_literals(&mut ip, out, s, &mut work)?;
                 state = s;
                 continue;
             }
             // Not a zero run: the two bytes may have been a long length.
             ip -= 2;
             let l = if t & 7 == 0 {
-                extended(&mut ip, 7)?
+                extended(&mut ip, 7, &mut work)?
             } else {
                 t & 7
             };
@@ -386,7 +577,7 @@ pub fn decompress(src: &[u8], out: &mut Vec<u8>, max_out: usize) -> Result<(), D
             let far = 16384 + ((t & 8) << 11) + (d >> 2);
             if far == 16384 {
                 return if ip == src.len() {
-                    Ok(())
+                    Ok(work)
                 } else {
                     Err(TrailingInput)
                 };
@@ -394,7 +585,7 @@ pub fn decompress(src: &[u8], out: &mut Vec<u8>, max_out: usize) -> Result<(), D
             (len, dist, next) = (l + 2, far, d & 3);
         } else if t < 64 {
             let l = if t & 31 == 0 {
-                extended(&mut ip, 31)?
+                extended(&mut ip, 31, &mut work)?
             } else {
                 t & 31
             };
@@ -415,14 +606,35 @@ pub fn decompress(src: &[u8], out: &mut Vec<u8>, max_out: usize) -> Result<(), D
         if out.len() + len > max_out {
             return Err(OutputOverrun);
         }
-        // Byte by byte: a match may overlap what it writes.
-        let from = out.len() - dist;
-        for k in 0..len {
-            out.push(out[from + k]);
+        if len == 2 {
+            // The 2-byte match after 1-3 literals: two single stores.
+            work.copy_bytes += 2;
+        } else if dist >= 8 && have_op(out, len + 15) {
+            work.copy_words += 2 * len.div_ceil(16) as u64;
+        } else {
+            work.copy_bytes += len as u64;
         }
-        literals(&mut ip, out, next)?;
+        out.copy_back(dist, len);
+        next_literals(&mut ip, out, next, &mut work)?;
         state = next;
     }
+}
+
+/// Copies `n` literals from `src[*ip..]` to `out`, within `max_out`.
+fn copy_literals(
+    src: &[u8],
+    ip: &mut usize,
+    out: &mut Output,
+    n: usize,
+    max_out: usize,
+) -> Result<(), DecompressError> {
+    let lit = src.get(*ip..*ip + n).ok_or(DecompressError::InputOverrun)?;
+    if out.len() + n > max_out {
+        return Err(DecompressError::OutputOverrun);
+    }
+    out.literals(lit);
+    *ip += n;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -491,8 +703,10 @@ mod tests {
         for (i, input) in inputs().iter().enumerate() {
             for rle in [false, true] {
                 lzo.compress(input, &mut out, rle);
-                decompress(&out, &mut back, input.len())
+                let work = decompress(&out, &mut back, input.len())
                     .unwrap_or_else(|e| panic!("input {i} rle {rle}: {e:?}"));
+                // Walking the stream counts what decoding it does.
+                assert_eq!(decompress_work(&out, input.len()), Ok(work), "input {i}");
                 assert!(back == *input, "input {i} rle {rle} decodes wrongly");
                 assert_eq!(out[0] == 17 && out.len() >= 5, rle, "input {i}");
             }
@@ -546,6 +760,127 @@ mod tests {
         // before the end, where looking stops; those 20 as literals (a
         // long-run length, 2 bytes, + 20); the end (3).
         assert_eq!(out.len(), 2 + 6 + 8 + 22 + 3);
+    }
+
+    /// Seed 003's worst page: 4095 zero bytes and one 0xff.
+    fn worst_page() -> Vec<u8> {
+        let mut page = vec![0u8; 4096];
+        page[4095] = 0xff;
+        page
+    }
+
+    #[test]
+    fn rle_counts_the_kernels_steps_on_the_worst_page() {
+        let mut lzo = Lzo::default();
+        let mut out = Vec::new();
+        lzo.compress(&worst_page(), &mut out, true);
+        // Position 5 is looked at first (4 + 1 + (4 >> 5)): zeros. The scan
+        // from 9 goes 32 bytes a step to its limit 2057 (5 + 2051 + 1): 64
+        // steps; the run is cut to 2051. From 2056 (no skip after an
+        // instruction), a run to ip_end 4076: 63 steps of 32 from 2060. The
+        // last 20 bytes are literals.
+        assert_eq!(
+            lzo.work(),
+            CompressWork {
+                probes: 2,
+                zero_scan_steps: 64 + 63,
+                match_words: 0,
+                // Two zero runs and the end.
+                sequences: 3,
+                // 5 literals by two COPY8s; the last 20 by one 16-byte
+                // step (two words) and 4 single bytes.
+                copy_words: 2 + 2,
+                copy_bytes: 4,
+                cleared_bytes: 16384,
+            }
+        );
+        assert_eq!(out.len(), 2 + 6 + 8 + 22 + 3);
+        let mut back = Vec::new();
+        let work = decompress(&out, &mut back, 4096).unwrap();
+        assert!(back == worst_page());
+        // The literal run, two zero runs (each with a COPY4 of no
+        // literals), the last 20 literals byte by byte (fewer than 15
+        // bytes of room would be left), the end.
+        assert_eq!(
+            work,
+            DecompressWork {
+                sequences: 5,
+                copy_words: 2 + 1 + 1,
+                copy_bytes: 20,
+                zero_bytes: 2051 + 2020,
+            }
+        );
+        assert_eq!(decompress_work(&out, 4096), Ok(work));
+        assert_eq!(
+            decompress_work(&out, 4095),
+            Err(DecompressError::OutputOverrun)
+        );
+    }
+
+    #[test]
+    fn a_repeated_pattern_is_one_long_match() {
+        // 1, 2, .. 16 over and over: no 4 bytes repeat before position 16,
+        // so positions 5 to 16 are hashed (12 probes, the skip stays 1
+        // below 32 literals); 16 finds 0 in the cleared table.
+        let page: Vec<u8> = (0..4096).map(|i| (i % 16 + 1) as u8).collect();
+        let mut lzo = Lzo::default();
+        let mut out = Vec::new();
+        lzo.compress(&page, &mut out, true);
+        assert_eq!(
+            lzo.work(),
+            CompressWork {
+                probes: 12,
+                zero_scan_steps: 0,
+                // From 16 + 4, 8 bytes a step until 8 more matched at or
+                // past ip_end: 1 + 507 compares, a match of 4060.
+                match_words: 1 + 507,
+                sequences: 2,
+                // 16 literals by two COPY8s; the last 20 as above.
+                copy_words: 2 + 2,
+                // 4027 past an M3's 33 is 15 zero bytes and 202; then 4.
+                copy_bytes: 15 + 4,
+                cleared_bytes: 16384,
+            }
+        );
+        assert_eq!(out.len(), 2 + 17 + 19 + 22 + 3);
+        let mut back = Vec::new();
+        decompress(&out, &mut back, 4096).unwrap();
+        assert!(back == page);
+    }
+
+    #[test]
+    fn noise_takes_the_skip_path() {
+        // No match in noise: from position 4 each failed look skips
+        // 1 + (ip - ii) / 32, so 171 positions are hashed before ip_end
+        // 4076, and the page goes out as one run of 4096 literals.
+        let mut ip = 4;
+        let mut looks = 0;
+        loop {
+            ip += 1 + (ip >> 5);
+            if ip >= 4076 {
+                break;
+            }
+            looks += 1;
+        }
+        assert_eq!(looks, 171);
+        let mut lzo = Lzo::default();
+        let mut out = Vec::new();
+        lzo.compress(&noise(4096, 7), &mut out, false);
+        assert_eq!(
+            lzo.work(),
+            CompressWork {
+                probes: 171,
+                zero_scan_steps: 0,
+                match_words: 0,
+                sequences: 1,
+                // 256 steps of 16 bytes; 4078 past 18 takes a 0, 15 more
+                // zero bytes and 253.
+                copy_words: 512,
+                copy_bytes: 15,
+                cleared_bytes: 16384,
+            }
+        );
+        assert_eq!(out.len(), 17 + 4096 + 3);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 
 pub mod block;
 pub mod disk;
+pub mod lz4;
 pub mod lzo;
+pub mod lzwork;
 pub mod zcomp;
 pub mod zram;
 pub mod zsmalloc;

@@ -147,12 +147,15 @@ costs! {
     swap_map_scan: Latency, "one swap_map byte looked at and passed over in a scan of the swap map (scan_swap_map_slots, the per-CPU cluster's scan, put_swap_page's check of a THP's cluster)";
     // zram and zsmalloc (swap to compressed memory).
     zram_same_scan_word: Latency, "page_same_filled: comparing one 8-byte word of the page with the first (a load, a compare and a predicted branch, cache-warm)";
-    lzo_compress_bandwidth: Bandwidth, "lzo1x_1_compress (zram's lzo): bytes of page compressed per second on one core";
-    lzo_decompress_bandwidth: Bandwidth, "lzo1x_decompress_safe: bytes of page restored per second on one core";
-    lzo_rle_compress_bandwidth: Bandwidth, "lzorle1x_1_compress (zram's lzo-rle, 5.x's default): bytes of page compressed per second on one core";
-    lzo_rle_decompress_bandwidth: Bandwidth, "lzo1x_decompress_safe on an lzo-rle stream: bytes of page restored per second on one core";
-    lz4_compress_bandwidth: Bandwidth, "LZ4_compress_default (zram's lz4): bytes of page compressed per second on one core";
-    lz4_decompress_bandwidth: Bandwidth, "LZ4_decompress_safe: bytes of page restored per second on one core";
+    lz_probe: Latency, "one position of an LZ compressor's literal search (lzo1x_1_do_compress, LZ4_compress_generic): the skip step and bound test, a 4-byte load, its multiplicative hash, the table's load and store, the candidate's 4-byte compare and branch";
+    lz_match_word: Latency, "one step of a compressor's match-length loop: two 8-byte loads, xor, the bound test and branch (or one byte of LZ4's backward catch-up)";
+    lz_zero_scan_step: Latency, "one iteration of lzo-rle's zero-run scan: 32 bytes as four 8-byte loads ORed, a test and branch, the bound test (its 8-byte and byte loops' iterations counted alike)";
+    lz_compress_sequence: Latency, "a compressor writing one instruction (a match, an lzo-rle zero run, or the stream's end): the mispredicted branch that leaves the search, the length and offset encoding and stores";
+    lzo_decompress_sequence: Latency, "lzo1x_decompress_safe decoding one instruction: the token, the dispatch on it and the state (partly mispredicted), length and distance decoding, the bound checks";
+    lz4_decompress_sequence: Latency, "LZ4_decompress_safe decoding one sequence: the token, the literal and match lengths and offset, the shortcut's or the general path's checks";
+    lz_copy_word: Latency, "one 8-byte load and store of a literal or match copy (COPY8, LZ4_wildCopy; a COPY4 counts one)";
+    lz_copy_byte: Latency, "one byte copied or length byte handled one at a time (short-distance matches, copy tails, 255-runs of lengths)";
+    memset_warm_bandwidth: Bandwidth, "memset_erms (rep stosb) into a buffer in L1/L2: the compressors' 16 KiB hash tables cleared per call, lzo-rle's zero runs on decompression";
     zs_malloc_path: Latency, "zs_malloc outside page allocation: the handle from its kmem_cache, the class lookup, class->lock, find_get_zspage, obj_malloc and fix_fullness_group";
     zs_free_path: Latency, "zs_free: the handle's object lookup, class->lock, obj_free, fix_fullness_group and the handle's kmem_cache free (an emptied zspage's pages are charged by the page allocator)";
     // Memory cgroup charging (mm/memcontrol.c; run configuration --memcg). The

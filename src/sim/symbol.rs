@@ -182,6 +182,7 @@ symbols! {
     ZsMalloc => "zs_malloc",
     ZsFree => "zs_free",
     Memcpy => "memcpy",
+    MemsetErms => "memset_erms",
     // User space of the benchmark programs.
     UserPageAllocBench => "[user] page-alloc-bench",
     UserNetperf => "[user] netperf",

@@ -105,6 +105,10 @@ enum Timer {
     Wake(TaskId),
     /// A device's completion interrupt.
     Irq(IrqHandler),
+    /// A swap write's completion interrupt (`end_swap_bio_write` of write
+    /// `id`, due at `at`): the one device interrupt every page written to
+    /// a disk takes, so it is kept unboxed (no host allocation per page).
+    SwapIo { at: Cycles, id: u64 },
 }
 
 /// One FIFO of tasks per CPU.
@@ -271,6 +275,10 @@ impl Core {
                 Timer::Irq(handler) => {
                     ctx.charge(Symbol::CommonInterrupt, entry_exit);
                     handler(self, ctx);
+                }
+                Timer::SwapIo { at, id } => {
+                    ctx.charge(Symbol::CommonInterrupt, entry_exit);
+                    self.k.complete_io(ctx, at, id);
                 }
             }
         }
@@ -793,9 +801,11 @@ impl<P: Program> Workload for Sched<'_, P> {
         // later: each ends with the device's interrupt on the submitting
         // CPU (blk-mq completes where the request was issued).
         for io in self.core.k.take_pending_io() {
-            let handler: IrqHandler =
-                Box::new(move |core, ctx| core.k.complete_io(ctx, io.at, io.id));
-            self.core.irq_at(ctx, io.cpu, io.at, handler);
+            let timer = Timer::SwapIo {
+                at: io.at,
+                id: io.id,
+            };
+            self.core.add_timer(ctx, io.cpu, io.at, timer);
         }
         if self.core.rq.front(cpu).is_none() {
             // Nothing left to run here: the CPU goes idle now, not at an

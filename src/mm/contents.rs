@@ -25,7 +25,7 @@ const ENTRY: u64 = 64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum PageData {
     /// Non-zero words by index, sorted.
-    Sparse(Vec<(u16, u64)>),
+    Sparse(Words),
     Full(Box<[u64; WORDS]>),
     /// The words of `rule`, zeros elsewhere, except `exceptions`: words
     /// written since (by index, sorted; zeros included), which win. Boxed,
@@ -46,6 +46,93 @@ struct Rule {
     value: u64,
     step: u64,
 }
+
+/// A sparse page's words, sorted by index: one word is kept inline, so a
+/// page with a single non-zero word (a dirtied byte, seed 003's pages)
+/// costs no host allocation; more go to the heap.
+#[derive(Clone, Debug)]
+enum Words {
+    /// No word (`len` 0) or `word` alone (`len` 1).
+    Inline { len: u8, word: (u16, u64) },
+    Heap(Vec<(u16, u64)>),
+}
+
+impl Words {
+    fn new() -> Words {
+        Words::Inline {
+            len: 0,
+            word: (0, 0),
+        }
+    }
+
+    fn one(index: u16, value: u64) -> Words {
+        Words::Inline {
+            len: 1,
+            word: (index, value),
+        }
+    }
+
+    fn insert(&mut self, at: usize, w: (u16, u64)) {
+        match self {
+            Words::Inline { len: 0, .. } => *self = Words::one(w.0, w.1),
+            Words::Inline { word, .. } => {
+                let mut v = Vec::with_capacity(4);
+                v.push(*word);
+                v.insert(at, w);
+                *self = Words::Heap(v);
+            }
+            Words::Heap(v) => v.insert(at, w),
+        }
+    }
+
+    fn remove(&mut self, at: usize) {
+        match self {
+            Words::Inline { len, .. } => {
+                assert!(at < *len as usize, "word {at} of {len}");
+                *len = 0;
+            }
+            Words::Heap(v) => {
+                v.remove(at);
+            }
+        }
+    }
+
+    /// Host bytes held on the heap.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Words::Inline { .. } => 0,
+            Words::Heap(v) => v.capacity() * std::mem::size_of::<(u16, u64)>(),
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [(u16, u64)];
+    fn deref(&self) -> &[(u16, u64)] {
+        match self {
+            Words::Inline { len, word } => &std::slice::from_ref(word)[..*len as usize],
+            Words::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    fn deref_mut(&mut self) -> &mut [(u16, u64)] {
+        match self {
+            Words::Inline { len, word } => &mut std::slice::from_mut(word)[..*len as usize],
+            Words::Heap(v) => v,
+        }
+    }
+}
+
+/// Equal as word lists, however they are held.
+impl PartialEq for Words {
+    fn eq(&self, other: &Words) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Words {}
 
 /// A rule page's exceptions: no allocation while there are none.
 type Exceptions = Option<Box<Vec<(u16, u64)>>>;
@@ -96,12 +183,14 @@ impl Contents {
     /// Host bytes one page costs when `words` distinct 8-byte words of it
     /// have been written non-zero, as stored here: nothing for none; the
     /// map's entry and the sparse list's words (its capacity grows by
-    /// doubling); or the map's entry and a whole 4 KiB copy. For the
+    /// doubling; a single word is kept in the entry); or the map's entry and
+    /// a whole 4 KiB copy. For the
     /// estimates of a run's host memory (`workload::host_memory`): keep it
     /// true to how pages are stored.
     pub fn host_bytes_of_page(words: u64) -> u64 {
         match words {
             0 => 0,
+            1 => ENTRY,
             w if w <= SPARSE_MAX as u64 => {
                 ENTRY + w.next_power_of_two() * std::mem::size_of::<(u16, u64)>() as u64
             }
@@ -141,7 +230,7 @@ impl Contents {
         let data = self
             .pages
             .entry(pfn.0)
-            .or_insert_with(|| PageData::Sparse(Vec::new()));
+            .or_insert_with(|| PageData::Sparse(Words::new()));
         match data {
             PageData::Full(words) => words[word] = value,
             PageData::Rule { rule, exceptions } => {
@@ -311,7 +400,7 @@ impl Contents {
             .map(|d| {
                 std::mem::size_of::<(u64, PageData)>()
                     + match d {
-                        PageData::Sparse(w) => w.capacity() * 16,
+                        PageData::Sparse(w) => w.heap_bytes(),
                         PageData::Full(_) => PAGE_SIZE as usize,
                         PageData::Rule { exceptions, .. } => {
                             exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
@@ -382,10 +471,10 @@ impl PageImage {
         }
         let nonzero = words.iter().filter(|&&w| w != 0).count();
         if nonzero <= SPARSE_MAX {
-            let sparse = (0..WORDS)
-                .filter(|&i| words[i] != 0)
-                .map(|i| (i as u16, words[i]))
-                .collect();
+            let mut sparse = Words::new();
+            for i in (0..WORDS).filter(|&i| words[i] != 0) {
+                sparse.insert(sparse.len(), (i as u16, words[i]));
+            }
             return PageImage(Some(PageData::Sparse(sparse)));
         }
         PageImage(Some(PageData::Full(Box::new(words))))
@@ -465,7 +554,7 @@ impl PageImage {
     pub fn host_bytes(&self) -> usize {
         match &self.0 {
             None => 0,
-            Some(PageData::Sparse(w)) => w.capacity() * 16,
+            Some(PageData::Sparse(w)) => w.heap_bytes(),
             Some(PageData::Full(_)) => PAGE_SIZE as usize,
             Some(PageData::Rule { exceptions, .. }) => {
                 exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
@@ -505,7 +594,7 @@ fn materialize(data: &PageData) -> Box<[u64; WORDS]> {
     let mut full = Box::new([0u64; WORDS]);
     match data {
         PageData::Sparse(words) => {
-            for &(i, v) in words {
+            for &(i, v) in words.iter() {
                 full[i as usize] = v;
             }
         }

@@ -111,6 +111,66 @@ enum Timer {
     SwapIo { at: Cycles, id: u64 },
 }
 
+/// One CPU's timers, in key order. Swap-I/O completions are most of the
+/// timers a disk run sets (one a page, millions queued by one `madvise`)
+/// and come in key order, so they wait in a FIFO of plain records beside
+/// the tree of the rest: setting or firing one is O(1) and costs no tree
+/// node; the queue takes the two's fronts in key order, the one order a
+/// single tree would give.
+#[derive(Default)]
+struct TimerQueue {
+    tree: BTreeMap<TimerKey, Timer>,
+    /// Swap-I/O timers each set after the one before it in key order:
+    /// (key, `at`, `id`).
+    io: VecDeque<(TimerKey, Cycles, u64)>,
+}
+
+impl TimerQueue {
+    fn insert(&mut self, key: TimerKey, timer: Timer) {
+        match timer {
+            Timer::SwapIo { at, id } if self.io.back().is_none_or(|b| b.0 < key) => {
+                self.io.push_back((key, at, id));
+            }
+            timer => {
+                self.tree.insert(key, timer);
+            }
+        }
+    }
+
+    /// Cancels a wake-up (never a swap-I/O timer).
+    fn remove(&mut self, key: &TimerKey) {
+        self.tree.remove(key);
+    }
+
+    fn first_key(&self) -> Option<TimerKey> {
+        let tree = self.tree.keys().next().copied();
+        let io = self.io.front().map(|f| f.0);
+        match (tree, io) {
+            (Some(t), Some(i)) => Some(t.min(i)),
+            (t, i) => t.or(i),
+        }
+    }
+
+    /// The first timer, taken out if it is due by `due`.
+    fn pop_due(&mut self, due: Cycles) -> Option<Timer> {
+        let key = self.first_key()?;
+        if key.0 > due {
+            return None;
+        }
+        if self.io.front().is_some_and(|f| f.0 == key) {
+            let (_, at, id) = self.io.pop_front().expect("a front");
+            return Some(Timer::SwapIo { at, id });
+        }
+        self.tree.remove(&key)
+    }
+
+    /// Drops the wake-ups set for `task`.
+    fn release(&mut self, task: TaskId) {
+        self.tree
+            .retain(|_, t| !matches!(t, Timer::Wake(w) if *w == task));
+    }
+}
+
 /// One FIFO of tasks per CPU.
 pub struct RunQueues {
     queues: Vec<VecDeque<TaskId>>,
@@ -178,7 +238,7 @@ pub struct Core {
     /// By task id: where each task the scheduler knows is.
     entities: Vec<Option<SchedEntity>>,
     /// By CPU: the timers set to fire there, in (time, order set) order.
-    timers: Vec<BTreeMap<TimerKey, Timer>>,
+    timers: Vec<TimerQueue>,
     /// How many timers were ever set: the second half of the next key.
     timers_set: u64,
     /// Why the run stopped early, if it did.
@@ -192,7 +252,7 @@ impl Core {
             tasks: Tasks::new(),
             rq: RunQueues::new(nr_cpus),
             entities: Vec::new(),
-            timers: (0..nr_cpus).map(|_| BTreeMap::new()).collect(),
+            timers: (0..nr_cpus).map(|_| TimerQueue::default()).collect(),
             timers_set: 0,
             failure: None,
         }
@@ -232,7 +292,7 @@ impl Core {
 
     /// When `cpu`'s first timer is due, if it has one.
     pub fn next_timer(&self, cpu: CpuId) -> Option<Cycles> {
-        self.timers[cpu.index()].keys().next().map(|&(at, _)| at)
+        self.timers[cpu.index()].first_key().map(|(at, _)| at)
     }
 
     /// Sets a timer on `cpu`, and wakes the CPU for it if it sleeps.
@@ -253,15 +313,11 @@ impl Core {
         let due = ctx.now();
         let mut hrtimer_entered = false;
         loop {
-            let timers = &mut self.timers[cpu.index()];
-            let Some(entry) = timers.first_entry() else {
+            let Some(timer) = self.timers[cpu.index()].pop_due(due) else {
                 return;
             };
-            if entry.key().0 > due {
-                return;
-            }
             let entry_exit = ctx.machine().costs.ipi_handler_entry_exit.cycles();
-            match entry.remove() {
+            match timer {
                 Timer::Wake(task) => {
                     if !hrtimer_entered {
                         hrtimer_entered = true;
@@ -286,7 +342,7 @@ impl Core {
 
     /// A task that goes drops the wake-ups set for it.
     fn release_timers(&mut self, task: TaskId, cpu: CpuId) {
-        self.timers[cpu.index()].retain(|_, t| !matches!(t, Timer::Wake(w) if *w == task));
+        self.timers[cpu.index()].release(task);
     }
 
     /// Why the run failed, if a program said it did.

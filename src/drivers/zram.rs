@@ -84,7 +84,16 @@ pub struct Zram {
     stats: ZramStats,
     /// The page's bytes for the compressor.
     bytes: Box<[u8; PAGE_SIZE as usize]>,
+    /// The host's shortcut: what [`Zram::compress`] found for a page with
+    /// one non-zero word (a dirtied byte), by that word. Compression is a
+    /// function of the bytes alone, so this gives what compressing again
+    /// would; millions of such pages then cost one compression each
+    /// distinct page. Looked up, never iterated; emptied when full.
+    memo: std::collections::HashMap<(u16, u64), (usize, u64)>,
 }
+
+/// Most pages [`Zram::memo`] holds before it starts afresh.
+const MEMO_MAX: usize = 1 << 16;
 
 /// The 8-byte words `page_same_filled` reads of `bytes`: the first and the
 /// last, then from the second on until one differs from the first.
@@ -117,6 +126,7 @@ impl Zram {
             pool: ZsPool::new(Gfp::HIGHUSER_MOVABLE),
             stats: ZramStats::default(),
             bytes: Box::new([0; PAGE_SIZE as usize]),
+            memo: std::collections::HashMap::new(),
         })
     }
 
@@ -204,9 +214,20 @@ impl Zram {
     /// The compressed length of `image` with this device's algorithm, and
     /// the words `page_same_filled` read (it did not find one word).
     fn compress(&mut self, image: &PageImage) -> (usize, u64) {
+        let word = image.single_word();
+        if let Some(known) = word.and_then(|w| self.memo.get(&w)) {
+            return *known;
+        }
         image.to_bytes(&mut self.bytes);
         let words = words_scanned(&self.bytes);
-        (self.zcomp.compress(&self.bytes[..]), words)
+        let found = (self.zcomp.compress(&self.bytes[..]), words);
+        if let Some(w) = word {
+            if self.memo.len() >= MEMO_MAX {
+                self.memo.clear();
+            }
+            self.memo.insert(w, found);
+        }
+        found
     }
 
     /// The compressed bytes of the last page written, for tests.

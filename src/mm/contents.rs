@@ -265,20 +265,16 @@ impl Contents {
             let full = materialize(data);
             *data = PageData::Full(full);
         }
-        self.forget_if_zero(pfn);
+        // The common write leaves a non-zero page: no second look-up.
+        if is_zero_data(data) {
+            self.pages.remove(&pfn.0);
+        }
     }
 
     /// A page whose every word is now zero is stored as no page (a full
     /// page is kept: looking costs 512 words).
     fn forget_if_zero(&mut self, pfn: Pfn) {
-        let zero = match self.pages.get(&pfn.0) {
-            Some(PageData::Sparse(w)) => w.is_empty(),
-            Some(PageData::Rule { rule, exceptions }) => {
-                rule.is_zero() && slice(exceptions).iter().all(|&(_, v)| v == 0)
-            }
-            _ => false,
-        };
-        if zero {
+        if self.pages.get(&pfn.0).is_some_and(is_zero_data) {
             self.pages.remove(&pfn.0);
         }
     }
@@ -550,6 +546,15 @@ impl PageImage {
         self.same_filled() == Some(0)
     }
 
+    /// `Some((index, value))` for a page whose one non-zero 8-byte word is
+    /// word `index` (a page with one dirtied byte), as it is stored.
+    pub fn single_word(&self) -> Option<(u16, u64)> {
+        match &self.0 {
+            Some(PageData::Sparse(words)) if words.len() == 1 => Some(words[0]),
+            _ => None,
+        }
+    }
+
     /// Host bytes this image holds beyond its own size.
     pub fn host_bytes(&self) -> usize {
         match &self.0 {
@@ -559,6 +564,40 @@ impl PageImage {
             Some(PageData::Rule { exceptions, .. }) => {
                 exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
             }
+        }
+    }
+}
+
+/// A [`PageImage`] packed into 16 bytes, for a device that keeps an image
+/// per slot (a disk): a zero page and a page with one non-zero word (a
+/// dirtied byte) are held inline, anything else boxed. A table of them
+/// costs 16 bytes a slot where images would cost 40.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PackedImage {
+    #[default]
+    Zero,
+    /// Word `.0` of the page is `.1` (non-zero); the rest are zero.
+    Word(u16, u64),
+    Other(Box<PageImage>),
+}
+
+impl PackedImage {
+    pub fn pack(image: &PageImage) -> PackedImage {
+        match &image.0 {
+            None => PackedImage::Zero,
+            Some(PageData::Sparse(words)) if words.is_empty() => PackedImage::Zero,
+            Some(_) => match image.single_word() {
+                Some((i, v)) => PackedImage::Word(i, v),
+                None => PackedImage::Other(Box::new(image.clone())),
+            },
+        }
+    }
+
+    pub fn unpack(&self) -> PageImage {
+        match self {
+            PackedImage::Zero => PageImage::zero(),
+            PackedImage::Word(i, v) => PageImage(Some(PageData::Sparse(Words::one(*i, *v)))),
+            PackedImage::Other(image) => (**image).clone(),
         }
     }
 }
@@ -586,6 +625,19 @@ impl Contents {
                 self.pages.remove(&pfn.0);
             }
         }
+    }
+}
+
+/// Whether `data` is a page [`Contents`] stores as no page: a sparse page
+/// without words or a zero rule without non-zero exceptions (a full page
+/// is kept: looking costs 512 words).
+fn is_zero_data(data: &PageData) -> bool {
+    match data {
+        PageData::Sparse(w) => w.is_empty(),
+        PageData::Rule { rule, exceptions } => {
+            rule.is_zero() && slice(exceptions).iter().all(|&(_, v)| v == 0)
+        }
+        PageData::Full(_) => false,
     }
 }
 

@@ -115,7 +115,11 @@ impl InFlight {
     /// Ends write `id` due at `at`: its page, if it was under way.
     pub fn remove(&mut self, at: Cycles, id: u64) -> Option<Pfn> {
         let key = (at, id);
-        let pos = self.writes.partition_point(|&(a, i, _)| (a, i) < key);
+        // Most writes end first in line: no search then.
+        let pos = match self.writes.front() {
+            Some(&(a, i, _)) if (a, i) == key => 0,
+            _ => self.writes.partition_point(|&(a, i, _)| (a, i) < key),
+        };
         let entry = self.writes.get_mut(pos)?;
         if (entry.0, entry.1) != key || entry.2 == HOLE {
             return None;

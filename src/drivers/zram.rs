@@ -533,6 +533,31 @@ mod tests {
     }
 
     #[test]
+    fn a_one_word_page_is_compressed_once_and_charged_every_time() {
+        let (mut ctx, mut pa) = setup();
+        let mut c = Contents::new();
+        c.write_u64(Pfn(1), 4088, 0x61 << 56);
+        let page = c.image(Pfn(1));
+        for algorithm in Algorithm::ALL {
+            let fresh = compressed_len(algorithm, &page);
+            let mut z = Zram::new(1 << 20, algorithm).unwrap();
+            let before = ctx.stats.cycles(Symbol::ZramBvecWrite);
+            for slot in 1..=3 {
+                z.write_page(&mut ctx, &mut pa, slot, &page).unwrap();
+            }
+            let scan = ctx.stats.cycles(Symbol::ZramBvecWrite).0 - before.0;
+            assert_eq!(z.memo.len(), 1, "compressed once");
+            assert_eq!(z.memo[&(511, 0x61 << 56)].0, fresh);
+            assert_eq!(stat(&z, "compr_data_size"), 3 * fresh as u64);
+            // Each write scanned the page's words (the first and the last
+            // differ: two words) as the first did.
+            let one = ctx.machine().costs.zram_same_scan_word.value() * 2.0;
+            assert_eq!(scan, 3 * one.round() as u64);
+            assert_eq!(z.read_page(&mut ctx, 3).0, page);
+        }
+    }
+
+    #[test]
     fn mm_stat_after_a_sequence() {
         let (mut ctx, mut pa) = setup();
         let start = pa.nr_allocated_pages();

@@ -1131,6 +1131,32 @@ mod tests {
     }
 
     #[test]
+    fn swap_io_timers_keep_their_key_order_beside_the_tree() {
+        let mut q = TimerQueue::default();
+        let io = |at: u64, id| Timer::SwapIo { at: Cycles(at), id };
+        // Keys (time, order set). I/O in order goes to the FIFO; one due
+        // before the FIFO's last goes to the tree.
+        q.insert((Cycles(10), 0), io(10, 0));
+        q.insert((Cycles(20), 1), io(20, 1));
+        q.insert((Cycles(15), 2), Timer::Wake(TaskId(4)));
+        q.insert((Cycles(12), 3), io(12, 2));
+        q.insert((Cycles(20), 4), io(20, 3));
+        assert_eq!((q.io.len(), q.tree.len()), (3, 2));
+        assert_eq!(q.first_key(), Some((Cycles(10), 0)));
+        assert!(q.pop_due(Cycles(9)).is_none(), "nothing due yet");
+        let mut fired = Vec::new();
+        while let Some(t) = q.pop_due(Cycles(100)) {
+            fired.push(match t {
+                Timer::SwapIo { id, .. } => format!("io{id}"),
+                Timer::Wake(task) => format!("wake{}", task.0),
+                Timer::Irq(_) => "irq".to_string(),
+            });
+        }
+        assert_eq!(fired, ["io0", "io2", "wake4", "io1", "io3"]);
+        assert_eq!(q.first_key(), None);
+    }
+
+    #[test]
     fn an_earlier_wake_up_cancels_the_sleep_timer() {
         use Op::*;
         // Woken at once, the child sleeps again with no timer: its old

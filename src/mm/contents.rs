@@ -2,7 +2,9 @@
 //!
 //! A page that was never written (or was cleared) has no entry and reads as
 //! zeros, so untouched memory costs the host nothing. A written page keeps
-//! only its non-zero 8-byte words until it has many, then a full 4 KiB copy.
+//! only its non-zero 8-byte words until it has many, then a full 4 KiB copy;
+//! a page with one non-zero word (one dirtied byte) keeps it in its entry,
+//! with no allocation of its own.
 //! A run of words written from a rule ([`Contents::fill_run`]: word
 //! `first + k * stride` holds `value + k * step`, as usemem's `p[i] = i`
 //! writes them, or one value everywhere for a same-filled page) is kept as
@@ -53,7 +55,10 @@ struct Rule {
 #[derive(Clone, Debug)]
 enum Words {
     /// No word (`len` 0) or `word` alone (`len` 1).
-    Inline { len: u8, word: (u16, u64) },
+    Inline {
+        len: u8,
+        word: (u16, u64),
+    },
     Heap(Vec<(u16, u64)>),
 }
 
@@ -675,6 +680,37 @@ fn word_index(offset: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_with_one_word_holds_it_inline_and_packs_into_16_bytes() {
+        let mut c = Contents::new();
+        let p = Pfn(7);
+        c.write_u64(p, 4088, 0x55 << 56);
+        let image = c.image(p);
+        assert_eq!(image.host_bytes(), 0, "no heap for one word");
+        assert_eq!(image.single_word(), Some((511, 0x55 << 56)));
+        assert_eq!(image.first_nonzero_byte(), Some(4095));
+        assert_eq!(std::mem::size_of::<PackedImage>(), 16);
+        let packed = PackedImage::pack(&image);
+        assert_eq!(packed, PackedImage::Word(511, 0x55 << 56));
+        assert_eq!(packed.unpack(), image);
+        // A second word moves the words to the heap; equal images compare
+        // equal however they are held.
+        c.write_u64(p, 0, 1);
+        assert!(c.image(p).host_bytes() > 0);
+        assert_eq!(c.image(p).single_word(), None);
+        c.write_u64(p, 0, 0);
+        assert_eq!(c.image(p), image);
+        assert_eq!(c.image(p).single_word(), Some((511, 0x55 << 56)));
+        // Other images pack boxed and unpack to themselves; zero packs to
+        // nothing.
+        let same = PageImage::same(3);
+        assert_eq!(PackedImage::pack(&same).unpack(), same);
+        assert_eq!(PackedImage::pack(&PageImage::zero()), PackedImage::Zero);
+        // Clearing the last word forgets the page.
+        c.write_u64(p, 4088, 0);
+        assert_eq!(c.stored_pages(), 0);
+    }
 
     #[test]
     fn untouched_pages_read_zero_and_cost_nothing() {

@@ -307,3 +307,35 @@ impl Kernel {
         done
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_in_flight_end_in_completion_order_wherever_they_were_put() {
+        let mut f = InFlight::default();
+        let c = Cycles;
+        f.insert(c(10), 0, Pfn(1));
+        f.insert(c(20), 1, Pfn(2));
+        // Due earlier than the last: put in its place.
+        f.insert(c(15), 2, Pfn(3));
+        f.insert(c(30), 3, Pfn(4));
+        assert_eq!(f.first(), Some((c(10), 0)));
+        assert_eq!(
+            f.heads().collect::<Vec<_>>(),
+            [Pfn(1), Pfn(3), Pfn(2), Pfn(4)]
+        );
+        // One in the middle ends: a hole the front skips later.
+        assert_eq!(f.remove(c(20), 1), Some(Pfn(2)));
+        assert_eq!(f.remove(c(20), 1), None, "ended once");
+        assert_eq!(f.remove(c(21), 1), None, "no such write");
+        assert_eq!(f.remove(c(10), 0), Some(Pfn(1)));
+        assert_eq!(f.first(), Some((c(15), 2)));
+        assert_eq!(f.remove(c(15), 2), Some(Pfn(3)));
+        assert_eq!(f.first(), Some((c(30), 3)), "the hole is gone");
+        assert!(!f.is_empty());
+        assert_eq!(f.remove(c(30), 3), Some(Pfn(4)));
+        assert!(f.is_empty() && f.first().is_none());
+    }
+}

@@ -291,3 +291,46 @@ impl Kernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spaces_hold_entries_by_slot_in_entry_order() {
+        let mut c = SwapCache::default();
+        let e = |ty, off| SwapEntry::new(ty, off);
+        assert_eq!(c.get(e(0, 5)), None);
+        assert_eq!(c.insert(e(0, 5), Pfn(100)), None);
+        // Two spaces of type 0, one of type 1.
+        assert_eq!(c.insert(e(0, SPACE_PAGES as u64 + 1), Pfn(200)), None);
+        assert_eq!(c.insert(e(1, 0), Pfn(300)), None);
+        assert_eq!(c.insert(e(0, 5), Pfn(101)), Some(Pfn(100)));
+        assert_eq!(c.nr_entries(), 3);
+        assert_eq!(c.get(e(0, 5)), Some(Pfn(101)));
+        assert_eq!(c.get(e(0, 6)), None);
+        assert_eq!(c.get(e(2, 5)), None);
+        assert_eq!(c.replace(e(1, 0), Pfn(301)), Some(Pfn(300)));
+        assert_eq!(c.replace(e(1, 1), Pfn(1)), None, "not cached: unchanged");
+        assert_eq!(
+            c.entries(),
+            vec![
+                (e(0, 5), Pfn(101)),
+                (e(0, SPACE_PAGES as u64 + 1), Pfn(200)),
+                (e(1, 0), Pfn(301)),
+            ]
+        );
+        // The first space to empty is kept as the spare, the next dropped.
+        assert_eq!(c.remove(e(0, 5)), Some(Pfn(101)));
+        assert_eq!(c.remove(e(0, 5)), None);
+        assert!(c.spare.is_some() && c.spaces[0][0].is_none());
+        assert_eq!(c.remove(e(1, 0)), Some(Pfn(301)));
+        assert!(c.spaces[1][0].is_none());
+        // A new space takes the spare, which reads empty.
+        assert_eq!(c.insert(e(0, 3 * SPACE_PAGES as u64), Pfn(9)), None);
+        assert!(c.spare.is_none());
+        assert_eq!(c.get(e(0, 3 * SPACE_PAGES as u64 + 5)), None);
+        assert_eq!(c.nr_entries(), 2);
+        assert_eq!(c.entries().len(), 2);
+    }
+}

@@ -116,12 +116,27 @@ const USEMEM: &[Usemem] = &[
 ];
 
 /// Seed 003's program paging 10 GiB of THPs out (issue 16's aims: 2 s
-/// and 1 GiB of the host each): through zram with THP swap and without,
-/// and through a disk.
-const PAGEOUT: &[&[&str]] = &[
-    &["--swap", "zram:16G", "--with", "thp-swap"],
-    &["--swap", "zram:16G", "--without", "thp-swap"],
-    &["--swap", "disk:hdd:16G", "--without", "thp-swap"],
+/// and 1 GiB of the host each): its best case (one dirty byte per THP) and
+/// worst (a byte at the end of every page), through zram and a disk with
+/// THP swap off, and the best case through zram with THP swap on.
+const PAGEOUT: &[(&[&str], &[&str])] = &[
+    (
+        &["0", "1"],
+        &["--swap", "zram:16G", "--without", "thp-swap"],
+    ),
+    (
+        &["0", "1"],
+        &["--swap", "disk:hdd:16G", "--without", "thp-swap"],
+    ),
+    (
+        &["4095", "512"],
+        &["--swap", "zram:16G", "--without", "thp-swap"],
+    ),
+    (
+        &["4095", "512"],
+        &["--swap", "disk:hdd:16G", "--without", "thp-swap"],
+    ),
+    (&["0", "1"], &["--swap", "zram:16G", "--with", "thp-swap"]),
 ];
 
 fn main() {
@@ -205,13 +220,14 @@ fn main() {
         }
     }
     if want("pageout") {
-        println!("pageout 10240 0 1 (10 GiB of THPs, one dirty byte each) on x86-2s-server");
+        println!("pageout 10240 OFFSET NUM_DIRTY (10 GiB of THPs) on x86-2s-server");
         println!(
-            "{:<44} {:>8} {:>8} {:>10} {:>12} {:>14}",
+            "{:<60} {:>8} {:>8} {:>10} {:>12} {:>14}",
             "run", "wall s", "cpu s", "peak MiB", "virtual s", "aim s / MiB"
         );
-        for flags in PAGEOUT {
-            let mut args = vec!["run", "pageout", "10240", "0", "1"];
+        for (dirty, flags) in PAGEOUT {
+            let mut args = vec!["run", "pageout", "10240"];
+            args.extend(*dirty);
             args.extend(*flags);
             let (wall, usage, out) = run(mmsim, &args);
             let real = out
@@ -220,8 +236,8 @@ fn main() {
                 .unwrap_or("?")
                 .to_string();
             println!(
-                "{:<44} {:>8.2} {:>8.2} {:>10.1} {:>12} {:>14}",
-                format!("pageout {}", flags.join(" ")),
+                "{:<60} {:>8.2} {:>8.2} {:>10.1} {:>12} {:>14}",
+                format!("pageout 10240 {} {}", dirty.join(" "), flags.join(" ")),
                 wall,
                 usage.cpu_seconds,
                 usage.peak_kib as f64 / 1024.0,

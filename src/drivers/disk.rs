@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use super::block::{Dir, DiskStats, RequestQueue, Timing};
 use crate::machine::LoadError;
-use crate::mm::contents::PageImage;
+use crate::mm::contents::{PackedImage, PageImage};
 use crate::mm::page_alloc::PageAllocator;
 use crate::mm::page_io::{Completion, IoError, SwapDevice};
 use crate::sim::{Ctx, Symbol};
@@ -327,11 +327,11 @@ pub struct Disk {
     nr_pages: u64,
     /// What each slot holds, by slot, up to the highest slot written: swap
     /// slots are handed out from the bottom of the device in clusters, so
-    /// the slots in use are dense, and a vector costs a page's image (40
-    /// bytes) per slot where a map would cost half as much again. A zero
-    /// image (never written, freed, or written with zeros) holds no heap
-    /// memory.
-    images: Vec<PageImage>,
+    /// the slots in use are dense, and a vector costs a packed image (16
+    /// bytes) per slot where a map would cost several times that. A zero
+    /// image (never written, freed, or written with zeros) and a page with
+    /// one non-zero word hold no heap memory.
+    images: Vec<PackedImage>,
     queue: RequestQueue,
     /// When each request not yet complete will be, oldest first: at most
     /// `nr_requests` of them.
@@ -448,17 +448,16 @@ impl SwapDevice for Disk {
             if *image == PageImage::zero() {
                 return Ok(done);
             }
-            self.images.resize_with(at + 1, PageImage::zero);
+            self.images.resize_with(at + 1, PackedImage::default);
         }
-        self.images[at] = image.clone();
+        self.images[at] = PackedImage::pack(image);
         Ok(done)
     }
 
     fn peek_page(&self, offset: u64) -> PageImage {
         self.images
             .get(offset as usize)
-            .cloned()
-            .unwrap_or_default()
+            .map_or_else(PageImage::zero, PackedImage::unpack)
     }
 
     fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
@@ -466,14 +465,13 @@ impl SwapDevice for Disk {
         let image = self
             .images
             .get(offset as usize)
-            .cloned()
-            .unwrap_or_default();
+            .map_or_else(PageImage::zero, PackedImage::unpack);
         (image, done)
     }
 
     fn slot_free(&mut self, _ctx: &mut Ctx, _pa: &mut PageAllocator, offset: u64) {
         if let Some(image) = self.images.get_mut(offset as usize) {
-            *image = PageImage::zero();
+            *image = PackedImage::Zero;
         }
     }
 

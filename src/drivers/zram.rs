@@ -30,6 +30,7 @@
 //! partial-page I/O, discard, the slot lock and the per-CPU compression
 //! streams' locking.
 
+use super::lzwork::CompressWork;
 use super::zcomp::{Algorithm, Zcomp};
 use super::zsmalloc::{Handle, ZsPool};
 use crate::mm::contents::PageImage;
@@ -84,7 +85,25 @@ pub struct Zram {
     stats: ZramStats,
     /// The page's bytes for the compressor.
     bytes: Box<[u8; PAGE_SIZE as usize]>,
+    /// The host's shortcut: what [`Zram::compress`] found for a page with
+    /// one non-zero word (a dirtied byte), by that word. Compression is a
+    /// function of the bytes alone, so this gives what compressing again
+    /// would; millions of such pages then cost one compression each
+    /// distinct page. Looked up, never iterated; emptied when full.
+    memo: std::collections::HashMap<(u16, u64), Compressed>,
 }
+
+/// What compressing one page found: its compressed length, the words
+/// `page_same_filled` read before it gave up, and the compressor's steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Compressed {
+    len: usize,
+    words: u64,
+    work: CompressWork,
+}
+
+/// Most pages [`Zram::memo`] holds before it starts afresh.
+const MEMO_MAX: usize = 1 << 16;
 
 /// The 8-byte words `page_same_filled` reads of `bytes`: the first and the
 /// last, then from the second on until one differs from the first.
@@ -117,6 +136,7 @@ impl Zram {
             pool: ZsPool::new(Gfp::HIGHUSER_MOVABLE),
             stats: ZramStats::default(),
             bytes: Box::new([0; PAGE_SIZE as usize]),
+            memo: std::collections::HashMap::new(),
         })
     }
 
@@ -185,10 +205,10 @@ impl Zram {
         }
     }
 
-    /// Charges the last compression: its steps to the compressor, the
-    /// clearing of its hash table to `memset_erms`.
-    fn charge_compression(&self, ctx: &mut Ctx) {
-        let (steps, memset) = self.zcomp.work().cycles(&ctx.machine().costs);
+    /// Charges a compression: its steps to the compressor, the clearing
+    /// of its hash table to `memset_erms`.
+    fn charge_compression(&self, ctx: &mut Ctx, work: CompressWork) {
+        let (steps, memset) = work.cycles(&ctx.machine().costs);
         ctx.charge(self.symbols().0, steps);
         ctx.charge(Symbol::MemsetErms, memset);
     }
@@ -206,12 +226,28 @@ impl Zram {
         ctx.charge(Symbol::MemsetErms, memset);
     }
 
-    /// The compressed length of `image` with this device's algorithm, and
-    /// the words `page_same_filled` read (it did not find one word).
-    fn compress(&mut self, image: &PageImage) -> (usize, u64) {
+    /// `image` compressed with this device's algorithm (and the words
+    /// `page_same_filled` read: it did not find one word).
+    fn compress(&mut self, image: &PageImage) -> Compressed {
+        let word = image.single_word();
+        if let Some(known) = word.and_then(|w| self.memo.get(&w)) {
+            return *known;
+        }
         image.to_bytes(&mut self.bytes);
         let words = words_scanned(&self.bytes);
-        (self.zcomp.compress(&self.bytes[..]), words)
+        let len = self.zcomp.compress(&self.bytes[..]);
+        let found = Compressed {
+            len,
+            words,
+            work: self.zcomp.work(),
+        };
+        if let Some(w) = word {
+            if self.memo.len() >= MEMO_MAX {
+                self.memo.clear();
+            }
+            self.memo.insert(w, found);
+        }
+        found
     }
 
     /// The compressed bytes of the last page written, for tests.
@@ -255,10 +291,14 @@ impl SwapDevice for Zram {
                 Slot::Same(word)
             }
             None => {
-                let (comp_len, words) = self.compress(image);
+                let Compressed {
+                    len: comp_len,
+                    words,
+                    work,
+                } = self.compress(image);
                 let cycles = (scan * words as f64).round() as u64;
                 ctx.charge(Symbol::ZramBvecWrite, crate::types::Cycles(cycles));
-                self.charge_compression(ctx);
+                self.charge_compression(ctx, work);
                 let size = if comp_len >= self.pool.huge_class_size() {
                     PAGE_SIZE as usize
                 } else {
@@ -522,6 +562,53 @@ mod tests {
             assert_eq!(stat(&z, "huge_pages"), 0);
             assert_eq!(pa.nr_allocated_pages(), start);
         }
+    }
+
+    #[test]
+    fn a_one_word_page_is_compressed_once_and_charged_every_time() {
+        let (mut ctx, mut pa) = setup();
+        let mut c = Contents::new();
+        c.write_u64(Pfn(1), 4088, 0x61 << 56);
+        let page = c.image(Pfn(1));
+        for algorithm in Algorithm::ALL {
+            let fresh = compressed_len(algorithm, &page);
+            let mut z = Zram::new(1 << 20, algorithm).unwrap();
+            let before = ctx.stats.cycles(Symbol::ZramBvecWrite);
+            for slot in 1..=3 {
+                z.write_page(&mut ctx, &mut pa, slot, &page).unwrap();
+            }
+            let scan = ctx.stats.cycles(Symbol::ZramBvecWrite).0 - before.0;
+            assert_eq!(z.memo.len(), 1, "compressed once");
+            assert_eq!(z.memo[&(511, 0x61 << 56)].len, fresh);
+            assert_eq!(stat(&z, "compr_data_size"), 3 * fresh as u64);
+            // Each write scanned the page's words (the first and the last
+            // differ: two words) as the first did.
+            let one = ctx.machine().costs.zram_same_scan_word.value() * 2.0;
+            assert_eq!(scan, 3 * one.round() as u64);
+            assert_eq!(z.read_page(&mut ctx, 3).0, page);
+        }
+    }
+
+    /// A remembered page is charged its own compressor steps, not those of
+    /// whatever page the compressor saw last.
+    #[test]
+    fn a_remembered_page_is_charged_its_own_steps() {
+        let (mut ctx, mut pa) = setup();
+        let mut c = Contents::new();
+        c.write_u64(Pfn(1), 4088, 0x61 << 56);
+        let one_word = c.image(Pfn(1));
+        let noise = noise_page(7);
+        let mut z = Zram::new(1 << 20, Algorithm::LzoRle).unwrap();
+        let compressor = |ctx: &Ctx| ctx.stats.cycles(Symbol::Lzo1x1DoCompress).0;
+        let mut charged = |z: &mut Zram, ctx: &mut Ctx, slot, page: &PageImage| {
+            let before = compressor(ctx);
+            z.write_page(ctx, &mut pa, slot, page).unwrap();
+            compressor(ctx) - before
+        };
+        let first = charged(&mut z, &mut ctx, 1, &one_word);
+        let noisy = charged(&mut z, &mut ctx, 2, &noise);
+        assert_ne!(first, noisy);
+        assert_eq!(charged(&mut z, &mut ctx, 3, &one_word), first);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! A page that was never written (or was cleared) has no entry and reads as
 //! zeros, so untouched memory costs the host nothing. A written page keeps
-//! only its non-zero 8-byte words until it has many, then a full 4 KiB copy.
+//! only its non-zero 8-byte words until it has many, then a full 4 KiB copy;
+//! a page with one non-zero word (one dirtied byte) keeps it in its entry,
+//! with no allocation of its own.
 //! A run of words written from a rule ([`Contents::fill_run`]: word
 //! `first + k * stride` holds `value + k * step`, as usemem's `p[i] = i`
 //! writes them, or one value everywhere for a same-filled page) is kept as
@@ -25,7 +27,7 @@ const ENTRY: u64 = 64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum PageData {
     /// Non-zero words by index, sorted.
-    Sparse(Vec<(u16, u64)>),
+    Sparse(Words),
     Full(Box<[u64; WORDS]>),
     /// The words of `rule`, zeros elsewhere, except `exceptions`: words
     /// written since (by index, sorted; zeros included), which win. Boxed,
@@ -46,6 +48,96 @@ struct Rule {
     value: u64,
     step: u64,
 }
+
+/// A sparse page's words, sorted by index: one word is kept inline, so a
+/// page with a single non-zero word (a dirtied byte, seed 003's pages)
+/// costs no host allocation; more go to the heap.
+#[derive(Clone, Debug)]
+enum Words {
+    /// No word (`len` 0) or `word` alone (`len` 1).
+    Inline {
+        len: u8,
+        word: (u16, u64),
+    },
+    Heap(Vec<(u16, u64)>),
+}
+
+impl Words {
+    fn new() -> Words {
+        Words::Inline {
+            len: 0,
+            word: (0, 0),
+        }
+    }
+
+    fn one(index: u16, value: u64) -> Words {
+        Words::Inline {
+            len: 1,
+            word: (index, value),
+        }
+    }
+
+    fn insert(&mut self, at: usize, w: (u16, u64)) {
+        match self {
+            Words::Inline { len: 0, .. } => *self = Words::one(w.0, w.1),
+            Words::Inline { word, .. } => {
+                let mut v = Vec::with_capacity(4);
+                v.push(*word);
+                v.insert(at, w);
+                *self = Words::Heap(v);
+            }
+            Words::Heap(v) => v.insert(at, w),
+        }
+    }
+
+    fn remove(&mut self, at: usize) {
+        match self {
+            Words::Inline { len, .. } => {
+                assert!(at < *len as usize, "word {at} of {len}");
+                *len = 0;
+            }
+            Words::Heap(v) => {
+                v.remove(at);
+            }
+        }
+    }
+
+    /// Host bytes held on the heap.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Words::Inline { .. } => 0,
+            Words::Heap(v) => v.capacity() * std::mem::size_of::<(u16, u64)>(),
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [(u16, u64)];
+    fn deref(&self) -> &[(u16, u64)] {
+        match self {
+            Words::Inline { len, word } => &std::slice::from_ref(word)[..*len as usize],
+            Words::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    fn deref_mut(&mut self) -> &mut [(u16, u64)] {
+        match self {
+            Words::Inline { len, word } => &mut std::slice::from_mut(word)[..*len as usize],
+            Words::Heap(v) => v,
+        }
+    }
+}
+
+/// Equal as word lists, however they are held.
+impl PartialEq for Words {
+    fn eq(&self, other: &Words) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Words {}
 
 /// A rule page's exceptions: no allocation while there are none.
 type Exceptions = Option<Box<Vec<(u16, u64)>>>;
@@ -96,12 +188,14 @@ impl Contents {
     /// Host bytes one page costs when `words` distinct 8-byte words of it
     /// have been written non-zero, as stored here: nothing for none; the
     /// map's entry and the sparse list's words (its capacity grows by
-    /// doubling); or the map's entry and a whole 4 KiB copy. For the
+    /// doubling; a single word is kept in the entry); or the map's entry and
+    /// a whole 4 KiB copy. For the
     /// estimates of a run's host memory (`workload::host_memory`): keep it
     /// true to how pages are stored.
     pub fn host_bytes_of_page(words: u64) -> u64 {
         match words {
             0 => 0,
+            1 => ENTRY,
             w if w <= SPARSE_MAX as u64 => {
                 ENTRY + w.next_power_of_two() * std::mem::size_of::<(u16, u64)>() as u64
             }
@@ -141,7 +235,7 @@ impl Contents {
         let data = self
             .pages
             .entry(pfn.0)
-            .or_insert_with(|| PageData::Sparse(Vec::new()));
+            .or_insert_with(|| PageData::Sparse(Words::new()));
         match data {
             PageData::Full(words) => words[word] = value,
             PageData::Rule { rule, exceptions } => {
@@ -176,20 +270,16 @@ impl Contents {
             let full = materialize(data);
             *data = PageData::Full(full);
         }
-        self.forget_if_zero(pfn);
+        // The common write leaves a non-zero page: no second look-up.
+        if is_zero_data(data) {
+            self.pages.remove(&pfn.0);
+        }
     }
 
     /// A page whose every word is now zero is stored as no page (a full
     /// page is kept: looking costs 512 words).
     fn forget_if_zero(&mut self, pfn: Pfn) {
-        let zero = match self.pages.get(&pfn.0) {
-            Some(PageData::Sparse(w)) => w.is_empty(),
-            Some(PageData::Rule { rule, exceptions }) => {
-                rule.is_zero() && slice(exceptions).iter().all(|&(_, v)| v == 0)
-            }
-            _ => false,
-        };
-        if zero {
+        if self.pages.get(&pfn.0).is_some_and(is_zero_data) {
             self.pages.remove(&pfn.0);
         }
     }
@@ -311,7 +401,7 @@ impl Contents {
             .map(|d| {
                 std::mem::size_of::<(u64, PageData)>()
                     + match d {
-                        PageData::Sparse(w) => w.capacity() * 16,
+                        PageData::Sparse(w) => w.heap_bytes(),
                         PageData::Full(_) => PAGE_SIZE as usize,
                         PageData::Rule { exceptions, .. } => {
                             exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
@@ -388,10 +478,10 @@ impl PageImage {
         }
         let nonzero = words.iter().filter(|&&w| w != 0).count();
         if nonzero <= SPARSE_MAX {
-            let sparse = (0..WORDS)
-                .filter(|&i| words[i] != 0)
-                .map(|i| (i as u16, words[i]))
-                .collect();
+            let mut sparse = Words::new();
+            for i in (0..WORDS).filter(|&i| words[i] != 0) {
+                sparse.insert(sparse.len(), (i as u16, words[i]));
+            }
             return PageImage(Some(PageData::Sparse(sparse)));
         }
         PageImage(Some(PageData::Full(Box::new(words))))
@@ -457,15 +547,58 @@ impl PageImage {
         self.same_filled() == Some(0)
     }
 
+    /// `Some((index, value))` for a page whose one non-zero 8-byte word is
+    /// word `index` (a page with one dirtied byte), as it is stored.
+    pub fn single_word(&self) -> Option<(u16, u64)> {
+        match &self.0 {
+            Some(PageData::Sparse(words)) if words.len() == 1 => Some(words[0]),
+            _ => None,
+        }
+    }
+
     /// Host bytes this image holds beyond its own size.
     pub fn host_bytes(&self) -> usize {
         match &self.0 {
             None => 0,
-            Some(PageData::Sparse(w)) => w.capacity() * 16,
+            Some(PageData::Sparse(w)) => w.heap_bytes(),
             Some(PageData::Full(_)) => PAGE_SIZE as usize,
             Some(PageData::Rule { exceptions, .. }) => {
                 exceptions.as_ref().map_or(0, |e| 24 + e.capacity() * 16)
             }
+        }
+    }
+}
+
+/// A [`PageImage`] packed into 16 bytes, for a device that keeps an image
+/// per slot (a disk): a zero page and a page with one non-zero word (a
+/// dirtied byte) are held inline, anything else boxed. A table of them
+/// costs 16 bytes a slot where images would cost 40.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PackedImage {
+    #[default]
+    Zero,
+    /// Word `.0` of the page is `.1` (non-zero); the rest are zero.
+    Word(u16, u64),
+    Other(Box<PageImage>),
+}
+
+impl PackedImage {
+    pub fn pack(image: &PageImage) -> PackedImage {
+        match &image.0 {
+            None => PackedImage::Zero,
+            Some(PageData::Sparse(words)) if words.is_empty() => PackedImage::Zero,
+            Some(_) => match image.single_word() {
+                Some((i, v)) => PackedImage::Word(i, v),
+                None => PackedImage::Other(Box::new(image.clone())),
+            },
+        }
+    }
+
+    pub fn unpack(&self) -> PageImage {
+        match self {
+            PackedImage::Zero => PageImage::zero(),
+            PackedImage::Word(i, v) => PageImage(Some(PageData::Sparse(Words::one(*i, *v)))),
+            PackedImage::Other(image) => (**image).clone(),
         }
     }
 }
@@ -496,6 +629,19 @@ impl Contents {
     }
 }
 
+/// Whether `data` is a page [`Contents`] stores as no page: a sparse page
+/// without words or a zero rule without non-zero exceptions (a full page
+/// is kept: looking costs 512 words).
+fn is_zero_data(data: &PageData) -> bool {
+    match data {
+        PageData::Sparse(w) => w.is_empty(),
+        PageData::Rule { rule, exceptions } => {
+            rule.is_zero() && slice(exceptions).iter().all(|&(_, v)| v == 0)
+        }
+        PageData::Full(_) => false,
+    }
+}
+
 /// Every word of a rule page, made real.
 /// The offset of the first non-zero byte of a page stored as `data` (None:
 /// a zero page), read from the compact form without copying a whole page
@@ -519,7 +665,7 @@ fn materialize(data: &PageData) -> Box<[u64; WORDS]> {
     let mut full = Box::new([0u64; WORDS]);
     match data {
         PageData::Sparse(words) => {
-            for &(i, v) in words {
+            for &(i, v) in words.iter() {
                 full[i as usize] = v;
             }
         }
@@ -548,6 +694,37 @@ fn word_index(offset: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_with_one_word_holds_it_inline_and_packs_into_16_bytes() {
+        let mut c = Contents::new();
+        let p = Pfn(7);
+        c.write_u64(p, 4088, 0x55 << 56);
+        let image = c.image(p);
+        assert_eq!(image.host_bytes(), 0, "no heap for one word");
+        assert_eq!(image.single_word(), Some((511, 0x55 << 56)));
+        assert_eq!(image.first_nonzero_byte(), Some(4095));
+        assert_eq!(std::mem::size_of::<PackedImage>(), 16);
+        let packed = PackedImage::pack(&image);
+        assert_eq!(packed, PackedImage::Word(511, 0x55 << 56));
+        assert_eq!(packed.unpack(), image);
+        // A second word moves the words to the heap; equal images compare
+        // equal however they are held.
+        c.write_u64(p, 0, 1);
+        assert!(c.image(p).host_bytes() > 0);
+        assert_eq!(c.image(p).single_word(), None);
+        c.write_u64(p, 0, 0);
+        assert_eq!(c.image(p), image);
+        assert_eq!(c.image(p).single_word(), Some((511, 0x55 << 56)));
+        // Other images pack boxed and unpack to themselves; zero packs to
+        // nothing.
+        let same = PageImage::same(3);
+        assert_eq!(PackedImage::pack(&same).unpack(), same);
+        assert_eq!(PackedImage::pack(&PageImage::zero()), PackedImage::Zero);
+        // Clearing the last word forgets the page.
+        c.write_u64(p, 4088, 0);
+        assert_eq!(c.stored_pages(), 0);
+    }
 
     #[test]
     fn untouched_pages_read_zero_and_cost_nothing() {

@@ -137,7 +137,7 @@ pub struct Kernel {
     /// as interrupts (`page_io.rs`).
     pub(super) io_pending: Vec<super::page_io::PendingIo>,
     /// Every swap write under way: by (completion time, id), its page.
-    pub(super) io_inflight: std::collections::BTreeMap<(crate::sim::Cycles, u64), Pfn>,
+    pub(super) io_inflight: super::page_io::InFlight,
     pub(super) io_seq: u64,
     pub thp: ThpConfig,
     pub features: Features,
@@ -192,7 +192,7 @@ impl Kernel {
             swap_cache: super::swap_state::SwapCache::default(),
             swap_devs: Vec::new(),
             io_pending: Vec::new(),
-            io_inflight: std::collections::BTreeMap::new(),
+            io_inflight: super::page_io::InFlight::default(),
             io_seq: 0,
             thp: features.thp,
             features,

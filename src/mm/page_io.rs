@@ -85,6 +85,69 @@ pub struct PendingIo {
     pub id: u64,
 }
 
+/// Every swap write under way, by (completion time, id): its page. Writes
+/// to one disk complete in the order they were submitted, so a sorted
+/// deque takes them at its back and gives them back at its front; a
+/// completion elsewhere (another CPU's interrupt, a reclaimer that waited)
+/// leaves a hole that the front skips. 24 bytes a write, no tree node.
+#[derive(Default)]
+pub struct InFlight {
+    /// Sorted by (at, id); a hole's page is [`HOLE`].
+    writes: std::collections::VecDeque<(Cycles, u64, Pfn)>,
+    live: usize,
+}
+
+const HOLE: Pfn = Pfn(u64::MAX);
+
+impl InFlight {
+    /// Write `id`, due at `at`, of `head`.
+    pub fn insert(&mut self, at: Cycles, id: u64, head: Pfn) {
+        let key = (at, id);
+        if self.writes.back().is_none_or(|&(a, i, _)| (a, i) < key) {
+            self.writes.push_back((at, id, head));
+        } else {
+            let pos = self.writes.partition_point(|&(a, i, _)| (a, i) < key);
+            self.writes.insert(pos, (at, id, head));
+        }
+        self.live += 1;
+    }
+
+    /// Ends write `id` due at `at`: its page, if it was under way.
+    pub fn remove(&mut self, at: Cycles, id: u64) -> Option<Pfn> {
+        let key = (at, id);
+        // Most writes end first in line: no search then.
+        let pos = match self.writes.front() {
+            Some(&(a, i, _)) if (a, i) == key => 0,
+            _ => self.writes.partition_point(|&(a, i, _)| (a, i) < key),
+        };
+        let entry = self.writes.get_mut(pos)?;
+        if (entry.0, entry.1) != key || entry.2 == HOLE {
+            return None;
+        }
+        let head = std::mem::replace(&mut entry.2, HOLE);
+        self.live -= 1;
+        while self.writes.front().is_some_and(|w| w.2 == HOLE) {
+            self.writes.pop_front();
+        }
+        Some(head)
+    }
+
+    /// The first write to complete: (at, id).
+    pub fn first(&self) -> Option<(Cycles, u64)> {
+        // The front is never a hole.
+        self.writes.front().map(|&(at, id, _)| (at, id))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The pages under writeback, in completion order.
+    pub fn heads(&self) -> impl Iterator<Item = Pfn> + '_ {
+        self.writes.iter().map(|w| w.2).filter(|&p| p != HOLE)
+    }
+}
+
 /// What `pageout` made of a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageoutResult {
@@ -159,7 +222,7 @@ impl Kernel {
                 self.pages.update(head, |p| p.set(PageFlags::WRITEBACK));
                 let id = self.io_seq;
                 self.io_seq += 1;
-                self.io_inflight.insert((at, id), head);
+                self.io_inflight.insert(at, id, head);
                 self.io_pending.push(PendingIo {
                     at,
                     cpu: ctx.cur(),
@@ -196,7 +259,7 @@ impl Kernel {
     /// The interrupt of write `id`, due at `at`: its writeback ends, unless
     /// a reclaimer waiting for writeback already ended it.
     pub fn complete_io(&mut self, ctx: &mut Ctx, at: Cycles, id: u64) {
-        if let Some(head) = self.io_inflight.remove(&(at, id)) {
+        if let Some(head) = self.io_inflight.remove(at, id) {
             self.end_swap_bio_write(ctx, head);
         }
     }
@@ -212,7 +275,7 @@ impl Kernel {
     /// the CPU idles until then, and every write done by then ends here.
     /// False if nothing is being written.
     pub fn wait_on_writeback(&mut self, ctx: &mut Ctx) -> bool {
-        let Some(&(first, _)) = self.io_inflight.keys().next() else {
+        let Some((first, _)) = self.io_inflight.first() else {
             return false;
         };
         let limit = ctx.now() + ctx.machine().topology.ns_to_cycles(100_000_000.0);
@@ -221,7 +284,7 @@ impl Kernel {
             ctx.idle_until(until);
         }
         let now = ctx.now();
-        while let Some((&(at, id), _)) = self.io_inflight.iter().next() {
+        while let Some((at, id)) = self.io_inflight.first() {
             if at > now {
                 break;
             }
@@ -242,5 +305,37 @@ impl Kernel {
         self.contents.put(page, image);
         ctx.count(crate::sim::Event::Pswpin, 1);
         done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_in_flight_end_in_completion_order_wherever_they_were_put() {
+        let mut f = InFlight::default();
+        let c = Cycles;
+        f.insert(c(10), 0, Pfn(1));
+        f.insert(c(20), 1, Pfn(2));
+        // Due earlier than the last: put in its place.
+        f.insert(c(15), 2, Pfn(3));
+        f.insert(c(30), 3, Pfn(4));
+        assert_eq!(f.first(), Some((c(10), 0)));
+        assert_eq!(
+            f.heads().collect::<Vec<_>>(),
+            [Pfn(1), Pfn(3), Pfn(2), Pfn(4)]
+        );
+        // One in the middle ends: a hole the front skips later.
+        assert_eq!(f.remove(c(20), 1), Some(Pfn(2)));
+        assert_eq!(f.remove(c(20), 1), None, "ended once");
+        assert_eq!(f.remove(c(21), 1), None, "no such write");
+        assert_eq!(f.remove(c(10), 0), Some(Pfn(1)));
+        assert_eq!(f.first(), Some((c(15), 2)));
+        assert_eq!(f.remove(c(15), 2), Some(Pfn(3)));
+        assert_eq!(f.first(), Some((c(30), 3)), "the hole is gone");
+        assert!(!f.is_empty());
+        assert_eq!(f.remove(c(30), 3), Some(Pfn(4)));
+        assert!(f.is_empty() && f.first().is_none());
     }
 }

@@ -3,33 +3,70 @@
 //! it (`add_to_swap`, `delete_from_swap_cache`, `try_to_free_swap`).
 //!
 //! Linux keeps the cache in one xarray per 64 MiB of swap
-//! (`swapper_spaces`); a THP takes one index per subpage, each pointing at
-//! the head. Here one map by `swp_entry_t.val` does the same: it is never
-//! iterated for a result, so its order cannot leak. Each insert or delete
-//! is charged as one xarray store under the tree's lock (`xas_store`).
+//! (`swapper_spaces`, `SWAP_ADDRESS_SPACE_SHIFT`); a THP takes one index
+//! per subpage, each pointing at the head. Here each device's cache is a
+//! table of such spaces, each a flat array of 16,384 entries made when
+//! its first page joins and dropped when its last leaves (one emptied
+//! space is kept for the next space made: zram's pages join and leave one
+//! at a time, and an array cleared afresh each time would cost more than
+//! the map did): swap slots are handed out in dense clusters, so a lookup
+//! is two index operations and 10 GB of cached pages cost the host 8 bytes
+//! each (a hash map keyed by entry cost three times that, and a host cache
+//! miss per probe). Its
+//! order is the entries' own, so nothing depends on the host. Each
+//! insert or delete is charged as one xarray store under the tree's lock
+//! (`xas_store`).
 //!
 //! A page in the cache has `PG_swapcache`, its swap entry in `private`
 //! (a THP's head holds the first of its 512), and one reference per base
 //! page for the cache, as 5.x takes `nr` references in
 //! `add_to_swap_cache`.
 
-use super::memcontrol::MemcgStat;
-use std::collections::HashMap;
-
 use super::kernel::Kernel;
+use super::memcontrol::MemcgStat;
 use super::mmzone::Pfn;
 use super::page_flags::PageFlags;
 use super::swapfile::SwapEntry;
 use crate::sim::{Ctx, Event, Symbol};
 
+/// Entries in one address space: `SWAP_ADDRESS_SPACE_PAGES` (64 MiB of
+/// swap).
+const SPACE_SHIFT: u32 = 14;
+const SPACE_PAGES: usize = 1 << SPACE_SHIFT;
+/// An empty entry of a space (no frame has this number).
+const NONE: u64 = u64::MAX;
+
+/// One address space's entries: the head caching each slot, or [`NONE`].
+struct Space {
+    /// `SPACE_PAGES` entries.
+    heads: Box<[u64]>,
+    /// Entries in use: the space goes when it drops to zero.
+    used: u32,
+}
+
 /// Every page in the swap cache, by swap entry.
 #[derive(Default)]
 pub struct SwapCache {
-    /// `swp_entry_t.val` of each base page → the head of its page.
-    pages: HashMap<u64, Pfn>,
+    /// By swap type, then by `swp_offset >> SPACE_SHIFT`: each base page's
+    /// head.
+    spaces: Vec<Vec<Option<Space>>>,
+    /// A space that emptied, every entry [`NONE`], for the next one made.
+    spare: Option<Space>,
     /// Heads in the cache, in base pages (`NR_SWAPCACHE`... counted as
     /// 5.x's `total_swapcache_pages`).
     nr_pages: u64,
+    /// Entries in the spaces: one per base page in the cache.
+    nr_entries: usize,
+}
+
+/// Where `entry` lives: its type, its space, its index in the space.
+fn place(entry: SwapEntry) -> (usize, usize, usize) {
+    let offset = entry.swp_offset();
+    (
+        entry.swp_type(),
+        (offset >> SPACE_SHIFT) as usize,
+        (offset as usize) & (SPACE_PAGES - 1),
+    )
 }
 
 impl SwapCache {
@@ -39,38 +76,103 @@ impl SwapCache {
     }
 
     /// The head of the page caching `entry`, if any.
+    #[inline]
     pub fn get(&self, entry: SwapEntry) -> Option<Pfn> {
-        self.pages.get(&entry.to_raw()).copied()
+        let (ty, space, i) = place(entry);
+        let head = self.spaces.get(ty)?.get(space)?.as_ref()?.heads[i];
+        (head != NONE).then_some(Pfn(head))
     }
 
     /// Entries in the map: one per base page in the cache.
     pub fn nr_entries(&self) -> usize {
-        self.pages.len()
+        self.nr_entries
     }
 
     /// `__xa_store` of `page` at `entry`, which must be cached: a THP's
     /// entry now names the subpage it belongs to (`__split_huge_page`).
     /// Returns the page it named before.
     pub(super) fn replace(&mut self, entry: SwapEntry, page: Pfn) -> Option<Pfn> {
-        self.pages
-            .get_mut(&entry.to_raw())
-            .map(|p| std::mem::replace(p, page))
+        let (ty, space, i) = place(entry);
+        let slot = &mut self.spaces.get_mut(ty)?.get_mut(space)?.as_mut()?.heads[i];
+        (*slot != NONE).then(|| Pfn(std::mem::replace(slot, page.0)))
+    }
+
+    /// Stores `head` at `entry`; returns what was there.
+    fn insert(&mut self, entry: SwapEntry, head: Pfn) -> Option<Pfn> {
+        debug_assert_ne!(head.0, NONE);
+        let (ty, space, i) = place(entry);
+        if self.spaces.len() <= ty {
+            self.spaces.resize_with(ty + 1, Vec::new);
+        }
+        let spaces = &mut self.spaces[ty];
+        if spaces.len() <= space {
+            spaces.resize_with(space + 1, || None);
+        }
+        let spare = &mut self.spare;
+        let space = spaces[space].get_or_insert_with(|| {
+            spare.take().unwrap_or_else(|| Space {
+                heads: vec![NONE; SPACE_PAGES].into_boxed_slice(),
+                used: 0,
+            })
+        });
+        let old = std::mem::replace(&mut space.heads[i], head.0);
+        if old == NONE {
+            space.used += 1;
+            self.nr_entries += 1;
+            None
+        } else {
+            Some(Pfn(old))
+        }
+    }
+
+    /// Clears `entry`; returns what was there. A space left empty goes
+    /// (to be the spare, if there is none).
+    fn remove(&mut self, entry: SwapEntry) -> Option<Pfn> {
+        let (ty, space, i) = place(entry);
+        let slot = self.spaces.get_mut(ty)?.get_mut(space)?;
+        let s = slot.as_mut()?;
+        let old = std::mem::replace(&mut s.heads[i], NONE);
+        if old == NONE {
+            return None;
+        }
+        s.used -= 1;
+        self.nr_entries -= 1;
+        if s.used == 0 {
+            let empty = slot.take();
+            if self.spare.is_none() {
+                self.spare = empty;
+            }
+        }
+        Some(Pfn(old))
     }
 
     /// Every (swap entry, head) pair, in entry order: for the checker.
     pub fn entries(&self) -> Vec<(SwapEntry, Pfn)> {
-        let mut all: Vec<(SwapEntry, Pfn)> = self
-            .pages
-            .iter()
-            .map(|(&raw, &head)| (SwapEntry::from_raw(raw), head))
-            .collect();
-        all.sort_by_key(|&(e, _)| e.to_raw());
+        let mut all = Vec::with_capacity(self.nr_entries);
+        for (ty, spaces) in self.spaces.iter().enumerate() {
+            for (n, space) in spaces.iter().enumerate() {
+                let Some(space) = space else { continue };
+                for (i, &head) in space.heads.iter().enumerate() {
+                    if head != NONE {
+                        let offset = ((n << SPACE_SHIFT) + i) as u64;
+                        all.push((SwapEntry::new(ty, offset), Pfn(head)));
+                    }
+                }
+            }
+        }
         all
     }
 
-    /// Host bytes of the map, for estimates.
+    /// Host bytes of the spaces, for estimates.
     pub fn host_bytes(&self) -> usize {
-        self.pages.capacity() * 24
+        let spaces: usize = self.spaces.iter().map(Vec::len).sum();
+        let live: usize = self
+            .spaces
+            .iter()
+            .map(|s| s.iter().filter(|s| s.is_some()).count())
+            .sum::<usize>()
+            + usize::from(self.spare.is_some());
+        spaces * std::mem::size_of::<Option<Space>>() + live * SPACE_PAGES * 8
     }
 }
 
@@ -82,7 +184,7 @@ impl Kernel {
         let cost = ctx.machine().costs.pcp_list_op.cycles();
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
-            let old = self.swap_cache.pages.insert(e.to_raw(), head);
+            let old = self.swap_cache.insert(e, head);
             assert!(old.is_none(), "{e:?} is in the swap cache twice");
             ctx.charge(Symbol::AddToSwapCache, cost);
         }
@@ -109,7 +211,7 @@ impl Kernel {
         let cost = ctx.machine().costs.pcp_list_op.cycles();
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
-            let old = self.swap_cache.pages.remove(&e.to_raw());
+            let old = self.swap_cache.remove(e);
             assert_eq!(old, Some(head), "{e:?} was not {head}'s in the swap cache");
             ctx.charge(Symbol::DeleteFromSwapCache, cost);
         }
@@ -199,5 +301,48 @@ impl Kernel {
         if nr > 1 {
             ctx.count(Event::ThpSwpout, 1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spaces_hold_entries_by_slot_in_entry_order() {
+        let mut c = SwapCache::default();
+        let e = |ty, off| SwapEntry::new(ty, off);
+        assert_eq!(c.get(e(0, 5)), None);
+        assert_eq!(c.insert(e(0, 5), Pfn(100)), None);
+        // Two spaces of type 0, one of type 1.
+        assert_eq!(c.insert(e(0, SPACE_PAGES as u64 + 1), Pfn(200)), None);
+        assert_eq!(c.insert(e(1, 0), Pfn(300)), None);
+        assert_eq!(c.insert(e(0, 5), Pfn(101)), Some(Pfn(100)));
+        assert_eq!(c.nr_entries(), 3);
+        assert_eq!(c.get(e(0, 5)), Some(Pfn(101)));
+        assert_eq!(c.get(e(0, 6)), None);
+        assert_eq!(c.get(e(2, 5)), None);
+        assert_eq!(c.replace(e(1, 0), Pfn(301)), Some(Pfn(300)));
+        assert_eq!(c.replace(e(1, 1), Pfn(1)), None, "not cached: unchanged");
+        assert_eq!(
+            c.entries(),
+            vec![
+                (e(0, 5), Pfn(101)),
+                (e(0, SPACE_PAGES as u64 + 1), Pfn(200)),
+                (e(1, 0), Pfn(301)),
+            ]
+        );
+        // The first space to empty is kept as the spare, the next dropped.
+        assert_eq!(c.remove(e(0, 5)), Some(Pfn(101)));
+        assert_eq!(c.remove(e(0, 5)), None);
+        assert!(c.spare.is_some() && c.spaces[0][0].is_none());
+        assert_eq!(c.remove(e(1, 0)), Some(Pfn(301)));
+        assert!(c.spaces[1][0].is_none());
+        // A new space takes the spare, which reads empty.
+        assert_eq!(c.insert(e(0, 3 * SPACE_PAGES as u64), Pfn(9)), None);
+        assert!(c.spare.is_none());
+        assert_eq!(c.get(e(0, 3 * SPACE_PAGES as u64 + 5)), None);
+        assert_eq!(c.nr_entries(), 2);
+        assert_eq!(c.entries().len(), 2);
     }
 }

@@ -179,7 +179,7 @@ fn a_disk_write_ends_later_and_rotates_the_page() {
     assert_eq!(k.swap_cache.nr_pages(), 4);
     let pending = k.take_pending_io();
     assert_eq!(pending.len(), 4);
-    let heads: Vec<Pfn> = k.io_inflight.values().copied().collect();
+    let heads: Vec<Pfn> = k.io_inflight.heads().collect();
     for io in &pending {
         assert!(io.at > ctx.now(), "completes later");
     }

@@ -846,7 +846,7 @@ mod tests {
     /// none of the modelled features (no pcp-high-order, burst series,
     /// doubled batch or maple tree); seed 000's 4.8 only 3.15's per-thread
     /// VMA cache; seed 001's 5.13 everything up to 4.19 (THP swap since 4.14) plus the burst
-    /// series its -mm tree carried.
+    /// series its -mm tree carried; seed 003's 5.13 the same less THP swap.
     #[test]
     fn base_features_come_from_the_seeds_kernel_versions() {
         let vmacache = find("per-thread-vmacache").unwrap();
@@ -866,6 +866,29 @@ mod tests {
                 "pcp-burst",
                 "pcp-batch-doubled",
                 "thp-swap"
+            ]
+        );
+        // Seed 003's 5.13, built with CONFIG_THP_SWAP=n: 5.13's features
+        // less thp-swap, and none of the patches (never merged, or 6.12).
+        let split = find("thp-split-zero-subpages").unwrap();
+        assert_eq!(split.kernel_label(), "5.13 without thp-swap");
+        assert_eq!(
+            on_features(split.base_features()),
+            [
+                "huge-zero-mm-flag",
+                "per-thread-vmacache",
+                "pcp-batch-doubled"
+            ]
+        );
+        assert_eq!(
+            on_features(with_all(split.base_features(), split.features, true)),
+            [
+                "huge-zero-mm-flag",
+                "per-thread-vmacache",
+                "pcp-batch-doubled",
+                "thp-split-no-lru-lock",
+                "thp-split-free",
+                "thp-split-unmap"
             ]
         );
     }

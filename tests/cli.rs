@@ -297,6 +297,7 @@ fn listings() {
         ("huge-zero-page", " 4.8 "),
         ("pcp-high-order", " 5.13 + pcp-burst "),
         ("per-thread-vmacache", " 3.14 "),
+        ("thp-split-zero-subpages", " 5.13 without thp-swap "),
     ] {
         assert!(
             experiments
@@ -1045,8 +1046,23 @@ fn listings_print_json() {
     let first = &experiments["experiments"][0];
     assert_eq!(first["id"], "huge-zero-page");
     assert_eq!(first["machine"], "haswell-ep-2s");
-    assert_eq!(first["args"][0], "-n");
-    assert!(first["figures"].as_array().unwrap().len() >= 3);
+    assert_eq!(first["features"][0], "huge-zero-mm-flag");
+    assert_eq!(first["cases"][0]["args"][0], "-n");
+    assert!(first["cases"][0]["figures"].as_array().unwrap().len() >= 3);
+    let seed_003 = experiments["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "thp-split-zero-subpages")
+        .unwrap();
+    assert_eq!(seed_003["config_off"][0], "thp-swap");
+    assert_eq!(seed_003["cases"][1]["name"], "zram worst");
+    assert_eq!(seed_003["cases"][1]["swap"], "zram:lzo-rle:16G");
+    // A share only the "after" profile lists: no published "before".
+    let last = &seed_003["cases"][0]["figures"][20];
+    assert_eq!(last["figure"], "share __free_one_page");
+    assert!(last["before"].is_null());
+    assert_eq!(last["after"], 1.12);
     let one = json_of(&["machines", "power9-2s", "--json"]);
     assert_eq!(one["machines"].as_array().unwrap().len(), 1);
     assert_eq!(one["machines"][0]["name"], "power9-2s");

@@ -125,11 +125,14 @@ pub const REPRODUCE: &str = "\
 usage: mmsim reproduce [ID...|all] [options]
 
 Runs each experiment (default: all of them; see 'mmsim experiments') on its
-machine with its feature off and on, and prints the published figures beside
-ours with the relative error. A published figure that a machine parameter was
-fitted to (calibrated) is marked 'cal' in its error column: 'cal+0.01%' says
-how far ours now is from it, and matching it is not a prediction; a gain
-between two such figures reads 'calibrated'.
+machine with its change (a feature, or a series of them) off and on, case by
+case, and prints the published figures beside ours with the relative error;
+a case's rows start with its name ('zram best: elapsed'). A published figure
+that a machine parameter was fitted to (calibrated) is marked 'cal' in its
+error column: 'cal+0.01%' says how far ours now is from it, and matching it
+is not a prediction; a gain between two such figures reads 'calibrated'. A
+side the seed published nothing for (a symbol its profile lists only before
+or only after) shows '-', with ours beside it, unscored.
 Runs an experiment lists besides its own (traces of real programs, say) have
 no published figure: they follow, ours before and after, unscored.
 

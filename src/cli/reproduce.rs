@@ -12,10 +12,11 @@ use super::progress::ProgressBar;
 use super::run::set_costs;
 use super::{CliError, DEFAULT_SEED, help};
 use crate::experiments::{
-    self, EXPERIMENTS, Experiment, ExtraOutcome, ExtraValue, Outcome, RowResult, SideResult,
+    self, Case, CaseOutcome, EXPERIMENTS, Experiment, ExtraOutcome, ExtraValue, Outcome, RowResult,
+    SideResult,
 };
 use crate::report::json::MachineJson;
-use crate::report::text::{format_command, format_machine, format_overrides, format_version};
+use crate::report::text::{format_machine, format_overrides, format_version};
 use crate::report::{Align, RunJson, Table, format_percent, to_json_string};
 use crate::util::escape;
 
@@ -50,9 +51,11 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     // One experiment runs at a time, its two sides at once.
     let limit = host_memory::limit(&parsed)?;
     for (experiment, prepared) in &prepared {
-        let runs = std::iter::once(&prepared.benchmark).chain(&prepared.extra);
         // The largest of the runs that can tell (they run one after another).
-        let run = runs.filter_map(|b| b.host_bytes(&prepared.machine)).max();
+        let run = prepared
+            .benchmarks()
+            .filter_map(|b| b.host_bytes(&prepared.machine))
+            .max();
         let what = format!("experiment {}", experiment.id);
         host_memory::check(&what, &prepared.machine, run, 2, &limit)?;
     }
@@ -132,10 +135,10 @@ pub fn experiments_command(args: &[String]) -> Result<String, CliError> {
         table.row(vec![
             e.id.to_string(),
             e.machine.to_string(),
-            format_command(e.workload, &owned(e.args)),
-            e.feature.name().to_string(),
+            workload_cell(e),
+            feature_names(e).join(","),
             e.kernel_label(),
-            e.rows.len().to_string(),
+            e.row_count().to_string(),
             e.seed_document.to_string(),
             e.title.to_string(),
         ]);
@@ -143,23 +146,36 @@ pub fn experiments_command(args: &[String]) -> Result<String, CliError> {
     Ok(table.render())
 }
 
-fn owned(args: &[&str]) -> Vec<String> {
-    args.iter().map(|a| a.to_string()).collect()
+/// The listing's workload: the command of an experiment's only case, else
+/// the workload and how many cases run it.
+fn workload_cell(e: &Experiment) -> String {
+    match e.cases {
+        [case] => case.command(),
+        cases => format!("{} ({} cases)", cases[0].workload, cases.len()),
+    }
+}
+
+fn feature_names(e: &Experiment) -> Vec<&'static str> {
+    e.features.iter().map(|f| f.name()).collect()
 }
 
 /// One experiment: what ran, then published against ours, row by row.
 fn format_outcome(outcome: &Outcome) -> String {
     let e = outcome.experiment;
-    let feature = e.feature.name();
     let mut out = String::new();
     let _ = writeln!(out, "# {}: {}", e.id, e.title);
     let _ = writeln!(out, "# seed document: {}", e.seed_document);
-    let _ = writeln!(
-        out,
-        "# workload: {}",
-        format_command(e.workload, &owned(e.args))
-    );
-    let machine = &outcome.before.machine;
+    match e.cases {
+        [case] if case.name.is_empty() => {
+            let _ = writeln!(out, "# workload: {}", case.command());
+        }
+        cases => {
+            for case in cases {
+                let _ = writeln!(out, "# case {}: {}", case.name, case.command());
+            }
+        }
+    }
+    let machine = &outcome.first_run().machine;
     let _ = writeln!(out, "# machine:  {}", format_machine(machine));
     out.push_str(&format_overrides(machine));
     if !machine.overrides.is_empty() {
@@ -170,14 +186,17 @@ fn format_outcome(outcome: &Outcome) -> String {
     }
     let _ = writeln!(
         out,
-        "# kernel:   Linux {}: {feature}=off (before) vs {feature}=on (after); both: {}",
+        "# kernel:   Linux {}: {} (before) vs {} (after); both: {}",
         e.kernel_label(),
-        crate::report::text::format_other_features(e.base_features(), e.feature)
+        e.change_states(false),
+        e.change_states(true),
+        crate::report::text::format_other_features(e.base_features(), e.features)
     );
-    let _ = writeln!(out, "# seed:     {}", outcome.before.seed);
+    let _ = writeln!(out, "# seed:     {}", outcome.first_run().seed);
     out.push_str(&format_version());
-    out.push_str(&row_table(&outcome.rows).render());
-    out.push_str(&error_summary(&outcome.rows));
+    let rows: Vec<&RowResult> = outcome.rows().collect();
+    out.push_str(&row_table(&rows).render());
+    out.push_str(&error_summary(&rows));
     out.push_str(&format_extra(&outcome.extra));
     out
 }
@@ -193,12 +212,7 @@ fn format_extra(extra: &[ExtraOutcome]) -> String {
 ",
     );
     for e in extra {
-        let _ = writeln!(
-            out,
-            "# {}: {}",
-            format_command(e.run.workload, &owned(e.run.args)),
-            e.run.what
-        );
+        let _ = writeln!(out, "# {}: {}", e.run.label(), e.run.what);
     }
     let mut table = Table::new(&[
         ("run", Align::Left),
@@ -209,7 +223,7 @@ fn format_extra(extra: &[ExtraOutcome]) -> String {
         ("gain", Align::Right),
     ]);
     for e in extra {
-        let run = format_command(e.run.workload, &owned(e.run.args));
+        let run = e.run.label();
         for v in &e.values {
             table.row(vec![
                 run.clone(),
@@ -225,7 +239,7 @@ fn format_extra(extra: &[ExtraOutcome]) -> String {
     out
 }
 
-fn row_table(rows: &[RowResult]) -> Table {
+fn row_table(rows: &[&RowResult]) -> Table {
     let mut table = Table::new(&[
         ("figure", Align::Left),
         ("unit", Align::Left),
@@ -239,17 +253,22 @@ fn row_table(rows: &[RowResult]) -> Table {
         ("ours", Align::Right),
     ]);
     for row in rows {
-        let both_calibrated = row.before.published.calibrated && row.after.published.calibrated;
+        let both_calibrated = row.before.calibrated() && row.after.calibrated();
+        let one_sided = row.before.published.is_none() || row.after.published.is_none();
         table.row(vec![
-            row.figure.label(),
+            row.label(),
             row.figure.unit().to_string(),
-            format!("{:.2}", row.before.published.value),
+            published_cell(&row.before),
             format_ours(row.before.ours),
             error_cell(&row.before),
-            format!("{:.2}", row.after.published.value),
+            published_cell(&row.after),
             format_ours(row.after.ours),
             error_cell(&row.after),
-            format_percent(row.published_gain_percent),
+            if one_sided {
+                "-".to_string()
+            } else {
+                format_percent(row.published_gain_percent)
+            },
             if both_calibrated {
                 "calibrated".to_string()
             } else {
@@ -270,25 +289,33 @@ fn format_ours(value: f64) -> String {
     }
 }
 
+/// A published value; `-` where the seed gives none for this side.
+fn published_cell(side: &SideResult) -> String {
+    side.published
+        .map_or("-".to_string(), |p| format!("{:.2}", p.value))
+}
+
 /// How far ours is from published. A value a machine parameter was fitted
 /// to is marked `cal` (its distance shows how well the fit holds in the
-/// model as it is now, and proves nothing about the model).
+/// model as it is now, and proves nothing about the model); `-` where
+/// nothing was published.
 fn error_cell(side: &SideResult) -> String {
-    match (side.published.calibrated, side.error_percent) {
-        (true, Some(e)) => format!("cal{e:+.2}%"),
-        (true, None) => "calibrated".to_string(),
-        (false, Some(e)) => format!("{e:+.2}%"),
-        (false, None) => "n/a".to_string(),
+    match (side.published, side.error_percent) {
+        (None, _) => "-".to_string(),
+        (Some(p), Some(e)) if p.calibrated => format!("cal{e:+.2}%"),
+        (Some(p), None) if p.calibrated => "calibrated".to_string(),
+        (Some(_), Some(e)) => format!("{e:+.2}%"),
+        (Some(_), None) => "n/a".to_string(),
     }
 }
 
 /// The mean and largest absolute error over the predicted (not calibrated)
 /// values.
-fn error_summary(rows: &[RowResult]) -> String {
+fn error_summary(rows: &[&RowResult]) -> String {
     let errors: Vec<f64> = rows
         .iter()
         .flat_map(|r| [&r.before, &r.after])
-        .filter(|side| !side.published.calibrated)
+        .filter(|side| side.published.is_some_and(|p| !p.calibrated))
         .filter_map(|side| side.error_percent.map(f64::abs))
         .collect();
     if errors.is_empty() {
@@ -317,24 +344,37 @@ struct ExperimentListJson {
     title: &'static str,
     seed_document: &'static str,
     machine: &'static str,
-    workload: &'static str,
-    args: &'static [&'static str],
-    feature: &'static str,
+    /// The change: off before, on after.
+    features: Vec<&'static str>,
     /// The Linux release the author's tree was based on.
     kernel: String,
     /// Later features that tree already carried.
     carried: Vec<&'static str>,
-    figures: Vec<PublishedJson>,
+    /// Features of the release its build left out.
+    config_off: Vec<&'static str>,
+    cases: Vec<CaseListJson>,
     extra: Vec<ExtraRunJson>,
 }
 
 #[derive(Serialize)]
+struct CaseListJson {
+    /// Empty for an experiment's only case.
+    name: &'static str,
+    workload: &'static str,
+    args: &'static [&'static str],
+    /// `--swap`'s form of the swap device; null: none.
+    swap: Option<String>,
+    figures: Vec<PublishedJson>,
+}
+
+/// A published row; a side the seed gives no value for is null.
+#[derive(Serialize)]
 struct PublishedJson {
     figure: String,
     unit: &'static str,
-    before: f64,
+    before: Option<f64>,
     before_calibrated: bool,
-    after: f64,
+    after: Option<f64>,
     after_calibrated: bool,
 }
 
@@ -342,8 +382,54 @@ struct PublishedJson {
 struct ExtraRunJson {
     workload: &'static str,
     args: &'static [&'static str],
+    swap: Option<String>,
+    /// On in both runs.
+    with: Vec<&'static str>,
+    /// The change switched, where not the experiment's.
+    features: Option<Vec<&'static str>>,
     what: &'static str,
     metrics: &'static [&'static str],
+}
+
+fn names(features: &[crate::features::Feature]) -> Vec<&'static str> {
+    features.iter().map(|f| f.name()).collect()
+}
+
+impl CaseListJson {
+    fn new(case: &'static Case) -> CaseListJson {
+        CaseListJson {
+            name: case.name,
+            workload: case.workload,
+            args: case.args,
+            swap: case.swap.map(|s| s.to_string()),
+            figures: case
+                .rows
+                .iter()
+                .map(|row| PublishedJson {
+                    figure: row.figure.label(),
+                    unit: row.figure.unit(),
+                    before: row.before.map(|p| p.value),
+                    before_calibrated: row.before.is_some_and(|p| p.calibrated),
+                    after: row.after.map(|p| p.value),
+                    after_calibrated: row.after.is_some_and(|p| p.calibrated),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ExtraRunJson {
+    fn new(x: &'static experiments::ExtraRun) -> ExtraRunJson {
+        ExtraRunJson {
+            workload: x.workload,
+            args: x.args,
+            swap: x.swap.map(|s| s.to_string()),
+            with: names(x.with),
+            features: x.features.map(names),
+            what: x.what,
+            metrics: x.metrics,
+        }
+    }
 }
 
 impl ExperimentListJson {
@@ -353,33 +439,12 @@ impl ExperimentListJson {
             title: e.title,
             seed_document: e.seed_document,
             machine: e.machine,
-            workload: e.workload,
-            args: e.args,
-            feature: e.feature.name(),
+            features: names(e.features),
             kernel: e.kernel.to_string(),
-            carried: e.carried.iter().map(|f| f.name()).collect(),
-            figures: e
-                .rows
-                .iter()
-                .map(|row| PublishedJson {
-                    figure: row.figure.label(),
-                    unit: row.figure.unit(),
-                    before: row.before.value,
-                    before_calibrated: row.before.calibrated,
-                    after: row.after.value,
-                    after_calibrated: row.after.calibrated,
-                })
-                .collect(),
-            extra: e
-                .extra
-                .iter()
-                .map(|x| ExtraRunJson {
-                    workload: x.workload,
-                    args: x.args,
-                    what: x.what,
-                    metrics: x.metrics,
-                })
-                .collect(),
+            carried: names(e.carried),
+            config_off: names(e.config_off),
+            cases: e.cases.iter().map(CaseListJson::new).collect(),
+            extra: e.extra.iter().map(ExtraRunJson::new).collect(),
         }
     }
 }
@@ -395,29 +460,41 @@ struct ExperimentJson<'a> {
     id: &'static str,
     title: &'static str,
     seed_document: &'static str,
-    /// The machine both runs used: the experiment's, or as `--set` changed
+    /// The machine every run used: the experiment's, or as `--set` changed
     /// it (then `modified` is true).
     machine: MachineJson<'a>,
+    /// The change: off before, on after.
+    features: Vec<&'static str>,
+    cases: Vec<CaseJson<'a>>,
+    /// Extra runs with no published figure: our values only.
+    extra: Vec<ExtraJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct CaseJson<'a> {
+    /// Empty for an experiment's only case.
+    name: &'static str,
     workload: &'static str,
     args: &'static [&'static str],
-    feature: &'static str,
+    swap: Option<String>,
     rows: Vec<RowJson>,
     before: RunJson<'a>,
     after: RunJson<'a>,
-    /// Extra runs with no published figure: our values only.
-    extra: Vec<ExtraJson<'a>>,
 }
 
 #[derive(Serialize)]
 struct ExtraJson<'a> {
     workload: &'static str,
     args: &'static [&'static str],
+    /// How the output names the run.
+    label: String,
     what: &'static str,
     values: &'a [ExtraValue],
 }
 
 #[derive(Serialize)]
 struct RowJson {
+    /// With its case's name, as the table shows it.
     figure: String,
     unit: &'static str,
     before: SideJson,
@@ -426,9 +503,10 @@ struct RowJson {
     our_gain_percent: Option<f64>,
 }
 
+/// One side of a row; `published` is null where the seed gives none.
 #[derive(Serialize)]
 struct SideJson {
-    published: f64,
+    published: Option<f64>,
     calibrated: bool,
     ours: f64,
     error_percent: Option<f64>,
@@ -450,19 +528,16 @@ impl<'a> ExperimentJson<'a> {
             id: e.id,
             title: e.title,
             seed_document: e.seed_document,
-            machine: MachineJson::new(&outcome.before.machine),
-            workload: e.workload,
-            args: e.args,
-            feature: e.feature.name(),
-            rows: outcome.rows.iter().map(RowJson::new).collect(),
-            before: RunJson::new(&outcome.before),
-            after: RunJson::new(&outcome.after),
+            machine: MachineJson::new(&outcome.first_run().machine),
+            features: names(e.features),
+            cases: outcome.cases.iter().map(CaseJson::new).collect(),
             extra: outcome
                 .extra
                 .iter()
                 .map(|e| ExtraJson {
                     workload: e.run.workload,
                     args: e.run.args,
+                    label: e.run.label(),
                     what: e.run.what,
                     values: &e.values,
                 })
@@ -471,10 +546,25 @@ impl<'a> ExperimentJson<'a> {
     }
 }
 
+impl<'a> CaseJson<'a> {
+    fn new(outcome: &'a CaseOutcome) -> CaseJson<'a> {
+        let case = outcome.case;
+        CaseJson {
+            name: case.name,
+            workload: case.workload,
+            args: case.args,
+            swap: case.swap.map(|s| s.to_string()),
+            rows: outcome.rows.iter().map(RowJson::new).collect(),
+            before: RunJson::new(&outcome.before),
+            after: RunJson::new(&outcome.after),
+        }
+    }
+}
+
 impl RowJson {
     fn new(row: &RowResult) -> RowJson {
         RowJson {
-            figure: row.figure.label(),
+            figure: row.label(),
             unit: row.figure.unit(),
             before: SideJson::new(&row.before),
             after: SideJson::new(&row.after),
@@ -487,8 +577,8 @@ impl RowJson {
 impl SideJson {
     fn new(side: &SideResult) -> SideJson {
         SideJson {
-            published: side.published.value,
-            calibrated: side.published.calibrated,
+            published: side.published.map(|p| p.value),
+            calibrated: side.calibrated(),
             ours: side.ours,
             error_percent: side.error_percent,
         }
@@ -502,11 +592,12 @@ mod tests {
 
     fn row(before: Published, ours_before: f64, after: Published, ours_after: f64) -> RowResult {
         let side = |p: Published, ours: f64| SideResult {
-            published: p,
+            published: Some(p),
             ours,
             error_percent: Some((ours - p.value) / p.value * 100.0),
         };
         RowResult {
+            case: "",
             figure: Figure::Metric {
                 name: "send-64",
                 unit: "Mbit/s",
@@ -526,6 +617,7 @@ mod tests {
             Published::new(266.30),
             266.69,
         )];
+        let rows: Vec<&RowResult> = rows.iter().collect();
         let text = row_table(&rows).render();
         let cells: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(
@@ -554,6 +646,7 @@ mod tests {
             Published::calibrated(2.0),
             2.0,
         )];
+        let rows: Vec<&RowResult> = rows.iter().collect();
         let text = row_table(&rows).render();
         assert!(
             text.lines()
@@ -571,6 +664,9 @@ mod tests {
         static RUN: ExtraRun = ExtraRun {
             workload: "trace",
             args: &["--recorded", "make"],
+            swap: None,
+            with: &[],
+            features: None,
             what: "make -j2",
             metrics: &["vmacache-hit-rate"],
         };

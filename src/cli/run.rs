@@ -137,8 +137,8 @@ pub fn compare_command(
     let [before, after] = run_before_after(
         &setup.benchmark,
         &setup.machine,
-        setup.features,
-        feature,
+        setup.features.with(feature, false),
+        setup.features.with(feature, true),
         setup.seed,
         &mut |f| bar.update(f),
     )
@@ -404,7 +404,7 @@ fn format_comparison(
         format_overrides(&before.machine),
         labels[0],
         labels[1],
-        format_other_features(before.features, feature),
+        format_other_features(before.features, &[feature]),
         before.seed,
         format_duration(topology, before.elapsed),
         format_duration(topology, after.elapsed),

@@ -64,6 +64,10 @@ pub struct Timing {
     /// Bytes per cycle, by direction.
     pub read_bytes_per_cycle: f64,
     pub write_bytes_per_cycle: f64,
+    /// Pages a hard disk's track holds (0 for an SSD): a request that
+    /// starts less than this ahead of where the last ended needs no seek,
+    /// only the gap's sectors to pass under the head.
+    pub track_pages: u64,
 }
 
 impl Timing {
@@ -179,8 +183,18 @@ impl RequestQueue {
             .min_by_key(|&(i, &t)| (t, i))
             .expect("at least one slot");
         let issue = now.max(free);
-        let sequential = self.last.is_some_and(|l| l.first + l.pages == offset);
-        let start = (issue + self.timing.latency(dir, sequential)).max(self.path_free);
+        let last_end = self.last.map(|l| l.first + l.pages);
+        let sequential = last_end == Some(offset);
+        // A little ahead on the same track: the head waits for the gap to
+        // pass instead of seeking.
+        let gap = last_end
+            .and_then(|end| offset.checked_sub(end))
+            .filter(|&gap| gap > 0 && gap < self.timing.track_pages);
+        let latency = match gap {
+            Some(gap) => self.timing.latency(dir, true) + self.timing.transfer(dir, gap),
+            None => self.timing.latency(dir, sequential),
+        };
+        let start = (issue + latency).max(self.path_free);
         let end = start + self.timing.transfer(dir, 1);
         self.slots[slot] = end;
         self.path_free = end;
@@ -214,7 +228,31 @@ mod tests {
             write_sequential: Cycles(200),
             read_bytes_per_cycle: 409.6,
             write_bytes_per_cycle: 409.6,
+            track_pages: 0,
         }
+    }
+
+    /// A hard disk's track of 64 pages: a write a few pages ahead of the
+    /// last waits for the gap to pass (sequential latency and the gap's
+    /// transfer time); one a track or more ahead seeks.
+    #[test]
+    fn a_write_a_little_ahead_on_the_track_waits_for_the_gap_not_a_seek() {
+        let mut q = RequestQueue::new(Timing {
+            track_pages: 64,
+            ..timing(1)
+        });
+        assert_eq!(q.submit(c(0), Dir::Write, 10), c(2010));
+        // Slot 13 is two pages past the end (11): 200 + 2 x 10, then its page.
+        assert_eq!(q.submit(c(3000), Dir::Write, 13), c(3000 + 220 + 10));
+        // 63 pages on: still the track.
+        assert_eq!(
+            q.submit(c(4000), Dir::Write, 14 + 63),
+            c(4000 + 200 + 630 + 10)
+        );
+        // 64 on: a seek.
+        assert_eq!(q.submit(c(6000), Dir::Write, 78 + 64), c(6000 + 2000 + 10));
+        // Behind the head: a seek too.
+        assert_eq!(q.submit(c(9000), Dir::Write, 5), c(9000 + 2000 + 10));
     }
 
     fn c(t: u64) -> Cycles {

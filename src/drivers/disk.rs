@@ -73,6 +73,11 @@ pub struct DiskProfile {
     pub write_latency_sequential: Figure,
     pub read_bandwidth: Figure,
     pub write_bandwidth: Figure,
+    /// A hard disk's time for one turn of its platters (an SSD has none):
+    /// with the streaming rate, how much a track holds, within which a
+    /// request a little ahead of the last waits only for the gap to pass
+    /// under the head.
+    pub revolution: Option<Figure>,
 }
 
 /// The figures' keys, in file order, and whether each is a latency (else a
@@ -126,7 +131,14 @@ impl DiskProfile {
             let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
             err("", format!("not valid TOML: {message}"))
         })?;
-        let mut known = vec!["name", "description", "kind", "device", "queue_depth"];
+        let mut known = vec![
+            "name",
+            "description",
+            "kind",
+            "device",
+            "queue_depth",
+            "revolution",
+        ];
         known.extend(LATENCIES);
         known.extend(BANDWIDTHS);
         // toml::Table is ordered by key, so the first unknown key is stable.
@@ -247,6 +259,20 @@ impl DiskProfile {
                 "must be 1 for an hdd (one head serves one request at a time)".to_string(),
             ));
         }
+        let revolution = match (kind, root.contains_key("revolution")) {
+            (DiskKind::Hdd, true) => {
+                let f = figure("revolution", &latency_units)?;
+                in_range("revolution", &f, LATENCY_NS, "between 10 ns and 10 s")?;
+                Some(f)
+            }
+            (DiskKind::Hdd, false) => {
+                return Err(err("revolution", "missing (an hdd needs it)".to_string()));
+            }
+            (DiskKind::Ssd, true) => {
+                return Err(err("revolution", "an ssd has no platters".to_string()));
+            }
+            (DiskKind::Ssd, false) => None,
+        };
         let mut latencies = latencies.into_iter();
         let mut bandwidths = bandwidths.into_iter();
         let next = |it: &mut std::vec::IntoIter<Figure>| it.next().expect("parsed above");
@@ -262,6 +288,7 @@ impl DiskProfile {
             write_latency_sequential: next(&mut latencies),
             read_bandwidth: next(&mut bandwidths),
             write_bandwidth: next(&mut bandwidths),
+            revolution,
         })
     }
 
@@ -278,6 +305,12 @@ impl DiskProfile {
             write_sequential: cycles(&self.write_latency_sequential),
             read_bytes_per_cycle: per_cycle(&self.read_bandwidth),
             write_bytes_per_cycle: per_cycle(&self.write_bandwidth),
+            // A track: what passes under the head in one revolution at the
+            // slower streaming rate (bytes/s x ns).
+            track_pages: self.revolution.as_ref().map_or(0, |r| {
+                let rate = self.read_bandwidth.value.min(self.write_bandwidth.value);
+                (rate * r.value / 1e9 / crate::drivers::block::PAGE_BYTES as f64) as u64
+            }),
         }
     }
 
@@ -313,6 +346,14 @@ impl DiskProfile {
                 out,
                 "  {key} = {}{unit}  ({})",
                 f.value / scale,
+                escape(&f.source)
+            );
+        }
+        if let Some(f) = &self.revolution {
+            let _ = writeln!(
+                out,
+                "  revolution = {} us  ({})",
+                f.value / 1e3,
                 escape(&f.source)
             );
         }
@@ -613,7 +654,9 @@ mod tests {
             let p = DiskProfile::by_name_or_path(name).unwrap();
             assert_eq!(p.name, name);
             let text = p.describe();
-            assert_eq!(text.lines().count(), 8, "{text}");
+            // The name, seven figures, and an HDD's revolution.
+            let hdd = p.kind == DiskKind::Hdd;
+            assert_eq!(text.lines().count(), 8 + usize::from(hdd), "{text}");
         }
     }
 
@@ -647,6 +690,22 @@ mod tests {
         assert_eq!(
             error(&format!("{good}\nrpm = 7200\n")),
             "d.toml: rpm: unknown key"
+        );
+        let no_turn: String = good
+            .lines()
+            .filter(|l| !l.starts_with("revolution"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            error(&no_turn),
+            "d.toml: revolution: missing (an hdd needs it)"
+        );
+        let ssd = include_str!("../../profiles/disks/ssd.toml");
+        assert_eq!(
+            error(&format!(
+                "{ssd}\nrevolution = {{ value = 8, unit = \"ms\", source = \"x\" }}\n"
+            )),
+            "d.toml: revolution: an ssd has no platters"
         );
         assert_eq!(
             error(&good.replace("device = \"/dev/sda\"", "device = \"sda\"")),

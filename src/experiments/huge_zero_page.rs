@@ -3,7 +3,7 @@
 //!
 //! How it is modelled, and why: docs/experiments.md, "huge-zero-page (seed 000)".
 
-use super::{Experiment, Figure, Published, PublishedRow};
+use super::{Case, Experiment, Figure, Published, PublishedRow};
 use crate::features::{Feature, KernelVersion};
 
 pub const EXPERIMENT: Experiment = Experiment {
@@ -11,42 +11,50 @@ pub const EXPERIMENT: Experiment = Experiment {
     title: "usemem read faults on the huge zero page, global refcount vs per-mm flag",
     seed_document: "000_bf7edfb22c9d0524.txt",
     machine: "haswell-ep-2s",
-    workload: "usemem",
-    args: &["-n", "72", "--readonly", "-j", "0x200000", "100G"],
-    feature: Feature::HugeZeroMmFlag,
+    features: &[Feature::HugeZeroMmFlag],
     // The patch was measured against the 4.8 development tree (it went
     // into 4.9): 4.8's per-CPU lists (batch 31, high 186, drains of one
     // batch, order 0 only), the per-thread VMA cache, no maple tree.
     kernel: KernelVersion::new(4, 8),
     carried: &[],
-    rows: &[
-        PublishedRow {
-            figure: Figure::Metric {
-                name: "throughput",
-                unit: "KB/s",
-            },
-            before: Published::new(1784430792.0),
-            after: Published::new(4726928591.0),
-        },
-        PublishedRow {
-            figure: Figure::Metric {
-                name: "runtime",
-                unit: "us",
-            },
-            before: Published::new(707592.0),
-            after: Published::new(303970.0),
-        },
-        PublishedRow {
-            figure: Figure::ProfileShare {
-                before: "get_huge_zero_page",
-                after: "mm_get_huge_zero_page",
-            },
-            before: Published::new(54.03),
-            after: Published::new(0.11),
-        },
-    ],
+    config_off: &[],
+    memcg: false,
+    cases: &[Case {
+        name: "",
+        workload: "usemem",
+        args: &["-n", "72", "--readonly", "-j", "0x200000", "100G"],
+        swap: None,
+        rows: ROWS,
+    }],
     extra: &[],
 };
+
+const ROWS: &[PublishedRow] = &[
+    PublishedRow {
+        figure: Figure::Metric {
+            name: "throughput",
+            unit: "KB/s",
+        },
+        before: Some(Published::new(1784430792.0)),
+        after: Some(Published::new(4726928591.0)),
+    },
+    PublishedRow {
+        figure: Figure::Metric {
+            name: "runtime",
+            unit: "us",
+        },
+        before: Some(Published::new(707592.0)),
+        after: Some(Published::new(303970.0)),
+    },
+    PublishedRow {
+        figure: Figure::ProfileShare {
+            before: "get_huge_zero_page",
+            after: "mm_get_huge_zero_page",
+        },
+        before: Some(Published::new(54.03)),
+        after: Some(Published::new(0.11)),
+    },
+];
 
 #[cfg(test)]
 mod tests {
@@ -56,9 +64,11 @@ mod tests {
     use crate::workload::usemem;
 
     fn counters(mm_flag: bool) -> Stats {
-        let args: Vec<String> = EXPERIMENT.args.iter().map(|s| s.to_string()).collect();
+        let case = &EXPERIMENT.cases[0];
+        let args: Vec<String> = case.args.iter().map(|s| s.to_string()).collect();
         let machine = builtin(EXPERIMENT.machine).unwrap();
-        let features = EXPERIMENT.base_features().with(EXPERIMENT.feature, mm_flag);
+        let features =
+            super::super::with_all(EXPERIMENT.base_features(), EXPERIMENT.features, mm_flag);
         usemem::parse(&args)
             .unwrap()
             .run(&machine, features, 1, &mut |_| {})

@@ -2,11 +2,17 @@
 //! benchmark, on a model of the author's machine, with the kernel change
 //! off ("before") and on ("after"), and the figures the author published.
 //!
-//! Running an experiment runs its workload twice on its machine: with its
-//! feature off, then on, every other feature as the kernel of the seed's
-//! era had it ([`Experiment::base_features`]): on if it had arrived by the
-//! release the author's tree was based on and had not been removed, or if
-//! the tree carried it ahead of mainline; off otherwise. Each
+//! A change is one feature or a series of them, switched together. A
+//! benchmark may have several cases ([`Case`]: seed 003 runs its program
+//! in a best and a worst case, each on zram and on a disk), each with its
+//! own workload flags, swap device and published rows.
+//!
+//! Running an experiment runs each case's workload twice on its machine:
+//! with the change off, then on, every other feature as the kernel of the
+//! seed's era had it ([`Experiment::base_features`]): on if it had arrived
+//! by the release the author's tree was based on and had not been removed,
+//! or if the tree carried it ahead of mainline, unless the author's build
+//! configured it out (`config_off`); off otherwise. Each
 //! published figure is then set beside ours with the relative error. A
 //! published figure that a machine parameter was fitted to is marked
 //! calibrated: matching it proves nothing, so it is never shown as a
@@ -24,11 +30,12 @@
 mod huge_zero_page;
 mod pcp_high_order;
 mod per_thread_vmacache;
+mod thp_split_zero_subpages;
 
 use std::sync::mpsc;
 use std::{fmt, thread};
 
-use crate::features::{Feature, Features, KernelVersion};
+use crate::features::{Feature, Features, KernelVersion, SwapSetup};
 use crate::machine::{self, LoadError, Machine};
 use crate::report::profile::is_symbol;
 use crate::report::{gain_percent, share_of};
@@ -98,12 +105,51 @@ impl Published {
     }
 }
 
-/// One figure with its published values before and after the change.
+/// One figure with its published values before and after the change. A
+/// side the seed gives no value for is `None` (a profile lists only its
+/// top symbols, and before and after list different ones): ours is still
+/// shown, never scored.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PublishedRow {
     pub figure: Figure,
-    pub before: Published,
-    pub after: Published,
+    pub before: Option<Published>,
+    pub after: Option<Published>,
+}
+
+/// One configuration of an experiment's benchmark: its workload and flags,
+/// the swap device its kernel booted with, and what was published for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// How its rows are labelled (`zram best: elapsed`); empty for an
+    /// experiment's only case, whose rows are the figures' own names.
+    pub name: &'static str,
+    /// A registered workload and its flags.
+    pub workload: &'static str,
+    pub args: &'static [&'static str],
+    /// The swap device both runs boot with (`--swap`); None: no swap.
+    pub swap: Option<SwapSetup>,
+    pub rows: &'static [PublishedRow],
+}
+
+impl Case {
+    /// How the case's workload would be run: `pageout 10240 0 1 --swap
+    /// zram:lzo-rle:16G`.
+    pub fn command(&self) -> String {
+        run_command(self.workload, self.args, self.swap, &[])
+    }
+}
+
+/// `workload args [--swap S] [--with F]...`, as `mmsim run` takes it.
+fn run_command(workload: &str, args: &[&str], swap: Option<SwapSetup>, with: &[Feature]) -> String {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut command = crate::report::text::format_command(workload, &args);
+    if let Some(swap) = swap {
+        command.push_str(&format!(" --swap {swap}"));
+    }
+    for feature in with {
+        command.push_str(&format!(" --with {feature}"));
+    }
+    command
 }
 
 /// A reproduction of one seed's benchmark.
@@ -116,20 +162,26 @@ pub struct Experiment {
     pub seed_document: &'static str,
     /// A built-in machine profile.
     pub machine: &'static str,
-    /// A registered workload and its flags.
-    pub workload: &'static str,
-    pub args: &'static [&'static str],
-    /// Off before, on after.
-    pub feature: Feature,
+    /// The change: every one off before, on after (a series of patches is
+    /// switched together).
+    pub features: &'static [Feature],
     /// The mainline release the author's "before" tree was based on. Both
     /// runs have exactly the features of that release (arrived by it, not
-    /// removed by it), plus `carried`; `feature` must be newer.
+    /// removed by it), plus `carried`, less `config_off`; each of
+    /// `features` must be newer.
     pub kernel: KernelVersion,
     /// Later features the author's tree already had (a -mm tree carries
     /// patches queued for the next release): on in both runs. Each must be
-    /// newer than `kernel` and not be `feature`.
+    /// newer than `kernel` and not one of `features`.
     pub carried: &'static [Feature],
-    pub rows: &'static [PublishedRow],
+    /// Features of `kernel` the author's build left out (a `CONFIG_` option
+    /// set to n): off in both runs. Each must be in `kernel`.
+    pub config_off: &'static [Feature],
+    /// Both runs' workload runs in a memory cgroup (`--memcg`), as the
+    /// author's did.
+    pub memcg: bool,
+    /// The benchmark's cases, run one after another, each before and after.
+    pub cases: &'static [Case],
     /// Other workloads run before and after on the same machine and
     /// kernels, with no published figure.
     pub extra: &'static [ExtraRun],
@@ -142,33 +194,94 @@ pub struct ExtraRun {
     /// A registered workload and its flags.
     pub workload: &'static str,
     pub args: &'static [&'static str],
+    /// The swap device both runs boot with; None: no swap.
+    pub swap: Option<SwapSetup>,
+    /// Features on in both runs, over the experiment's kernel (one its
+    /// build left out, say, to see what the default would have done).
+    pub with: &'static [Feature],
+    /// The change switched between before and after, if not the
+    /// experiment's own (a later form of it).
+    pub features: Option<&'static [Feature]>,
     /// What it is, for the output.
     pub what: &'static str,
     /// The workload metrics to report, by name.
     pub metrics: &'static [&'static str],
 }
 
+impl ExtraRun {
+    /// How the run is named in the output: the workload and its flags,
+    /// then anything that sets it apart from the experiment's own runs.
+    pub fn label(&self) -> String {
+        let mut label = run_command(self.workload, self.args, self.swap, self.with);
+        if let Some(features) = self.features {
+            let names: Vec<&str> = features.iter().map(|f| f.name()).collect();
+            label.push_str(&format!(" (change: {})", names.join(" ")));
+        }
+        label
+    }
+
+    /// The features switched before and after.
+    pub fn change<'a>(&'a self, experiment: &'a Experiment) -> &'a [Feature] {
+        self.features.unwrap_or(experiment.features)
+    }
+}
+
 impl Experiment {
-    /// The kernel both runs share, derived from `kernel` and `carried`;
-    /// `feature` is as the release had it (off), and the runs set it.
+    /// The kernel both runs share, derived from `kernel`, `carried` and
+    /// `config_off`; `features` are as the release had them (off), and the
+    /// runs set them.
     pub fn base_features(&self) -> Features {
-        self.carried
+        let carried = self
+            .carried
             .iter()
             .fold(Features::of_kernel(self.kernel), |f, &carried| {
                 f.with(carried, true)
-            })
+            });
+        let mut base = self
+            .config_off
+            .iter()
+            .fold(carried, |f, &off| f.with(off, false));
+        base.memcg = self.memcg;
+        base
     }
 
-    /// How the header names the kernel: the release, and what the tree
-    /// carried on top of it ("5.13 + pcp-burst").
+    /// How the header names the kernel: the release, what the tree
+    /// carried on top of it and what its build left out ("5.13 +
+    /// pcp-burst", "5.13 without thp-swap").
     pub fn kernel_label(&self) -> String {
         let mut label = self.kernel.to_string();
         for carried in self.carried {
             label.push_str(" + ");
             label.push_str(carried.name());
         }
+        for off in self.config_off {
+            label.push_str(" without ");
+            label.push_str(off.name());
+        }
         label
     }
+
+    /// The change's features as `name=STATE` words: `huge-zero-mm-flag=off`.
+    pub fn change_states(&self, on: bool) -> String {
+        change_states(self.features, on)
+    }
+
+    /// Every published row, over all cases.
+    pub fn row_count(&self) -> usize {
+        self.cases.iter().map(|c| c.rows.len()).sum()
+    }
+}
+
+/// `features` each as `name=on` or `name=off`, space separated.
+pub fn change_states(features: &[Feature], on: bool) -> String {
+    let state = if on { "on" } else { "off" };
+    let words: Vec<String> = features.iter().map(|f| format!("{f}={state}")).collect();
+    words.join(" ")
+}
+
+/// `base` with every one of `change` switched `on` or off.
+pub fn with_all(base: Features, change: &[Feature], on: bool) -> Features {
+    change.iter().fold(base, |f, &feature| f.with(feature, on))
 }
 
 /// Every registered experiment, in the order `reproduce all` runs them.
@@ -176,6 +289,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     huge_zero_page::EXPERIMENT,
     pcp_high_order::EXPERIMENT,
     per_thread_vmacache::EXPERIMENT,
+    thp_split_zero_subpages::EXPERIMENT,
 ];
 
 pub fn find(id: &str) -> Option<&'static Experiment> {
@@ -255,8 +369,9 @@ impl fmt::Display for ExperimentError {
 
 impl std::error::Error for ExperimentError {}
 
-/// Runs one benchmark before and after: `feature` off and on, on top of
-/// `base` (the other features). Progress goes from 0 to 1 over both runs.
+/// Runs one benchmark before and after: on the kernels `before` and
+/// `after` (the change off and on). Progress goes from 0 to 1 over both
+/// runs.
 ///
 /// The two runs share nothing, so they run at once on two host threads;
 /// each is deterministic on its own, so the results do not depend on how
@@ -265,24 +380,24 @@ impl std::error::Error for ExperimentError {}
 pub fn run_before_after(
     benchmark: &workload::Parsed,
     machine: &Machine,
-    base: Features,
-    feature: Feature,
+    before: Features,
+    after: Features,
     seed: u64,
     progress: Progress,
 ) -> Result<[RunOutput; 2], (Side, RunError)> {
     let (tx, rx) = mpsc::channel::<(usize, f64)>();
     let [before, after] = thread::scope(|scope| {
-        let sides = [(Side::Before, false), (Side::After, true)];
-        let runs = sides.map(|(side, on)| {
+        let sides = [(Side::Before, before), (Side::After, after)];
+        let runs = sides.map(|(side, features)| {
             let tx = tx.clone();
-            let features = base.with(feature, on);
+            let index = (side == Side::After) as usize;
             thread::Builder::new()
                 .name(format!("mmsim-{}", side.name()))
                 .spawn_scoped(scope, move || {
                     let mut report = |f: f64| {
                         // The receiver outlives both runs; a failed send
                         // would only lose a progress update.
-                        let _ = tx.send((on as usize, f));
+                        let _ = tx.send((index, f));
                     };
                     benchmark
                         .run(machine, features, seed, &mut report)
@@ -307,18 +422,20 @@ pub fn run_before_after(
 /// One published value beside ours.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SideResult {
-    pub published: Published,
+    /// None: the seed gives no value for this side.
+    pub published: Option<Published>,
     pub ours: f64,
     /// How far ours is from the published value, in percent of it.
     pub error_percent: Option<f64>,
 }
 
 impl SideResult {
-    fn new(published: Published, ours: f64) -> SideResult {
-        let error_percent = if published.value != 0.0 && ours.is_finite() {
-            Some((ours - published.value) / published.value.abs() * 100.0)
-        } else {
-            None
+    fn new(published: Option<Published>, ours: f64) -> SideResult {
+        let error_percent = match published {
+            Some(p) if p.value != 0.0 && ours.is_finite() => {
+                Some((ours - p.value) / p.value.abs() * 100.0)
+            }
+            _ => None,
         };
         SideResult {
             published,
@@ -326,19 +443,39 @@ impl SideResult {
             error_percent,
         }
     }
+
+    /// Published, and a machine parameter was fitted to it.
+    pub fn calibrated(&self) -> bool {
+        self.published.is_some_and(|p| p.calibrated)
+    }
 }
 
 /// One published row with our figures and both gains.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RowResult {
+    /// The case's name; empty for an experiment's only case.
+    pub case: &'static str,
     pub figure: Figure,
     pub before: SideResult,
     pub after: SideResult,
-    /// Improvement in percent, positive is better (see `report::compare`).
+    /// Improvement in percent, positive is better (see `report::compare`);
+    /// None unless both sides were published.
     /// A profile share counts as lower-is-better: the experiments name the
     /// function whose overhead the change is about.
     pub published_gain_percent: Option<f64>,
     pub our_gain_percent: Option<f64>,
+}
+
+impl RowResult {
+    /// How the row is labelled: the figure's label, after its case's name
+    /// if it has one (`zram best: share clear_page_erms`).
+    pub fn label(&self) -> String {
+        if self.case.is_empty() {
+            self.figure.label()
+        } else {
+            format!("{}: {}", self.case, self.figure.label())
+        }
+    }
 }
 
 /// One metric of an extra run, before and after, with our gain.
@@ -361,14 +498,34 @@ pub struct ExtraOutcome {
     pub values: Vec<ExtraValue>,
 }
 
-/// An experiment's two runs and its rows, and its extra runs.
+/// One case's two runs and its rows.
 #[derive(Clone, Debug)]
-pub struct Outcome {
-    pub experiment: &'static Experiment,
+pub struct CaseOutcome {
+    pub case: &'static Case,
     pub before: RunOutput,
     pub after: RunOutput,
     pub rows: Vec<RowResult>,
+}
+
+/// An experiment's runs and rows, case by case, and its extra runs.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub experiment: &'static Experiment,
+    /// In `Experiment::cases` order; never empty.
+    pub cases: Vec<CaseOutcome>,
     pub extra: Vec<ExtraOutcome>,
+}
+
+impl Outcome {
+    /// Every case's rows, in order.
+    pub fn rows(&self) -> impl Iterator<Item = &RowResult> {
+        self.cases.iter().flat_map(|c| &c.rows)
+    }
+
+    /// The first run: every run has its machine and seed.
+    pub fn first_run(&self) -> &RunOutput {
+        &self.cases[0].before
+    }
 }
 
 /// Runs an experiment at `seed` and compares it with the published figures.
@@ -384,6 +541,9 @@ pub fn run(
 /// experiment's own, unless the user changed its costs (`mmsim reproduce
 /// --set`; experiments themselves never do). The outputs carry the
 /// workloads' flags.
+///
+/// The cases run one after another, each case's two sides at once (so at
+/// most two runs are in host memory together), then the extra runs.
 pub fn run_prepared(
     experiment: &'static Experiment,
     prepared: Prepared,
@@ -396,38 +556,52 @@ pub fn run_prepared(
     };
     let Prepared {
         machine,
-        benchmark,
+        cases: case_benchmarks,
         extra: extra_benchmarks,
     } = prepared;
-    // The experiment's own runs, then each extra run, take equal shares of
-    // the progress bar.
-    let parts = 1 + experiment.extra.len();
+    // Each case's runs, then each extra run's, take equal shares of the
+    // progress bar.
+    let parts = experiment.cases.len() + experiment.extra.len();
     let part_progress = |part: usize| move |f: f64| (part as f64 + f) / parts as f64;
     let base = experiment.base_features();
-    let to_whole = part_progress(0);
-    let [before, after] = run_before_after(
-        &benchmark,
-        &machine,
-        base,
-        experiment.feature,
-        seed,
-        &mut |f| progress(to_whole(f)),
-    )
-    .map_err(|(side, e)| err(Problem::Run(side, e)))?;
-    let rows = experiment
-        .rows
-        .iter()
-        .map(|row| compare_row(row, &before, &after))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    let mut extra = Vec::with_capacity(experiment.extra.len());
-    for (i, (run, benchmark)) in experiment.extra.iter().zip(extra_benchmarks).enumerate() {
-        let to_whole = part_progress(i + 1);
+    let mut cases = Vec::with_capacity(experiment.cases.len());
+    for (i, (case, benchmark)) in experiment.cases.iter().zip(case_benchmarks).enumerate() {
+        let to_whole = part_progress(i);
+        let mut kernel = base;
+        kernel.swap = case.swap;
         let [before, after] = run_before_after(
             &benchmark,
             &machine,
-            base,
-            experiment.feature,
+            with_all(kernel, experiment.features, false),
+            with_all(kernel, experiment.features, true),
+            seed,
+            &mut |f| progress(to_whole(f)),
+        )
+        .map_err(|(side, e)| err(Problem::Run(side, e)))?;
+        let rows = case
+            .rows
+            .iter()
+            .map(|row| compare_row(case.name, row, &before, &after))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        cases.push(CaseOutcome {
+            case,
+            before,
+            after,
+            rows,
+        });
+    }
+    let mut extra = Vec::with_capacity(experiment.extra.len());
+    for (i, (run, benchmark)) in experiment.extra.iter().zip(extra_benchmarks).enumerate() {
+        let to_whole = part_progress(experiment.cases.len() + i);
+        let mut kernel = with_all(base, run.with, true);
+        kernel.swap = run.swap;
+        let change = run.change(experiment);
+        let [before, after] = run_before_after(
+            &benchmark,
+            &machine,
+            with_all(kernel, change, false),
+            with_all(kernel, change, true),
             seed,
             &mut |f| progress(to_whole(f)),
         )
@@ -447,9 +621,7 @@ pub fn run_prepared(
     }
     Ok(Outcome {
         experiment,
-        before,
-        after,
-        rows,
+        cases,
         extra,
     })
 }
@@ -477,34 +649,47 @@ fn extra_value(
     })
 }
 
-/// An experiment ready to run: its machine, its benchmark and those of its
-/// extra runs (in `Experiment::extra` order), flags parsed.
+/// An experiment ready to run: its machine, its cases' benchmarks (in
+/// `Experiment::cases` order) and those of its extra runs (in
+/// `Experiment::extra` order), flags parsed.
 pub struct Prepared {
     pub machine: Machine,
-    pub benchmark: workload::Parsed,
+    pub cases: Vec<workload::Parsed>,
     pub extra: Vec<workload::Parsed>,
 }
 
+impl Prepared {
+    /// Every benchmark, cases first.
+    pub fn benchmarks(&self) -> impl Iterator<Item = &workload::Parsed> {
+        self.cases.iter().chain(&self.extra)
+    }
+}
+
 /// Everything about an experiment that can be checked without running it:
-/// its machine loads, its workload (and every extra run's) exists and takes
-/// its flags, its symbols exist, and it publishes something.
+/// its machine loads, every case's workload (and every extra run's) exists
+/// and takes its flags, its symbols exist, and it publishes something.
 pub fn prepare(experiment: &'static Experiment) -> Result<Prepared, ExperimentError> {
     let err = |problem| ExperimentError {
         id: experiment.id,
         problem,
     };
     let machine = machine::builtin(experiment.machine).map_err(|e| err(Problem::Machine(e)))?;
-    let benchmark = parse_workload(experiment.workload, experiment.args).map_err(err)?;
+    let cases = experiment
+        .cases
+        .iter()
+        .map(|case| parse_workload(case.workload, case.args))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
     let extra = experiment
         .extra
         .iter()
         .map(|run| parse_workload(run.workload, run.args))
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
-    if experiment.rows.is_empty() {
+    if experiment.row_count() == 0 {
         return Err(err(Problem::NoRows));
     }
-    for row in experiment.rows {
+    for row in experiment.cases.iter().flat_map(|c| c.rows) {
         if let Figure::ProfileShare { before, after } = row.figure
             && let Some(name) = [before, after].into_iter().find(|n| !is_symbol(n))
         {
@@ -513,12 +698,13 @@ pub fn prepare(experiment: &'static Experiment) -> Result<Prepared, ExperimentEr
     }
     Ok(Prepared {
         machine,
-        benchmark,
+        cases,
         extra,
     })
 }
 
 fn compare_row(
+    case: &'static str,
     row: &PublishedRow,
     before: &RunOutput,
     after: &RunOutput,
@@ -538,11 +724,16 @@ fn compare_row(
             false,
         ),
     };
+    let published_gain_percent = match (row.before, row.after) {
+        (Some(b), Some(a)) => gain_percent(b.value, a.value, higher_is_better),
+        _ => None,
+    };
     Ok(RowResult {
+        case,
         figure: row.figure,
         before: SideResult::new(row.before, ours_before),
         after: SideResult::new(row.after, ours_after),
-        published_gain_percent: gain_percent(row.before.value, row.after.value, higher_is_better),
+        published_gain_percent,
         our_gain_percent: gain_percent(ours_before, ours_after, higher_is_better),
     })
 }
@@ -592,29 +783,59 @@ mod tests {
             if let Err(e) = prepare(experiment) {
                 panic!("{e}");
             }
-            for row in experiment.rows {
-                assert!(row.before.value.is_finite(), "{}: {:?}", experiment.id, row);
-                assert!(row.after.value.is_finite(), "{}: {:?}", experiment.id, row);
+            for row in experiment.cases.iter().flat_map(|c| c.rows) {
+                let sides = [row.before, row.after];
+                assert!(
+                    sides.iter().any(Option::is_some),
+                    "{}: {row:?}",
+                    experiment.id
+                );
+                for side in sides.into_iter().flatten() {
+                    assert!(side.value.is_finite(), "{}: {row:?}", experiment.id);
+                }
+            }
+            // Cases are told apart by name, and an unnamed case is alone.
+            let mut names: Vec<&str> = experiment.cases.iter().map(|c| c.name).collect();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), experiment.cases.len(), "{}", experiment.id);
+            if experiment.cases.len() > 1 {
+                assert!(!names.contains(&""), "{}", experiment.id);
             }
         }
     }
 
     /// Both sides of every experiment are a kernel some tree was: the
-    /// feature arrives after the release (off before), what the tree
-    /// carried too, and neither side lacks a feature another requires.
+    /// change arrives after the release (off before), what the tree
+    /// carried too, what the build left out was in the release, and
+    /// neither side lacks a feature another requires.
     #[test]
     fn every_experiment_runs_a_kernel_of_its_era() {
         for e in EXPERIMENTS {
-            assert!(e.feature.version() > e.kernel, "{}", e.id);
+            assert!(!e.features.is_empty(), "{}", e.id);
+            for &feature in e.features {
+                assert!(feature.version() > e.kernel, "{}: {feature}", e.id);
+            }
             for &carried in e.carried {
                 assert!(carried.version() > e.kernel, "{}: {carried}", e.id);
-                assert_ne!(carried, e.feature, "{}", e.id);
+                assert!(!e.features.contains(&carried), "{}", e.id);
+            }
+            for &off in e.config_off {
+                assert!(off.in_kernel(e.kernel), "{}: {off}", e.id);
             }
             let base = e.base_features();
-            assert!(!base.has(e.feature), "{}", e.id);
+            for &feature in e.features.iter().chain(e.config_off) {
+                assert!(!base.has(feature), "{}: {feature}", e.id);
+            }
             for on in [false, true] {
-                let side = base.with(e.feature, on);
+                let side = with_all(base, e.features, on);
                 assert_eq!(side.missing_requirement(), None, "{} {on}", e.id);
+            }
+            for run in e.extra {
+                for on in [false, true] {
+                    let side = with_all(with_all(base, run.with, true), run.change(e), on);
+                    assert_eq!(side.missing_requirement(), None, "{} {on}", e.id);
+                }
             }
         }
     }
@@ -631,7 +852,7 @@ mod tests {
     /// none of the modelled features (no pcp-high-order, burst series,
     /// doubled batch or maple tree); seed 000's 4.8 only 3.15's per-thread
     /// VMA cache; seed 001's 5.13 everything up to 4.19 (THP swap since 4.14) plus the burst
-    /// series its -mm tree carried.
+    /// series its -mm tree carried; seed 003's 5.13 the same less THP swap.
     #[test]
     fn base_features_come_from_the_seeds_kernel_versions() {
         let vmacache = find("per-thread-vmacache").unwrap();
@@ -651,6 +872,29 @@ mod tests {
                 "pcp-burst",
                 "pcp-batch-doubled",
                 "thp-swap"
+            ]
+        );
+        // Seed 003's 5.13, built with CONFIG_THP_SWAP=n: 5.13's features
+        // less thp-swap, and none of the patches (never merged, or 6.12).
+        let split = find("thp-split-zero-subpages").unwrap();
+        assert_eq!(split.kernel_label(), "5.13 without thp-swap");
+        assert_eq!(
+            on_features(split.base_features()),
+            [
+                "huge-zero-mm-flag",
+                "per-thread-vmacache",
+                "pcp-batch-doubled"
+            ]
+        );
+        assert_eq!(
+            on_features(with_all(split.base_features(), split.features, true)),
+            [
+                "huge-zero-mm-flag",
+                "per-thread-vmacache",
+                "pcp-batch-doubled",
+                "thp-split-no-lru-lock",
+                "thp-split-free",
+                "thp-split-unmap"
             ]
         );
     }
@@ -707,17 +951,18 @@ mod tests {
                 name: "send-64",
                 unit: "Mbit/s",
             },
-            before: Published::calibrated(200.0),
-            after: Published::new(250.0),
+            before: Some(Published::calibrated(200.0)),
+            after: Some(Published::new(250.0)),
         };
         let r = compare_row(
+            "",
             &row,
             &run_with(200.0, Stats::new()),
             &run_with(275.0, Stats::new()),
         )
         .unwrap();
         assert_eq!(r.before.error_percent, Some(0.0));
-        assert!(r.before.published.calibrated);
+        assert!(r.before.calibrated());
         assert_eq!(r.after.error_percent, Some(10.0));
         assert_eq!(r.published_gain_percent, Some(25.0));
         assert_eq!(r.our_gain_percent, Some(37.5));
@@ -736,10 +981,10 @@ mod tests {
                 before: "__alloc_pages",
                 after: "get_page_from_freelist",
             },
-            before: Published::new(50.0),
-            after: Published::new(5.0),
+            before: Some(Published::new(50.0)),
+            after: Some(Published::new(5.0)),
         };
-        let r = compare_row(&row, &run_with(1.0, before), &run_with(1.0, after)).unwrap();
+        let r = compare_row("", &row, &run_with(1.0, before), &run_with(1.0, after)).unwrap();
         assert_eq!(r.before.ours, 50.0);
         assert_eq!(r.after.ours, 10.0);
         assert_eq!(r.after.error_percent, Some(100.0));
@@ -751,6 +996,40 @@ mod tests {
         );
     }
 
+    /// A symbol the seed's profile lists on one side only: ours on both
+    /// sides, the unpublished side with no error, the row with no
+    /// published gain, and its label names the case.
+    #[test]
+    fn a_row_may_be_published_on_one_side_only() {
+        let mut before = Stats::new();
+        before.add_cycles(Symbol::Kfree, Cycles(100));
+        let mut after = Stats::new();
+        after.add_cycles(Symbol::Kfree, Cycles(30));
+        after.add_cycles(Symbol::AllocPages, Cycles(70));
+        let row = PublishedRow {
+            figure: Figure::ProfileShare {
+                before: "__alloc_pages",
+                after: "__alloc_pages",
+            },
+            before: None,
+            after: Some(Published::new(56.0)),
+        };
+        let r = compare_row(
+            "zram best",
+            &row,
+            &run_with(1.0, before),
+            &run_with(1.0, after),
+        )
+        .unwrap();
+        assert_eq!((r.before.published, r.before.ours), (None, 0.0));
+        assert_eq!(r.before.error_percent, None);
+        assert!(!r.before.calibrated());
+        assert_eq!(r.after.ours, 70.0);
+        assert_eq!(r.after.error_percent, Some(25.0));
+        assert_eq!(r.published_gain_percent, None);
+        assert_eq!(r.label(), "zram best: share __alloc_pages");
+    }
+
     #[test]
     fn a_missing_metric_or_wrong_unit_is_an_error() {
         let missing = PublishedRow {
@@ -758,12 +1037,12 @@ mod tests {
                 name: "send-128",
                 unit: "Mbit/s",
             },
-            before: Published::new(1.0),
-            after: Published::new(1.0),
+            before: Some(Published::new(1.0)),
+            after: Some(Published::new(1.0)),
         };
         let run = run_with(1.0, Stats::new());
         assert_eq!(
-            compare_row(&missing, &run, &run),
+            compare_row("", &missing, &run, &run),
             Err(Problem::MissingMetric("send-128"))
         );
         let wrong_unit = PublishedRow {
@@ -775,7 +1054,7 @@ mod tests {
         };
         let e = ExperimentError {
             id: "x",
-            problem: compare_row(&wrong_unit, &run, &run).unwrap_err(),
+            problem: compare_row("", &wrong_unit, &run, &run).unwrap_err(),
         };
         assert_eq!(
             e.to_string(),

@@ -3,7 +3,7 @@
 //!
 //! How it is modelled, and why: docs/experiments.md, "pcp-high-order (seed 001)".
 
-use super::{Experiment, Figure, Published, PublishedRow};
+use super::{Case, Experiment, Figure, Published, PublishedRow};
 use crate::features::{Feature, KernelVersion};
 
 const fn send(name: &'static str, before: f64, after: f64) -> PublishedRow {
@@ -12,8 +12,8 @@ const fn send(name: &'static str, before: f64, after: f64) -> PublishedRow {
             name,
             unit: "Mbit/s",
         },
-        before: Published::new(before),
-        after: Published::new(after),
+        before: Some(Published::new(before)),
+        after: Some(Published::new(after)),
     }
 }
 
@@ -22,9 +22,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     title: "netperf UDP_STREAM with high-order pages on the per-CPU lists",
     seed_document: "001_b19254aafda6b641.txt",
     machine: "x86-2s-server",
-    workload: "netperf-udp",
-    args: &[],
-    feature: Feature::PcpHighOrder,
+    features: &[Feature::PcpHighOrder],
     // Both columns of the posting are "5.13.0-rc2": `mm-pcpburst-v3r4`
     // before and `mm-pcphighorder-v1r7` after, i.e. Mel's pcp burst series
     // applied to 5.13-rc2, then 44042b4498 on top. The burst series
@@ -35,30 +33,40 @@ pub const EXPERIMENT: Experiment = Experiment {
     // free_factor scaling.
     kernel: KernelVersion::new(5, 13),
     carried: &[Feature::PcpBurst],
-    rows: &[
-        PublishedRow {
-            figure: Figure::Metric {
-                name: "send-64",
-                unit: "Mbit/s",
-            },
-            before: Published::calibrated(261.46),
-            after: Published::new(266.30),
-        },
-        send("send-128", 516.35, 536.78),
-        send("send-256", 1014.13, 1034.63),
-        send("send-1024", 3907.65, 4046.11),
-        send("send-2048", 7492.93, 7754.85),
-        send("send-3312", 11410.04, 11772.32),
-        send("send-4096", 13521.95, 13912.34),
-        send("send-8192", 21660.50, 22730.72),
-        PublishedRow {
-            figure: Figure::Metric {
-                name: "send-16384",
-                unit: "Mbit/s",
-            },
-            before: Published::calibrated(31902.32),
-            after: Published::new(32637.50),
-        },
-    ],
+    config_off: &[],
+    memcg: false,
+    cases: &[Case {
+        name: "",
+        workload: "netperf-udp",
+        args: &[],
+        swap: None,
+        rows: ROWS,
+    }],
     extra: &[],
 };
+
+const ROWS: &[PublishedRow] = &[
+    PublishedRow {
+        figure: Figure::Metric {
+            name: "send-64",
+            unit: "Mbit/s",
+        },
+        before: Some(Published::calibrated(261.46)),
+        after: Some(Published::new(266.30)),
+    },
+    send("send-128", 516.35, 536.78),
+    send("send-256", 1014.13, 1034.63),
+    send("send-1024", 3907.65, 4046.11),
+    send("send-2048", 7492.93, 7754.85),
+    send("send-3312", 11410.04, 11772.32),
+    send("send-4096", 13521.95, 13912.34),
+    send("send-8192", 21660.50, 22730.72),
+    PublishedRow {
+        figure: Figure::Metric {
+            name: "send-16384",
+            unit: "Mbit/s",
+        },
+        before: Some(Published::calibrated(31902.32)),
+        after: Some(Published::new(32637.50)),
+    },
+];

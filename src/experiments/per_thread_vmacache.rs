@@ -3,7 +3,7 @@
 //!
 //! How it is modelled, and why: docs/experiments.md, "per-thread-vmacache (seed 004)".
 
-use super::{Experiment, ExtraRun, Figure, Published, PublishedRow};
+use super::{Case, Experiment, ExtraRun, Figure, Published, PublishedRow};
 use crate::features::{Feature, KernelVersion};
 
 pub const EXPERIMENT: Experiment = Experiment {
@@ -11,37 +11,52 @@ pub const EXPERIMENT: Experiment = Experiment {
     title: "ebizzy, 80 threads: one shared mmap_cache vs four VMAs cached per thread",
     seed_document: "004_23caa608daf6b6b9.txt",
     machine: "xeon-8s-80c",
-    workload: "ebizzy",
-    args: &["-t", "80"],
-    feature: Feature::PerThreadVmacache,
+    features: &[Feature::PerThreadVmacache],
     // Measured on 3.14 (the change went into 3.15): every later feature
     // off, 3.14's per-CPU lists (batch 31, high 186) included.
     kernel: KernelVersion::new(3, 14),
     carried: &[],
-    rows: &[PublishedRow {
-        figure: Figure::Metric {
-            name: "vmacache-hit-rate",
-            unit: "%",
-        },
-        before: Published::new(1.06),
-        after: Published::new(99.97),
+    config_off: &[],
+    memcg: false,
+    cases: &[Case {
+        name: "",
+        workload: "ebizzy",
+        args: &["-t", "80"],
+        swap: None,
+        rows: &[PublishedRow {
+            figure: Figure::Metric {
+                name: "vmacache-hit-rate",
+                unit: "%",
+            },
+            before: Some(Published::new(1.06)),
+            after: Some(Published::new(99.97)),
+        }],
     }],
     extra: &[
         ExtraRun {
             workload: "trace",
             args: &["--recorded", "make"],
+            swap: None,
+            with: &[],
+            features: None,
             what: "make -j2 of a two-file C project: make, cc, cc1, as, collect2, ld; 10 processes, one thread each",
             metrics: TRACE_METRICS,
         },
         ExtraRun {
             workload: "trace",
             args: &["--recorded", "python"],
+            swap: None,
+            with: &[],
+            features: None,
             what: "python3 summing lists in two threads, started through pyenv's shell shim; 41 processes",
             metrics: TRACE_METRICS,
         },
         ExtraRun {
             workload: "trace",
             args: &["--recorded", "pipeline"],
+            swap: None,
+            with: &[],
+            features: None,
             what: "sh -c 'seq 1 20000 | sort -r | head -n 5 | wc -l'; 5 processes",
             metrics: TRACE_METRICS,
         },

@@ -36,10 +36,10 @@ pub fn format_thp(features: Features) -> String {
     )
 }
 
-/// Like [`format_features`] without `except` (the one a comparison is
+/// Like [`format_features`] without `except` (the ones a comparison is
 /// about); `(none)` when there is no other.
-pub fn format_other_features(features: Features, except: Feature) -> String {
-    match feature_states(features, |f| f != except) {
+pub fn format_other_features(features: Features, except: &[Feature]) -> String {
+    match feature_states(features, |f| !except.contains(&f)) {
         states if states.is_empty() => format_thp(features),
         states => format!("{states} {}", format_thp(features)),
     }

@@ -94,8 +94,10 @@ impl Dram {
 #[derive(Clone, Debug, Default)]
 struct NodeBusy {
     /// `[start, end)` in order of start, disjoint. A span that continues
-    /// the one before it extends it, as on a timeline.
-    spans: Vec<(Cycles, Cycles)>,
+    /// the one before it extends it, as on a timeline. A deque: once full,
+    /// every new span forgets the oldest (short scans of many pages, such
+    /// as `memchr_inv`'s, fill it while idle CPUs hold the horizon back).
+    spans: std::collections::VecDeque<(Cycles, Cycles)>,
     /// Nothing may be placed before this: past [`SPANS_MAX`] spans the
     /// oldest is forgotten and the floor rises to its end, as on a
     /// timeline.
@@ -141,12 +143,12 @@ impl NodeBusy {
             s = end;
         }
         let end = s + len;
-        match at.checked_sub(1).map(|i| &mut self.spans[i]) {
+        match at.checked_sub(1).and_then(|i| self.spans.get_mut(i)) {
             Some(prev) if prev.1 == s => prev.1 = end,
             _ => {
                 self.spans.insert(at, (s, end));
                 if self.spans.len() > SPANS_MAX {
-                    let (_, oldest_end) = self.spans.remove(0);
+                    let (_, oldest_end) = self.spans.pop_front().expect("full");
                     self.floor = self.floor.max(oldest_end);
                 }
             }
@@ -253,7 +255,11 @@ mod tests {
                 let want = timeline_occupy(&mut tl, t, len, h);
                 assert_eq!(got, want, "round {round} step {step}");
                 let spans: Vec<_> = tl.first_spans(tl.len()).map(|s| (s.start, s.end)).collect();
-                assert_eq!(busy.spans, spans, "round {round} step {step}");
+                assert_eq!(
+                    busy.spans.iter().copied().collect::<Vec<_>>(),
+                    spans,
+                    "round {round} step {step}"
+                );
                 assert_eq!(busy.floor, tl.floor());
             }
         }

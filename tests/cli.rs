@@ -1429,3 +1429,67 @@ fn memcg_is_a_run_configuration() {
     assert!(json.contains("\"memcg\": {"), "{json}");
     assert!(json.contains("\"memory.current\": 0"), "{json}");
 }
+
+/// Seed 003 at full size (10 GiB), the posted patches on, zram, 5.13's
+/// placement (the region is not 2 MiB aligned: 5,119 whole THPs and 512
+/// 4 KiB pages in the two partial windows, the first of which holds the
+/// first dirty byte). Every count follows by hand.
+#[test]
+fn seed_003_at_full_size_counts_exactly() {
+    let run = |offset: &str, dirty: &str| {
+        succeeds(&[
+            "run",
+            "pageout",
+            "10240",
+            offset,
+            dirty,
+            "--swap",
+            "zram:16G",
+            "--without",
+            "thp-swap",
+            "--without",
+            "thp-mmap-align-pmd-sizes",
+            "--without",
+            "thp-mmap-align",
+            "--without",
+            "thp-split-zero-page",
+            "--with",
+            "thp-split-unmap",
+            "--with",
+            "thp-split-no-lru-lock",
+        ])
+    };
+    let counter = |out: &str, name: &str| -> u64 {
+        let prefix = format!("\n{name} ");
+        let at = out.find(&prefix).unwrap_or_else(|| panic!("{name}: {out}"));
+        out[at + prefix.len()..]
+            .lines()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    const THPS: u64 = 5119;
+    // Best case: each THP holds one dirty subpage (the bytes are 2 MiB
+    // apart) and 511 zero ones, unmapped at the split; all but the head
+    // (reclaim's own page) are freed there. Written: the dirty subpages
+    // and the dirty 4 KiB page. memchr_inv reads every zero subpage whole
+    // and the word holding byte 0 of each dirty one.
+    let best = run("0", "1");
+    assert_eq!(counter(&best, "thp_split_page"), THPS);
+    assert_eq!(counter(&best, "thp_split_unmap"), THPS * 511);
+    assert_eq!(counter(&best, "thp_split_free"), THPS * 510);
+    assert_eq!(counter(&best, "pswpout"), THPS + 1);
+    assert_eq!(
+        counter(&best, "mmsim_memchr_inv_bytes"),
+        THPS * 511 * 4096 + THPS * 8
+    );
+    // Worst case: no subpage is zero-filled; every one is read up to its
+    // last word and written, with the 512 4 KiB pages.
+    let worst = run("4095", "512");
+    assert_eq!(counter(&worst, "thp_split_page"), THPS);
+    assert_eq!(counter(&worst, "thp_split_unmap"), 0);
+    assert_eq!(counter(&worst, "thp_split_free"), 0);
+    assert_eq!(counter(&worst, "pswpout"), THPS * 512 + 512);
+    assert_eq!(counter(&worst, "mmsim_memchr_inv_bytes"), THPS * 512 * 4096);
+}

@@ -34,16 +34,24 @@ use crate::sim::{Ctx, Cycles, Symbol, Traffic, dram_stream};
 
 impl Kernel {
     /// Zeroes the block of `order` at `pfn`: `clear_page_erms` for a 4 KiB
-    /// page, `clear_huge_page` for a THP.
+    /// page; for a THP `clear_huge_page`, whose stores are `clear_page_erms`'
+    /// (perf shows the leaf) and whose own time is the rest.
     pub(super) fn clear_pages(&mut self, ctx: &mut Ctx, pfn: Pfn, order: Order) {
         let costs = &ctx.machine().costs;
         let bytes = order.nr_pages() * PAGE_SIZE;
-        let (symbol, own) = if order == Order::ZERO {
-            (Symbol::ClearPageErms, ctx.clear_cycles_for_bytes(bytes))
+        let own = if order == Order::ZERO {
+            ctx.clear_cycles_for_bytes(bytes)
         } else {
-            let own = costs.clear_huge_page_bandwidth.cycles_for_bytes(bytes);
-            (Symbol::ClearHugePage, own)
+            // clear_huge_page clears each subpage with clear_page_erms: the
+            // stores (and any wait for memory) are the leaf's; what the
+            // whole takes beyond them (process_huge_page's order around
+            // the target subpage, cond_resched, the mappings) is its own.
+            let whole = costs.clear_huge_page_bandwidth.cycles_for_bytes(bytes);
+            let stores = ctx.clear_cycles_for_bytes(bytes);
+            ctx.charge(Symbol::ClearHugePage, whole.saturating_sub(stores));
+            stores.min(whole)
         };
+        let symbol = Symbol::ClearPageErms;
         let node = self.pa.node_of(pfn);
         let traffic = [Traffic {
             node,

@@ -21,12 +21,21 @@ const THPS: u64 = 4;
 /// A 128 MiB machine without THP swap, 5.14's split changed by `change`,
 /// a 64 MiB zram device, and one process on CPU 0.
 fn boot(change: impl Fn(Features) -> Features) -> (Kernel, Ctx, MmId) {
-    let machine = small_machine(MEMORY_BYTES);
+    boot_sized(change, MEMORY_BYTES, 64 << 20)
+}
+
+/// The same on a machine of `memory` bytes with `zram` bytes of zram.
+fn boot_sized(
+    change: impl Fn(Features) -> Features,
+    memory: u64,
+    zram: u64,
+) -> (Kernel, Ctx, MmId) {
+    let machine = small_machine(memory);
     let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
     let features = change(features.with(Feature::ThpSwap, false));
     let mut k = Kernel::new(&machine, features);
     let mut ctx = Ctx::new(machine.clone(), 1);
-    let zram = Zram::new(64 << 20, Algorithm::parse("lzo-rle").unwrap()).unwrap();
+    let zram = Zram::new(zram, Algorithm::parse("lzo-rle").unwrap()).unwrap();
     k.swapon_device(&mut ctx, Box::new(zram)).unwrap();
     let mm = k.mm_alloc(&mut ctx).unwrap();
     k.mm_runs_here(&ctx, mm);
@@ -77,17 +86,27 @@ struct Counts {
 /// `MADV_PAGEOUT`; every byte the program wrote, and a sample of the rest,
 /// read back after (the region faults back in).
 fn program(change: fn(Features) -> Features, offset: u64, num_dirty: u64) -> Counts {
-    let (mut k, mut ctx, mm) = boot(change);
-    let len = THPS * HPAGE_PMD_SIZE;
+    program_at(change, THPS, offset, num_dirty)
+}
+
+/// The program on `thps` THPs (on a machine with room for them).
+fn program_at(change: fn(Features) -> Features, thps: u64, offset: u64, num_dirty: u64) -> Counts {
+    let (mut k, mut ctx, mm) = if thps == THPS {
+        boot(change)
+    } else {
+        let bytes = thps * HPAGE_PMD_SIZE;
+        boot_sized(change, bytes + bytes / 4, bytes + bytes / 2)
+    };
+    let len = thps * HPAGE_PMD_SIZE;
     let raw = k.mmap(&mut ctx, mm, len + HPAGE_PMD_SIZE, RW).unwrap();
     let a = huge_align_up(raw);
-    for i in 0..THPS {
+    for i in 0..thps {
         for j in 0..num_dirty {
             k.write_u8(&mut ctx, mm, a + i * HPAGE_PMD_SIZE + j * P + offset, 0xff)
                 .unwrap();
         }
     }
-    assert_eq!(event(&ctx, Event::ThpFaultAlloc), THPS);
+    assert_eq!(event(&ctx, Event::ThpFaultAlloc), thps);
     let zero_before = event(&ctx, Event::ZeroPageInstalls);
     k.madvise(&mut ctx, mm, a, len, Advice::PageOut).unwrap();
     k.check();
@@ -105,7 +124,7 @@ fn program(change: fn(Features) -> Features, offset: u64, num_dirty: u64) -> Cou
     // The bytes come back: the written ones from swap, the rest as zeros
     // (from swap, the zero page, or a fresh fault).
     let word_of = |off: u64| 0xffu64 << ((off % 8) * 8);
-    for i in 0..THPS {
+    for i in (0..thps).step_by((thps / 4).max(1) as usize) {
         for j in [0, 1, 2, 255, 510, 511] {
             let at = a + i * HPAGE_PMD_SIZE + j * P + offset / 8 * 8;
             let want = if j < num_dirty { word_of(offset) } else { 0 };
@@ -121,6 +140,31 @@ fn program(change: fn(Features) -> Features, offset: u64, num_dirty: u64) -> Cou
 const BEST_SCAN: u64 = THPS * (8 + 511 * 4096);
 /// The worst case reads every subpage whole.
 const WORST_SCAN: u64 = THPS * 512 * 4096;
+
+/// Seed 003's 10 GiB (5,120 THPs, aligned here), each case counted as at
+/// 8 MiB: 5.14, and the posted patches, best and worst.
+#[test]
+fn the_seeds_10_gib_counts_scale_exactly() {
+    const FULL: u64 = 5120;
+    let best = program_at(|f| f, FULL, 0, 1);
+    assert_eq!(
+        (best.split, best.pswpout, best.same_pages, best.memchr_bytes),
+        (FULL, FULL * 512, Some(FULL * 511), 0)
+    );
+    let best = program_at(posted, FULL, 0, 1);
+    assert_eq!(
+        (best.split, best.unmapped, best.freed, best.pswpout),
+        (FULL, FULL * 511, FULL * 511, FULL)
+    );
+    assert_eq!(best.same_pages, Some(0));
+    assert_eq!(best.memchr_bytes, FULL * (8 + 511 * 4096));
+    let worst = program_at(posted, FULL, 4095, 512);
+    assert_eq!(
+        (worst.split, worst.unmapped, worst.freed, worst.pswpout),
+        (FULL, 0, 0, FULL * 512)
+    );
+    assert_eq!(worst.memchr_bytes, FULL * 512 * 4096);
+}
 
 #[test]
 fn best_case_on_5_14_swaps_every_subpage() {

@@ -1333,6 +1333,27 @@ fn seed_003s_program_pages_out_and_bad_swap_specs_are_one_line() {
     // The 64 MiB mapping is PMD-aligned (6.7's thp-mmap-align): 32 THPs,
     // each written out whole.
     assert!(out.contains("\nthp_swpout 32\n"), "{out}");
+    // CONFIG_THP_SWAP off by its own flag: every THP split first.
+    let off = succeeds(&[
+        "run",
+        "pageout",
+        "64",
+        "0",
+        "1",
+        "--swap",
+        "zram",
+        "--thp-swap",
+        "off",
+    ]);
+    assert!(off.contains(" thp-swap=off "), "{off}");
+    assert!(
+        off.contains("\nthp_swpout 0\nthp_swpout_fallback 32\n"),
+        "{off}"
+    );
+    fails_with(
+        &["run", "pageout", "64", "0", "1", "--thp-swap", "maybe"],
+        "invalid --thp-swap 'maybe' (on or off)",
+    );
     // zram's mm_stat at the end: the unmap freed every slot.
     assert!(
         out.contains("\n## swap devices\n/dev/zram0: orig_data_size 0, "),

@@ -34,12 +34,16 @@ options:
   --set COST=V    override one cost of the machine for this run (repeatable):
                   V in cycles or GB/s as 'mmsim machines M' lists it, or with
                   its unit (12ns, 30cycles, 8GB/s); the header and JSON say so
-  --with F        turn feature F on (default: every feature on)
+  --with F        turn feature F on (default: every feature that reached
+                  mainline on; see 'mmsim features')
   --without F     turn feature F off; with --with, the last one given wins
   --thp-enabled always|madvise|never
                   /sys/kernel/mm/transparent_hugepage/enabled (default: always)
   --thp-zero-page 0|1
                   .../transparent_hugepage/use_zero_page (default: 1)
+  --thp-swap on|off
+                  CONFIG_THP_SWAP, the feature thp-swap (default: on); it
+                  wins over --with/--without thp-swap
   --swap none|zram[:SIZE][:lzo|lzo-rle|lz4]|disk[:hdd|ssd][:SIZE]
                   the swap device swapon'd at boot (default: none; SIZE
                   defaults to the machine's memory, zram's compressor to
@@ -91,8 +95,8 @@ options:
   --set COST=V    as for run: override one cost of the machine for both runs
   --with F        turn another feature on
   --without F     turn another feature off
-  --thp-enabled E, --thp-zero-page 0|1
-                  the THP knobs, as for run
+  --thp-enabled E, --thp-zero-page 0|1, --thp-swap on|off
+                  the THP knobs and CONFIG_THP_SWAP, as for run
   --swap S, --memcg
                   the swap device and the memory cgroup, as for run
   --seed S        the seed (default: 1)

@@ -29,6 +29,7 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("without"),
     Opt::value("thp-enabled"),
     Opt::value("thp-zero-page"),
+    Opt::value("thp-swap"),
     Opt::value("swap"),
     Opt::switch("memcg"),
     Opt::value("seed"),
@@ -274,6 +275,20 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
                 )));
             }
         };
+    }
+    if let Some(value) = parsed.last("thp-swap") {
+        // CONFIG_THP_SWAP by its kernel-configuration name: the feature.
+        let on = match value {
+            "on" => true,
+            "off" => false,
+            other => {
+                return Err(CliError::new(format!(
+                    "invalid --thp-swap '{}' (on or off)",
+                    escape(other)
+                )));
+            }
+        };
+        features.set(Feature::ThpSwap, on);
     }
     if let Some(value) = parsed.last("swap") {
         features.swap = SwapSetup::parse(value).map_err(CliError::new)?;

@@ -406,23 +406,18 @@ impl Core {
 
     /// Queues a new task on `cpu`.
     fn start(&mut self, ctx: &mut Ctx, task: TaskId, cpu: CpuId) {
-        let at = task.0 as usize;
-        if self.entities.len() <= at {
-            self.entities.resize(at + 1, None);
-        }
-        assert!(self.entities[at].is_none(), "{task:?} started twice");
-        self.nr_tasks += 1;
-        self.entities[at] = Some(SchedEntity {
-            cpu,
-            state: TaskState::Runnable,
-            sleep_timer: None,
-        });
+        self.add_entity(task, cpu, TaskState::Runnable);
         self.rq.enqueue(ctx, cpu, task);
     }
 
     /// A new task that starts asleep, last on `cpu` (a kernel thread
     /// waiting for its first wake-up).
     fn start_sleeping(&mut self, task: TaskId, cpu: CpuId) {
+        self.add_entity(task, cpu, TaskState::Sleeping);
+    }
+
+    /// The scheduler's record of a new task.
+    fn add_entity(&mut self, task: TaskId, cpu: CpuId, state: TaskState) {
         let at = task.0 as usize;
         if self.entities.len() <= at {
             self.entities.resize(at + 1, None);
@@ -431,7 +426,7 @@ impl Core {
         self.nr_tasks += 1;
         self.entities[at] = Some(SchedEntity {
             cpu,
-            state: TaskState::Sleeping,
+            state,
             sleep_timer: None,
         });
     }

@@ -711,9 +711,15 @@ impl Kernel {
                 // mlock_vma_page: it stays, on the unevictable list.
                 break;
             }
+            // For a split (TTU_SPLIT_FREEZE), 5.14's `__split_huge_pmd`
+            // writes the migration entries straight from the PMD it
+            // invalidated and flushed: no PTE of the THP is ever present,
+            // so none is flushed on its own.
+            let mut frozen = false;
             if flags.contains(TtuFlags::SPLIT_HUGE_PMD) {
                 let haddr = vma_address(&v.vma, index) & !(HPAGE_PMD_SIZE - 1);
-                self.split_huge_pmd_for(ctx, v.mm, haddr, head);
+                frozen = self.split_huge_pmd_for(ctx, v.mm, haddr, head)
+                    && flags.contains(TtuFlags::MIGRATION);
             }
             for m in self.page_vma_mapped_walk(ctx, &v, head, nr, index, PvmwMode::Present) {
                 if m.pmd {
@@ -749,7 +755,9 @@ impl Kernel {
                     }
                     Entry::Swap { val }
                 };
-                self.unmap_flush(ctx, v.mm, flags, write);
+                if !frozen {
+                    self.unmap_flush(ctx, v.mm, flags, write);
+                }
                 self.tables.set(m.table, m.index, new);
                 match new {
                     Entry::Migration { .. } => result.migration_entries += 1,
@@ -773,13 +781,15 @@ impl Kernel {
     }
 
     /// Splits the PMD of `mm` at `haddr` if it maps the THP `head`
-    /// (`split_huge_pmd_address` with the page given).
-    fn split_huge_pmd_for(&mut self, ctx: &mut Ctx, mm: MmId, haddr: u64, head: Pfn) {
+    /// (`split_huge_pmd_address` with the page given); whether it did.
+    fn split_huge_pmd_for(&mut self, ctx: &mut Ctx, mm: MmId, haddr: u64, head: Pfn) -> bool {
         if let Some((pmd, index)) = self.find_pmd(mm, haddr)
             && matches!(self.tables.get(pmd, index), Entry::Huge { pfn, .. } if pfn == head)
         {
             self.split_huge_pmd(ctx, mm, pmd, index);
+            return true;
         }
+        false
     }
 
     /// The flush after one PTE of `mm` is cleared: deferred into this

@@ -164,6 +164,9 @@ impl Kernel {
             return Err(SplitError::Busy);
         }
         *self.pa.page_mut(head).refcount_mut() = 0;
+        // Under the queue's lock, with the refcount frozen: off the
+        // deferred split queue.
+        self.deferred_split_remove(ctx, head);
         self.__split_huge_page(ctx, page, head, list);
         ctx.count(Event::ThpSplitPage, 1);
         Ok(())

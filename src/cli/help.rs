@@ -40,6 +40,10 @@ options:
                   /sys/kernel/mm/transparent_hugepage/enabled (default: always)
   --thp-zero-page 0|1
                   .../transparent_hugepage/use_zero_page (default: 1)
+  --thp-max-ptes-none N
+                  .../transparent_hugepage/khugepaged/max_ptes_none, 0 to
+                  511 (default: 511): thp-shrink-underused splits a THP
+                  with more than N zero-filled subpages, none at 511
   --swap none|zram[:SIZE][:lzo|lzo-rle|lz4]|disk[:hdd|ssd][:SIZE]
                   the swap device swapon'd at boot (default: none; SIZE
                   defaults to the machine's memory, zram's compressor to
@@ -91,7 +95,7 @@ options:
   --set COST=V    as for run: override one cost of the machine for both runs
   --with F        turn another feature on
   --without F     turn another feature off
-  --thp-enabled E, --thp-zero-page 0|1
+  --thp-enabled E, --thp-zero-page 0|1, --thp-max-ptes-none N
                   the THP knobs, as for run
   --swap S, --memcg
                   the swap device and the memory cgroup, as for run

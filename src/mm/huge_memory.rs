@@ -358,8 +358,8 @@ impl Kernel {
     /// `__split_huge_pmd`: the PMD becomes its deposited page table, with
     /// 512 PTEs mapping the zero page (for the huge zero page) or the THP's
     /// subpages (the THP stays one compound page, now PTE-mapped: each PTE
-    /// holds a reference, and it is freed when the last one goes; Linux's
-    /// deferred split would free unmapped parts earlier under pressure).
+    /// holds a reference, and it is freed when the last one goes, or split
+    /// by the deferred split shrinker once a PTE is zapped).
     /// Returns the new PTE table.
     pub(super) fn split_huge_pmd(
         &mut self,

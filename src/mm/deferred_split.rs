@@ -173,12 +173,12 @@ impl Kernel {
     }
 
     /// `free_transhuge_page`'s and a successful split's `list_del`: the
-    /// THP `head` leaves its queue, if on one.
-    pub(super) fn deferred_split_remove(&mut self, ctx: &mut Ctx, head: Pfn) {
+    /// THP `head` leaves its queue, if on one (charged to `symbol`).
+    pub(super) fn deferred_split_remove(&mut self, ctx: &mut Ctx, head: Pfn, symbol: Symbol) {
         let node = self.pa.node_of(head);
         if self.deferred_split.remove(node, head) {
             let cost = ctx.machine().costs.pcp_list_op.cycles();
-            ctx.charge(Symbol::DeferredSplitScan, cost);
+            ctx.charge(symbol, cost);
         }
     }
 

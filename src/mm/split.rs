@@ -168,7 +168,7 @@ impl Kernel {
         *self.pa.page_mut(head).refcount_mut() = 0;
         // Under the queue's lock, with the refcount frozen: off the
         // deferred split queue.
-        self.deferred_split_remove(ctx, head);
+        self.deferred_split_remove(ctx, head, Symbol::SplitHugePageToList);
         self.__split_huge_page(ctx, page, head, list);
         ctx.count(Event::ThpSplitPage, 1);
         Ok(())

@@ -626,7 +626,7 @@ impl Kernel {
         let order = Order(self.pa.page(head).order);
         // free_transhuge_page: off the deferred split queue.
         if order == Order::THP {
-            self.deferred_split_remove(ctx, head);
+            self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);
         }
         for sub in 0..order.nr_pages() {
             let sub = Pfn(head.0 + sub);

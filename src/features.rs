@@ -350,6 +350,10 @@ pub struct ThpConfig {
     pub enabled: ThpEnabled,
     /// `use_zero_page`: read faults map the huge zero page.
     pub use_zero_page: bool,
+    /// `khugepaged/max_ptes_none`: how many zero-filled subpages a THP may
+    /// have before 6.12's shrinker calls it underused (default
+    /// `HPAGE_PMD_NR - 1`, 511, at which no THP is).
+    pub max_ptes_none: u32,
 }
 
 impl ThpConfig {
@@ -357,6 +361,7 @@ impl ThpConfig {
     pub const DEFAULT: ThpConfig = ThpConfig {
         enabled: ThpEnabled::Always,
         use_zero_page: true,
+        max_ptes_none: 511,
     };
 }
 

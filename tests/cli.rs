@@ -486,6 +486,19 @@ fn thp_knobs_are_kernel_configuration() {
         &["run", "usemem", "1M", "--thp-zero-page", "2"],
         "invalid --thp-zero-page '2'",
     );
+    fails_with(
+        &["run", "usemem", "1M", "--thp-max-ptes-none", "512"],
+        "invalid --thp-max-ptes-none '512'",
+    );
+    fails_with(
+        &["run", "usemem", "1M", "--thp-max-ptes-none", "-1"],
+        "invalid --thp-max-ptes-none '-1'",
+    );
+    // Shown in the header only when not the default 511.
+    let low = succeeds(&["run", "usemem", "1M", "--thp-max-ptes-none", "255"]);
+    assert!(low.contains("use_zero_page=1 max_ptes_none=255"), "{low}");
+    let default = succeeds(&["run", "usemem", "1M"]);
+    assert!(!default.contains("max_ptes_none"), "{default}");
     let json = |extra: &[&str]| {
         let args = [
             &[

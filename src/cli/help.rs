@@ -44,6 +44,10 @@ options:
   --thp-swap on|off
                   CONFIG_THP_SWAP, the feature thp-swap (default: on); it
                   wins over --with/--without thp-swap
+  --thp-max-ptes-none N
+                  .../transparent_hugepage/khugepaged/max_ptes_none, 0 to
+                  511 (default: 511): thp-shrink-underused splits a THP
+                  with more than N zero-filled subpages, none at 511
   --swap none|zram[:SIZE][:lzo|lzo-rle|lz4]|disk[:hdd|ssd][:SIZE]
                   the swap device swapon'd at boot (default: none; SIZE
                   defaults to the machine's memory, zram's compressor to
@@ -95,7 +99,8 @@ options:
   --set COST=V    as for run: override one cost of the machine for both runs
   --with F        turn another feature on
   --without F     turn another feature off
-  --thp-enabled E, --thp-zero-page 0|1, --thp-swap on|off
+  --thp-enabled E, --thp-zero-page 0|1, --thp-swap on|off,
+  --thp-max-ptes-none N
                   the THP knobs and CONFIG_THP_SWAP, as for run
   --swap S, --memcg
                   the swap device and the memory cgroup, as for run

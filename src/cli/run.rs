@@ -30,6 +30,7 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("thp-enabled"),
     Opt::value("thp-zero-page"),
     Opt::value("thp-swap"),
+    Opt::value("thp-max-ptes-none"),
     Opt::value("swap"),
     Opt::switch("memcg"),
     Opt::value("seed"),
@@ -289,6 +290,19 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
             }
         };
         features.set(Feature::ThpSwap, on);
+    }
+    if let Some(value) = parsed.last("thp-max-ptes-none") {
+        features.thp.max_ptes_none =
+            value
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n <= 511)
+                .ok_or_else(|| {
+                    CliError::new(format!(
+                        "invalid --thp-max-ptes-none '{}' (0 to 511)",
+                        escape(value)
+                    ))
+                })?;
     }
     if let Some(value) = parsed.last("swap") {
         features.swap = SwapSetup::parse(value).map_err(CliError::new)?;

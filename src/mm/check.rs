@@ -38,6 +38,7 @@ pub fn check_mappings(k: &Kernel) {
         check_mm(k, mm, &mut census);
     }
     check_pages(k, &census);
+    check_deferred_split(k);
     check_swap(k, &census);
     check_huge_zero(k, &census);
     check_rmap(k);
@@ -433,6 +434,28 @@ fn check_swap(k: &Kernel, census: &Census) {
 
 /// The huge zero page's count: the shrinker's reference plus one per PMD
 /// (4.8) or one per mm that used it (with `huge-zero-mm-flag`).
+/// The deferred split queues hold live anonymous THPs only (freeing or
+/// splitting one takes it off), each on its own node's queue; without
+/// `thp-shrink-underused` every one is partially mapped.
+fn check_deferred_split(k: &Kernel) {
+    let underused = k.features.has(Feature::ThpShrinkUnderused);
+    for (node, head) in k.deferred_split.iter() {
+        let meta = k.pa.page(head);
+        assert_eq!(
+            (meta.state, meta.order),
+            (PageState::Allocated, 9),
+            "{head}: on the deferred split queue but not a live THP"
+        );
+        assert!(meta.refcount() > 0, "{head}: queued with no reference");
+        assert!(k.pages.get(head).is_anon(), "{head}: queued, not anonymous");
+        assert_eq!(k.pa.node_of(head), node, "{head}: on another node's queue");
+        assert!(
+            underused || k.deferred_split.partially_mapped(head),
+            "{head}: queued whole without thp-shrink-underused"
+        );
+    }
+}
+
 fn check_huge_zero(k: &Kernel, census: &Census) {
     let Some(page) = k.huge_zero.page else {
         assert_eq!(

@@ -182,6 +182,7 @@ impl Kernel {
         );
         self.mm_mut(mm).rss_anon += HPAGE_PMD_NR;
         self.mm_mut(mm).nr_pgtables += 1;
+        self.deferred_split_new_thp(ctx, pfn);
         ctx.count(Event::ThpFaultAlloc, 1);
         Ok(true)
     }
@@ -298,6 +299,7 @@ impl Kernel {
             Some(old) => {
                 self.pa.page_mut(old).compound_mapcount -= 1;
                 self.huge_pmd_unmapped_stats(ctx, old, true);
+                self.deferred_split_on_pmd_unmap(ctx, old);
                 self.put_page(ctx, old);
             }
         }
@@ -342,6 +344,7 @@ impl Kernel {
             Entry::Huge { pfn, deposit, .. } => {
                 self.pa.page_mut(pfn).compound_mapcount -= 1;
                 self.huge_pmd_unmapped_stats(ctx, pfn, true);
+                self.deferred_split_on_pmd_unmap(ctx, pfn);
                 self.put_page(ctx, pfn);
                 self.mm_mut(mm).rss_anon -= HPAGE_PMD_NR;
                 deposit
@@ -355,8 +358,8 @@ impl Kernel {
     /// `__split_huge_pmd`: the PMD becomes its deposited page table, with
     /// 512 PTEs mapping the zero page (for the huge zero page) or the THP's
     /// subpages (the THP stays one compound page, now PTE-mapped: each PTE
-    /// holds a reference, and it is freed when the last one goes; Linux's
-    /// deferred split would free unmapped parts earlier under pressure).
+    /// holds a reference, and it is freed when the last one goes, or split
+    /// by the deferred split shrinker once a PTE is zapped).
     /// Returns the new PTE table.
     pub(super) fn split_huge_pmd(
         &mut self,

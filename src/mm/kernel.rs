@@ -125,6 +125,8 @@ pub struct Kernel {
     pub tables: PageTables,
     pub contents: Contents,
     pub huge_zero: HugeZeroPage,
+    /// Each node's deferred split queue of THPs (`deferred_split.rs`).
+    pub deferred_split: super::deferred_split::DeferredSplit,
     /// tmpfs files and their page caches (`shmem.rs`).
     pub shmem: super::shmem::Shmem,
     /// Swap devices' slots and counts (`swapfile.rs`).
@@ -184,6 +186,7 @@ impl Kernel {
             tables: PageTables::new(),
             contents: Contents::new(),
             huge_zero: HugeZeroPage::default(),
+            deferred_split: super::deferred_split::DeferredSplit::default(),
             shmem: super::shmem::Shmem::default(),
             swap: super::swapfile::SwapDevices::new(
                 machine.topology.nr_cpus() as usize,

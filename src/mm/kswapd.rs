@@ -261,6 +261,9 @@ impl Kernel {
                     };
                     return KswapdNext::Run;
                 }
+                // shrink_node's shrink_slab after the LRU lists: the
+                // deferred split shrinker.
+                self.shrink_deferred_split(ctx, node);
                 // The pass is over (`kswapd_shrink_node` returns). Having
                 // reclaimed the compaction gap, a high-order request is
                 // left to compaction and kswapd balances for order 0.

@@ -383,6 +383,7 @@ impl Kernel {
         self.new_swapbacked_page(ctx, new);
         if let Some(old) = old {
             self.page_remove_rmap(ctx, old);
+            self.deferred_split_on_unmap(ctx, old);
             self.dec_rss(mm, old);
             self.put_page(ctx, old);
         }
@@ -508,6 +509,7 @@ impl Kernel {
                     self.zap_pte(ctx, symbol);
                     self.tables.set(table, index, Entry::None);
                     self.page_remove_rmap(ctx, pfn);
+                    self.deferred_split_on_unmap(ctx, pfn);
                     self.dec_rss(mm, pfn);
                     // `__tlb_remove_page`: released with its batch, or
                     // now if the gather is full (`force_flush`).

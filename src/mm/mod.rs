@@ -4,6 +4,7 @@
 pub mod check;
 pub mod contents;
 pub mod current;
+pub mod deferred_split;
 pub mod fork;
 mod highmem;
 pub mod huge_memory;

@@ -773,6 +773,12 @@ impl Kernel {
                     }
                 }
                 self.page_remove_rmap(ctx, sub);
+                // A split's own unmapping (migration entries) does not
+                // queue the THP it is splitting (5.14's freeze path would,
+                // to take it off again under the split's lock).
+                if !flags.contains(TtuFlags::MIGRATION) {
+                    self.deferred_split_on_unmap(ctx, sub);
+                }
                 self.put_page(ctx, sub);
             }
         }

@@ -12,8 +12,10 @@
 //! every migration entry back to its own page, and drops the reference
 //! each tail got from the split, freeing the tails nothing maps.
 //!
-//! Left out: file THPs and shmem (anonymous only), the deferred split
-//! queue (nothing queues THPs here), memcg and page_owner, and the
+//! A successful split takes the THP off the deferred split queue
+//! (`deferred_split.rs`).
+//!
+//! Left out: file THPs and shmem (anonymous only), memcg and page_owner, and the
 //! anon_vma's write lock (no concurrent walk can run inside one step).
 //! `thp_split_page_failed` is not a counter here: a failed split counts
 //! nothing.
@@ -164,6 +166,9 @@ impl Kernel {
             return Err(SplitError::Busy);
         }
         *self.pa.page_mut(head).refcount_mut() = 0;
+        // Under the queue's lock, with the refcount frozen: off the
+        // deferred split queue.
+        self.deferred_split_remove(ctx, head, Symbol::SplitHugePageToList);
         self.__split_huge_page(ctx, page, head, list);
         ctx.count(Event::ThpSplitPage, 1);
         Ok(())

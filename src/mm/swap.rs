@@ -624,6 +624,10 @@ impl Kernel {
         self.page_cache_release(ctx, head);
         self.mem_cgroup_uncharge(ctx, head);
         let order = Order(self.pa.page(head).order);
+        // free_transhuge_page: off the deferred split queue.
+        if order == Order::THP {
+            self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);
+        }
         for sub in 0..order.nr_pages() {
             let sub = Pfn(head.0 + sub);
             debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");

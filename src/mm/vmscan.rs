@@ -617,6 +617,8 @@ impl Kernel {
                     priority,
                     nr_to_reclaim - nr_reclaimed.min(nr_to_reclaim),
                 );
+                // shrink_node's shrink_slab: the deferred split shrinker.
+                self.shrink_deferred_split(ctx, node);
                 if nr_reclaimed >= nr_to_reclaim {
                     return nr_reclaimed;
                 }

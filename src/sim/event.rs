@@ -47,6 +47,8 @@ events! {
     ThpZeroPageAllocFailed => "thp_zero_page_alloc_failed", "failed huge zero page allocations",
     ThpSplitPmd => "thp_split_pmd", "huge PMDs split into page tables",
     ThpSplitPage => "thp_split_page", "THPs split into 4 KiB pages (split_huge_page)",
+    ThpDeferredSplitPage => "thp_deferred_split_page", "THPs queued for a deferred split because part of them was unmapped (deferred_split_huge_page; 6.12: marked partially mapped)",
+    ThpUnderusedSplitPage => "thp_underused_split_page", "THPs the deferred split shrinker split because more than max_ptes_none of their subpages were zero-filled (6.12, thp-shrink-underused)",
     ThpSplitFree => "thp_split_free", "tail pages of an isolated THP freed during its split because nothing mapped them any more (seed 003 patch 2's counter; 6.12 frees them without counting)",
     ThpSplitUnmap => "thp_split_unmap", "zero-filled subpages of an isolated THP left unmapped by its split instead of remapped (seed 003 patch 3)",
     ThpSwpout => "thp_swpout", "THPs written to swap whole",

@@ -171,6 +171,9 @@ symbols! {
     ShrinkPageList => "shrink_page_list",
     SplitHugePageToList => "split_huge_page_to_list",
     MemchrInv => "memchr_inv",
+    DeferredSplitHugePage => "deferred_split_huge_page",
+    DeferredSplitScan => "deferred_split_scan",
+    FreeTranshugePage => "free_transhuge_page",
     MadviseColdOrPageout => "madvise_cold_or_pageout_pte_range",
     DoSwapPage => "do_swap_page",
     // zram and zsmalloc (drivers/block/zram, lib/lzo, lib/lz4, mm/zsmalloc.c).

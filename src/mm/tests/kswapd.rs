@@ -128,3 +128,44 @@ fn a_node_with_nothing_to_reclaim_is_given_up_after_max_reclaim_retries() {
     assert!(k.pa.kswapd_wake.is_some());
     assert_eq!(k.take_kswapd_wakeups(), []);
 }
+
+/// kswapd's pass ends with the deferred split shrinker (`shrink_node`'s
+/// `shrink_slab`): on 6.12 with `max_ptes_none` 510, THPs with one dirty
+/// subpage each fill memory until kswapd is woken; with no swap the LRU
+/// lists give nothing back, and the first pass's scan (up to 128 THPs)
+/// splits every one, freeing its 511 zero subpages.
+#[test]
+fn kswapd_runs_the_deferred_split_shrinker() {
+    let (mut k, mut ctx) = THP_ALWAYS_MM_FLAG.split(SplitKernel::V6_12).boot(1);
+    k.thp.max_ptes_none = 510;
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    let len = MEMORY_BYTES;
+    let raw = k.mmap(&mut ctx, mm, len + HPAGE_PMD_SIZE, RW).unwrap();
+    let a = huge_align_up(raw);
+    let mut thps = 0;
+    while k.pa.kswapd_wake.is_none() {
+        k.write_u8(&mut ctx, mm, a + thps * HPAGE_PMD_SIZE, 1)
+            .unwrap();
+        thps += 1;
+    }
+    assert_eq!(event(&ctx, Event::ThpFaultAlloc), thps);
+    assert_eq!(event(&ctx, Event::ThpFaultFallback), 0);
+    assert_eq!(event(&ctx, Event::AllocstallNormal), 0);
+    assert!(thps <= 128, "{thps} THPs: more than one scan");
+    assert_eq!(k.deferred_split.len(0) as u64, thps);
+    assert_eq!(k.take_kswapd_wakeups(), [(0, Order(0))]);
+    let mut kswapd = Kswapd::new(0);
+    kswapd.wanted(Order(0));
+    balance(&mut k, &mut ctx, &mut kswapd);
+    assert_eq!(event(&ctx, Event::ThpUnderusedSplitPage), thps);
+    assert_eq!(event(&ctx, Event::ThpSplitPage), thps);
+    assert_eq!(event(&ctx, Event::ZeroPageInstalls), thps * 511);
+    assert_eq!(event(&ctx, Event::PgstealKswapd), 0);
+    assert_eq!(k.deferred_split.len(0), 0);
+    assert_eq!(k.mm(mm).rss_anon, thps);
+    assert!(free_pages(&k) > k.pa.zones()[0].watermark.high);
+    k.check();
+    k.mmput(&mut ctx, mm);
+    assert_all_freed(&mut k, &mut ctx);
+}

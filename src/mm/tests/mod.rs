@@ -55,6 +55,7 @@ use crate::machine::Machine;
 use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
+mod deferred_split;
 mod kswapd;
 mod lru;
 mod memcg;
@@ -152,7 +153,7 @@ fn with_split_kernel(features: Features, split: SplitKernel) -> Features {
         .with(Feature::ThpSplitFree, posted)
         .with(Feature::ThpSplitUnmap, posted)
         .with(Feature::ThpSplitZeroPage, upstream)
-        .with(Feature::ThpShrinkUnderused, false)
+        .with(Feature::ThpShrinkUnderused, upstream)
 }
 
 /// The swap device of a [`Setup`].
@@ -170,6 +171,7 @@ impl Setup {
             thp: ThpConfig {
                 enabled,
                 use_zero_page,
+                max_ptes_none: 511,
             },
             huge_zero_mm_flag,
             memory_bytes: MEMORY_BYTES,
@@ -229,6 +231,11 @@ impl Setup {
                 self.vma_lookup != VmaLookup::MmapCache,
             );
         features.thp = self.thp;
+        // 6.12's shrinker splits underused THPs only below 511: half of a
+        // THP zero-filled makes it underused here.
+        if self.split == SplitKernel::V6_12 {
+            features.thp.max_ptes_none = 255;
+        }
         features.memcg = self.memcg;
         if let Some((_, thp_swap)) = self.swap {
             features.set(Feature::ThpSwap, thp_swap);
@@ -719,6 +726,8 @@ impl World {
             99 => {
                 let freed = self.k.shrink_huge_zero_page(&mut self.ctx);
                 self.note(|| format!("shrink_huge_zero_page = {freed}"));
+                let split = self.k.shrink_deferred_split(&mut self.ctx, 0);
+                self.note(|| format!("deferred_split_scan = {split}"));
             }
             _ => self.rmap(p),
         }
@@ -834,6 +843,9 @@ impl World {
             0 => {
                 self.note(|| "lru_add_drain".to_string());
                 self.k.lru_add_drain(&mut self.ctx);
+                // The deferred split shrinker, its THPs now on the LRU.
+                let split = self.k.shrink_deferred_split(&mut self.ctx, 0);
+                self.note(|| format!("deferred_split_scan = {split}"));
             }
             1 => {
                 // Up to eight pages, each deactivated, or accessed once or
@@ -1434,7 +1446,7 @@ impl Drop for SeedGuard {
 }
 
 /// Events whose counts show that a run exercised what it is meant to.
-const COVERAGE: [Event; 15] = [
+const COVERAGE: [Event; 17] = [
     Event::Pgactivate,
     Event::Pgdeactivate,
     Event::Pgrefill,
@@ -1448,6 +1460,8 @@ const COVERAGE: [Event; 15] = [
     Event::Pswpout,
     Event::Pswpin,
     Event::ThpSplitPage,
+    Event::ThpDeferredSplitPage,
+    Event::ThpUnderusedSplitPage,
     Event::Pageoutrun,
     Event::PgstealKswapd,
 ];
@@ -1543,9 +1557,12 @@ fn check_coverage(test: &str, setup: Setup, totals: Counts) {
                 .swap
                 .is_some_and(|(kind, _)| kind == SwapKind::Zram || setup.may_run_out()),
             Event::ThpSplitPage if setup.swap == Some((SwapKind::Zram, true)) => continue,
-            Event::ThpSplitPage => setup
-                .swap
-                .is_some_and(|(kind, thp_swap)| kind == SwapKind::Hdd || !thp_swap),
+            // Reclaim splits THPs for swap on a disk or without THP swap,
+            // and the deferred split shrinker (a step of its own, and
+            // reclaim's) splits partly unmapped THPs in every setup.
+            Event::ThpSplitPage => true,
+            // 6.12's shrinker finds underused THPs (max_ptes_none 255).
+            Event::ThpUnderusedSplitPage => setup.split == SplitKernel::V6_12,
             // kswapd runs on a machine that reaches its low watermark, and
             // frees memory there if it has swap.
             Event::Pageoutrun => setup.may_run_out(),

@@ -1470,7 +1470,7 @@ fn memcg_is_a_run_configuration() {
 /// first dirty byte). Every count follows by hand.
 #[test]
 fn seed_003_at_full_size_counts_exactly() {
-    let run = |offset: &str, dirty: &str| {
+    let run_on = |swap: &str, offset: &str, dirty: &str| {
         succeeds(&[
             "run",
             "pageout",
@@ -1478,7 +1478,7 @@ fn seed_003_at_full_size_counts_exactly() {
             offset,
             dirty,
             "--swap",
-            "zram:16G",
+            swap,
             "--without",
             "thp-swap",
             "--without",
@@ -1493,6 +1493,7 @@ fn seed_003_at_full_size_counts_exactly() {
             "thp-split-no-lru-lock",
         ])
     };
+    let run = |offset: &str, dirty: &str| run_on("zram:16G", offset, dirty);
     let counter = |out: &str, name: &str| -> u64 {
         let prefix = format!("\n{name} ");
         let at = out.find(&prefix).unwrap_or_else(|| panic!("{name}: {out}"));

@@ -87,6 +87,18 @@ enum Phase {
     },
 }
 
+impl Phase {
+    /// `balance_pgdat` at the top of its loop: no pass under way.
+    fn top_of_loop(order: Order, priority: u32, nr_reclaimed: u64) -> Phase {
+        Phase::Balancing {
+            order,
+            priority,
+            nr_reclaimed,
+            pass: None,
+        }
+    }
+}
+
 /// One node's kswapd: its program state.
 #[derive(Clone, Copy, Debug)]
 pub struct Kswapd {
@@ -180,12 +192,7 @@ impl Kernel {
                     // A timer of another task's woke the CPU early.
                     return KswapdNext::StallUntil(until);
                 }
-                kswapd.phase = Phase::Balancing {
-                    order,
-                    priority,
-                    nr_reclaimed,
-                    pass: None,
-                };
+                kswapd.phase = Phase::top_of_loop(order, priority, nr_reclaimed);
                 KswapdNext::Run
             }
             Phase::Idle => {
@@ -296,12 +303,7 @@ impl Kernel {
                     };
                     return KswapdNext::StallUntil(until);
                 }
-                kswapd.phase = Phase::Balancing {
-                    order,
-                    priority,
-                    nr_reclaimed,
-                    pass: None,
-                };
+                kswapd.phase = Phase::top_of_loop(order, priority, nr_reclaimed);
                 KswapdNext::Run
             }
         }
@@ -311,12 +313,8 @@ impl Kernel {
     /// order the wakers asked for (`pgdat->kswapd_order`, reset).
     fn begin_balance(&mut self, ctx: &mut Ctx, kswapd: &mut Kswapd) {
         ctx.count(Event::Pageoutrun, 1);
-        kswapd.phase = Phase::Balancing {
-            order: std::mem::replace(&mut kswapd.order, Order(0)),
-            priority: DEF_PRIORITY,
-            nr_reclaimed: 0,
-            pass: None,
-        };
+        let order = std::mem::replace(&mut kswapd.order, Order(0));
+        kswapd.phase = Phase::top_of_loop(order, DEF_PRIORITY, 0);
     }
 
     /// `balance_pgdat`'s end and `kswapd_try_to_sleep`'s start: a run that

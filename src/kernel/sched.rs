@@ -275,16 +275,30 @@ impl Core {
     /// timer it slept on is cancelled); a task that is not asleep is left
     /// as it is.
     pub fn wake(&mut self, ctx: &mut Ctx, task: TaskId) {
+        if let Some(cpu) = self.wake_sleeper(task) {
+            self.rq.enqueue(ctx, cpu, task);
+        }
+    }
+
+    /// A sleeping task made runnable, its sleep timer cancelled: the CPU it
+    /// last ran on, for the caller to queue it. None (and nothing done)
+    /// for a task that is not asleep.
+    fn wake_sleeper(&mut self, task: TaskId) -> Option<CpuId> {
         let entity = self.entity(task);
         if entity.state != TaskState::Sleeping {
-            return;
+            return None;
         }
         entity.state = TaskState::Runnable;
         let (cpu, sleep_timer) = (entity.cpu, entity.sleep_timer.take());
         if let Some(key) = sleep_timer {
             self.timers[cpu.index()].remove(&key);
         }
-        self.rq.enqueue(ctx, cpu, task);
+        Some(cpu)
+    }
+
+    /// Whether `task` sleeps.
+    fn is_sleeping(&mut self, task: TaskId) -> bool {
+        self.entity(task).state == TaskState::Sleeping
     }
 
     /// `try_to_wake_up` with `select_task_rq` for a task that may run on
@@ -294,15 +308,9 @@ impl Core {
     /// vruntime is far behind: CFS runs it at the next tick). A task not
     /// asleep is left where it is.
     fn wake_on_any(&mut self, ctx: &mut Ctx, task: TaskId, cpus: &[CpuId]) {
-        let entity = self.entity(task);
-        if entity.state != TaskState::Sleeping {
+        let Some(prev) = self.wake_sleeper(task) else {
             return;
-        }
-        entity.state = TaskState::Runnable;
-        let (prev, sleep_timer) = (entity.cpu, entity.sleep_timer.take());
-        if let Some(key) = sleep_timer {
-            self.timers[prev.index()].remove(&key);
-        }
+        };
         let start = cpus.iter().position(|&c| c == prev).unwrap_or(0);
         let idle = (0..cpus.len())
             .map(|i| cpus[(start + i) % cpus.len()])
@@ -927,18 +935,22 @@ impl<'p, P: Program> Sched<'p, P> {
             if self.kswapd.len() <= at {
                 self.kswapd.resize(at + 1, None);
             }
-            let topology = &ctx.machine().topology;
-            let mut cpus = topology.cpus_of_node(node);
-            if cpus.is_empty() {
-                // A node of memory alone: its kswapd may run anywhere.
-                cpus = (0..topology.nr_cpus()).map(CpuId).collect();
-            }
+            // The node's CPUs; a node of memory alone: any CPU.
+            let cpus = || {
+                let topology = &ctx.machine().topology;
+                let cpus = topology.cpus_of_node(node);
+                if cpus.is_empty() {
+                    (0..topology.nr_cpus()).map(CpuId).collect()
+                } else {
+                    cpus
+                }
+            };
             let task = match self.kswapd[at] {
                 Some(task) => task,
                 None => {
                     // kthreadd's child, asleep until this first wake-up.
                     let task = self.core.tasks.kthread_create(&self.core.k);
-                    self.core.start_sleeping(task, cpus[0]);
+                    self.core.start_sleeping(task, cpus()[0]);
                     self.kswapd[at] = Some(task);
                     set_kernel_thread(
                         &mut self.kernel_threads,
@@ -954,7 +966,10 @@ impl<'p, P: Program> Sched<'p, P> {
                 unreachable!("{task:?} is node {node}'s kswapd");
             };
             kswapd.wanted(order);
-            if kswapd.wakeable() {
+            // Awake already (the usual case under pressure), or stalled:
+            // the request is noted, nothing to place.
+            if kswapd.wakeable() && self.core.is_sleeping(task) {
+                let cpus = cpus();
                 self.core.wake_on_any(ctx, task, &cpus);
             }
         }
@@ -963,6 +978,11 @@ impl<'p, P: Program> Sched<'p, P> {
     /// `kthread_stop` of the kernel's threads once the workload's tasks
     /// are all gone: the run ends when the workload does.
     fn stop_kernel_threads(&mut self) {
+        // Every step asks: the node count bounds the kernel's threads, so
+        // most steps answer without counting them.
+        if self.core.nr_tasks > self.kswapd.len() {
+            return;
+        }
         let nr_kernel = self.kswapd.iter().flatten().count();
         if nr_kernel == 0 || self.core.nr_tasks > nr_kernel {
             return;

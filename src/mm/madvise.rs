@@ -161,7 +161,7 @@ impl Kernel {
     /// `get_page`, `lock_page`, `split_huge_page`, `unlock_page`,
     /// `put_page` on a THP this walk found: whether it was split.
     fn split_for_madvise(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
-        *self.pa.page_mut(head).refcount_mut() += 1;
+        self.get_page(head);
         let split = self.split_huge_page(ctx, head).is_ok();
         self.put_page(ctx, head);
         split

@@ -134,7 +134,7 @@ impl Kernel {
     }
 
     /// `get_page` on a page's head.
-    fn get_page(&mut self, head: Pfn) {
+    pub(super) fn get_page(&mut self, head: Pfn) {
         let page = self.pa.page_mut(head);
         assert!(page.refcount() > 0, "{head}: get_page on a free page");
         *page.refcount_mut() += 1;

@@ -1,0 +1,194 @@
+//! A map from page frame numbers to values that most frames lack, for the
+//! host's memory rather than the kernel's: frames are grouped 64 to a
+//! chunk, and a chunk keeps only the values it has, packed in frame order
+//! behind a bitmap of which frames have one.
+//!
+//! Why not a `BTreeMap` by frame: a tree entry per frame costs its key, its
+//! value and about half a node's slack, about 90 host bytes for a 40-byte
+//! value when frames arrive in order (a node splits and the left half stays
+//! behind). Written memory is mostly runs of neighbouring frames (a THP is
+//! 512 of them), so a chunk of 64 is usually full, and a value costs little
+//! more than itself. A lone frame costs its value and a chunk's ~100 bytes.
+//! Chunks are ordered by number, so iteration is in frame order and nothing
+//! depends on hash order.
+
+use std::collections::BTreeMap;
+
+/// Frames per chunk: one bit each in a `u64`.
+const CHUNK_FRAMES: u64 = 64;
+
+/// The values of one chunk's frames, in frame order; `present` has bit `i`
+/// set when frame `i` of the chunk has a value, and that value is at the
+/// index of the set bits below `i`.
+#[derive(Clone, Debug)]
+struct Chunk<V> {
+    present: u64,
+    values: Vec<V>,
+}
+
+impl<V> Chunk<V> {
+    /// Where frame `bit`'s value is or would go.
+    fn rank(&self, bit: u64) -> usize {
+        (self.present & ((1u64 << bit) - 1)).count_ones() as usize
+    }
+
+    fn has(&self, bit: u64) -> bool {
+        self.present & (1 << bit) != 0
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct FrameMap<V> {
+    chunks: BTreeMap<u64, Chunk<V>>,
+    len: usize,
+}
+
+impl<V> Default for FrameMap<V> {
+    fn default() -> Self {
+        FrameMap {
+            chunks: BTreeMap::new(),
+            len: 0,
+        }
+    }
+}
+
+fn split(pfn: u64) -> (u64, u64) {
+    (pfn / CHUNK_FRAMES, pfn % CHUNK_FRAMES)
+}
+
+impl<V> FrameMap<V> {
+    /// Frames with a value.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn get(&self, pfn: u64) -> Option<&V> {
+        let (chunk, bit) = split(pfn);
+        let c = self.chunks.get(&chunk)?;
+        c.has(bit).then(|| &c.values[c.rank(bit)])
+    }
+
+    pub fn get_mut(&mut self, pfn: u64) -> Option<&mut V> {
+        let (chunk, bit) = split(pfn);
+        let c = self.chunks.get_mut(&chunk)?;
+        if !c.has(bit) {
+            return None;
+        }
+        let at = c.rank(bit);
+        Some(&mut c.values[at])
+    }
+
+    /// Sets frame `pfn`'s value, returning the one it replaces.
+    pub fn insert(&mut self, pfn: u64, value: V) -> Option<V> {
+        let (chunk, bit) = split(pfn);
+        let c = self.chunks.entry(chunk).or_insert_with(|| Chunk {
+            present: 0,
+            // A lone frame takes no more than its own value; runs of
+            // neighbours grow the vector by doubling to the 64 a chunk holds.
+            values: Vec::with_capacity(1),
+        });
+        let at = c.rank(bit);
+        if c.has(bit) {
+            return Some(std::mem::replace(&mut c.values[at], value));
+        }
+        c.present |= 1 << bit;
+        c.values.insert(at, value);
+        self.len += 1;
+        None
+    }
+
+    /// Frame `pfn`'s value, inserting `make()` first if it has none.
+    pub fn get_or_insert_with(&mut self, pfn: u64, make: impl FnOnce() -> V) -> &mut V {
+        if self.get(pfn).is_none() {
+            self.insert(pfn, make());
+        }
+        self.get_mut(pfn).expect("just inserted")
+    }
+
+    /// Takes frame `pfn`'s value out, dropping its chunk when it was the last.
+    pub fn remove(&mut self, pfn: u64) -> Option<V> {
+        let (chunk, bit) = split(pfn);
+        let c = self.chunks.get_mut(&chunk)?;
+        if !c.has(bit) {
+            return None;
+        }
+        let at = c.rank(bit);
+        c.present &= !(1 << bit);
+        let value = c.values.remove(at);
+        if c.present == 0 {
+            self.chunks.remove(&chunk);
+        }
+        self.len -= 1;
+        Some(value)
+    }
+
+    /// Every value, in frame order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.chunks.values().flat_map(|c| c.values.iter())
+    }
+
+    /// Host bytes the map itself holds beyond its values' own heap data:
+    /// each chunk's header and vector capacity, and a tree entry a chunk.
+    pub fn host_bytes(&self) -> usize {
+        let per_chunk = std::mem::size_of::<(u64, Chunk<V>)>() + 16;
+        self.chunks
+            .values()
+            .map(|c| per_chunk + c.values.capacity() * std::mem::size_of::<V>())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small xorshift: the frames and operations are the test's, and it
+    /// needs no crate.
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn agrees_with_an_ordered_map_under_random_operations() {
+        let mut map = FrameMap::default();
+        let mut model = BTreeMap::new();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..20_000u64 {
+            // Frames from a few chunks, so chunks fill, empty and come back.
+            let pfn = next(&mut state) % 300 + (next(&mut state) % 3) * 1_000_000;
+            match next(&mut state) % 4 {
+                0 | 1 => assert_eq!(map.insert(pfn, step), model.insert(pfn, step)),
+                2 => assert_eq!(map.remove(pfn), model.remove(&pfn)),
+                _ => {
+                    *map.get_or_insert_with(pfn, || 7) += 1;
+                    *model.entry(pfn).or_insert(7) += 1;
+                }
+            }
+            assert_eq!(map.get(pfn), model.get(&pfn));
+            assert_eq!(map.len(), model.len());
+        }
+        assert!(map.values().eq(model.values()), "values in frame order");
+        for pfn in model.keys().copied().collect::<Vec<_>>() {
+            assert_eq!(map.remove(pfn), model.remove(&pfn));
+        }
+        assert_eq!(map.len(), 0);
+        assert!(map.chunks.is_empty(), "an empty chunk is dropped");
+    }
+
+    #[test]
+    fn a_run_of_frames_costs_about_its_values() {
+        let mut map = FrameMap::default();
+        for pfn in 0..512 * 64 {
+            map.insert(pfn, [0u64; 5]);
+        }
+        let value = std::mem::size_of::<[u64; 5]>();
+        let per_frame = map.host_bytes() as f64 / map.len() as f64;
+        assert!(
+            per_frame < value as f64 * 1.1,
+            "{per_frame} host bytes a frame for {value}-byte values"
+        );
+    }
+}

@@ -23,8 +23,17 @@ fn import_of_a_recorded_run_round_trips() {
     let strace_text = trace::read_text(&data("pipeline.strace.gz")).unwrap();
     let perf_text = trace::read_text(&data("pipeline.perf.gz")).unwrap();
     let s = strace::parse("pipeline.strace", &strace_text).unwrap();
-    let p = perf::parse("pipeline.perf", &perf_text).unwrap();
-    let (events, summary) = import::import(&s, Some(&p)).unwrap();
+    let p = perf::parse("pipeline.perf", &perf_text, None).unwrap();
+    let (events, summary) = import::import(&s, Some(&p), import::Options::default()).unwrap();
+    // Every perf fault is accounted for: imported, or the tracer's.
+    assert_eq!(
+        summary.faults + summary.faults_of_untraced_tasks + summary.faults_before_start,
+        p.faults(),
+        "{summary}"
+    );
+    assert_eq!(summary.faults_of_untraced_tasks, 19, "{summary}");
+    assert_eq!(summary.faults_before_start, 271, "{summary}");
+    assert!(summary.lost().is_empty(), "{summary}");
     assert!(summary.faults > 500, "{summary}");
     assert!(summary.exec_mappings > 10, "{summary}");
     let text = trace::serialize(&events);

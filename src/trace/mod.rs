@@ -33,6 +33,9 @@ const IMPORT_SECONDS_MAX: u64 = 1 << 34;
 /// Tasks alive at once; a trace with more is rejected rather than
 /// replayed with unbounded host memory.
 pub const TASKS_LIVE_MAX: usize = 4096;
+/// Distinct tasks an import keeps track of (each task's last time): far
+/// more than any recording, and a bound on the importer's memory.
+pub const TASKS_SEEN_MAX: usize = 1 << 20;
 /// Events in one trace.
 pub const EVENTS_MAX: usize = 16 << 20;
 /// The longest line the parser accepts.
@@ -424,6 +427,15 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
         file: file.to_string(),
         error,
     };
+    if let Some(name) = other_compression(&bytes) {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{name}-compressed: decompress it first ('{name} -d {}'), or compress it with gzip",
+                crate::util::escape(file)
+            ),
+        )));
+    }
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..])
@@ -434,6 +446,37 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
         String::from_utf8(bytes)
             .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
     }
+}
+
+/// A compression other than gzip, by its magic bytes; its name is also
+/// the command that undoes it (with `-d`).
+fn other_compression(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        Some("xz")
+    } else if bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Some("zstd")
+    } else if bytes.starts_with(b"BZh") && bytes.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
+        Some("bzip2")
+    } else if bytes.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
+        Some("lz4")
+    } else {
+        None
+    }
+}
+
+/// Does this line look like `perf trace` output (`  0.000 ( 0.004 ms):
+/// cmd/pid call(args) = ret`)? Its first number is a time relative to the
+/// start and the second a duration, which strace's and perf script's
+/// readers would misread.
+pub fn looks_like_perf_trace(line: &str) -> bool {
+    let mut fields = line.split_whitespace();
+    let first = fields.next().unwrap_or("");
+    let is_time = first.split_once('.').is_some_and(|(s, f)| {
+        !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && f.bytes().all(|b| b.is_ascii_digit())
+    });
+    is_time && fields.next().is_some_and(|f| f.starts_with('(')) && line.contains(" ms): ")
 }
 
 /// Reads and parses a trace file (plain or gzipped); one with no events is

@@ -391,6 +391,12 @@ pub enum LoadError {
     NoEvents {
         file: String,
     },
+    /// The file is a recording to import, not a trace.
+    NotImported {
+        file: String,
+        kind: &'static str,
+        flag: &'static str,
+    },
 }
 
 impl fmt::Display for LoadError {
@@ -403,6 +409,22 @@ impl fmt::Display for LoadError {
                 "{}: no events (the trace is empty or holds only comments)",
                 crate::util::escape(file)
             ),
+            LoadError::NotImported {
+                file,
+                kind: "perf trace",
+                ..
+            } => write!(
+                f,
+                "{}: this is perf trace output, which mmsim does not import yet: record with strace under perf (docs/trace-format.md)",
+                crate::util::escape(file)
+            ),
+            LoadError::NotImported { file, kind, flag } => {
+                let file = crate::util::escape(file);
+                write!(
+                    f,
+                    "{file}: this is {kind} output, not an mmsim trace: import it first ('mmsim trace import {flag} {file} -o OUT.trace', docs/trace-format.md)"
+                )
+            }
         }
     }
 }
@@ -464,6 +486,22 @@ fn other_compression(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// The recording a line of a file that is not a trace comes from, and the
+/// import flag that reads it.
+fn recording_kind(line: &str) -> Option<(&'static str, &'static str)> {
+    if looks_like_perf_trace(line) {
+        return Some(("perf trace", ""));
+    }
+    if line.contains("PERF_RECORD_") || line.contains("faults:") {
+        return Some(("perf script", "--strace STRACE --perf"));
+    }
+    let call = line.contains("(") && (line.contains(") = ") || line.contains("<unfinished"));
+    if call || line.contains("+++ exited") || line.contains("--- SIG") {
+        return Some(("strace", "--strace"));
+    }
+    None
+}
+
 /// Does this line look like `perf trace` output (`  0.000 ( 0.004 ms):
 /// cmd/pid call(args) = ret`)? Its first number is a time relative to the
 /// start and the second a duration, which strace's and perf script's
@@ -484,7 +522,18 @@ pub fn looks_like_perf_trace(line: &str) -> bool {
 pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
     let text = read_text(path)?;
     let file = path.display().to_string();
-    let events = parse(&file, &text).map_err(LoadError::Parse)?;
+    let events = match parse(&file, &text) {
+        Ok(events) => events,
+        Err(e) => {
+            let first = text
+                .lines()
+                .find(|l| !l.split('#').next().unwrap_or("").trim().is_empty());
+            return Err(match first.and_then(recording_kind) {
+                Some((kind, flag)) => LoadError::NotImported { file, kind, flag },
+                None => LoadError::Parse(e),
+            });
+        }
+    };
     if events.is_empty() {
         return Err(LoadError::NoEvents { file });
     }

@@ -226,7 +226,7 @@ pub fn parse(file: &str, text: &str, fields: Option<Fields>) -> Result<Perf, Per
         }
         if index == 0 && super::looks_like_perf_trace(line) {
             return Err(error(
-                "this looks like 'perf trace' output, not 'perf script': give it as --perf-trace"
+                "this looks like 'perf trace' output, not 'perf script': perf trace is not imported yet (docs/trace-format.md)"
                     .into(),
             ));
         }

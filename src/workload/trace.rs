@@ -420,7 +420,7 @@ impl TraceReplay {
         let span_ns = self.events.last().map_or(0, |e| e.time_ns);
         let failed: Vec<String> = c.failed.iter().map(|(op, n)| format!("{op} {n}")).collect();
         let find_vma = FindVmaStats::of(&done.ctx.stats);
-        let lines = vec![
+        let mut lines = vec![
             format!(
                 "{}: {} events replayed ({} tasks, {} processes), recorded over {:.3} ms",
                 crate::util::escape(&self.file),
@@ -448,6 +448,18 @@ impl TraceReplay {
                 find_vma.cycles
             ),
         ];
+        if c.accesses == 0 {
+            lines.push(
+                "warning: the trace has no faults or accesses: the VMA cache's figures are over the system calls' lookups alone (import with --perf)"
+                    .to_string(),
+            );
+        }
+        if c.segv > 0 {
+            lines.push(format!(
+                "warning: {} faults or accesses fell outside every VMA or against its protection (SIGSEGV): the trace lacks a mapping the recorded program had",
+                c.segv
+            ));
+        }
         let elapsed = last_clock(&done.ctx);
         let elapsed_us = machine.topology.cycles_to_ns(elapsed) / 1000.0;
         Report {

@@ -31,8 +31,10 @@ fn import_of_a_recorded_run_round_trips() {
         p.faults(),
         "{summary}"
     );
-    assert_eq!(summary.faults_of_untraced_tasks, 19, "{summary}");
-    assert_eq!(summary.faults_before_start, 271, "{summary}");
+    // strace (4914) and its helpers' faults; the first task's before it
+    // executes the program.
+    assert_eq!(summary.faults_of_untraced_tasks, 281, "{summary}");
+    assert_eq!(summary.faults_before_start, 9, "{summary}");
     assert!(summary.lost().is_empty(), "{summary}");
     assert!(summary.faults > 500, "{summary}");
     assert!(summary.exec_mappings > 10, "{summary}");
@@ -228,4 +230,83 @@ fn the_usage_names_every_recorded_trace() {
     for r in mmsim::trace::recorded::RECORDED {
         assert!(mmsim::workload::trace::USAGE.contains(r.name), "{}", r.name);
     }
+}
+
+/// `--thp-enabled` at import goes into the header, and a replay uses it
+/// unless told otherwise. A raw strace given to `run trace` says to import
+/// it; a file of another run is one error, exit 2.
+#[test]
+fn cli_thp_mode_of_the_recording_and_errors() {
+    let dir = std::env::temp_dir().join(format!("mmsim-trace-thp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("pipeline.trace");
+    let mmsim = env!("CARGO_BIN_EXE_mmsim");
+    let import = Command::new(mmsim)
+        .args(["trace", "import", "--strace"])
+        .arg(data("pipeline.strace.gz"))
+        .arg("--perf")
+        .arg(data("pipeline.perf.gz"))
+        .args(["--thp-enabled", "madvise", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{import:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().nth(1), Some("# thp-enabled: madvise"));
+    let (events, meta) = trace::load_with_meta(&out).unwrap();
+    assert_eq!(meta.thp_enabled, Some("madvise"));
+    assert_eq!(events, trace::load(&data("pipeline.trace.gz")).unwrap());
+    let kernel_line = |extra: &[&str]| {
+        let run = Command::new(mmsim)
+            .args(["run", "trace"])
+            .arg(&out)
+            .args(extra)
+            .args(["--top", "1"])
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{run:?}");
+        let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+        stdout
+            .lines()
+            .find(|l| l.starts_with("# kernel:"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(kernel_line(&[]).contains(" thp=madvise "));
+    assert!(kernel_line(&["--thp-enabled", "never"]).contains(" thp=never "));
+
+    let raw = Command::new(mmsim)
+        .args(["run", "trace"])
+        .arg(data("pipeline.strace.gz"))
+        .output()
+        .unwrap();
+    assert_eq!(raw.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("this is strace output, not an mmsim trace: import it first"),
+        "{stderr}"
+    );
+
+    // The perf file of another run: other pids.
+    let perf_text = trace::read_text(&data("pipeline.perf.gz")).unwrap();
+    let other = dir.join("other.perf");
+    std::fs::write(
+        &other,
+        perf_text.replace(" 49", " 59").replace("/49", "/59"),
+    )
+    .unwrap();
+    let import = Command::new(mmsim)
+        .args(["trace", "import", "--strace"])
+        .arg(data("pipeline.strace.gz"))
+        .arg("--perf")
+        .arg(&other)
+        .arg("-o")
+        .arg(dir.join("x.trace"))
+        .output()
+        .unwrap();
+    assert_eq!(import.status.code(), Some(2), "{import:?}");
+    let stderr = String::from_utf8_lossy(&import.stderr);
+    assert!(stderr.contains("are not of one run"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -29,6 +29,7 @@ struct ImportArgs {
     perf_fields: Option<String>,
     out: Option<String>,
     allow_drops: bool,
+    thp_enabled: Option<String>,
 }
 
 fn parse_import_args(args: &[String]) -> Result<Option<ImportArgs>, CliError> {
@@ -46,6 +47,7 @@ fn parse_import_args(args: &[String]) -> Result<Option<ImportArgs>, CliError> {
             "--perf" => parsed.perf = Some(value(arg)?),
             "--perf-fields" => parsed.perf_fields = Some(value(arg)?),
             "--allow-drops" => parsed.allow_drops = true,
+            "--thp-enabled" => parsed.thp_enabled = Some(value(arg)?),
             "-o" | "--output" => parsed.out = Some(value(arg)?),
             other => {
                 return Err(CliError::new(format!(
@@ -70,6 +72,17 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
         .ok_or_else(|| CliError::new("trace import: -o OUT is required"))?;
     let read = |file: &str| {
         trace::read_text(Path::new(file)).map_err(|e| CliError::new(format!("trace import: {e}")))
+    };
+    let meta = trace::Meta {
+        thp_enabled: match &args.thp_enabled {
+            Some(name) => Some(trace::Meta::thp_enabled_of(name).ok_or_else(|| {
+                CliError::new(format!(
+                    "trace import: invalid --thp-enabled '{}' (always, madvise or never: /sys/kernel/mm/transparent_hugepage/enabled where the program ran)",
+                    crate::util::escape(name)
+                ))
+            })?),
+            None => None,
+        },
     };
     let strace = strace::parse(&strace_file, &read(&strace_file)?)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
@@ -96,7 +109,7 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     };
     let (events, summary) = import::import(&strace, perf.as_ref(), options)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
-    let text = trace::serialize(&events);
+    let text = trace::serialize_with(&events, meta);
     write_output(&out, &text)?;
     let mut report = format!("{out}: {summary}\n");
     for lost in summary.lost() {
@@ -104,6 +117,9 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     }
     for warning in summary.warnings() {
         report.push_str(&format!("warning: {warning}\n"));
+    }
+    if meta.thp_enabled.is_none() {
+        report.push_str("note: no --thp-enabled: a replay uses its own THP mode (the recording kernel's is in /sys/kernel/mm/transparent_hugepage/enabled)\n");
     }
     Ok(report)
 }

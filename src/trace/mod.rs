@@ -243,11 +243,60 @@ impl fmt::Display for Event {
 /// The first line of a trace mmsim writes.
 pub const HEADER: &str = "# mmsim trace v1: TIME_NS PID TID OP ARGS (docs/trace-format.md)";
 
+/// What a trace's header says of the recording, beyond its events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` of the recording
+    /// kernel: `always`, `madvise` or `never`. A replay uses it unless told
+    /// otherwise. Written `# thp-enabled: madvise`.
+    pub thp_enabled: Option<&'static str>,
+}
+
+/// The values `# thp-enabled:` may take.
+pub const THP_ENABLED_NAMES: &[&str] = &["always", "madvise", "never"];
+
+const THP_ENABLED_KEY: &str = "# thp-enabled:";
+
+impl Meta {
+    /// `name` if it is a THP mode.
+    pub fn thp_enabled_of(name: &str) -> Option<&'static str> {
+        THP_ENABLED_NAMES.iter().copied().find(|&n| n == name)
+    }
+
+    /// Reads the header: the comment lines before the first event.
+    pub fn parse(file: &str, text: &str) -> Result<Meta, ParseError> {
+        let mut meta = Meta::default();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if !(line.is_empty() || line.starts_with('#')) {
+                break;
+            }
+            if let Some(value) = line.strip_prefix(THP_ENABLED_KEY) {
+                let value = value.trim();
+                meta.thp_enabled = Some(Self::thp_enabled_of(value).ok_or_else(|| ParseError {
+                    file: file.to_string(),
+                    line: index + 1,
+                    problem: Problem::BadThpEnabled(value.to_string()),
+                })?);
+            }
+        }
+        Ok(meta)
+    }
+}
+
 /// A whole trace as text, header first.
 pub fn serialize(events: &[Event]) -> String {
+    serialize_with(events, Meta::default())
+}
+
+/// A whole trace as text, with what `meta` knows in the header.
+pub fn serialize_with(events: &[Event], meta: Meta) -> String {
     let mut out = String::with_capacity(events.len() * 40 + HEADER.len() + 1);
     out.push_str(HEADER);
     out.push('\n');
+    if let Some(thp) = meta.thp_enabled {
+        out.push_str(&format!("{THP_ENABLED_KEY} {thp}\n"));
+    }
     for event in events {
         use std::fmt::Write;
         writeln!(out, "{event}").expect("writing to a String");
@@ -303,6 +352,8 @@ pub enum Problem {
     TooManyTasks,
     /// A pid or tid of 0 (the idle task's, never a user task's).
     ZeroId(&'static str),
+    /// `# thp-enabled:` with a value that is not a mode.
+    BadThpEnabled(String),
 }
 
 impl fmt::Display for Problem {
@@ -352,6 +403,9 @@ impl fmt::Display for Problem {
                 "the first event's task must be a process leader (pid {pid} == tid), got tid {tid}"
             ),
             Problem::TooManyTasks => write!(f, "more than {TASKS_LIVE_MAX} tasks alive at once"),
+            Problem::BadThpEnabled(t) => {
+                write!(f, "thp-enabled '{t}' is not always, madvise or never")
+            }
         }
     }
 }
@@ -520,8 +574,14 @@ pub fn looks_like_perf_trace(line: &str) -> bool {
 /// Reads and parses a trace file (plain or gzipped); one with no events is
 /// an error, as there would be nothing to replay.
 pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
+    load_with_meta(path).map(|(events, _)| events)
+}
+
+/// [`load`], and what the header says.
+pub fn load_with_meta(path: &Path) -> Result<(Vec<Event>, Meta), LoadError> {
     let text = read_text(path)?;
     let file = path.display().to_string();
+    let meta = Meta::parse(&file, &text).map_err(LoadError::Parse)?;
     let events = match parse(&file, &text) {
         Ok(events) => events,
         Err(e) => {
@@ -537,7 +597,7 @@ pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
     if events.is_empty() {
         return Err(LoadError::NoEvents { file });
     }
-    Ok(events)
+    Ok((events, meta))
 }
 
 /// Parses a whole trace; `file` names it in errors. Besides each line's

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{Benchmark, FindVmaStats, Metric, Progress, Report, RunError, UsageError, last_clock};
-use crate::features::Features;
+use crate::features::{Features, ThpEnabled};
 use crate::kernel::{self, Next, Program, Spawner, Sys};
 use crate::machine::Machine;
 use crate::mm::current::TaskId;
@@ -28,6 +28,8 @@ pub const USAGE: &str = "  FILE                 the trace, plain or gzipped
 pub struct TraceReplay {
     pub file: String,
     pub events: Arc<Vec<Event>>,
+    /// The header's `# thp-enabled:`, if it has one.
+    pub thp: Option<ThpEnabled>,
 }
 
 pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
@@ -51,18 +53,23 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
             extra => return Err(a.error(format!("one FILE only, but also got '{extra}'"))),
         }
     }
-    let (file, events) = match (file, recorded) {
+    let (file, events, meta) = match (file, recorded) {
         (Some(file), None) => {
-            let events = trace::load(Path::new(&file)).map_err(|e| a.error(e))?;
-            (file, events)
+            let (events, meta) = trace::load_with_meta(Path::new(&file)).map_err(|e| a.error(e))?;
+            (file, events, meta)
         }
-        (None, Some(r)) => (r.file(), r.events().map_err(|e| a.error(e))?),
+        (None, Some(r)) => (
+            r.file(),
+            r.events().map_err(|e| a.error(e))?,
+            trace::Meta::default(),
+        ),
         (Some(_), Some(_)) => return Err(a.error("FILE and --recorded contradict each other")),
         (None, None) => return Err(a.error("missing FILE (or --recorded NAME)")),
     };
     Ok(Box::new(TraceReplay {
         file,
         events: Arc::new(events),
+        thp: meta.thp_enabled.and_then(ThpEnabled::from_name),
     }))
 }
 
@@ -410,6 +417,10 @@ impl Benchmark for TraceReplay {
         };
         let done = replay(&self.events, machine, features, seed, end_check, progress)?;
         Ok(self.output(machine, features, &done))
+    }
+
+    fn recorded_thp(&self) -> Option<ThpEnabled> {
+        self.thp
     }
 }
 

@@ -485,7 +485,8 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
-/// Reads a file as text, gunzipping it if it starts with gzip's magic.
+/// Reads a file as text, decompressing it if it starts with the magic
+/// bytes of gzip, xz or zstd.
 pub fn read_text(path: &Path) -> Result<String, LoadError> {
     let file = path.display().to_string();
     let io = |error| LoadError::Io {
@@ -496,8 +497,8 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
     text_of_bytes(&file, bytes)
 }
 
-/// `bytes` as text, gunzipped if they start with gzip's magic; `file` names
-/// them in errors.
+/// `bytes` as text, decompressed if they start with the magic bytes of
+/// gzip, xz or zstd; `file` names them in errors.
 pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
     let io = |error| LoadError::Io {
         file: file.to_string(),
@@ -512,26 +513,37 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
             ),
         )));
     }
+    let invalid = |what: String| io(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..])
             .read_to_string(&mut text)
             .map_err(io)?;
         Ok(text)
+    } else if bytes.starts_with(XZ_MAGIC) {
+        let mut out = Vec::new();
+        lzma_rs::xz_decompress(&mut &bytes[..], &mut out)
+            .map_err(|e| invalid(format!("xz: {e:?}")))?;
+        String::from_utf8(out).map_err(|e| invalid(format!("xz: {e}")))
+    } else if bytes.starts_with(ZSTD_MAGIC) {
+        let mut out = Vec::new();
+        let mut decoder = ruzstd::decoding::StreamingDecoder::new(&bytes[..])
+            .map_err(|e| invalid(format!("zstd: {e}")))?;
+        decoder.read_to_end(&mut out).map_err(io)?;
+        String::from_utf8(out).map_err(|e| invalid(format!("zstd: {e}")))
     } else {
         String::from_utf8(bytes)
             .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
     }
 }
 
-/// A compression other than gzip, by its magic bytes; its name is also
-/// the command that undoes it (with `-d`).
+const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0];
+const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+
+/// A compression mmsim does not undo (gzip, xz and zstd it does), by its
+/// magic bytes; its name is also the command that undoes it (with `-d`).
 fn other_compression(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
-        Some("xz")
-    } else if bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Some("zstd")
-    } else if bytes.starts_with(b"BZh") && bytes.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
+    if bytes.starts_with(b"BZh") && bytes.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
         Some("bzip2")
     } else if bytes.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
         Some("lz4")

@@ -485,18 +485,33 @@ mod import_tests {
         assert!(e.contains("'perf trace' output"), "{e}");
     }
 
+    /// xz and zstd inputs are read (the files are `printf 'hello\n' | xz`
+    /// and `| zstd`); others are named with the command that undoes them.
     #[test]
-    fn other_compressions_are_named() {
+    fn xz_and_zstd_inputs_are_read_and_other_compressions_named() {
+        let xz = [
+            0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0x00, 0x04, 0xe6, 0xd6, 0xb4, 0x46, 0x02, 0x00,
+            0x21, 0x01, 0x16, 0x00, 0x00, 0x00, 0x74, 0x2f, 0xe5, 0xa3, 0x01, 0x00, 0x05, 0x68,
+            0x65, 0x6c, 0x6c, 0x6f, 0x0a, 0x00, 0x00, 0x00, 0xa5, 0x60, 0x97, 0xf1, 0x94, 0xf6,
+            0xfd, 0xe0, 0x00, 0x01, 0x1e, 0x06, 0xc1, 0x2f, 0xa4, 0x1d, 0x1f, 0xb6, 0xf3, 0x7d,
+            0x01, 0x00, 0x00, 0x00, 0x00, 0x04, 0x59, 0x5a,
+        ];
+        assert_eq!(text_of_bytes("t.xz", xz.to_vec()).unwrap(), "hello\n");
+        let zstd = [
+            0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x58, 0x31, 0x00, 0x00, 0x68, 0x65, 0x6c, 0x6c, 0x6f,
+            0x0a, 0x53, 0x88, 0xbd, 0x91,
+        ];
+        assert_eq!(text_of_bytes("t.zst", zstd.to_vec()).unwrap(), "hello\n");
         let e = text_of_bytes("t.xz", b"\xfd7zXZ\x00\x00rest".to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.xz: xz: "), "{e}");
+        let e = text_of_bytes("t.bz2", b"BZh91AY&SY".to_vec())
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
-            "t.xz: xz-compressed: decompress it first ('xz -d t.xz'), or compress it with gzip"
+            "t.bz2: bzip2-compressed: decompress it first ('bzip2 -d t.bz2'), or compress it with gzip"
         );
-        let e = text_of_bytes("t.zst", vec![0x28, 0xb5, 0x2f, 0xfd, 0])
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("t.zst: zstd-compressed"), "{e}");
     }
 }

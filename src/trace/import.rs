@@ -315,20 +315,20 @@ fn one_run(strace: &Strace, items: &[(u64, Item)]) -> Result<(), ImportError> {
     };
     let calls = range(&mut strace.records.iter().map(|r| r.time_ns));
     let samples = range(&mut faults.iter().map(|(t, _)| *t));
-    if let (Some((c0, c1)), Some((s0, s1))) = (calls, samples) {
-        if s1 < c0 || c1 < s0 {
-            return Err(ImportError::NotOneRun(format!(
-                "perf's faults ({}.{:09} s to {}.{:09} s) do not overlap strace's calls ({}.{:09} s to {}.{:09} s)",
-                s0 / 1_000_000_000,
-                s0 % 1_000_000_000,
-                s1 / 1_000_000_000,
-                s1 % 1_000_000_000,
-                c0 / 1_000_000_000,
-                c0 % 1_000_000_000,
-                c1 / 1_000_000_000,
-                c1 % 1_000_000_000,
-            )));
-        }
+    if let (Some((c0, c1)), Some((s0, s1))) = (calls, samples)
+        && (s1 < c0 || c1 < s0)
+    {
+        return Err(ImportError::NotOneRun(format!(
+            "perf's faults ({}.{:09} s to {}.{:09} s) do not overlap strace's calls ({}.{:09} s to {}.{:09} s)",
+            s0 / 1_000_000_000,
+            s0 % 1_000_000_000,
+            s1 / 1_000_000_000,
+            s1 % 1_000_000_000,
+            c0 / 1_000_000_000,
+            c0 % 1_000_000_000,
+            c1 / 1_000_000_000,
+            c1 % 1_000_000_000,
+        )));
     }
     Ok(())
 }

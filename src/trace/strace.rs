@@ -159,12 +159,12 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
             }
             time_ns += day_ns;
         }
-        if let Some(&(previous_ns, previous_line)) = last_ns.get(&tid) {
-            if time_ns < previous_ns {
-                return Err(error(format!(
-                    "time goes back for task {tid} (its line {previous_line} is later)"
-                )));
-            }
+        if let Some(&(previous_ns, previous_line)) = last_ns.get(&tid)
+            && time_ns < previous_ns
+        {
+            return Err(error(format!(
+                "time goes back for task {tid} (its line {previous_line} is later)"
+            )));
         }
         if !last_ns.contains_key(&tid) && last_ns.len() >= super::TASKS_SEEN_MAX {
             return Err(error("too many tasks".into()));

@@ -310,3 +310,49 @@ fn cli_thp_mode_of_the_recording_and_errors() {
     assert!(stderr.contains("are not of one run"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A replay streamed from the file (what `mmsim run trace` does) is the
+/// replay of the whole parsed trace: the same counts and the same cycles.
+#[test]
+fn a_streamed_replay_is_the_replay_of_the_parsed_trace() {
+    use mmsim::trace::stream::Stream;
+    use mmsim::workload::trace::replay_from;
+    let machine = builtin("x86-2s-server").unwrap();
+    let path = data("pipeline.trace.gz");
+    let events = trace::load(&path).unwrap();
+    let whole = replay(
+        &events,
+        &machine,
+        Features::all(),
+        1,
+        EndCheck::Check,
+        &mut |_| {},
+    )
+    .unwrap();
+    let survey = Stream::open(&path).unwrap().survey().unwrap();
+    assert_eq!(survey.events, events.len() as u64);
+    assert_eq!(survey.span_ns, events.last().unwrap().time_ns);
+    let mut stream = Stream::open(&path).unwrap();
+    let mut source = || stream.next_event().map_err(|e| e.to_string());
+    let streamed = replay_from(
+        &mut source,
+        survey.events,
+        &machine,
+        Features::all(),
+        1,
+        EndCheck::Check,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(streamed.counts, whole.counts);
+    for event in [
+        mmsim::sim::Event::VmacacheFindCalls,
+        mmsim::sim::Event::VmacacheFindHits,
+        mmsim::sim::Event::Pgfault,
+    ] {
+        assert_eq!(
+            streamed.ctx.stats.event(event),
+            whole.ctx.stats.event(event)
+        );
+    }
+}

@@ -12,6 +12,7 @@ pub mod import;
 pub mod perf;
 pub mod recorded;
 pub mod strace;
+pub mod stream;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -255,7 +256,7 @@ pub struct Meta {
 /// The values `# thp-enabled:` may take.
 pub const THP_ENABLED_NAMES: &[&str] = &["always", "madvise", "never"];
 
-const THP_ENABLED_KEY: &str = "# thp-enabled:";
+pub(crate) const THP_ENABLED_KEY: &str = "# thp-enabled:";
 
 impl Meta {
     /// `name` if it is a THP mode.
@@ -537,12 +538,12 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
     }
 }
 
-const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0];
-const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+pub(crate) const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0];
+pub(crate) const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 
 /// A compression mmsim does not undo (gzip, xz and zstd it does), by its
 /// magic bytes; its name is also the command that undoes it (with `-d`).
-fn other_compression(bytes: &[u8]) -> Option<&'static str> {
+pub(crate) fn other_compression(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"BZh") && bytes.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
         Some("bzip2")
     } else if bytes.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
@@ -554,7 +555,7 @@ fn other_compression(bytes: &[u8]) -> Option<&'static str> {
 
 /// The recording a line of a file that is not a trace comes from, and the
 /// import flag that reads it.
-fn recording_kind(line: &str) -> Option<(&'static str, &'static str)> {
+pub(crate) fn recording_kind(line: &str) -> Option<(&'static str, &'static str)> {
     if looks_like_perf_trace(line) {
         return Some(("perf trace", ""));
     }
@@ -619,33 +620,57 @@ pub fn load_with_meta(path: &Path) -> Result<(Vec<Event>, Meta), LoadError> {
 /// `exec` by another thread).
 pub fn parse(file: &str, text: &str) -> Result<Vec<Event>, ParseError> {
     let mut events = Vec::new();
-    let mut tasks = Tasks::default();
-    let mut previous_ns = 0;
+    let mut checker = Checker::default();
     for (index, line) in text.lines().enumerate() {
         let error = |problem| ParseError {
             file: file.to_string(),
             line: index + 1,
             problem,
         };
-        let content = line.split('#').next().unwrap_or("").trim();
-        if content.is_empty() {
-            continue;
-        }
-        if line.len() > LINE_BYTES_MAX {
-            return Err(error(Problem::LineTooLong));
-        }
-        if events.len() == EVENTS_MAX {
+        if events.len() == EVENTS_MAX && !is_blank(line) {
             return Err(error(Problem::TooManyEvents));
         }
-        let event = parse_line(content).map_err(error)?;
-        if event.time_ns < previous_ns {
-            return Err(error(Problem::TimeGoesBack { previous_ns }));
+        if let Some(event) = checker.line(line).map_err(error)? {
+            events.push(event);
         }
-        previous_ns = event.time_ns;
-        tasks.apply(&event).map_err(error)?;
-        events.push(event);
     }
     Ok(events)
+}
+
+/// A line with no event: blank, or a comment.
+fn is_blank(line: &str) -> bool {
+    line.split('#').next().unwrap_or("").trim().is_empty()
+}
+
+/// What parsing knows between lines: the last time and the live tasks.
+/// [`parse`] and the streaming [`stream::Stream`] both check each line
+/// with it, so a trace read either way is held to the same rules.
+#[derive(Default)]
+pub struct Checker {
+    tasks: Tasks,
+    previous_ns: u64,
+}
+
+impl Checker {
+    /// Reads one line: its event, or None for a blank or comment line.
+    pub fn line(&mut self, line: &str) -> Result<Option<Event>, Problem> {
+        let content = line.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            return Ok(None);
+        }
+        if line.len() > LINE_BYTES_MAX {
+            return Err(Problem::LineTooLong);
+        }
+        let event = parse_line(content)?;
+        if event.time_ns < self.previous_ns {
+            return Err(Problem::TimeGoesBack {
+                previous_ns: self.previous_ns,
+            });
+        }
+        self.previous_ns = event.time_ns;
+        self.tasks.apply(&event)?;
+        Ok(Some(event))
+    }
 }
 
 /// The live tasks while parsing: tid -> pid.

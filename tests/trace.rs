@@ -23,8 +23,19 @@ fn import_of_a_recorded_run_round_trips() {
     let strace_text = trace::read_text(&data("pipeline.strace.gz")).unwrap();
     let perf_text = trace::read_text(&data("pipeline.perf.gz")).unwrap();
     let s = strace::parse("pipeline.strace", &strace_text).unwrap();
-    let p = perf::parse("pipeline.perf", &perf_text).unwrap();
-    let (events, summary) = import::import(&s, Some(&p)).unwrap();
+    let p = perf::parse("pipeline.perf", &perf_text, None).unwrap();
+    let (events, summary) = import::import(&s, Some(&p), import::Options::default()).unwrap();
+    // Every perf fault is accounted for: imported, or the tracer's.
+    assert_eq!(
+        summary.faults + summary.faults_of_untraced_tasks + summary.faults_before_start,
+        p.faults(),
+        "{summary}"
+    );
+    // strace (4914) and its helpers' faults; the first task's before it
+    // executes the program.
+    assert_eq!(summary.faults_of_untraced_tasks, 281, "{summary}");
+    assert_eq!(summary.faults_before_start, 9, "{summary}");
+    assert!(summary.lost().is_empty(), "{summary}");
     assert!(summary.faults > 500, "{summary}");
     assert!(summary.exec_mappings > 10, "{summary}");
     let text = trace::serialize(&events);
@@ -218,5 +229,130 @@ fn cli_recorded_traces_run_from_any_directory() {
 fn the_usage_names_every_recorded_trace() {
     for r in mmsim::trace::recorded::RECORDED {
         assert!(mmsim::workload::trace::USAGE.contains(r.name), "{}", r.name);
+    }
+}
+
+/// `--thp-enabled` at import goes into the header, and a replay uses it
+/// unless told otherwise. A raw strace given to `run trace` says to import
+/// it; a file of another run is one error, exit 2.
+#[test]
+fn cli_thp_mode_of_the_recording_and_errors() {
+    let dir = std::env::temp_dir().join(format!("mmsim-trace-thp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("pipeline.trace");
+    let mmsim = env!("CARGO_BIN_EXE_mmsim");
+    let import = Command::new(mmsim)
+        .args(["trace", "import", "--strace"])
+        .arg(data("pipeline.strace.gz"))
+        .arg("--perf")
+        .arg(data("pipeline.perf.gz"))
+        .args(["--thp-enabled", "madvise", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{import:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().nth(1), Some("# thp-enabled: madvise"));
+    let (events, meta) = trace::load_with_meta(&out).unwrap();
+    assert_eq!(meta.thp_enabled, Some("madvise"));
+    assert_eq!(events, trace::load(&data("pipeline.trace.gz")).unwrap());
+    let kernel_line = |extra: &[&str]| {
+        let run = Command::new(mmsim)
+            .args(["run", "trace"])
+            .arg(&out)
+            .args(extra)
+            .args(["--top", "1"])
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{run:?}");
+        let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+        stdout
+            .lines()
+            .find(|l| l.starts_with("# kernel:"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(kernel_line(&[]).contains(" thp=madvise "));
+    assert!(kernel_line(&["--thp-enabled", "never"]).contains(" thp=never "));
+
+    let raw = Command::new(mmsim)
+        .args(["run", "trace"])
+        .arg(data("pipeline.strace.gz"))
+        .output()
+        .unwrap();
+    assert_eq!(raw.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("this is strace output, not an mmsim trace: import it first"),
+        "{stderr}"
+    );
+
+    // The perf file of another run: other pids.
+    let perf_text = trace::read_text(&data("pipeline.perf.gz")).unwrap();
+    let other = dir.join("other.perf");
+    std::fs::write(
+        &other,
+        perf_text.replace(" 49", " 59").replace("/49", "/59"),
+    )
+    .unwrap();
+    let import = Command::new(mmsim)
+        .args(["trace", "import", "--strace"])
+        .arg(data("pipeline.strace.gz"))
+        .arg("--perf")
+        .arg(&other)
+        .arg("-o")
+        .arg(dir.join("x.trace"))
+        .output()
+        .unwrap();
+    assert_eq!(import.status.code(), Some(2), "{import:?}");
+    let stderr = String::from_utf8_lossy(&import.stderr);
+    assert!(stderr.contains("are not of one run"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A replay streamed from the file (what `mmsim run trace` does) is the
+/// replay of the whole parsed trace: the same counts and the same cycles.
+#[test]
+fn a_streamed_replay_is_the_replay_of_the_parsed_trace() {
+    use mmsim::trace::stream::Stream;
+    use mmsim::workload::trace::replay_from;
+    let machine = builtin("x86-2s-server").unwrap();
+    let path = data("pipeline.trace.gz");
+    let events = trace::load(&path).unwrap();
+    let whole = replay(
+        &events,
+        &machine,
+        Features::all(),
+        1,
+        EndCheck::Check,
+        &mut |_| {},
+    )
+    .unwrap();
+    let survey = Stream::open(&path).unwrap().survey().unwrap();
+    assert_eq!(survey.events, events.len() as u64);
+    assert_eq!(survey.span_ns, events.last().unwrap().time_ns);
+    let mut stream = Stream::open(&path).unwrap();
+    let mut source = || stream.next_event().map_err(|e| e.to_string());
+    let streamed = replay_from(
+        &mut source,
+        survey.events,
+        &machine,
+        Features::all(),
+        1,
+        EndCheck::Check,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(streamed.counts, whole.counts);
+    for event in [
+        mmsim::sim::Event::VmacacheFindCalls,
+        mmsim::sim::Event::VmacacheFindHits,
+        mmsim::sim::Event::Pgfault,
+    ] {
+        assert_eq!(
+            streamed.ctx.stats.event(event),
+            whole.ctx.stats.event(event)
+        );
     }
 }

@@ -228,7 +228,7 @@ pub fn of(command: &str) -> Option<&'static str> {
 }
 
 pub const TRACE: &str = "\
-usage: mmsim trace import --strace FILE [--perf FILE] -o OUT
+usage: mmsim trace import --strace FILE [--perf FILE] -o OUT [flags]
 
 Converts the output of one recorded run into an mmsim trace
 (docs/trace-format.md), which 'mmsim run trace OUT' replays. Record with
@@ -239,10 +239,20 @@ Converts the output of one recorded run into an mmsim trace
       --show-mmap-events > perf.txt
 
 System calls and faults must come from the same run: addresses change from
-run to run. Without --perf the trace has the system calls only.
+run to run. Without --perf the trace has the system calls only. Every line
+not imported is counted by reason in the summary. Files that cannot be of
+one run (no task in common, times that do not overlap) and lost events of
+the program (faults of a traced task while strace shows it not alive, calls
+of tasks no traced task created) are an error unless --allow-drops.
 
 flags:
-  --strace FILE   strace -f -ttt (or -tt) output, plain or gzipped
-  --perf FILE     perf script output of the same run, plain or gzipped
-  -o OUT          the trace to write; gzipped if OUT ends in .gz
+  --strace FILE        strace -f -ttt (or -tt) output; plain, gzip, xz or zstd
+  --perf FILE          perf script output of the same run; plain, gzip, xz or zstd
+  --perf-fields LIST   the -F list perf script was given, for lines without an
+                       event name whose fields cannot be told by their shape
+  --thp-enabled MODE   always, madvise or never: the recording kernel's
+                       /sys/kernel/mm/transparent_hugepage/enabled, written in
+                       the trace's header; a replay uses it by default
+  --allow-drops        import what can be imported when events are lost
+  -o OUT               the trace to write; gzipped if OUT ends in .gz
 ";

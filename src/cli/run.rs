@@ -192,18 +192,23 @@ fn prepare(
     }
     let seed = parsed.last("seed").map_or(Ok(DEFAULT_SEED), parse_seed)?;
     let top = parsed.last("top").map_or(Ok(TOP_DEFAULT), parse_top)?;
-    let features = features_from(&parsed)?;
+    let mut features = features_from(&parsed)?;
     let compared = match mode {
         Mode::Run => None,
         Mode::Compare => Some(compared_feature(&parsed)?),
     };
-    check_requirements(features, compared)?;
     let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
     let mut machine = Machine::by_name_or_path(machine_name)?;
     set_costs(&mut machine, &parsed)?;
     let info = find_workload(workloads, name)?;
     let benchmark =
         workload::parse(info, &parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
+    // A recorded workload runs in the THP mode it was recorded in, unless
+    // told otherwise.
+    if let (None, Some(thp)) = (parsed.last("thp-enabled"), benchmark.recorded_thp()) {
+        features.thp.enabled = thp;
+    }
+    check_requirements(features, compared)?;
     // Both sides of a comparison run at once.
     let copies = match mode {
         Mode::Run => 1,

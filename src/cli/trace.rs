@@ -26,7 +26,10 @@ pub fn trace_command(args: &[String]) -> Result<String, CliError> {
 struct ImportArgs {
     strace: Option<String>,
     perf: Option<String>,
+    perf_fields: Option<String>,
     out: Option<String>,
+    allow_drops: bool,
+    thp_enabled: Option<String>,
 }
 
 fn parse_import_args(args: &[String]) -> Result<Option<ImportArgs>, CliError> {
@@ -36,12 +39,15 @@ fn parse_import_args(args: &[String]) -> Result<Option<ImportArgs>, CliError> {
         let mut value = |flag: &str| {
             iter.next()
                 .cloned()
-                .ok_or_else(|| CliError::new(format!("trace import: {flag} needs a file")))
+                .ok_or_else(|| CliError::new(format!("trace import: {flag} needs a value")))
         };
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
             "--strace" => parsed.strace = Some(value(arg)?),
             "--perf" => parsed.perf = Some(value(arg)?),
+            "--perf-fields" => parsed.perf_fields = Some(value(arg)?),
+            "--allow-drops" => parsed.allow_drops = true,
+            "--thp-enabled" => parsed.thp_enabled = Some(value(arg)?),
             "-o" | "--output" => parsed.out = Some(value(arg)?),
             other => {
                 return Err(CliError::new(format!(
@@ -67,20 +73,55 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     let read = |file: &str| {
         trace::read_text(Path::new(file)).map_err(|e| CliError::new(format!("trace import: {e}")))
     };
+    let meta = trace::Meta {
+        thp_enabled: match &args.thp_enabled {
+            Some(name) => Some(trace::Meta::thp_enabled_of(name).ok_or_else(|| {
+                CliError::new(format!(
+                    "trace import: invalid --thp-enabled '{}' (always, madvise or never: /sys/kernel/mm/transparent_hugepage/enabled where the program ran)",
+                    crate::util::escape(name)
+                ))
+            })?),
+            None => None,
+        },
+    };
     let strace = strace::parse(&strace_file, &read(&strace_file)?)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
-    let perf = match &args.perf {
-        Some(file) => Some(
-            perf::parse(file, &read(file)?)
-                .map_err(|e| CliError::new(format!("trace import: {e}")))?,
+    let fields = match &args.perf_fields {
+        Some(list) => Some(
+            perf::Fields::parse(list).map_err(|e| CliError::new(format!("trace import: {e}")))?,
         ),
         None => None,
     };
-    let (events, summary) = import::import(&strace, perf.as_ref())
+    let perf = match &args.perf {
+        Some(file) => Some(
+            perf::parse(file, &read(file)?, fields)
+                .map_err(|e| CliError::new(format!("trace import: {e}")))?,
+        ),
+        None if fields.is_some() => {
+            return Err(CliError::new(
+                "trace import: --perf-fields describes a --perf file, and none was given",
+            ));
+        }
+        None => None,
+    };
+    let options = import::Options {
+        allow_drops: args.allow_drops,
+    };
+    let (events, summary) = import::import(&strace, perf.as_ref(), options)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
-    let text = trace::serialize(&events);
+    let text = trace::serialize_with(&events, meta);
     write_output(&out, &text)?;
-    Ok(format!("{out}: {summary}\n"))
+    let mut report = format!("{out}: {summary}\n");
+    for lost in summary.lost() {
+        report.push_str(&format!("warning: lost (--allow-drops): {lost}\n"));
+    }
+    for warning in summary.warnings() {
+        report.push_str(&format!("warning: {warning}\n"));
+    }
+    if meta.thp_enabled.is_none() {
+        report.push_str("note: no --thp-enabled: a replay uses its own THP mode (the recording kernel's is in /sys/kernel/mm/transparent_hugepage/enabled)\n");
+    }
+    Ok(report)
 }
 
 /// Writes the trace, gzipped if `out` ends in `.gz`.

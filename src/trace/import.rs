@@ -33,14 +33,32 @@ pub struct Summary {
     pub faults: u64,
     /// Mappings `execve` made, taken from perf.
     pub exec_mappings: u64,
-    /// Perf faults of tasks strace did not show alive at that time.
-    pub faults_dropped: u64,
-    /// Calls of tasks that no traced task created.
+    /// Perf faults of tasks strace never shows: the tracer (strace, perf)
+    /// itself, or processes outside the recorded command.
+    pub faults_of_untraced_tasks: u64,
+    /// Perf faults before strace's first call: the tracer's child running
+    /// the tracer's code before it executes the program.
+    pub faults_before_start: u64,
+    /// Perf faults of tasks strace shows, at a time strace does not show
+    /// them alive (before their creation returned, after their exit):
+    /// faults of the program, lost.
+    pub faults_outside_lifetime: u64,
+    /// Perf mappings other than those `execve` makes: strace shows a
+    /// traced task's as calls, so they are not imported twice.
+    pub perf_mappings_not_exec: u64,
+    /// Calls of tasks that no traced task created: lost.
     pub calls_of_unknown_tasks: u64,
+    /// Exits of tasks never seen alive (an exit already imported, such as
+    /// `+++ exited +++` after `exit_group`, is not counted).
+    pub exits_of_unknown_tasks: u64,
+    /// fork or clone returning a task that is alive (the caller's own
+    /// pid, say), or creating more than the format's live tasks: the
+    /// creation is not imported, and the new task's calls are lost.
+    pub creations_dropped: u64,
     /// Calls whose range the format cannot hold (beyond user space).
     pub calls_out_of_range: u64,
     pub strace_skipped: Skipped,
-    pub perf_skipped: u64,
+    pub perf_skipped: Perf,
 }
 
 impl Summary {
@@ -48,26 +66,106 @@ impl Summary {
     pub fn failed_calls(&self) -> u64 {
         self.strace_skipped.failed
     }
+
+    /// Events of the recorded program that the import lost: these make it
+    /// fail unless `allow_drops`.
+    pub fn lost(&self) -> Vec<String> {
+        let mut lost = Vec::new();
+        let mut add = |n: u64, what: &str| {
+            if n > 0 {
+                lost.push(format!("{n} {what}"));
+            }
+        };
+        add(
+            self.faults_outside_lifetime,
+            "faults of traced tasks while strace shows them not alive",
+        );
+        add(
+            self.calls_of_unknown_tasks,
+            "calls of tasks no traced task created",
+        );
+        add(
+            self.creations_dropped,
+            "forks or clones of a task already alive (or beyond 4096 live tasks)",
+        );
+        add(
+            self.calls_out_of_range,
+            "calls beyond the user address space",
+        );
+        lost
+    }
+
+    /// What is not lost but may change the replay, one line each.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let skipped = &self.strace_skipped;
+        if skipped.never_resumed > 0 {
+            out.push(format!(
+                "{} calls were begun and never resumed (the task was killed in the call, or the recording stopped): not imported",
+                skipped.never_resumed
+            ));
+        }
+        for name in ADDRESS_SPACE_CALLS {
+            if let Some(n) = skipped.ignored.get(*name) {
+                out.push(format!(
+                    "{n} {name} calls are not in the format: the replay does not see the mappings they changed (faults there may become SIGSEGVs)"
+                ));
+            }
+        }
+        if self.exits_of_unknown_tasks > 0 {
+            out.push(format!(
+                "{} exits of tasks never seen alive were skipped",
+                self.exits_of_unknown_tasks
+            ));
+        }
+        if self.faults == 0 {
+            out.push(
+                "the trace has no faults: a replay sees only the system calls' lookups (import with --perf)"
+                    .to_string(),
+            );
+        }
+        out
+    }
 }
+
+/// Calls that change the address space and have no op in the format.
+const ADDRESS_SPACE_CALLS: &[&str] = &[
+    "mremap",
+    "remap_file_pages",
+    "shmat",
+    "shmdt",
+    "pkey_mprotect",
+];
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.strace_skipped;
+        let p = &self.perf_skipped;
         write!(
             f,
-            "{} events: {} calls, {} faults, {} mappings made by execve; dropped {} faults of untraced tasks, {} calls of unknown tasks, {} out of range, {} failed calls, {} other lines",
+            "{} events: {} calls, {} faults, {} mappings made by execve; not imported: {} faults of untraced tasks (the tracer), {} faults before the first call, {} faults of traced tasks outside their lifetime, {} perf mappings outside an execve, {} calls of unknown tasks, {} exits of unknown tasks, {} forks or clones dropped, {} calls out of range, {} failed calls, {} calls never resumed, {} other strace lines; perf: {} faults at kernel addresses, {} kernel records, {} other events, {} callchain lines",
             self.events,
             self.calls,
             self.faults,
             self.exec_mappings,
-            self.faults_dropped,
+            self.faults_of_untraced_tasks,
+            self.faults_before_start,
+            self.faults_outside_lifetime,
+            self.perf_mappings_not_exec,
             self.calls_of_unknown_tasks,
+            self.exits_of_unknown_tasks,
+            self.creations_dropped,
             self.calls_out_of_range,
-            self.strace_skipped.failed,
-            self.strace_skipped.other + self.perf_skipped,
+            s.failed,
+            s.never_resumed,
+            s.other,
+            p.kernel_faults,
+            p.kernel_records,
+            p.other_events,
+            p.callchain_lines,
         )?;
-        if !self.strace_skipped.ignored.is_empty() {
-            let ignored: Vec<String> = self
-                .strace_skipped
+        if !s.ignored.is_empty() {
+            let ignored: Vec<String> = s
                 .ignored
                 .iter()
                 .map(|(name, n)| format!("{name} x{n}"))
@@ -86,6 +184,10 @@ pub enum ImportError {
     Empty,
     /// The trace would span more than the format allows.
     TooLong { span_ns: u64 },
+    /// The strace and perf files cannot come from one run.
+    NotOneRun(String),
+    /// Events of the program were lost, and drops were not allowed.
+    Lost(Vec<String>),
 }
 
 impl fmt::Display for ImportError {
@@ -97,11 +199,28 @@ impl fmt::Display for ImportError {
                 f,
                 "the recording spans {span_ns} ns, more than the format's {TIME_NS_MAX}"
             ),
+            ImportError::NotOneRun(why) => write!(
+                f,
+                "the strace and perf files are not of one run: {why} (record strace under perf, as docs/trace-format.md says)"
+            ),
+            ImportError::Lost(what) => write!(
+                f,
+                "events of the program would be lost: {} (--allow-drops imports the rest)",
+                what.join(", ")
+            ),
         }
     }
 }
 
 impl std::error::Error for ImportError {}
+
+/// How strict the import is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Import what can be imported when events of the program are lost,
+    /// or when the files do not look like one run.
+    pub allow_drops: bool,
+}
 
 enum Item<'a> {
     Call(&'a Record),
@@ -109,28 +228,50 @@ enum Item<'a> {
 }
 
 /// Merges the calls and (optionally) perf's samples into trace events.
-pub fn import(strace: &Strace, perf: Option<&Perf>) -> Result<(Vec<Event>, Summary), ImportError> {
+pub fn import(
+    strace: &Strace,
+    perf: Option<&Perf>,
+    options: Options,
+) -> Result<(Vec<Event>, Summary), ImportError> {
     let mut items: Vec<(u64, Item)> = strace
         .records
         .iter()
         .map(|r| (r.time_ns, Item::Call(r)))
         .collect();
     if let Some(perf) = perf {
+        if let (Some(line), Clock::TimeOfDay) = (strace.midnight_line, strace.clock) {
+            return Err(ImportError::Clocks(format!(
+                "the strace -tt times pass midnight (at its line {line}), and perf's cannot be matched to them: record with strace -ttt"
+            )));
+        }
         for record in &perf.records {
             let time_ns = perf_time(strace.clock, record.time_ns)?;
             items.push((time_ns, Item::Sample(record)));
         }
+        if !options.allow_drops {
+            one_run(strace, &items)?;
+        }
     }
     // Stable: at equal times, calls before samples, each in file order.
     items.sort_by_key(|&(time_ns, _)| time_ns);
-    let mut merge = Merge::default();
+    let traced: BTreeSet<u32> = strace.records.iter().map(|r| r.tid).collect();
+    let mut merge = Merge {
+        traced,
+        ..Merge::default()
+    };
     merge.summary.strace_skipped = strace.skipped.clone();
-    merge.summary.perf_skipped = perf.map_or(0, |p| p.skipped);
+    if let Some(perf) = perf {
+        merge.summary.perf_skipped = perf.clone_counts();
+    }
     for (time_ns, item) in &items {
         match item {
             Item::Call(record) => merge.call(*time_ns, record),
             Item::Sample(record) => merge.sample(*time_ns, record),
         }
+    }
+    let lost = merge.summary.lost();
+    if !lost.is_empty() && !options.allow_drops {
+        return Err(ImportError::Lost(lost));
     }
     let Some(start_ns) = merge.events.first().map(|e| e.time_ns) else {
         return Err(ImportError::Empty);
@@ -145,6 +286,51 @@ pub fn import(strace: &Strace, perf: Option<&Perf>) -> Result<(Vec<Event>, Summa
     }
     merge.summary.events = merge.events.len() as u64;
     Ok((merge.events, merge.summary))
+}
+
+/// Can the two files come from one run? perf's faults must include some of
+/// a task strace traced, and the two must overlap in time.
+fn one_run(strace: &Strace, items: &[(u64, Item)]) -> Result<(), ImportError> {
+    let faults: Vec<(u64, &PerfRecord)> = items
+        .iter()
+        .filter_map(|(t, item)| match item {
+            Item::Sample(r) if matches!(r.sample, Sample::Fault { .. }) => Some((*t, *r)),
+            _ => None,
+        })
+        .collect();
+    if faults.is_empty() {
+        return Ok(());
+    }
+    let traced: BTreeSet<u32> = strace.records.iter().map(|r| r.tid).collect();
+    if !faults.iter().any(|(_, r)| traced.contains(&r.tid)) {
+        return Err(ImportError::NotOneRun(format!(
+            "none of perf's {} faults is of a task strace traced",
+            faults.len()
+        )));
+    }
+    let range = |times: &mut dyn Iterator<Item = u64>| {
+        times.fold(None, |acc: Option<(u64, u64)>, t| {
+            Some(acc.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
+        })
+    };
+    let calls = range(&mut strace.records.iter().map(|r| r.time_ns));
+    let samples = range(&mut faults.iter().map(|(t, _)| *t));
+    if let (Some((c0, c1)), Some((s0, s1))) = (calls, samples)
+        && (s1 < c0 || c1 < s0)
+    {
+        return Err(ImportError::NotOneRun(format!(
+            "perf's faults ({}.{:09} s to {}.{:09} s) do not overlap strace's calls ({}.{:09} s to {}.{:09} s)",
+            s0 / 1_000_000_000,
+            s0 % 1_000_000_000,
+            s1 / 1_000_000_000,
+            s1 % 1_000_000_000,
+            c0 / 1_000_000_000,
+            c0 % 1_000_000_000,
+            c1 / 1_000_000_000,
+            c1 % 1_000_000_000,
+        )));
+    }
+    Ok(())
 }
 
 /// perf's time on strace's clock.
@@ -168,6 +354,10 @@ struct Merge {
     events: Vec<Event>,
     /// Live tasks: tid -> pid.
     tasks: BTreeMap<u32, u32>,
+    /// Every task strace shows a line of.
+    traced: BTreeSet<u32>,
+    /// Tasks that have exited (their later `+++ exited +++` is expected).
+    exited: BTreeSet<u32>,
     /// Tasks between an execve and their next call.
     in_exec: BTreeSet<u32>,
     started: bool,
@@ -195,6 +385,8 @@ impl Merge {
             // `+++ exited +++` after its exit_group).
             if !matches!(record.call, Call::ExitGroup | Call::ExitThread) {
                 self.summary.calls_of_unknown_tasks += 1;
+            } else if !self.exited.contains(&tid) {
+                self.summary.exits_of_unknown_tasks += 1;
             }
             return;
         };
@@ -205,12 +397,22 @@ impl Merge {
             Call::Fork { child } => return self.create(time_ns, pid, tid, child, child),
             Call::Thread { child } => return self.create(time_ns, pid, tid, child, pid),
             Call::Exec => {
-                self.tasks.retain(|&t, &mut p| p != pid || t == tid);
+                let others: Vec<u32> = self
+                    .tasks
+                    .iter()
+                    .filter(|&(&t, &p)| p == pid && t != tid)
+                    .map(|(&t, _)| t)
+                    .collect();
+                for t in others {
+                    self.tasks.remove(&t);
+                    self.exited.insert(t);
+                }
                 self.in_exec.insert(tid);
                 Op::Exec
             }
             Call::ExitThread => {
                 self.tasks.remove(&tid);
+                self.exited.insert(tid);
                 Op::Exit
             }
             Call::ExitGroup => return self.exit_group(time_ns, pid),
@@ -224,13 +426,14 @@ impl Merge {
     }
 
     fn create(&mut self, time_ns: u64, pid: u32, tid: u32, child: u32, child_pid: u32) {
-        if child == 0 || child > super::PID_MAX || self.tasks.contains_key(&child) {
-            return;
-        }
-        if self.tasks.len() >= super::TASKS_LIVE_MAX {
+        // The strace reader has checked that `child` is a pid.
+        if self.tasks.contains_key(&child) || self.tasks.len() >= super::TASKS_LIVE_MAX {
+            self.summary.calls -= 1;
+            self.summary.creations_dropped += 1;
             return;
         }
         self.tasks.insert(child, child_pid);
+        self.exited.remove(&child);
         let op = if child_pid == child {
             Op::Fork { child }
         } else {
@@ -249,6 +452,7 @@ impl Merge {
             .collect();
         for tid in threads {
             self.tasks.remove(&tid);
+            self.exited.insert(tid);
             self.in_exec.remove(&tid);
             self.push(time_ns, pid, tid, Op::Exit);
         }
@@ -262,7 +466,11 @@ impl Merge {
                 let access = Access::Unknown;
                 self.push(time_ns, record.pid, record.tid, Op::Fault { addr, access });
             }
-            Sample::Fault { .. } => self.summary.faults_dropped += 1,
+            Sample::Fault { .. } if !self.traced.contains(&record.tid) => {
+                self.summary.faults_of_untraced_tasks += 1
+            }
+            Sample::Fault { .. } if !self.started => self.summary.faults_before_start += 1,
+            Sample::Fault { .. } => self.summary.faults_outside_lifetime += 1,
             Sample::Mmap { addr, len, prot } if alive && self.in_exec.contains(&record.tid) => {
                 self.summary.exec_mappings += 1;
                 self.push(
@@ -272,7 +480,7 @@ impl Merge {
                     Op::Mmap { addr, len, prot },
                 );
             }
-            Sample::Mmap { .. } => {}
+            Sample::Mmap { .. } => self.summary.perf_mappings_not_exec += 1,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod import;
 pub mod perf;
 pub mod recorded;
 pub mod strace;
+pub mod stream;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,6 +34,9 @@ const IMPORT_SECONDS_MAX: u64 = 1 << 34;
 /// Tasks alive at once; a trace with more is rejected rather than
 /// replayed with unbounded host memory.
 pub const TASKS_LIVE_MAX: usize = 4096;
+/// Distinct tasks an import keeps track of (each task's last time): far
+/// more than any recording, and a bound on the importer's memory.
+pub const TASKS_SEEN_MAX: usize = 1 << 20;
 /// Events in one trace.
 pub const EVENTS_MAX: usize = 16 << 20;
 /// The longest line the parser accepts.
@@ -240,11 +244,60 @@ impl fmt::Display for Event {
 /// The first line of a trace mmsim writes.
 pub const HEADER: &str = "# mmsim trace v1: TIME_NS PID TID OP ARGS (docs/trace-format.md)";
 
+/// What a trace's header says of the recording, beyond its events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` of the recording
+    /// kernel: `always`, `madvise` or `never`. A replay uses it unless told
+    /// otherwise. Written `# thp-enabled: madvise`.
+    pub thp_enabled: Option<&'static str>,
+}
+
+/// The values `# thp-enabled:` may take.
+pub const THP_ENABLED_NAMES: &[&str] = &["always", "madvise", "never"];
+
+pub(crate) const THP_ENABLED_KEY: &str = "# thp-enabled:";
+
+impl Meta {
+    /// `name` if it is a THP mode.
+    pub fn thp_enabled_of(name: &str) -> Option<&'static str> {
+        THP_ENABLED_NAMES.iter().copied().find(|&n| n == name)
+    }
+
+    /// Reads the header: the comment lines before the first event.
+    pub fn parse(file: &str, text: &str) -> Result<Meta, ParseError> {
+        let mut meta = Meta::default();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if !(line.is_empty() || line.starts_with('#')) {
+                break;
+            }
+            if let Some(value) = line.strip_prefix(THP_ENABLED_KEY) {
+                let value = value.trim();
+                meta.thp_enabled = Some(Self::thp_enabled_of(value).ok_or_else(|| ParseError {
+                    file: file.to_string(),
+                    line: index + 1,
+                    problem: Problem::BadThpEnabled(value.to_string()),
+                })?);
+            }
+        }
+        Ok(meta)
+    }
+}
+
 /// A whole trace as text, header first.
 pub fn serialize(events: &[Event]) -> String {
+    serialize_with(events, Meta::default())
+}
+
+/// A whole trace as text, with what `meta` knows in the header.
+pub fn serialize_with(events: &[Event], meta: Meta) -> String {
     let mut out = String::with_capacity(events.len() * 40 + HEADER.len() + 1);
     out.push_str(HEADER);
     out.push('\n');
+    if let Some(thp) = meta.thp_enabled {
+        out.push_str(&format!("{THP_ENABLED_KEY} {thp}\n"));
+    }
     for event in events {
         use std::fmt::Write;
         writeln!(out, "{event}").expect("writing to a String");
@@ -300,6 +353,8 @@ pub enum Problem {
     TooManyTasks,
     /// A pid or tid of 0 (the idle task's, never a user task's).
     ZeroId(&'static str),
+    /// `# thp-enabled:` with a value that is not a mode.
+    BadThpEnabled(String),
 }
 
 impl fmt::Display for Problem {
@@ -349,6 +404,9 @@ impl fmt::Display for Problem {
                 "the first event's task must be a process leader (pid {pid} == tid), got tid {tid}"
             ),
             Problem::TooManyTasks => write!(f, "more than {TASKS_LIVE_MAX} tasks alive at once"),
+            Problem::BadThpEnabled(t) => {
+                write!(f, "thp-enabled '{t}' is not always, madvise or never")
+            }
         }
     }
 }
@@ -388,6 +446,12 @@ pub enum LoadError {
     NoEvents {
         file: String,
     },
+    /// The file is a recording to import, not a trace.
+    NotImported {
+        file: String,
+        kind: &'static str,
+        flag: &'static str,
+    },
 }
 
 impl fmt::Display for LoadError {
@@ -400,13 +464,30 @@ impl fmt::Display for LoadError {
                 "{}: no events (the trace is empty or holds only comments)",
                 crate::util::escape(file)
             ),
+            LoadError::NotImported {
+                file,
+                kind: "perf trace",
+                ..
+            } => write!(
+                f,
+                "{}: this is perf trace output, which mmsim does not import yet: record with strace under perf (docs/trace-format.md)",
+                crate::util::escape(file)
+            ),
+            LoadError::NotImported { file, kind, flag } => {
+                let file = crate::util::escape(file);
+                write!(
+                    f,
+                    "{file}: this is {kind} output, not an mmsim trace: import it first ('mmsim trace import {flag} {file} -o OUT.trace', docs/trace-format.md)"
+                )
+            }
         }
     }
 }
 
 impl std::error::Error for LoadError {}
 
-/// Reads a file as text, gunzipping it if it starts with gzip's magic.
+/// Reads a file as text, decompressing it if it starts with the magic
+/// bytes of gzip, xz or zstd.
 pub fn read_text(path: &Path) -> Result<String, LoadError> {
     let file = path.display().to_string();
     let io = |error| LoadError::Io {
@@ -417,35 +498,119 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
     text_of_bytes(&file, bytes)
 }
 
-/// `bytes` as text, gunzipped if they start with gzip's magic; `file` names
-/// them in errors.
+/// `bytes` as text, decompressed if they start with the magic bytes of
+/// gzip, xz or zstd; `file` names them in errors.
 pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
     let io = |error| LoadError::Io {
         file: file.to_string(),
         error,
     };
+    if let Some(name) = other_compression(&bytes) {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{name}-compressed: decompress it first ('{name} -d {}'), or compress it with gzip",
+                crate::util::escape(file)
+            ),
+        )));
+    }
+    let invalid = |what: String| io(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..])
             .read_to_string(&mut text)
             .map_err(io)?;
         Ok(text)
+    } else if bytes.starts_with(XZ_MAGIC) {
+        let mut out = Vec::new();
+        lzma_rs::xz_decompress(&mut &bytes[..], &mut out)
+            .map_err(|e| invalid(format!("xz: {e:?}")))?;
+        String::from_utf8(out).map_err(|e| invalid(format!("xz: {e}")))
+    } else if bytes.starts_with(ZSTD_MAGIC) {
+        let mut out = Vec::new();
+        let mut decoder = ruzstd::decoding::StreamingDecoder::new(&bytes[..])
+            .map_err(|e| invalid(format!("zstd: {e}")))?;
+        decoder.read_to_end(&mut out).map_err(io)?;
+        String::from_utf8(out).map_err(|e| invalid(format!("zstd: {e}")))
     } else {
         String::from_utf8(bytes)
             .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
     }
 }
 
+pub(crate) const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0];
+pub(crate) const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+
+/// A compression mmsim does not undo (gzip, xz and zstd it does), by its
+/// magic bytes; its name is also the command that undoes it (with `-d`).
+pub(crate) fn other_compression(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"BZh") && bytes.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
+        Some("bzip2")
+    } else if bytes.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
+        Some("lz4")
+    } else {
+        None
+    }
+}
+
+/// The recording a line of a file that is not a trace comes from, and the
+/// import flag that reads it.
+pub(crate) fn recording_kind(line: &str) -> Option<(&'static str, &'static str)> {
+    if looks_like_perf_trace(line) {
+        return Some(("perf trace", ""));
+    }
+    if line.contains("PERF_RECORD_") || line.contains("faults:") {
+        return Some(("perf script", "--strace STRACE --perf"));
+    }
+    let call = line.contains("(") && (line.contains(") = ") || line.contains("<unfinished"));
+    if call || line.contains("+++ exited") || line.contains("--- SIG") {
+        return Some(("strace", "--strace"));
+    }
+    None
+}
+
+/// Does this line look like `perf trace` output (`  0.000 ( 0.004 ms):
+/// cmd/pid call(args) = ret`)? Its first number is a time relative to the
+/// start and the second a duration, which strace's and perf script's
+/// readers would misread.
+pub fn looks_like_perf_trace(line: &str) -> bool {
+    let mut fields = line.split_whitespace();
+    let first = fields.next().unwrap_or("");
+    let is_time = first.split_once('.').is_some_and(|(s, f)| {
+        !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && f.bytes().all(|b| b.is_ascii_digit())
+    });
+    is_time && fields.next().is_some_and(|f| f.starts_with('(')) && line.contains(" ms): ")
+}
+
 /// Reads and parses a trace file (plain or gzipped); one with no events is
 /// an error, as there would be nothing to replay.
 pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
+    load_with_meta(path).map(|(events, _)| events)
+}
+
+/// [`load`], and what the header says.
+pub fn load_with_meta(path: &Path) -> Result<(Vec<Event>, Meta), LoadError> {
     let text = read_text(path)?;
     let file = path.display().to_string();
-    let events = parse(&file, &text).map_err(LoadError::Parse)?;
+    let meta = Meta::parse(&file, &text).map_err(LoadError::Parse)?;
+    let events = match parse(&file, &text) {
+        Ok(events) => events,
+        Err(e) => {
+            let first = text
+                .lines()
+                .find(|l| !l.split('#').next().unwrap_or("").trim().is_empty());
+            return Err(match first.and_then(recording_kind) {
+                Some((kind, flag)) => LoadError::NotImported { file, kind, flag },
+                None => LoadError::Parse(e),
+            });
+        }
+    };
     if events.is_empty() {
         return Err(LoadError::NoEvents { file });
     }
-    Ok(events)
+    Ok((events, meta))
 }
 
 /// Parses a whole trace; `file` names it in errors. Besides each line's
@@ -455,33 +620,57 @@ pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
 /// `exec` by another thread).
 pub fn parse(file: &str, text: &str) -> Result<Vec<Event>, ParseError> {
     let mut events = Vec::new();
-    let mut tasks = Tasks::default();
-    let mut previous_ns = 0;
+    let mut checker = Checker::default();
     for (index, line) in text.lines().enumerate() {
         let error = |problem| ParseError {
             file: file.to_string(),
             line: index + 1,
             problem,
         };
-        let content = line.split('#').next().unwrap_or("").trim();
-        if content.is_empty() {
-            continue;
-        }
-        if line.len() > LINE_BYTES_MAX {
-            return Err(error(Problem::LineTooLong));
-        }
-        if events.len() == EVENTS_MAX {
+        if events.len() == EVENTS_MAX && !is_blank(line) {
             return Err(error(Problem::TooManyEvents));
         }
-        let event = parse_line(content).map_err(error)?;
-        if event.time_ns < previous_ns {
-            return Err(error(Problem::TimeGoesBack { previous_ns }));
+        if let Some(event) = checker.line(line).map_err(error)? {
+            events.push(event);
         }
-        previous_ns = event.time_ns;
-        tasks.apply(&event).map_err(error)?;
-        events.push(event);
     }
     Ok(events)
+}
+
+/// A line with no event: blank, or a comment.
+fn is_blank(line: &str) -> bool {
+    line.split('#').next().unwrap_or("").trim().is_empty()
+}
+
+/// What parsing knows between lines: the last time and the live tasks.
+/// [`parse`] and the streaming [`stream::Stream`] both check each line
+/// with it, so a trace read either way is held to the same rules.
+#[derive(Default)]
+pub struct Checker {
+    tasks: Tasks,
+    previous_ns: u64,
+}
+
+impl Checker {
+    /// Reads one line: its event, or None for a blank or comment line.
+    pub fn line(&mut self, line: &str) -> Result<Option<Event>, Problem> {
+        let content = line.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            return Ok(None);
+        }
+        if line.len() > LINE_BYTES_MAX {
+            return Err(Problem::LineTooLong);
+        }
+        let event = parse_line(content)?;
+        if event.time_ns < self.previous_ns {
+            return Err(Problem::TimeGoesBack {
+                previous_ns: self.previous_ns,
+            });
+        }
+        self.previous_ns = event.time_ns;
+        self.tasks.apply(&event)?;
+        Ok(Some(event))
+    }
 }
 
 /// The live tasks while parsing: tid -> pid.

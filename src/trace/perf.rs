@@ -8,8 +8,17 @@
 //! dynamic loader, the stack), which strace cannot show:
 //! `COMM PID/TID SECONDS.NS: PERF_RECORD_MMAP2 PID/TID: [0xSTART(0xLEN) @
 //! ...]: rw-p NAME`. Other lines (other events, the kernel's own mapping)
-//! are skipped. `page-faults` does not say whether a fault was a read or
-//! a write: every fault is `Access::Unknown`.
+//! are skipped, each counted by reason. `page-faults` does not say
+//! whether a fault was a read or a write: every fault is
+//! `Access::Unknown`.
+//!
+//! Other field lists are read too: a `[CPU]` field before the time; lines
+//! without the event name (`-F pid,tid,time,addr,ip,sym`), whose samples
+//! are taken as faults (the recording had the one event) and whose first
+//! number after the time is the address when a second number (the ip)
+//! follows; with one number only it may be either, and the import asks
+//! for `--perf-fields`, the `-F` list itself. Callchain lines (`-g`) are
+//! counted and skipped.
 
 use std::fmt;
 
@@ -31,12 +40,48 @@ pub struct PerfRecord {
     pub sample: Sample,
 }
 
-/// A whole file: the samples in file order, and how many lines were
-/// skipped (other events, kernel addresses).
+/// A whole file: the samples in file order, and the lines skipped, by
+/// reason.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Perf {
     pub records: Vec<PerfRecord>,
-    pub skipped: u64,
+    /// Samples of other events (not a fault, not a mapping).
+    pub other_events: u64,
+    /// Faults at kernel addresses (a user task's fault always has a user
+    /// address; these are the kernel touching user memory on its behalf
+    /// at an address perf reports as the kernel's).
+    pub kernel_faults: u64,
+    /// Samples and mappings of pid 0 (the idle task), and mappings of the
+    /// kernel's own text.
+    pub kernel_records: u64,
+    /// Callchain lines (`-g`): frames of the sample above, not events.
+    pub callchain_lines: u64,
+}
+
+impl Perf {
+    /// Every line that became nothing.
+    pub fn skipped(&self) -> u64 {
+        self.other_events + self.kernel_faults + self.kernel_records + self.callchain_lines
+    }
+
+    /// The counts of skipped lines, without the records.
+    pub fn clone_counts(&self) -> Perf {
+        Perf {
+            records: Vec::new(),
+            other_events: self.other_events,
+            kernel_faults: self.kernel_faults,
+            kernel_records: self.kernel_records,
+            callchain_lines: self.callchain_lines,
+        }
+    }
+
+    /// Fault samples read, kept or not by the merge.
+    pub fn faults(&self) -> u64 {
+        self.records
+            .iter()
+            .filter(|r| matches!(r.sample, Sample::Fault { .. }))
+            .count() as u64
+    }
 }
 
 /// A line of perf output that could not be read.
@@ -58,8 +103,115 @@ impl std::error::Error for PerfError {}
 const PERF_LINE_BYTES_MAX: usize = 4096;
 const FAULT_EVENTS: &[&str] = &["page-faults:", "faults:", "minor-faults:", "major-faults:"];
 
-pub fn parse(file: &str, text: &str) -> Result<Perf, PerfError> {
+/// The fields `perf script -F` was given, as far as the import needs
+/// them: whether each line names its event and whether it carries the
+/// fault address and the instruction pointer. perf prints the fields in a
+/// fixed order whatever the order of the list: task, cpu, time, event,
+/// ..., addr, ..., ip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fields {
+    pub event: bool,
+    pub addr: bool,
+    pub ip: bool,
+}
+
+impl Fields {
+    /// Reads a `-F` list such as `pid,tid,time,addr,ip,sym`: the list the
+    /// lines were printed with (perf's `type:` prefixes and `+`/`-` edits
+    /// are not accepted).
+    pub fn parse(list: &str) -> Result<Fields, String> {
+        let names: Vec<&str> = list.split(',').map(str::trim).collect();
+        const KNOWN: &[&str] = &[
+            "comm",
+            "tid",
+            "pid",
+            "time",
+            "cpu",
+            "event",
+            "trace",
+            "ip",
+            "sym",
+            "dso",
+            "addr",
+            "symoff",
+            "srcline",
+            "period",
+            "iregs",
+            "uregs",
+            "brstack",
+            "brstacksym",
+            "flags",
+            "bpf-output",
+            "brstackinsn",
+            "brstackinsnlen",
+            "brstackoff",
+            "callindent",
+            "insn",
+            "insnlen",
+            "synth",
+            "phys_addr",
+            "metric",
+            "misc",
+            "srccode",
+            "ipc",
+            "data_page_size",
+            "code_page_size",
+            "ins_lat",
+            "machine_pid",
+            "vcpu",
+            "cgroup",
+            "retire_lat",
+            "dsoff",
+            "disasm",
+            "weight",
+            "data_src",
+            "tod",
+            "brcntr",
+        ];
+        if let Some(bad) = names.iter().find(|n| !KNOWN.contains(n)) {
+            return Err(format!("--perf-fields: unknown perf script field '{bad}'"));
+        }
+        let has = |name: &str| names.contains(&name);
+        if !(has("pid") || has("tid")) || !has("time") || !has("addr") {
+            return Err(format!(
+                "--perf-fields '{list}' lacks pid (or tid), time or addr: the import needs all three"
+            ));
+        }
+        if names.iter().any(|n| {
+            !matches!(
+                *n,
+                "comm"
+                    | "tid"
+                    | "pid"
+                    | "time"
+                    | "cpu"
+                    | "event"
+                    | "addr"
+                    | "ip"
+                    | "sym"
+                    | "dso"
+                    | "symoff"
+            )
+        }) {
+            return Err(format!(
+                "--perf-fields '{list}': only comm, pid, tid, time, cpu, event, addr, ip, sym, dso and symoff can be read"
+            ));
+        }
+        Ok(Fields {
+            event: has("event"),
+            addr: true,
+            ip: has("ip"),
+        })
+    }
+}
+
+/// Reads the whole file. `fields` is the `-F` list the lines were printed
+/// with, if known; without it lines that name their event are read by
+/// the event, and lines that do not are read by their shape (see
+/// `docs/trace-format.md`).
+pub fn parse(file: &str, text: &str, fields: Option<Fields>) -> Result<Perf, PerfError> {
     let mut out = Perf::default();
+    let mut unnamed = Unnamed::default();
     for (index, line) in text.lines().enumerate() {
         let error = |problem: String| PerfError {
             file: file.to_string(),
@@ -72,57 +224,156 @@ pub fn parse(file: &str, text: &str) -> Result<Perf, PerfError> {
         if line.len() > PERF_LINE_BYTES_MAX {
             return Err(error("line longer than 4096 bytes".into()));
         }
-        match parse_line(line).map_err(error)? {
-            Some(record) => out.records.push(record),
-            None => out.skipped += 1,
+        if index == 0 && super::looks_like_perf_trace(line) {
+            return Err(error(
+                "this looks like 'perf trace' output, not 'perf script': perf trace is not imported yet (docs/trace-format.md)"
+                    .into(),
+            ));
         }
+        match parse_line(line, index + 1, fields, &mut unnamed).map_err(error)? {
+            Line::Record(record) => out.records.push(record),
+            Line::OtherEvent => out.other_events += 1,
+            Line::KernelFault => out.kernel_faults += 1,
+            Line::Kernel => out.kernel_records += 1,
+            Line::Callchain => out.callchain_lines += 1,
+        }
+    }
+    if let Some(line) = unnamed.ambiguous_line {
+        return Err(PerfError {
+            file: file.to_string(),
+            line,
+            problem: "the lines carry no event name and one number each, which may be the fault's addr or the ip: give --perf-fields with the list passed to 'perf script -F'".into(),
+        });
     }
     Ok(out)
 }
 
-fn parse_line(line: &str) -> Result<Option<PerfRecord>, String> {
+/// What the lines without an event name looked like.
+#[derive(Default)]
+struct Unnamed {
+    /// The first such line with a single number after the time, if no
+    /// `--perf-fields` says what it is.
+    ambiguous_line: Option<usize>,
+}
+
+enum Line {
+    Record(PerfRecord),
+    OtherEvent,
+    KernelFault,
+    Kernel,
+    Callchain,
+}
+
+fn is_hex(text: &str) -> bool {
+    let digits = text.strip_prefix("0x").unwrap_or(text);
+    !digits.is_empty() && digits.len() <= 16 && digits.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn parse_line(
+    line: &str,
+    line_no: usize,
+    given: Option<Fields>,
+    unnamed: &mut Unnamed,
+) -> Result<Line, String> {
     let fields: Vec<&str> = line.split_whitespace().collect();
-    // The first `PID/TID` (or `PID`) followed by `SECONDS.NS:`.
-    let Some(at) = (0..fields.len().saturating_sub(1))
-        .find(|&i| task(fields[i]).is_some() && fields[i + 1].ends_with(':'))
+    // The first `PID/TID` (or `PID`), then perhaps `[CPU]`, then
+    // `SECONDS.NS:`.
+    let time_at = |i: usize| -> Option<usize> {
+        let next = fields.get(i + 1)?;
+        if next.ends_with(':') {
+            return Some(i + 1);
+        }
+        let cpu = next.strip_prefix('[')?.strip_suffix(']')?;
+        if cpu.is_empty() || !cpu.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        fields
+            .get(i + 2)
+            .filter(|t| t.ends_with(':'))
+            .map(|_| i + 2)
+    };
+    let Some((at, time_index)) = (0..fields.len().saturating_sub(1))
+        .filter(|&i| task(fields[i]).is_some())
+        .find_map(|i| time_at(i).map(|t| (i, t)))
     else {
+        // `-g`: each frame of the sample's callchain on a line of its own,
+        // indented, an address first.
+        if line.starts_with(char::is_whitespace) && fields.first().is_some_and(|f| is_hex(f)) {
+            return Ok(Line::Callchain);
+        }
         return Err(format!(
             "no 'PID/TID TIME:' (run perf script with -F comm,pid,tid,time,event,addr): '{}'",
             line.trim()
         ));
     };
     let (pid, tid) = task(fields[at]).expect("checked above");
-    let time_ns = time(fields[at + 1].trim_end_matches(':'))?;
-    let rest = &fields[at + 2..];
-    let sample = match rest {
-        [event, addr, ..] if FAULT_EVENTS.contains(event) => {
-            let addr = hex(addr).ok_or_else(|| format!("bad fault address '{addr}'"))?;
-            if addr >= USER_ADDR_END {
-                return Ok(None);
-            }
-            Sample::Fault { addr }
-        }
-        [event] if FAULT_EVENTS.contains(event) => {
-            return Err(
-                "a fault without its address (record with -d, print with -F ...,addr)".into(),
-            );
-        }
-        ["PERF_RECORD_MMAP2" | "PERF_RECORD_MMAP", _, range, ..] => {
-            match mmap_range(range, rest)? {
-                Some(sample) => sample,
-                None => return Ok(None),
-            }
-        }
-        _ => return Ok(None),
-    };
-    if pid == 0 {
-        return Ok(None);
+    let time_ns = time(fields[time_index].trim_end_matches(':'))?;
+    let rest = &fields[time_index + 1..];
+    let kernel_task = pid == 0;
+    if let ["PERF_RECORD_MMAP2" | "PERF_RECORD_MMAP", _, range, ..] = rest {
+        return match mmap_range(range, rest)? {
+            Some(_) if kernel_task => Ok(Line::Kernel),
+            Some(sample) => Ok(Line::Record(PerfRecord {
+                time_ns,
+                pid,
+                tid,
+                sample,
+            })),
+            None => Ok(Line::Kernel),
+        };
     }
-    Ok(Some(PerfRecord {
+    if rest.first().is_some_and(|f| f.starts_with("PERF_RECORD_")) {
+        return Ok(Line::OtherEvent);
+    }
+    let named = rest.first().is_some_and(|f| f.ends_with(':'));
+    let addr_text = match (given, rest) {
+        (Some(Fields { event: true, .. }), [event, ..]) | (None, [event, ..]) if named => {
+            if !FAULT_EVENTS.contains(event) {
+                return Ok(Line::OtherEvent);
+            }
+            match rest.get(1) {
+                Some(addr) => *addr,
+                None => {
+                    return Err(
+                        "a fault without its address (record with -d, print with -F ...,addr)"
+                            .into(),
+                    );
+                }
+            }
+        }
+        (Some(Fields { event: true, .. }), _) => {
+            return Err("no event name, though --perf-fields has 'event'".into());
+        }
+        (Some(_), [addr, ..]) => *addr,
+        (None, [first, ..]) if is_hex(first) => {
+            // No event name: the samples of the one event recorded. perf
+            // prints addr before ip; with both there are two numbers (a
+            // symbol may stand after each).
+            let numbers = rest.iter().filter(|f| is_hex(f)).count();
+            if numbers < 2 && unnamed.ambiguous_line.is_none() {
+                unnamed.ambiguous_line = Some(line_no);
+            }
+            first
+        }
+        _ => {
+            return Err(format!(
+                "no fault address after the time (record with -d, print with -F pid,tid,time,event,addr): '{}'",
+                line.trim()
+            ));
+        }
+    };
+    let addr = hex(addr_text).ok_or_else(|| format!("bad fault address '{addr_text}'"))?;
+    if addr >= USER_ADDR_END {
+        return Ok(Line::KernelFault);
+    }
+    if kernel_task {
+        return Ok(Line::Kernel);
+    }
+    Ok(Line::Record(PerfRecord {
         time_ns,
         pid,
         tid,
-        sample,
+        sample: Sample::Fault { addr },
     }))
 }
 

@@ -14,6 +14,8 @@ use std::fmt;
 
 use super::{Advice, IMPORT_SECONDS_MAX, Op, PAGE_SIZE, Prot, USER_ADDR_END};
 
+const NS_PER_DAY: u64 = 86_400 * 1_000_000_000;
+
 /// Which clock the timestamps are on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
@@ -60,6 +62,10 @@ pub struct Skipped {
     pub ignored: BTreeMap<String, u64>,
     /// Signals and other lines that are not calls.
     pub other: u64,
+    /// Calls begun (`<unfinished ...>`) and never resumed: the task was
+    /// killed in the call, or the recording stopped. Their result is
+    /// unknown, so they are not imported.
+    pub never_resumed: u64,
 }
 
 /// The result of reading a whole file.
@@ -69,6 +75,9 @@ pub struct Strace {
     /// In file order, which is each task's own time order.
     pub records: Vec<Record>,
     pub skipped: Skipped,
+    /// `-tt` only: the first line after midnight, if the recording
+    /// crossed it (its times and later ones have a day added).
+    pub midnight_line: Option<usize>,
 }
 
 /// A line of strace output that could not be read.
@@ -99,10 +108,17 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
         clock: Clock::Epoch,
         records: Vec::new(),
         skipped: Skipped::default(),
+        midnight_line: None,
     };
     let mut clock = None;
     // A call begun on one line and finished on another: (time, text so far).
     let mut pending: BTreeMap<u32, (u64, String)> = BTreeMap::new();
+    // Each task's last time: strace writes a task's lines in its order.
+    let mut last_ns: BTreeMap<u32, (u64, usize)> = BTreeMap::new();
+    // `-tt`: the latest time of day seen, and the days added since.
+    let mut latest_of_day = 0;
+    let mut day_ns = 0;
+    let mut wrapped_at = None;
     for (index, line) in text.lines().enumerate() {
         let error = |problem: String| StraceError {
             file: file.to_string(),
@@ -120,16 +136,49 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
             .trim_start()
             .split_once(' ')
             .ok_or_else(|| error("no timestamp (record with -ttt or -tt)".into()))?;
-        let (time_ns, line_clock) = parse_time(time_text).map_err(error)?;
+        if index == 0 && super::looks_like_perf_trace(line) {
+            return Err(error(
+                "this looks like 'perf trace' output (a relative time and a duration), not strace: perf trace is not imported yet; record with strace -f -ttt".into(),
+            ));
+        }
+        let (mut time_ns, line_clock) = parse_time(time_text).map_err(error)?;
         if *clock.get_or_insert(line_clock) != line_clock {
             return Err(error("timestamps change between -tt and -ttt".into()));
         }
+        if line_clock == Clock::TimeOfDay {
+            // The time of day wraps at midnight: a time more than half a
+            // day before the latest one is on the next day. (Lines of
+            // different tasks may be out of order by a little, never by
+            // hours.)
+            if time_ns + NS_PER_DAY / 2 < latest_of_day {
+                day_ns += NS_PER_DAY;
+                wrapped_at.get_or_insert(index + 1);
+                latest_of_day = time_ns;
+            } else {
+                latest_of_day = latest_of_day.max(time_ns);
+            }
+            time_ns += day_ns;
+        }
+        if let Some(&(previous_ns, previous_line)) = last_ns.get(&tid)
+            && time_ns < previous_ns
+        {
+            return Err(error(format!(
+                "time goes back for task {tid} (its line {previous_line} is later)"
+            )));
+        }
+        if !last_ns.contains_key(&tid) && last_ns.len() >= super::TASKS_SEEN_MAX {
+            return Err(error("too many tasks".into()));
+        }
+        last_ns.insert(tid, (time_ns, index + 1));
         let call_text = call_text.trim_start();
         let whole = if let Some(start) = call_text.strip_suffix("<unfinished ...>") {
             if pending.len() >= super::TASKS_LIVE_MAX {
                 return Err(error("too many unfinished calls".into()));
             }
-            pending.insert(tid, (time_ns, start.to_string()));
+            if pending.insert(tid, (time_ns, start.to_string())).is_some() {
+                // The task began another call: the first never finished.
+                out.skipped.never_resumed += 1;
+            }
             continue;
         } else if let Some(after) = call_text.strip_prefix("<... ") {
             let (_, tail) = after
@@ -150,7 +199,9 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
             Parsed::Other => out.skipped.other += 1,
         }
     }
+    out.skipped.never_resumed += pending.len() as u64;
     out.clock = clock.unwrap_or(Clock::Epoch);
+    out.midnight_line = wrapped_at;
     Ok(out)
 }
 
@@ -272,10 +323,10 @@ fn parse_call(text: &str) -> Result<Parsed, String> {
         }
         "brk" => Call::Memory(Op::Brk { addr: ret_value()? }),
         "fork" | "vfork" => Call::Fork {
-            child: ret_value()? as u32,
+            child: child_pid(name, ret_value()?)?,
         },
         "clone" | "clone3" => {
-            let child = ret_value()? as u32;
+            let child = child_pid(name, ret_value()?)?;
             if args.contains("CLONE_THREAD") {
                 Call::Thread { child }
             } else {
@@ -292,6 +343,17 @@ fn parse_call(text: &str) -> Result<Parsed, String> {
         return Ok(Parsed::Ignored(format!("{name} of length 0")));
     }
     Ok(Parsed::Call(call))
+}
+
+/// What fork or clone returned in the parent: a pid of the new task.
+fn child_pid(name: &str, value: u64) -> Result<u32, String> {
+    match u32::try_from(value) {
+        Ok(pid) if pid > 0 && pid <= super::PID_MAX => Ok(pid),
+        _ => Err(format!(
+            "{name} returned {value}, which is not a pid (1..={})",
+            super::PID_MAX
+        )),
+    }
 }
 
 fn short(text: &str) -> &str {

@@ -135,7 +135,7 @@ fn an_exec_ends_the_other_threads() {
 }
 
 mod import_tests {
-    use super::super::import::import;
+    use super::super::import::{ImportError, Options, import};
     use super::super::{perf, strace};
     use super::*;
 
@@ -173,8 +173,8 @@ mod import_tests {
     #[test]
     fn strace_and_perf_merge_in_time_order() {
         let s = strace::parse("s", STRACE).unwrap();
-        let p = perf::parse("p", PERF).unwrap();
-        let (events, summary) = import(&s, Some(&p)).unwrap();
+        let p = perf::parse("p", PERF, None).unwrap();
+        let (events, summary) = import(&s, Some(&p), STRICT).unwrap();
         let text = serialize(&events);
         let body: Vec<&str> = text.lines().skip(1).collect();
         assert_eq!(
@@ -199,15 +199,23 @@ mod import_tests {
         assert_eq!(summary.failed_calls(), 1);
         assert_eq!(summary.faults, 3);
         // strace's own fault; the kernel-address one is skipped by perf.
-        assert_eq!(summary.faults_dropped, 1);
+        assert_eq!(summary.faults_of_untraced_tasks, 1);
+        assert_eq!(summary.perf_skipped.kernel_faults, 1);
+        assert_eq!(summary.perf_skipped.kernel_records, 1);
+        assert!(summary.lost().is_empty());
         assert_eq!(parse("again", &text).unwrap(), events);
     }
 
     #[test]
     fn monotonic_perf_clock_is_refused() {
         let s = strace::parse("s", STRACE).unwrap();
-        let p = perf::parse("p", "x 100/100 3778.225223: page-faults: 7f0000000010\n").unwrap();
-        let e = import(&s, Some(&p)).unwrap_err().to_string();
+        let p = perf::parse(
+            "p",
+            "x 100/100 3778.225223: page-faults: 7f0000000010\n",
+            None,
+        )
+        .unwrap();
+        let e = import(&s, Some(&p), STRICT).unwrap_err().to_string();
         assert!(e.contains("-k CLOCK_REALTIME"), "{e}");
     }
 
@@ -229,13 +237,281 @@ mod import_tests {
             e.to_string(),
             "s.txt:1: bad timestamp '1099511627776.0' (record with -ttt or -tt)"
         );
-        let e =
-            perf::parse("p.txt", "  x 100/100 1099511627776.5: page-faults: 7f00\n").unwrap_err();
+        let e = perf::parse(
+            "p.txt",
+            "  x 100/100 1099511627776.5: page-faults: 7f00\n",
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("bad time"), "{e}");
-        let e = perf::parse("p.txt", "\n  x 100/100 1.5: page-faults:\n").unwrap_err();
+        let e = perf::parse("p.txt", "\n  x 100/100 1.5: page-faults:\n", None).unwrap_err();
         assert_eq!(
             e.to_string(),
             "p.txt:2: a fault without its address (record with -d, print with -F ...,addr)"
+        );
+    }
+
+    const STRICT: Options = Options { allow_drops: false };
+    const ALLOW: Options = Options { allow_drops: true };
+
+    /// The faults of `PERF` as `import` keeps them, for comparing forms.
+    fn fault_events(perf_text: &str, fields: Option<perf::Fields>) -> Vec<String> {
+        let s = strace::parse("s", STRACE).unwrap();
+        let p = perf::parse("p", perf_text, fields).unwrap();
+        let (events, _) = import(&s, Some(&p), STRICT).unwrap();
+        events
+            .iter()
+            .filter(|e| matches!(e.op, Op::Fault { .. }))
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    /// `perf script -F pid,tid,time,addr,ip,sym`: no event name; the
+    /// address comes first, the ip (with a symbol) after it. With a CPU
+    /// field, the same. Nothing is lost against the named form.
+    #[test]
+    fn perf_lines_without_an_event_name_are_read_by_shape() {
+        let named = fault_events(PERF, None);
+        assert_eq!(named.len(), 3);
+        let unnamed = "\
+   99/99    1700000000.000050000:     564b69eb1130 [unknown]     564b69e00000 main
+  100/100   1700000000.000160000:     7ffe69604ff8 [unknown]     7f0000000123 _dl_start
+  100/100   1700000000.000350000:     7f0000000010 [unknown]     7f0000000123 _dl_start
+  100/101   1700000000.000650000:     7f0000001000 [unknown]     7f0000000123 worker
+";
+        let mmap = "  x 100/100 1700000000.000150000: PERF_RECORD_MMAP2 100/100: [0x7ffe695e4000(0x21000) @ 0x7ffffffde000 00:00 0 0]: rw-p [stack]\n";
+        assert_eq!(fault_events(&format!("{mmap}{unnamed}"), None), named);
+        let with_cpu = "\
+  x 100/100 [001] 1700000000.000150000: PERF_RECORD_MMAP2 100/100: [0x7ffe695e4000(0x21000) @ 0x7ffffffde000 00:00 0 0]: rw-p [stack]
+  x 100/100 [001] 1700000000.000160000: page-faults: 7ffe69604ff8
+  x 100/100 [000] 1700000000.000350000: page-faults: 7f0000000010
+  x 100/101 [001] 1700000000.000650000: page-faults: 7f0000001000
+";
+        assert_eq!(fault_events(with_cpu, None), named);
+        // A callchain (-g) under a sample is counted, not read as events.
+        let chain = format!(
+            "{mmap}{}\t    7f0000000123 _dl_start (/lib/ld.so)\n",
+            unnamed
+        );
+        let p = perf::parse("p", &chain, None).unwrap();
+        assert_eq!(p.callchain_lines, 1);
+        assert_eq!(p.faults(), 4);
+    }
+
+    /// One number per line and no event name: addr or ip? An error until
+    /// `--perf-fields` says; then read.
+    #[test]
+    fn an_ambiguous_perf_field_list_needs_perf_fields() {
+        let text = "  100/100 1700000000.000160000:     7ffe69604ff8\n  100/100 1700000000.000350000:     7f0000000010\n";
+        let e = perf::parse("p.txt", text, None).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "p.txt:1: the lines carry no event name and one number each, which may be the fault's addr or the ip: give --perf-fields with the list passed to 'perf script -F'"
+        );
+        let fields = perf::Fields::parse("pid,tid,time,addr").unwrap();
+        let p = perf::parse("p.txt", text, Some(fields)).unwrap();
+        assert_eq!(p.faults(), 2);
+        assert_eq!(
+            perf::Fields::parse("pid,time,ip").unwrap_err(),
+            "--perf-fields 'pid,time,ip' lacks pid (or tid), time or addr: the import needs all three"
+        );
+        assert!(perf::Fields::parse("pid,time,addr,bogus").is_err());
+    }
+
+    /// perf of another run of the same command: other pids. An error,
+    /// exit 2 from the command line; with --allow-drops, every fault is
+    /// counted as not imported.
+    #[test]
+    fn perf_of_a_different_run_is_an_error() {
+        let s = strace::parse("s", STRACE).unwrap();
+        let other = PERF.replace("100/10", "300/30");
+        let p = perf::parse("p", &other, None).unwrap();
+        let e = import(&s, Some(&p), STRICT).unwrap_err();
+        assert!(matches!(e, ImportError::NotOneRun(_)), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the strace and perf files are not of one run: none of perf's 4 faults is of a task strace traced (record strace under perf, as docs/trace-format.md says)"
+        );
+        let (_, summary) = import(&s, Some(&p), ALLOW).unwrap();
+        assert_eq!((summary.faults, summary.faults_of_untraced_tasks), (0, 4));
+        // The same tasks a day later: no overlap in time.
+        let later = PERF.replace("1700000000.", "1700086400.");
+        let p = perf::parse("p", &later, None).unwrap();
+        let e = import(&s, Some(&p), STRICT).unwrap_err().to_string();
+        assert!(e.contains("do not overlap strace's calls"), "{e}");
+    }
+
+    /// A fault of a traced task after it exited is a lost event: an error
+    /// without --allow-drops, counted with it.
+    #[test]
+    fn faults_outside_a_task_lifetime_are_lost_and_counted() {
+        let s = strace::parse("s", STRACE).unwrap();
+        let late = format!("{PERF}  x 102/102 1700000000.001150000: page-faults: 7f0000000010\n");
+        let p = perf::parse("p", &late, None).unwrap();
+        let e = import(&s, Some(&p), STRICT).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "events of the program would be lost: 1 faults of traced tasks while strace shows them not alive (--allow-drops imports the rest)"
+        );
+        let (_, summary) = import(&s, Some(&p), ALLOW).unwrap();
+        assert_eq!(summary.faults_outside_lifetime, 1);
+        assert_eq!(summary.faults, 3);
+    }
+
+    fn strace_error(text: &str) -> String {
+        strace::parse("s.txt", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_returned_pid_out_of_range_is_an_error_naming_the_line() {
+        assert_eq!(
+            strace_error(
+                "100 1.000001 brk(NULL) = 0x1000\n100 1.000002 clone3({flags=CLONE_VM, exit_signal=SIGCHLD}, 88) = 4294967297\n"
+            ),
+            "s.txt:2: clone3 returned 4294967297, which is not a pid (1..=4194304)"
+        );
+        assert_eq!(
+            strace_error("100 1.000002 fork() = 5000000\n"),
+            "s.txt:1: fork returned 5000000, which is not a pid (1..=4194304)"
+        );
+    }
+
+    fn import_text(text: &str, options: Options) -> Result<(Vec<Event>, Summary), ImportError> {
+        import(&strace::parse("s", text).unwrap(), None, options)
+    }
+
+    use super::super::import::Summary;
+
+    #[test]
+    fn a_clone_of_a_live_task_is_lost_and_counted() {
+        let text = "\
+100 1.000001 brk(NULL) = 0x555555559000
+100 1.000002 clone(child_stack=NULL, flags=CLONE_VM|CLONE_THREAD) = 100
+100 1.000003 exit_group(0) = ?
+";
+        let e = import_text(text, STRICT).unwrap_err().to_string();
+        assert!(
+            e.contains("1 forks or clones of a task already alive"),
+            "{e}"
+        );
+        let (events, summary) = import_text(text, ALLOW).unwrap();
+        assert_eq!(summary.creations_dropped, 1);
+        assert_eq!(summary.calls, 2);
+        assert_eq!(events.len(), 2);
+    }
+
+    #[test]
+    fn unfinished_calls_and_unknown_exits_are_counted() {
+        let text = "\
+100 1.000001 brk(NULL) = 0x555555559000
+100 1.000002 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+100 1.000003 +++ killed by SIGKILL +++
+200 1.000004 +++ exited with 0 +++
+";
+        let (_, summary) = import_text(text, STRICT).unwrap();
+        assert_eq!(summary.strace_skipped.never_resumed, 1);
+        assert_eq!(summary.exits_of_unknown_tasks, 1);
+        let warnings = summary.warnings().join("\n");
+        assert!(
+            warnings.contains("1 calls were begun and never resumed"),
+            "{warnings}"
+        );
+        assert!(
+            warnings.contains("1 exits of tasks never seen alive"),
+            "{warnings}"
+        );
+        assert!(warnings.contains("the trace has no faults"), "{warnings}");
+        // The exit that follows an exit_group is expected: not counted.
+        let (_, summary) = import_text(
+            "100 1.000001 brk(NULL) = 0x555555559000\n100 1.000002 exit_group(0) = ?\n100 1.000003 +++ exited with 0 +++\n",
+            STRICT,
+        )
+        .unwrap();
+        assert_eq!(summary.exits_of_unknown_tasks, 0);
+    }
+
+    #[test]
+    fn mremap_is_counted_with_a_warning() {
+        let text = "\
+100 1.000001 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000
+100 1.000002 mremap(0x7f0000000000, 8192, 16384, MREMAP_MAYMOVE) = 0x7f0000100000
+";
+        let (_, summary) = import_text(text, STRICT).unwrap();
+        assert_eq!(summary.strace_skipped.ignored.get("mremap"), Some(&1));
+        assert!(summary.warnings()[0].starts_with("1 mremap calls are not in the format"));
+    }
+
+    /// `-tt` across midnight: the times after it are on the next day.
+    #[test]
+    fn strace_tt_across_midnight_is_read_as_the_next_day() {
+        let text = "\
+100 23:59:59.999000 brk(NULL) = 0x555555559000
+100 00:00:00.001000 brk(0x55555557a000) = 0x55555557a000
+";
+        let s = strace::parse("s", text).unwrap();
+        assert_eq!(s.midnight_line, Some(2));
+        let (events, _) = import(&s, None, STRICT).unwrap();
+        assert_eq!(events[1].time_ns, 2_000_000);
+        // perf's clock cannot be matched to it.
+        let p = perf::parse(
+            "p",
+            "x 100/100 1700000000.000160000: page-faults: 7f00\n",
+            None,
+        )
+        .unwrap();
+        let e = import(&s, Some(&p), STRICT).unwrap_err().to_string();
+        assert!(e.contains("pass midnight (at its line 2)"), "{e}");
+    }
+
+    #[test]
+    fn time_going_back_within_a_task_is_an_error() {
+        assert_eq!(
+            strace_error(
+                "100 1.000005 brk(NULL) = 0x1000\n101 1.000001 brk(NULL) = 0x1000\n100 1.000004 brk(NULL) = 0x1000\n"
+            ),
+            "s.txt:3: time goes back for task 100 (its line 1 is later)"
+        );
+    }
+
+    #[test]
+    fn perf_trace_output_is_recognised() {
+        let text = "     0.000 ( 0.004 ms): sh/4918 brk() = 0x55b38f5da000\n";
+        let e = strace_error(text);
+        assert!(
+            e.starts_with("s.txt:1: this looks like 'perf trace' output"),
+            "{e}"
+        );
+        let e = perf::parse("p", text, None).unwrap_err().to_string();
+        assert!(e.contains("'perf trace' output"), "{e}");
+    }
+
+    /// xz and zstd inputs are read (the files are `printf 'hello\n' | xz`
+    /// and `| zstd`); others are named with the command that undoes them.
+    #[test]
+    fn xz_and_zstd_inputs_are_read_and_other_compressions_named() {
+        let xz = [
+            0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0x00, 0x04, 0xe6, 0xd6, 0xb4, 0x46, 0x02, 0x00,
+            0x21, 0x01, 0x16, 0x00, 0x00, 0x00, 0x74, 0x2f, 0xe5, 0xa3, 0x01, 0x00, 0x05, 0x68,
+            0x65, 0x6c, 0x6c, 0x6f, 0x0a, 0x00, 0x00, 0x00, 0xa5, 0x60, 0x97, 0xf1, 0x94, 0xf6,
+            0xfd, 0xe0, 0x00, 0x01, 0x1e, 0x06, 0xc1, 0x2f, 0xa4, 0x1d, 0x1f, 0xb6, 0xf3, 0x7d,
+            0x01, 0x00, 0x00, 0x00, 0x00, 0x04, 0x59, 0x5a,
+        ];
+        assert_eq!(text_of_bytes("t.xz", xz.to_vec()).unwrap(), "hello\n");
+        let zstd = [
+            0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x58, 0x31, 0x00, 0x00, 0x68, 0x65, 0x6c, 0x6c, 0x6f,
+            0x0a, 0x53, 0x88, 0xbd, 0x91,
+        ];
+        assert_eq!(text_of_bytes("t.zst", zstd.to_vec()).unwrap(), "hello\n");
+        let e = text_of_bytes("t.xz", b"\xfd7zXZ\x00\x00rest".to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.xz: xz: "), "{e}");
+        let e = text_of_bytes("t.bz2", b"BZh91AY&SY".to_vec())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "t.bz2: bzip2-compressed: decompress it first ('bzip2 -d t.bz2'), or compress it with gzip"
         );
     }
 }

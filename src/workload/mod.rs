@@ -179,6 +179,12 @@ pub trait Benchmark: Sync {
     fn host_bytes(&self, _machine: &Machine) -> Option<u64> {
         None
     }
+
+    /// The THP mode the workload was recorded under, which a run uses
+    /// unless `--thp-enabled` says otherwise (a trace's header).
+    fn recorded_thp(&self) -> Option<crate::features::ThpEnabled> {
+        None
+    }
 }
 
 /// A registered workload with its flags parsed: runs it and fills in the
@@ -191,6 +197,11 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// See [`Benchmark::recorded_thp`].
+    pub fn recorded_thp(&self) -> Option<crate::features::ThpEnabled> {
+        self.benchmark.recorded_thp()
+    }
+
     /// See [`Benchmark::host_bytes`].
     pub fn host_bytes(&self, machine: &Machine) -> Option<u64> {
         self.benchmark.host_bytes(machine)

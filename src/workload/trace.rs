@@ -4,18 +4,19 @@
 //! How it is modelled, and why: docs/workloads.md, "trace".
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use super::{Benchmark, FindVmaStats, Metric, Progress, Report, RunError, UsageError, last_clock};
-use crate::features::Features;
+use crate::features::{Features, ThpEnabled};
 use crate::kernel::{self, Next, Program, Spawner, Sys};
 use crate::machine::Machine;
 use crate::mm::current::TaskId;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice as MmAdvice, VmFlags};
 use crate::sim::{CpuId, Ctx};
-use crate::trace::{self, Access, Event, Op};
+use crate::trace::recorded::Recorded;
+use crate::trace::stream::{Stream, Survey};
+use crate::trace::{self, Access, Event, LoadError, Op};
 
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
@@ -24,10 +25,30 @@ pub const USAGE: &str = "  FILE                 the trace, plain or gzipped
   --recorded NAME      instead of FILE, a trace built into mmsim (tests/data/README.md):
                        make, python or pipeline";
 
-/// A parsed trace, ready to replay.
+/// A checked trace, ready to replay: it is read again, a line at a time,
+/// by each run (`trace::stream`), so a replay holds one event at a time.
 pub struct TraceReplay {
     pub file: String,
-    pub events: Arc<Vec<Event>>,
+    source: Source,
+    /// Events, last time and header, from the check.
+    survey: Survey,
+    /// The header's `# thp-enabled:`, if it has one.
+    pub thp: Option<ThpEnabled>,
+}
+
+/// Where the trace is read from.
+enum Source {
+    File(PathBuf),
+    Recorded(&'static Recorded),
+}
+
+impl Source {
+    fn open(&self) -> Result<Stream, LoadError> {
+        match self {
+            Source::File(path) => Stream::open(path),
+            Source::Recorded(r) => Ok(Stream::of_gz(r.file(), r.gz)),
+        }
+    }
 }
 
 pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
@@ -51,18 +72,26 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
             extra => return Err(a.error(format!("one FILE only, but also got '{extra}'"))),
         }
     }
-    let (file, events) = match (file, recorded) {
+    let (file, source) = match (file, recorded) {
         (Some(file), None) => {
-            let events = trace::load(Path::new(&file)).map_err(|e| a.error(e))?;
-            (file, events)
+            let path = PathBuf::from(&file);
+            (file, Source::File(path))
         }
-        (None, Some(r)) => (r.file(), r.events().map_err(|e| a.error(e))?),
+        (None, Some(r)) => (r.file(), Source::Recorded(r)),
         (Some(_), Some(_)) => return Err(a.error("FILE and --recorded contradict each other")),
         (None, None) => return Err(a.error("missing FILE (or --recorded NAME)")),
     };
+    // Every line is checked now, so that a bad trace is an error before
+    // any run; the runs read it again.
+    let survey = source
+        .open()
+        .and_then(Stream::survey)
+        .map_err(|e| a.error(e))?;
     Ok(Box::new(TraceReplay {
         file,
-        events: Arc::new(events),
+        source,
+        survey,
+        thp: survey.meta.thp_enabled.and_then(ThpEnabled::from_name),
     }))
 }
 
@@ -111,8 +140,14 @@ struct Brk {
 type S<'s> = Sys<'s, Thread>;
 
 struct Run<'a> {
-    events: &'a [Event],
-    next: usize,
+    /// The next event of the trace, or None at its end; an error ends the
+    /// run (a line that went bad after the check).
+    source: &'a mut dyn FnMut() -> Result<Option<Event>, String>,
+    /// The event to run now: its task runs it at its next step.
+    current: Option<Event>,
+    /// Events in the trace, for the progress report.
+    total: u64,
+    next: u64,
     tasks: BTreeMap<u32, Task>,
     brk: BTreeMap<MmId, Brk>,
     next_cpu: u32,
@@ -279,7 +314,7 @@ impl Run<'_> {
     }
 
     fn count_progress(&mut self, sys: &mut S) {
-        let percent = self.next as u64 * 100 / self.events.len().max(1) as u64;
+        let percent = self.next * 100 / self.total.max(1);
         if percent > self.reported_percent {
             self.reported_percent = percent;
             sys.progress(percent as f64 / 100.0);
@@ -309,12 +344,12 @@ impl Program for Run<'_> {
             self.tasks.remove(&thread.tid);
             return Next::Exit;
         }
-        let event = &self.events[self.next];
+        let event = self.current.expect("a task runs only while events remain");
         if event.tid != thread.tid {
             // Not this task's turn: it waits to be woken for its event.
             return Next::Sleep;
         }
-        let exited = match self.apply(sys, event) {
+        let exited = match self.apply(sys, &event) {
             Ok(exited) => exited,
             Err(why) => {
                 sys.fail(why);
@@ -324,7 +359,14 @@ impl Program for Run<'_> {
         self.next += 1;
         self.counts.events += 1;
         self.count_progress(sys);
-        match self.events.get(self.next) {
+        self.current = match (self.source)() {
+            Ok(next) => next,
+            Err(why) => {
+                sys.fail(why);
+                return Next::Run;
+            }
+        };
+        match self.current {
             None => {
                 self.tasks.remove(&thread.tid);
                 self.end(sys);
@@ -359,16 +401,45 @@ pub fn replay(
     end_check: EndCheck,
     progress: Progress,
 ) -> Result<Replayed, RunError> {
-    let first = events.first().map(|e| (e.tid, e.pid));
+    let mut iter = events.iter().copied();
+    let mut source = || Ok(iter.next());
+    let total = events.len() as u64;
+    replay_from(
+        &mut source,
+        total,
+        machine,
+        features,
+        seed,
+        end_check,
+        progress,
+    )
+}
+
+/// [`replay`] of the events `source` gives one at a time (`total` of them,
+/// for the progress report): the replay holds one event, whatever the
+/// trace's length.
+pub fn replay_from(
+    source: &mut dyn FnMut() -> Result<Option<Event>, String>,
+    total: u64,
+    machine: &Machine,
+    features: Features,
+    seed: u64,
+    end_check: EndCheck,
+    progress: Progress,
+) -> Result<Replayed, RunError> {
+    let current = source().map_err(|e| RunError(format!("{NAME}: {e}")))?;
+    let first = current.map(|e| (e.tid, e.pid));
     let mut program = Run {
-        events,
+        source,
+        current,
+        total,
         next: 0,
         tasks: BTreeMap::new(),
         brk: BTreeMap::new(),
         next_cpu: 0,
         counts: Counts::default(),
         end_check,
-        ended: events.is_empty(),
+        ended: current.is_none(),
         first,
         reported_percent: 0,
     };
@@ -408,8 +479,25 @@ impl Benchmark for TraceReplay {
         } else {
             EndCheck::Skip
         };
-        let done = replay(&self.events, machine, features, seed, end_check, progress)?;
+        let mut stream = self
+            .source
+            .open()
+            .map_err(|e| RunError(format!("{NAME}: {e}")))?;
+        let mut source = || stream.next_event().map_err(|e| e.to_string());
+        let done = replay_from(
+            &mut source,
+            self.survey.events,
+            machine,
+            features,
+            seed,
+            end_check,
+            progress,
+        )?;
         Ok(self.output(machine, features, &done))
+    }
+
+    fn recorded_thp(&self) -> Option<ThpEnabled> {
+        self.thp
     }
 }
 
@@ -417,10 +505,10 @@ impl TraceReplay {
     fn output(&self, machine: &Machine, features: Features, done: &Replayed) -> Report {
         let c = &done.counts;
         let pgfault = done.ctx.stats.event(crate::sim::Event::Pgfault);
-        let span_ns = self.events.last().map_or(0, |e| e.time_ns);
+        let span_ns = self.survey.span_ns;
         let failed: Vec<String> = c.failed.iter().map(|(op, n)| format!("{op} {n}")).collect();
         let find_vma = FindVmaStats::of(&done.ctx.stats);
-        let lines = vec![
+        let mut lines = vec![
             format!(
                 "{}: {} events replayed ({} tasks, {} processes), recorded over {:.3} ms",
                 crate::util::escape(&self.file),
@@ -448,6 +536,18 @@ impl TraceReplay {
                 find_vma.cycles
             ),
         ];
+        if c.accesses == 0 {
+            lines.push(
+                "warning: the trace has no faults or accesses: the VMA cache's figures are over the system calls' lookups alone (import with --perf)"
+                    .to_string(),
+            );
+        }
+        if c.segv > 0 {
+            lines.push(format!(
+                "warning: {} faults or accesses fell outside every VMA or against its protection (SIGSEGV): the trace lacks a mapping the recorded program had",
+                c.segv
+            ));
+        }
         let elapsed = last_clock(&done.ctx);
         let elapsed_us = machine.topology.cycles_to_ns(elapsed) / 1000.0;
         Report {

@@ -1,0 +1,283 @@
+//! Reading a trace a line at a time, so that a replay holds one event and
+//! not the whole trace: host memory independent of the trace's length, and
+//! no cap on its events.
+//!
+//! Each line is held to the rules of [`super::parse`] (the same
+//! [`Checker`]). A gzip or zstd file is decompressed as it is read; an xz
+//! file is decompressed whole first (the xz decoder writes to a buffer),
+//! so only its compressed size is saved. A line is read up to
+//! `LINE_BYTES_MAX` bytes: a longer one is skipped to its end if it is a
+//! comment, and an error otherwise, so no line can fill host memory.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Read};
+use std::path::Path;
+
+use super::{
+    Checker, Event, LINE_BYTES_MAX, LoadError, Meta, ParseError, Problem, THP_ENABLED_KEY,
+    XZ_MAGIC, ZSTD_MAGIC, other_compression,
+};
+
+/// A trace being read.
+pub struct Stream {
+    file: String,
+    reader: Box<dyn BufRead>,
+    checker: Checker,
+    /// Lines read so far (the number of the last one).
+    line: usize,
+    /// The header so far: comment lines before the first event.
+    meta: Meta,
+    events: u64,
+    /// The last line read, at most `LINE_BYTES_MAX + 1` bytes of it.
+    buf: Vec<u8>,
+}
+
+/// What one pass over a whole trace found: how many events, the last one's
+/// time, and the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Survey {
+    pub events: u64,
+    pub span_ns: u64,
+    pub meta: Meta,
+}
+
+impl Stream {
+    /// Opens a trace file: plain, gzip, xz or zstd.
+    pub fn open(path: &Path) -> Result<Stream, LoadError> {
+        let file = path.display().to_string();
+        let io = |error| LoadError::Io {
+            file: file.clone(),
+            error,
+        };
+        let mut raw = BufReader::new(File::open(path).map_err(io)?);
+        let magic = raw.fill_buf().map_err(io)?.to_vec();
+        if let Some(name) = other_compression(&magic) {
+            // The same one-line error as a whole-file read gives.
+            return Err(super::text_of_bytes(&file, magic)
+                .err()
+                .unwrap_or(LoadError::Io {
+                    file: file.clone(),
+                    error: std::io::Error::other(format!("{name}-compressed")),
+                }));
+        }
+        let reader: Box<dyn BufRead> = if magic.starts_with(&[0x1f, 0x8b]) {
+            Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(raw)))
+        } else if magic.starts_with(ZSTD_MAGIC) {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| {
+                io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("zstd: {e}"),
+                ))
+            })?;
+            Box::new(BufReader::new(decoder))
+        } else if magic.starts_with(XZ_MAGIC) {
+            let mut bytes = Vec::new();
+            raw.read_to_end(&mut bytes).map_err(io)?;
+            let text = super::text_of_bytes(&file, bytes)?;
+            Box::new(Cursor::new(text.into_bytes()))
+        } else {
+            Box::new(raw)
+        };
+        Ok(Stream::new(file, reader))
+    }
+
+    /// A trace in gzipped bytes (a recorded trace built into the binary).
+    pub fn of_gz(file: String, gz: &'static [u8]) -> Stream {
+        let reader = BufReader::new(flate2::read::MultiGzDecoder::new(gz));
+        Stream::new(file, Box::new(reader))
+    }
+
+    fn new(file: String, reader: Box<dyn BufRead>) -> Stream {
+        Stream {
+            file,
+            reader,
+            checker: Checker::default(),
+            line: 0,
+            meta: Meta::default(),
+            events: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    fn error(&self, problem: Problem) -> LoadError {
+        LoadError::Parse(ParseError {
+            file: self.file.clone(),
+            line: self.line,
+            problem,
+        })
+    }
+
+    /// The next event, or None at the end of the trace.
+    pub fn next_event(&mut self) -> Result<Option<Event>, LoadError> {
+        loop {
+            if !self.read_line()? {
+                return Ok(None);
+            }
+            let Ok(line) = std::str::from_utf8(&self.buf) else {
+                return Err(LoadError::Io {
+                    file: self.file.clone(),
+                    error: std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("line {}: not UTF-8 text", self.line),
+                    ),
+                });
+            };
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            if self.events == 0
+                && let Some(value) = line.trim().strip_prefix(THP_ENABLED_KEY)
+            {
+                let value = value.trim();
+                let thp = Meta::thp_enabled_of(value)
+                    .ok_or_else(|| Problem::BadThpEnabled(value.to_string()));
+                self.meta.thp_enabled = Some(thp.map_err(|p| self.error(p))?);
+                continue;
+            }
+            match self.checker.line(line) {
+                Ok(Some(event)) => {
+                    self.events += 1;
+                    return Ok(Some(event));
+                }
+                Ok(None) => {}
+                Err(problem) => {
+                    // A recording given for a trace: say to import it.
+                    if self.events == 0
+                        && let Some((kind, flag)) = super::recording_kind(line)
+                    {
+                        return Err(LoadError::NotImported {
+                            file: self.file.clone(),
+                            kind,
+                            flag,
+                        });
+                    }
+                    return Err(self.error(problem));
+                }
+            }
+        }
+    }
+
+    /// Reads the next line into `buf`, without its newline; false at the
+    /// end. A line longer than `LINE_BYTES_MAX` keeps its first bytes
+    /// (enough for the checker to call it a comment or too long).
+    fn read_line(&mut self) -> Result<bool, LoadError> {
+        self.buf.clear();
+        let io = |error| LoadError::Io {
+            file: self.file.clone(),
+            error,
+        };
+        let mut any = false;
+        loop {
+            let chunk = self.reader.fill_buf().map_err(io)?;
+            if chunk.is_empty() {
+                break;
+            }
+            any = true;
+            let (part, newline) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(at) => (&chunk[..at], true),
+                None => (chunk, false),
+            };
+            let room = (LINE_BYTES_MAX + 1).saturating_sub(self.buf.len());
+            self.buf.extend_from_slice(&part[..part.len().min(room)]);
+            let used = part.len() + usize::from(newline);
+            self.reader.consume(used);
+            if newline {
+                break;
+            }
+        }
+        if any {
+            self.line += 1;
+        }
+        // A cut line must still fail the length check (or stay a comment):
+        // it holds one byte more than the limit, and a cut in the middle of
+        // a UTF-8 sequence is trimmed away.
+        if self.buf.len() > LINE_BYTES_MAX {
+            while std::str::from_utf8(&self.buf).is_err() && !self.buf.is_empty() {
+                self.buf.pop();
+            }
+            while self.buf.len() <= LINE_BYTES_MAX {
+                self.buf.push(b'x');
+            }
+        }
+        Ok(any)
+    }
+
+    /// Reads the whole trace, checking every line, holding none: its
+    /// events, span and header. A trace with no event is an error.
+    pub fn survey(mut self) -> Result<Survey, LoadError> {
+        let mut span_ns = 0;
+        while let Some(event) = self.next_event()? {
+            span_ns = event.time_ns;
+        }
+        if self.events == 0 {
+            return Err(LoadError::NoEvents { file: self.file });
+        }
+        Ok(Survey {
+            events: self.events,
+            span_ns,
+            meta: self.meta,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(text: &str) -> Stream {
+        Stream::new("t".into(), Box::new(Cursor::new(text.as_bytes().to_vec())))
+    }
+
+    fn all(text: &str) -> Result<Vec<Event>, String> {
+        let mut s = stream(text);
+        let mut out = Vec::new();
+        while let Some(e) = s.next_event().map_err(|e| e.to_string())? {
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    /// The stream reads what `parse` reads, and fails where it fails, with
+    /// the same message.
+    #[test]
+    fn a_stream_reads_and_rejects_as_parse_does() {
+        let long_comment = format!("# {}\n", "c".repeat(1000));
+        let texts = [
+            "# mmsim trace v1\n0 10 10 mmap 0x7f0000000000 0x2000 rw-\r\n\n1 10 10 fault 0x7f0000000008 w # c\n2 10 10 clone 11\n3 10 11 exit\n".to_string(),
+            format!("{long_comment}0 10 10 exit\n"),
+            format!("0 10 10 exit {}\n", "0".repeat(300)),
+            "0 10 10 exit\n1 10 10 exit\n".to_string(),
+            "5 10 10 brk 0x1000\n4 10 10 brk 0x2000".to_string(),
+            "0 10 10 exit\n0 10 10 frob\n".to_string(),
+        ];
+        for text in &texts {
+            let parsed = super::super::parse("t", text).map_err(|e| e.to_string());
+            assert_eq!(all(text), parsed, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_survey_counts_and_reads_the_header() {
+        let s =
+            stream("# mmsim trace v1\n# thp-enabled: madvise\n0 10 10 brk 0x1000\n7 10 10 exit\n");
+        let survey = s.survey().unwrap();
+        assert_eq!((survey.events, survey.span_ns), (2, 7));
+        assert_eq!(survey.meta.thp_enabled, Some("madvise"));
+        let e = stream("# only a comment\n")
+            .survey()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no events"), "{e}");
+        let e = stream("# thp-enabled: sometimes\n")
+            .survey()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "t:1: thp-enabled 'sometimes' is not always, madvise or never"
+        );
+        let e = stream("4918  1795308992.225467 execve(\"/usr/bin/sh\") = 0\n")
+            .survey()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("this is strace output"), "{e}");
+    }
+}

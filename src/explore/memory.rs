@@ -167,6 +167,13 @@ pub struct State {
     violation: Option<(u8, u8)>,
 }
 
+impl State {
+    /// Thread `t`'s registers.
+    pub fn regs(&self, t: usize) -> [u64; NR_REGS] {
+        self.threads[t].regs
+    }
+}
+
 impl Code {
     fn var_name(&self, var: Var) -> &str {
         &self.vars[var].0

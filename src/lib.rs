@@ -2,13 +2,14 @@
 //! hardware. See README.md for what it is and docs/design.md for how it is
 //! built. Layers, from the bottom: `util`, `types`, `features`, `machine`,
 //! `sim`, `arch`, `mm`, `kernel`, `trace`, `workload`, `report`,
-//! `experiments`, `cli`; a dependency only points down (`tests/layers.rs`
+//! `experiments`, `explore`, `cli`; a dependency only points down (`tests/layers.rs`
 //! checks it).
 
 pub mod arch;
 pub mod cli;
 pub mod drivers;
 pub mod experiments;
+pub mod explore;
 pub mod features;
 pub mod kernel;
 pub mod machine;

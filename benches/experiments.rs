@@ -1,7 +1,9 @@
 //! Host time and memory of each experiment at full scale: the wall time,
-//! CPU time and peak resident memory of `mmsim reproduce ID` (both sides,
-//! which run at once on two host threads; seed 1), one process per
-//! experiment. Run with `cargo bench --bench experiments`, or
+//! CPU time and peak resident memory of `mmsim reproduce ID` (every run
+//! of it, cases and extra runs, two at a time on two host threads,
+//! `experiments::run_many`; seed 1), one process per experiment.
+//! `cargo bench --bench experiments -- thp-split-zero-subpages` measures
+//! seed 003's, whose aims are 3.5 s and 1 GiB. Run with `cargo bench --bench experiments`, or
 //! `cargo bench --bench experiments -- ID` for one; `scripts/pgo bench
 //! --bench experiments` measures the build optimised with its own profile.
 //!

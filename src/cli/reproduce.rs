@@ -48,7 +48,8 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
             Ok((experiment, prepared))
         })
         .collect::<Result<Vec<_>, CliError>>()?;
-    // One experiment runs at a time, its two sides at once.
+    // One experiment runs at a time, at most two of its runs at once
+    // (`experiments::run_many`).
     let limit = host_memory::limit(&parsed)?;
     for (experiment, prepared) in &prepared {
         // The largest of the runs that can tell (they run one after another).

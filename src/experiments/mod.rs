@@ -32,7 +32,7 @@ mod pcp_high_order;
 mod per_thread_vmacache;
 mod thp_split_zero_subpages;
 
-use std::sync::mpsc;
+use std::sync::{Condvar, Mutex, mpsc};
 use std::{fmt, thread};
 
 use crate::features::{Feature, Features, KernelVersion, SwapSetup};
@@ -371,12 +371,8 @@ impl std::error::Error for ExperimentError {}
 
 /// Runs one benchmark before and after: on the kernels `before` and
 /// `after` (the change off and on). Progress goes from 0 to 1 over both
-/// runs.
-///
-/// The two runs share nothing, so they run at once on two host threads;
-/// each is deterministic on its own, so the results do not depend on how
-/// the host schedules them. Only progress crosses threads, as messages to
-/// the calling thread, which alone calls `progress`.
+/// runs. The two runs share nothing, so they run at once on two host
+/// threads ([`run_many`]).
 pub fn run_before_after(
     benchmark: &workload::Parsed,
     machine: &Machine,
@@ -385,38 +381,168 @@ pub fn run_before_after(
     seed: u64,
     progress: Progress,
 ) -> Result<[RunOutput; 2], (Side, RunError)> {
-    let (tx, rx) = mpsc::channel::<(usize, f64)>();
-    let [before, after] = thread::scope(|scope| {
-        let sides = [(Side::Before, before), (Side::After, after)];
-        let runs = sides.map(|(side, features)| {
-            let tx = tx.clone();
-            let index = (side == Side::After) as usize;
-            thread::Builder::new()
-                .name(format!("mmsim-{}", side.name()))
-                .spawn_scoped(scope, move || {
-                    let mut report = |f: f64| {
-                        // The receiver outlives both runs; a failed send
-                        // would only lose a progress update.
-                        let _ = tx.send((index, f));
-                    };
-                    benchmark
-                        .run(machine, features, seed, &mut report)
-                        .map_err(|e| (side, e))
-                })
-                .expect("spawning a host thread for one side of a comparison")
-        });
-        drop(tx);
-        let mut done = [0.0f64; 2];
-        for (side, f) in rx {
-            done[side] = f;
-            progress((done[0] + done[1]) / 2.0);
-        }
-        runs.map(|run| {
-            run.join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
+    let jobs = [before, after].map(|features| Job {
+        benchmark,
+        features,
     });
-    Ok([before?, after?])
+    let mut outputs = run_many(&jobs, machine, seed, progress).into_iter();
+    let before = outputs.next().expect("the before run's output");
+    let after = outputs.next().expect("the after run's output");
+    Ok([
+        before.map_err(|e| (Side::Before, e))?,
+        after.map_err(|e| (Side::After, e))?,
+    ])
+}
+
+/// Host threads an experiment's runs share: two, as the development
+/// machine has two cores (and as the two sides of a comparison always
+/// ran). Each run is deterministic on its own and runs whole on one
+/// thread, so how many threads there are, and which takes which run,
+/// never reaches a result.
+pub const HOST_THREADS: usize = 2;
+
+/// The host memory an experiment's runs in flight together may be
+/// estimated to need ([`workload::Parsed::host_bytes`]): the project's aim
+/// for a whole experiment. A run whose estimate alone is larger still runs,
+/// but alone.
+pub const HOST_BUDGET_BYTES: u64 = 1 << 30;
+
+/// One run for [`run_many`]: a workload on a kernel.
+#[derive(Clone, Copy)]
+pub struct Job<'a> {
+    pub benchmark: &'a workload::Parsed,
+    pub features: Features,
+}
+
+/// Runs every job on `machine` at `seed`, on up to [`HOST_THREADS`] host
+/// threads, and returns their outputs in the jobs' order. Progress goes
+/// from 0 to 1 over all of them.
+///
+/// Jobs start largest estimate first (the larger runs of an experiment
+/// are its longer ones, and the short ones then fill in beside them), the
+/// order given among equals. A free thread takes the first job in that
+/// order whose estimated host memory fits in [`HOST_BUDGET_BYTES`] beside the runs in flight (a
+/// job with no estimate counts as nothing), or the first job when nothing
+/// is in flight; so a long run of a case no longer holds the other thread
+/// idle until the case's other side ends, and the two largest runs are
+/// not in memory together when they would not fit. Each job is
+/// deterministic on its own, so the results do not depend on how the host
+/// schedules them. Only progress crosses threads, as messages to the
+/// calling thread, which alone calls `progress`.
+pub fn run_many(
+    jobs: &[Job],
+    machine: &Machine,
+    seed: u64,
+    progress: Progress,
+) -> Vec<Result<RunOutput, RunError>> {
+    let estimates: Vec<u64> = jobs
+        .iter()
+        .map(|job| {
+            job.benchmark
+                .host_bytes_on(machine, &job.features)
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(estimates[i]));
+    let queue = Mutex::new(Queue {
+        order,
+        in_flight: 0,
+        bytes_in_flight: 0,
+    });
+    let freed = Condvar::new();
+    let results: Vec<Mutex<Option<Result<RunOutput, RunError>>>> =
+        jobs.iter().map(|_| Mutex::new(None)).collect();
+    let (tx, rx) = mpsc::channel::<(usize, f64)>();
+    thread::scope(|scope| {
+        let workers: Vec<_> = (0..HOST_THREADS.min(jobs.len()))
+            .map(|w| {
+                let tx = tx.clone();
+                let (queue, freed, estimates, results) = (&queue, &freed, &estimates, &results);
+                thread::Builder::new()
+                    .name(format!("mmsim-run-{w}"))
+                    .spawn_scoped(scope, move || {
+                        while let Some(i) = take_job(queue, freed, estimates) {
+                            let mut report = |f: f64| {
+                                // The receiver outlives every run; a failed
+                                // send would only lose a progress update.
+                                let _ = tx.send((i, f));
+                            };
+                            let job = jobs[i];
+                            let output =
+                                job.benchmark.run(machine, job.features, seed, &mut report);
+                            *results[i].lock().expect("a run's result slot") = Some(output);
+                            let mut q = queue.lock().expect("the run queue");
+                            q.in_flight -= 1;
+                            q.bytes_in_flight -= estimates[i];
+                            drop(q);
+                            freed.notify_all();
+                        }
+                    })
+                    .expect("spawning a host thread for an experiment's runs")
+            })
+            .collect();
+        drop(tx);
+        let mut done = vec![0.0f64; jobs.len()];
+        for (i, f) in rx {
+            done[i] = f;
+            progress(done.iter().sum::<f64>() / jobs.len() as f64);
+        }
+        for worker in workers {
+            worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        }
+    });
+    results
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .expect("a run's result slot")
+                .expect("every job ran")
+        })
+        .collect()
+}
+
+/// What [`run_many`]'s threads share: which jobs are taken, and the runs
+/// in flight with their estimated host memory.
+struct Queue {
+    /// The jobs not yet taken, in the order they are offered.
+    order: Vec<usize>,
+    in_flight: usize,
+    bytes_in_flight: u64,
+}
+
+impl Queue {
+    /// Where in `order` the next job to start is: the first, when nothing
+    /// is in flight; else the first whose estimate fits in the budget
+    /// beside the runs in flight; None when none does (or none is left).
+    fn next_fit(&self, estimates: &[u64]) -> Option<usize> {
+        if self.in_flight == 0 {
+            return (!self.order.is_empty()).then_some(0);
+        }
+        self.order
+            .iter()
+            .position(|&i| self.bytes_in_flight + estimates[i] <= HOST_BUDGET_BYTES)
+    }
+}
+
+/// The next job for a free thread (see [`run_many`]), waiting while none
+/// fits beside the runs in flight; None when every job is taken.
+fn take_job(queue: &Mutex<Queue>, freed: &Condvar, estimates: &[u64]) -> Option<usize> {
+    let mut q = queue.lock().expect("the run queue");
+    loop {
+        if q.order.is_empty() {
+            return None;
+        }
+        if let Some(at) = q.next_fit(estimates) {
+            let i = q.order.remove(at);
+            q.in_flight += 1;
+            q.bytes_in_flight += estimates[i];
+            return Some(i);
+        }
+        q = freed.wait(q).expect("the run queue");
+    }
 }
 
 /// One published value beside ours.
@@ -542,8 +668,9 @@ pub fn run(
 /// --set`; experiments themselves never do). The outputs carry the
 /// workloads' flags.
 ///
-/// The cases run one after another, each case's two sides at once (so at
-/// most two runs are in host memory together), then the extra runs.
+/// Every run (each case's two sides, then each extra run's) is one job of
+/// [`run_many`]: at most [`HOST_THREADS`] at once, within the host memory
+/// budget, results in order.
 pub fn run_prepared(
     experiment: &'static Experiment,
     prepared: Prepared,
@@ -559,25 +686,20 @@ pub fn run_prepared(
         cases: case_benchmarks,
         extra: extra_benchmarks,
     } = prepared;
-    // Each case's runs, then each extra run's, take equal shares of the
-    // progress bar.
-    let parts = experiment.cases.len() + experiment.extra.len();
-    let part_progress = |part: usize| move |f: f64| (part as f64 + f) / parts as f64;
-    let base = experiment.base_features();
+    let jobs = experiment_jobs(experiment, &case_benchmarks, &extra_benchmarks);
+    let mut outputs = run_many(&jobs, &machine, seed, progress).into_iter();
+    // The two outputs of the next case or extra run, in order; the first
+    // failure in that order is the one reported.
+    let mut next_pair = |problem: &dyn Fn(Side, RunError) -> Problem| {
+        let before = outputs.next().expect("a before run's output");
+        let after = outputs.next().expect("an after run's output");
+        let before = before.map_err(|e| err(problem(Side::Before, e)))?;
+        let after = after.map_err(|e| err(problem(Side::After, e)))?;
+        Ok::<_, ExperimentError>((before, after))
+    };
     let mut cases = Vec::with_capacity(experiment.cases.len());
-    for (i, (case, benchmark)) in experiment.cases.iter().zip(case_benchmarks).enumerate() {
-        let to_whole = part_progress(i);
-        let mut kernel = base;
-        kernel.swap = case.swap;
-        let [before, after] = run_before_after(
-            &benchmark,
-            &machine,
-            with_all(kernel, experiment.features, false),
-            with_all(kernel, experiment.features, true),
-            seed,
-            &mut |f| progress(to_whole(f)),
-        )
-        .map_err(|(side, e)| err(Problem::Run(side, e)))?;
+    for case in experiment.cases {
+        let (before, after) = next_pair(&Problem::Run)?;
         let rows = case
             .rows
             .iter()
@@ -592,20 +714,8 @@ pub fn run_prepared(
         });
     }
     let mut extra = Vec::with_capacity(experiment.extra.len());
-    for (i, (run, benchmark)) in experiment.extra.iter().zip(extra_benchmarks).enumerate() {
-        let to_whole = part_progress(experiment.cases.len() + i);
-        let mut kernel = with_all(base, run.with, true);
-        kernel.swap = run.swap;
-        let change = run.change(experiment);
-        let [before, after] = run_before_after(
-            &benchmark,
-            &machine,
-            with_all(kernel, change, false),
-            with_all(kernel, change, true),
-            seed,
-            &mut |f| progress(to_whole(f)),
-        )
-        .map_err(|(side, e)| err(Problem::ExtraRun(run.workload, side, e)))?;
+    for run in experiment.extra {
+        let (before, after) = next_pair(&|side, e| Problem::ExtraRun(run.workload, side, e))?;
         let values = run
             .metrics
             .iter()
@@ -624,6 +734,39 @@ pub fn run_prepared(
         cases,
         extra,
     })
+}
+
+/// An experiment's runs, in order: each case's before and after, then
+/// each extra run's, on the kernels [`run_prepared`] describes.
+fn experiment_jobs<'a>(
+    experiment: &Experiment,
+    case_benchmarks: &'a [workload::Parsed],
+    extra_benchmarks: &'a [workload::Parsed],
+) -> Vec<Job<'a>> {
+    let base = experiment.base_features();
+    let mut jobs = Vec::with_capacity(2 * (case_benchmarks.len() + extra_benchmarks.len()));
+    for (case, benchmark) in experiment.cases.iter().zip(case_benchmarks) {
+        let mut kernel = base;
+        kernel.swap = case.swap;
+        for on in [false, true] {
+            jobs.push(Job {
+                benchmark,
+                features: with_all(kernel, experiment.features, on),
+            });
+        }
+    }
+    for (run, benchmark) in experiment.extra.iter().zip(extra_benchmarks) {
+        let mut kernel = with_all(base, run.with, true);
+        kernel.swap = run.swap;
+        let change = run.change(experiment);
+        for on in [false, true] {
+            jobs.push(Job {
+                benchmark,
+                features: with_all(kernel, change, on),
+            });
+        }
+    }
+    jobs
 }
 
 /// A registered workload with its flags parsed.
@@ -916,6 +1059,82 @@ mod tests {
             stats,
             elapsed: Cycles(1),
         }
+    }
+
+    /// Each run's output is what it gives run alone, in the jobs' order,
+    /// however the two host threads took them.
+    #[test]
+    fn run_many_returns_each_run_as_it_runs_alone_in_order() {
+        let machine = machine::builtin("x86-2s-server").unwrap();
+        let info = workload::find("pageout").unwrap();
+        let parse = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            workload::parse(info, &args).unwrap()
+        };
+        let (best, worst) = (parse(&["8", "0", "1"]), parse(&["8", "4095", "512"]));
+        let zram = Some(SwapSetup {
+            device: crate::features::SwapDeviceKind::Zram(crate::features::ZramComp::LzoRle),
+            size_bytes: Some(64 << 20),
+        });
+        let mut kernel = Features::mainline();
+        kernel.swap = zram;
+        let split = kernel.with(Feature::ThpSwap, false);
+        let jobs = [
+            (&worst, kernel),
+            (&best, split),
+            (&worst, split),
+            (&best, kernel),
+            (&best, split.with(Feature::ThpSplitZeroPage, false)),
+        ]
+        .map(|(benchmark, features)| Job {
+            benchmark,
+            features,
+        });
+        let mut last = 0.0;
+        let outputs = run_many(&jobs, &machine, 1, &mut |f| {
+            assert!((last..=1.0).contains(&f), "progress {f} after {last}");
+            last = f;
+        });
+        assert_eq!(outputs.len(), jobs.len());
+        for (job, output) in jobs.iter().zip(outputs) {
+            let alone = job.benchmark.run(&machine, job.features, 1, &mut |_| {});
+            let (output, alone) = (output.unwrap(), alone.unwrap());
+            assert_eq!(output.features, job.features);
+            assert_eq!(
+                (
+                    &output.lines,
+                    &output.metrics,
+                    &output.stats,
+                    output.elapsed
+                ),
+                (&alone.lines, &alone.metrics, &alone.stats, alone.elapsed)
+            );
+        }
+    }
+
+    /// A free thread takes the first job whose estimate fits beside the
+    /// runs in flight, the first job when none is, and waits otherwise.
+    #[test]
+    fn a_job_starts_where_its_estimate_fits() {
+        let mib = 1 << 20;
+        let estimates = [600 * mib, 600 * mib, 400 * mib, 100 * mib];
+        let queue = |order: Vec<usize>, bytes_in_flight: u64| Queue {
+            order,
+            in_flight: usize::from(bytes_in_flight > 0),
+            bytes_in_flight,
+        };
+        assert_eq!(queue(vec![0, 1, 2, 3], 0).next_fit(&estimates), Some(0));
+        // 600 MiB in flight: the other 600 would pass 1 GiB, 400 fits
+        // (positions in the order, not jobs).
+        assert_eq!(
+            queue(vec![1, 2, 3], 600 * mib).next_fit(&estimates),
+            Some(1)
+        );
+        assert_eq!(queue(vec![1, 3], 600 * mib).next_fit(&estimates), Some(1));
+        assert_eq!(queue(vec![1], 600 * mib).next_fit(&estimates), None);
+        // Alone, a run larger than the budget still starts.
+        assert_eq!(queue(vec![0], 0).next_fit(&[2 << 30]), Some(0));
+        assert_eq!(queue(vec![], 0).next_fit(&estimates), None);
     }
 
     #[test]

@@ -339,6 +339,35 @@ mod tests {
         ]
     }
 
+    /// The host-memory estimates that share the host among the runs
+    /// (`run_many`): the worst case on a disk is the largest, its two
+    /// sides never run together, and either fits beside any other run.
+    #[test]
+    fn its_two_largest_runs_never_share_the_host() {
+        use super::super::{HOST_BUDGET_BYTES, experiment_jobs};
+        let prepared = prepare(&EXPERIMENT).unwrap();
+        let jobs = experiment_jobs(&EXPERIMENT, &prepared.cases, &prepared.extra);
+        let mib = |job: &super::super::Job| {
+            job.benchmark
+                .host_bytes_on(&prepared.machine, &job.features)
+                .unwrap()
+                >> 20
+        };
+        let estimates: Vec<u64> = jobs.iter().map(mib).collect();
+        // zram best, worst, disk best, worst (before, after); the extra
+        // runs: THP swap best, worst; 6.12's split best, worst.
+        assert_eq!(
+            estimates,
+            [
+                262, 80, 370, 370, 432, 80, 540, 540, 262, 262, 370, 370, 262, 80, 370, 370
+            ]
+        );
+        let largest = HOST_BUDGET_BYTES >> 20;
+        assert!(estimates[6] + estimates[7] > largest);
+        assert!(estimates[6] + estimates[4] <= largest);
+        assert!(estimates[6] + estimates[2] <= largest);
+    }
+
     #[test]
     fn the_definition_is_consistent() {
         let prepared = prepare(&EXPERIMENT).unwrap();

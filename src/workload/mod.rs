@@ -185,6 +185,14 @@ pub trait Benchmark: Sync {
     fn recorded_thp(&self) -> Option<crate::features::ThpEnabled> {
         None
     }
+
+    /// Host bytes the run will need on the kernel `features` describes
+    /// (its swap device, say), where that tells more than
+    /// [`Benchmark::host_bytes`], which must not be smaller. For sharing
+    /// the host among an experiment's runs (`experiments::run_many`).
+    fn host_bytes_on(&self, machine: &Machine, _features: &Features) -> Option<u64> {
+        self.host_bytes(machine)
+    }
 }
 
 /// A registered workload with its flags parsed: runs it and fills in the
@@ -205,6 +213,11 @@ impl Parsed {
     /// See [`Benchmark::host_bytes`].
     pub fn host_bytes(&self, machine: &Machine) -> Option<u64> {
         self.benchmark.host_bytes(machine)
+    }
+
+    /// See [`Benchmark::host_bytes_on`].
+    pub fn host_bytes_on(&self, machine: &Machine, features: &Features) -> Option<u64> {
+        self.benchmark.host_bytes_on(machine, features)
     }
 
     pub fn run(

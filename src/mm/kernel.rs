@@ -83,6 +83,9 @@ pub struct MmStruct {
     /// Once the last user is gone: how far `exit_mmap` has unmapped, for a
     /// teardown done in steps (`fork.rs`).
     pub exit_cursor: Option<u64>,
+    /// powerpc64's lockless page-table walks of this mm, as seed 002's
+    /// counters see them (`mm->context.lockless_pgtbl_walk_count`).
+    pub lockless: crate::arch::powerpc::LocklessWalks,
     /// The host's own shortcut to the PMD table last walked to
     /// ([`Kernel::pmd_table`]); nothing simulated reads or charges it.
     pmd_cache: Cell<PmdCache>,
@@ -285,6 +288,7 @@ impl Kernel {
             mmap_lock: RwSemaphore::new(),
             vmacache: MmVmacache::default(),
             exit_cursor: None,
+            lockless: crate::arch::powerpc::LocklessWalks::new(),
             pmd_cache: Cell::new(PmdCache::EMPTY),
         };
         Ok(self.insert_mm(mm))
@@ -570,8 +574,27 @@ impl Kernel {
     /// What the architecture does after a huge PMD of `mm` was cleared or
     /// invalidated, with the PMD lock held (`crate::arch`; powerpc64 IPIs
     /// the CPUs in the mm's cpumask).
-    pub(super) fn huge_pmd_cleared(&self, ctx: &mut Ctx, mm: MmId) {
-        crate::arch::huge_pmd_cleared(ctx, &self.mm(mm).cpumask);
+    pub(super) fn huge_pmd_cleared(&mut self, ctx: &mut Ctx, mm: MmId) {
+        let serialize = self.serialize_policy();
+        let m = self.mm_mut(mm);
+        crate::arch::huge_pmd_cleared(ctx, &m.cpumask, &mut m.lockless, serialize);
+    }
+
+    /// How powerpc64's `serialize_against_pte_lookup` decides whom to
+    /// interrupt, by the kernel's features (5.8's removal of the call
+    /// first, then the series' per-CPU form, then its count).
+    pub(super) fn serialize_policy(&self) -> crate::arch::powerpc::Serialize {
+        use crate::arch::powerpc::Serialize;
+        use crate::features::Feature;
+        if self.features.has(Feature::PmdClearNoIpi) {
+            Serialize::Never
+        } else if self.features.has(Feature::LocklessPgtblWalkPercpu) {
+            Serialize::PerCpu
+        } else if self.features.has(Feature::LocklessPgtblWalkCount) {
+            Serialize::Count
+        } else {
+            Serialize::Always
+        }
     }
 
     /// Resolves a user access: the page it lands on, after any faults. The

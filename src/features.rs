@@ -192,7 +192,7 @@ impl Feature {
             }
             Feature::ThpMmapAlign => KernelVersion::new(6, 7),
             Feature::ThpMmapAlignPmdSizes => KernelVersion::new(6, 12),
-            // Posted against 5.3/5.4-rc and 5.5 (seed 002's tree: 5.4).
+            // Posted against 5.4-rc (v1 to v5, autumn 2019) and 5.5: 5.4.
             Feature::LocklessPgtblWalkCount | Feature::LocklessPgtblWalkPercpu => {
                 KernelVersion::new(5, 4)
             }

@@ -30,6 +30,7 @@
 mod huge_zero_page;
 mod pcp_high_order;
 mod per_thread_vmacache;
+mod lockless_pgtbl_walk_count;
 mod thp_split_zero_subpages;
 
 use std::sync::mpsc;
@@ -290,6 +291,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     pcp_high_order::EXPERIMENT,
     per_thread_vmacache::EXPERIMENT,
     thp_split_zero_subpages::EXPERIMENT,
+    lockless_pgtbl_walk_count::EXPERIMENT,
 ];
 
 pub fn find(id: &str) -> Option<&'static Experiment> {

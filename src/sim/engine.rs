@@ -57,6 +57,10 @@ pub(crate) struct CpuState {
     /// Nesting depth of `local_irq_save` (and `local_irq_disable`).
     irq_depth: u32,
     nr_irq_windows: usize,
+    /// The latest end of the recorded windows (zero with none): a time at
+    /// or after it is outside all of them, found without a scan (an IPI
+    /// storm records a window per IPI on each target).
+    irq_windows_end: Cycles,
     /// Start of the interrupts-off section the CPU is in, if any.
     irqs_off_since: Option<Cycles>,
     /// Total time this CPU, as an IPI sender, was found to have waited
@@ -90,6 +94,7 @@ impl CpuState {
             irqs_off_since: None,
             irq_windows: [(Cycles::ZERO, Cycles::ZERO); IRQ_WINDOWS_MAX],
             nr_irq_windows: 0,
+            irq_windows_end: Cycles::ZERO,
             pending_ipis: PendingIpis::default(),
             ipi_late: Cycles::ZERO,
             wake_timer: None,
@@ -112,6 +117,9 @@ impl CpuState {
     /// recorded past tells. Only meaningful for a CPU that is not in the
     /// middle of a step (a step ends with interrupts on).
     pub(crate) fn irqs_on_at(&self, t: Cycles) -> Cycles {
+        if t >= self.irq_windows_end {
+            return t;
+        }
         let mut at = t;
         let windows = &self.irq_windows[..self.nr_irq_windows];
         // Windows may chain or overlap: every pass that moves `at` leaves a
@@ -133,6 +141,7 @@ impl CpuState {
         if start >= end {
             return;
         }
+        self.irq_windows_end = self.irq_windows_end.max(end);
         if self.nr_irq_windows == IRQ_WINDOWS_MAX {
             let last = &mut self.irq_windows[IRQ_WINDOWS_MAX - 1];
             *last = (last.0.min(start), last.1.max(end));
@@ -485,6 +494,7 @@ impl Ctx {
         // Deliveries from now on are later than `clock`: older sections of
         // this CPU can no longer delay an IPI.
         self.cpus[cpu.index()].nr_irq_windows = 0;
+        self.cpus[cpu.index()].irq_windows_end = Cycles::ZERO;
     }
 }
 

@@ -1528,3 +1528,55 @@ fn seed_003_at_full_size_counts_exactly() {
     assert_eq!(counter(&worst, "pswpout"), THPS * 512 + 512);
     assert_eq!(counter(&worst, "mmsim_memchr_inv_bytes"), THPS * 512 * 4096);
 }
+
+#[test]
+fn seed_002s_qemu_unmaps_its_guest_and_bad_flags_are_one_line() {
+    // 16 MiB: 8 huge PMDs; 4 vCPUs, the main thread and an idle I/O
+    // thread make a mask of 6 CPUs, so each round IPIs 5 of them.
+    let args = [
+        "run",
+        "qemu-munmap",
+        "16M",
+        "--vcpus",
+        "4",
+        "--io-rate",
+        "0",
+        "--guest-faults",
+        "0",
+        "--machine",
+        "power9-2s",
+        "--without",
+        "pmd-clear-no-ipi",
+    ];
+    let out = succeeds(&args);
+    assert!(out.contains("\nmunmap finish: timer = "), "{out}");
+    assert!(out.contains(" ms - delta = "), "{out}");
+    assert!(out.contains("\nmmsim_serialize_pte_lookup 8\n"), "{out}");
+    assert!(out.contains("\nmmsim_ipi_sent 40\n"), "{out}");
+    assert!(out.contains("\nmmsim_kvm_guest_exits 32\n"), "{out}");
+    assert!(out.contains(" lockless-pgtbl-walk-count=off "), "{out}");
+    // The count skips every round: no walker runs.
+    let mut with = args.to_vec();
+    with.extend(["--with", "lockless-pgtbl-walk-count"]);
+    let counted = succeeds(&with);
+    assert!(
+        counted.contains("\nmmsim_serialize_pte_lookup_skipped 8\n"),
+        "{counted}"
+    );
+    assert!(counted.contains("\nmmsim_ipi_sent 0\n"), "{counted}");
+    // x86 headers do not list powerpc64's features.
+    let x86 = succeeds(&["run", "usemem", "4M", "--machine", "haswell-ep-2s"]);
+    assert!(!x86.contains("lockless-pgtbl"), "{x86}");
+    fails_with(
+        &["run", "qemu-munmap", "3M"],
+        "qemu-munmap: SIZE: 3145728 bytes is not a multiple of 2 MiB",
+    );
+    fails_with(
+        &["run", "qemu-munmap", "16M", "--vcpus", "2", "--busy", "5"],
+        "--busy: 5 is more than the 2 vCPUs",
+    );
+    fails_with(
+        &["run", "qemu-munmap", "16M", "--vcpus", "4096"],
+        "need 4098 CPUs",
+    );
+}

@@ -157,11 +157,17 @@ impl LocklessWalks {
         self.walks.iter().filter(move |w| w.start <= t && t < w.end)
     }
 
-    /// `running_lockless_pgtbl_walk(mm)` at the current CPU's time: reads
-    /// the count's line.
+    /// `running_lockless_pgtbl_walk(mm)` by the current CPU: the count as
+    /// of the moment the load issues, and the line's read charged. (The
+    /// line model fits a read's transfer into a gap of the line's
+    /// timeline; a walk's increment and decrement are closer together than
+    /// one transfer, so a value sampled when the read completes would
+    /// never see a walk in flight, where a real load that arrives between
+    /// them takes the line with the count raised.)
     fn count_now(&mut self, ctx: &mut Ctx) -> usize {
+        let issued = ctx.now();
         self.count.read(ctx, Symbol::SerializeAgainstPteLookup);
-        self.running_at(ctx.now()).count()
+        self.running_at(issued).count()
     }
 
     /// The CPUs of `cpumask` other than this one whose counter is not 0 at

@@ -28,9 +28,9 @@
 //! modified: see [`run_prepared`].)
 
 mod huge_zero_page;
+mod lockless_pgtbl_walk_count;
 mod pcp_high_order;
 mod per_thread_vmacache;
-mod lockless_pgtbl_walk_count;
 mod thp_split_zero_subpages;
 
 use std::sync::mpsc;

@@ -33,10 +33,10 @@ use crate::mm::current::TaskId;
 use crate::mm::fork::Teardown;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::kswapd::{Kswapd, KswapdNext};
+use crate::mm::lockless::Walker;
 use crate::mm::mm_types::{Advice, Errno};
 use crate::mm::shmem::FileId;
 use crate::mm::useraccess::{RunKind, RunResult};
-use crate::mm::lockless::Walker;
 use crate::sim::{CpuId, Ctx, Cycles, Event, IrqEntry, Symbol, Workload};
 
 /// What a task does after a step of its program.

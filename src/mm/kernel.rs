@@ -468,8 +468,8 @@ impl Kernel {
         len: u64,
     ) -> Result<Vec<(u64, u64)>, Errno> {
         self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
-        let result =
-            munmap_range(start, len).and_then(|(start, end)| self.munmap_detach(ctx, mm, start, end));
+        let result = munmap_range(start, len)
+            .and_then(|(start, end)| self.munmap_detach(ctx, mm, start, end));
         if result.is_err() {
             self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         }

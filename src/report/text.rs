@@ -157,7 +157,11 @@ pub fn format_header(run: &RunOutput) -> String {
     );
     let _ = writeln!(out, "# machine:  {}", format_machine(&run.machine));
     out.push_str(&format_overrides(&run.machine));
-    let _ = writeln!(out, "# kernel:   {}", format_features(run.features, run.machine.arch));
+    let _ = writeln!(
+        out,
+        "# kernel:   {}",
+        format_features(run.features, run.machine.arch)
+    );
     let _ = writeln!(out, "# seed:     {}", run.seed);
     let elapsed = format_duration(&run.machine.topology, run.elapsed);
     let _ = writeln!(

@@ -95,10 +95,7 @@ fn parse_flags(args: &[String]) -> Result<QemuMunmap, UsageError> {
     }
     q.size = size.ok_or_else(|| a.error("missing SIZE"))?;
     if !q.size.is_multiple_of(HPAGE_PMD_SIZE) {
-        return Err(a.error(format!(
-            "SIZE: {} bytes is not a multiple of 2 MiB",
-            q.size
-        )));
+        return Err(a.error(format!("SIZE: {} bytes is not a multiple of 2 MiB", q.size)));
     }
     if q.busy == u32::MAX {
         q.busy = q.vcpus;
@@ -250,10 +247,7 @@ impl Run<'_> {
                     }
                 }
                 for i in 0..q.io_threads {
-                    sys.clone_thread(
-                        CpuId(q.vcpus + 1 + i),
-                        Thread::Io { started: false },
-                    );
+                    sys.clone_thread(CpuId(q.vcpus + 1 + i), Thread::Io { started: false });
                 }
                 Phase::Warmup
             }
@@ -362,7 +356,10 @@ impl Program for Run<'_> {
             },
             _ if self.stop => Next::Exit,
             Thread::Vcpu { busy: false, .. } => Next::Sleep,
-            Thread::Vcpu { busy: true, started } => {
+            Thread::Vcpu {
+                busy: true,
+                started,
+            } => {
                 *t = Thread::Vcpu {
                     busy: true,
                     started: true,
@@ -490,7 +487,15 @@ mod tests {
     /// 5 other CPUs of the mask, 4 guest exits and one stop-state wake-up.
     #[test]
     fn each_huge_pmd_unmapped_is_one_round_to_every_other_cpu_of_the_mask() {
-        const QUIET: &[&str] = &["16M", "--vcpus", "4", "--io-rate", "0", "--guest-faults", "0"];
+        const QUIET: &[&str] = &[
+            "16M",
+            "--vcpus",
+            "4",
+            "--io-rate",
+            "0",
+            "--guest-faults",
+            "0",
+        ];
         let (before, time) = counts(QUIET, &[]);
         assert_eq!(before, [8, 0, 40, 32, 8]);
         // Eight rounds, each at least an exit and re-entry long.
@@ -508,7 +513,17 @@ mod tests {
         // 5.8: not called at all.
         assert_eq!(counts(QUIET, &[Feature::PmdClearNoIpi]).0, [0, 0, 0, 0, 0]);
         // Ceded vCPUs idle: their CPUs wake from a stop state instead.
-        let ceded = ["16M", "--vcpus", "4", "--busy", "1", "--io-rate", "0", "--guest-faults", "0"];
+        let ceded = [
+            "16M",
+            "--vcpus",
+            "4",
+            "--busy",
+            "1",
+            "--io-rate",
+            "0",
+            "--guest-faults",
+            "0",
+        ];
         assert_eq!(counts(&ceded, &[]).0, [8, 0, 40, 8, 32]);
     }
 
@@ -516,8 +531,10 @@ mod tests {
     /// none in flight; the per-CPU form sends only to the busy CPUs.
     #[test]
     fn walkers_in_flight_keep_rounds_and_the_per_cpu_form_sends_fewer_ipis() {
+        // 256 rounds; a walk is ~100 cycles of interrupts off, a few in a
+        // hundred of the time on each CPU, so some rounds find one.
         const BUSY: &[&str] = &[
-            "64M",
+            "512M",
             "--vcpus",
             "8",
             "--io-rate",
@@ -528,18 +545,18 @@ mod tests {
             "500000",
         ];
         let (all, _) = counts(BUSY, &[]);
-        assert_eq!(all[0], 32);
-        assert_eq!(all[2], 32 * 9);
+        assert_eq!(all[0], 256);
+        assert_eq!(all[2], 256 * 9);
         let (count, _) = counts(BUSY, &[Feature::LocklessPgtblWalkCount]);
         let (percpu, _) = counts(BUSY, &[Feature::LocklessPgtblWalkPercpu]);
         for c in [count, percpu] {
-            assert_eq!(c[0], 32);
-            assert!(c[1] < 32, "some rounds found a walk in flight: {c:?}");
+            assert_eq!(c[0], 256);
+            assert!(c[1] < 256, "some rounds found a walk in flight: {c:?}");
         }
         // A round the count keeps goes to all 9 others; a per-CPU round
         // only to the CPUs with a walk running.
-        assert_eq!(count[2], (32 - count[1]) * 9);
-        assert!(percpu[2] < (32 - percpu[1]) * 9, "{percpu:?}");
+        assert_eq!(count[2], (256 - count[1]) * 9);
+        assert!(percpu[2] < (256 - percpu[1]) * 9, "{percpu:?}");
     }
 
     #[test]
@@ -553,11 +570,23 @@ mod tests {
         assert_eq!(q.cpus_needed(), 6);
         for (args, says) in [
             (&[][..], "qemu-munmap: missing SIZE"),
-            (&["3M"][..], "SIZE: 3145728 bytes is not a multiple of 2 MiB"),
+            (
+                &["3M"][..],
+                "SIZE: 3145728 bytes is not a multiple of 2 MiB",
+            ),
             (&["1M"][..], "SIZE: 1048576 bytes is outside"),
-            (&["64M", "--vcpus", "0"][..], "--vcpus: 0 is outside 1..=4096"),
-            (&["64M", "--vcpus", "2", "--busy", "3"][..], "--busy: 3 is more than the 2 vCPUs"),
-            (&["64M", "--io-threads", "0"][..], "--io-rate needs at least one I/O thread"),
+            (
+                &["64M", "--vcpus", "0"][..],
+                "--vcpus: 0 is outside 1..=4096",
+            ),
+            (
+                &["64M", "--vcpus", "2", "--busy", "3"][..],
+                "--busy: 3 is more than the 2 vCPUs",
+            ),
+            (
+                &["64M", "--io-threads", "0"][..],
+                "--io-rate needs at least one I/O thread",
+            ),
             (&["64M", "--perf-freq"][..], "--perf-freq needs a value"),
             (&["64M", "--bogus"][..], "unknown argument '--bogus'"),
             (&["64M", "2G"][..], "one SIZE only"),

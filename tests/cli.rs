@@ -629,8 +629,14 @@ fn json_says_which_mmsim_workload_flags_machine_and_features() {
         digest.starts_with("fnv1a64:") && digest.len() == "fnv1a64:".len() + 16,
         "{digest}"
     );
+    // An x86 machine's run lists the features that can act on it.
     for f in mmsim::features::Feature::ALL {
-        assert_eq!(value["features"][f.name()], f.merged(), "{}", f.name());
+        let listed = &value["features"][f.name()];
+        if f.applies_to(mmsim::types::Arch::X86_64) {
+            assert_eq!(listed, f.merged(), "{}", f.name());
+        } else {
+            assert!(listed.is_null(), "{}", f.name());
+        }
     }
     let text = succeeds(SMALL_RUN);
     assert!(text.starts_with("# workload: usemem -n 2 16M\n"), "{text}");
@@ -1563,7 +1569,8 @@ fn seed_002s_qemu_unmaps_its_guest_and_bad_flags_are_one_line() {
         counted.contains("\nmmsim_serialize_pte_lookup_skipped 8\n"),
         "{counted}"
     );
-    assert!(counted.contains("\nmmsim_ipi_sent 0\n"), "{counted}");
+    // mmsim's own counters are listed only when not zero.
+    assert!(!counted.contains("\nmmsim_ipi_sent "), "{counted}");
     // x86 headers do not list powerpc64's features.
     let x86 = succeeds(&["run", "usemem", "4M", "--machine", "haswell-ep-2s"]);
     assert!(!x86.contains("lockless-pgtbl"), "{x86}");

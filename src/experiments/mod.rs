@@ -873,7 +873,9 @@ mod tests {
                 "per-thread-vmacache",
                 "pcp-burst",
                 "pcp-batch-doubled",
-                "thp-swap"
+                "thp-swap",
+                // 5.8's powerpc64 change: in any 5.13, acting on x86 never.
+                "pmd-clear-no-ipi"
             ]
         );
         // Seed 003's 5.13, built with CONFIG_THP_SWAP=n: 5.13's features
@@ -885,7 +887,8 @@ mod tests {
             [
                 "huge-zero-mm-flag",
                 "per-thread-vmacache",
-                "pcp-batch-doubled"
+                "pcp-batch-doubled",
+                "pmd-clear-no-ipi"
             ]
         );
         assert_eq!(
@@ -896,9 +899,20 @@ mod tests {
                 "pcp-batch-doubled",
                 "thp-split-no-lru-lock",
                 "thp-split-free",
-                "thp-split-unmap"
+                "thp-split-unmap",
+                "pmd-clear-no-ipi"
             ]
         );
+        // Seed 002's 5.3: powerpc64's 5.4 code, none of the three changes.
+        let count = find("lockless-pgtbl-walk-count").unwrap();
+        let base = count.base_features();
+        for f in [
+            Feature::LocklessPgtblWalkCount,
+            Feature::LocklessPgtblWalkPercpu,
+            Feature::PmdClearNoIpi,
+        ] {
+            assert!(!base.has(f), "{f}");
+        }
     }
 
     fn run_with(metric_value: f64, stats: Stats) -> RunOutput {

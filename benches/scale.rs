@@ -6,7 +6,8 @@
 //! the two large `usemem` runs issue 15 sets aims for, on haswell-ep-2s.
 //! Run with `cargo bench --bench scale` (`-- boot`, `-- ebizzy` or
 //! `-- usemem` for one part; `-- pageout` for seed 003's program paging
-//! 10 GiB out through zram and a disk).
+//! 10 GiB out through zram and a disk; `-- qemu-munmap` for seed 002's
+//! 496 GB unmap on power9-2s, each side alone).
 //!
 //! The machines are xeon-8s-80c's profile with its topology changed,
 //! written to a scratch directory. A simulated event here is an IPI taken
@@ -243,6 +244,50 @@ fn main() {
                 usage.peak_kib as f64 / 1024.0,
                 real,
                 "2 / 1024"
+            );
+        }
+    }
+    if want("qemu-munmap") {
+        println!(
+            "qemu-munmap 496G --vcpus 128 on power9-2s, 5.4's powerpc64 (issue 18's aims: 1 s, 1 GiB)"
+        );
+        println!(
+            "{:<60} {:>8} {:>8} {:>10} {:>12} {:>12}",
+            "run", "wall s", "cpu s", "peak MiB", "munmap s", "IPIs"
+        );
+        for side in [&[][..], &["--with", "lockless-pgtbl-walk-count"][..]] {
+            let mut args = vec![
+                "run",
+                "qemu-munmap",
+                "496G",
+                "--vcpus",
+                "128",
+                "--machine",
+                "power9-2s",
+                "--without",
+                "pmd-clear-no-ipi",
+            ];
+            args.extend(side);
+            let (wall, usage, out) = run(mmsim, &args);
+            // `NAME VALUE ...`: the metrics table's row, or a counter.
+            let metric = |name: &str| {
+                out.lines()
+                    .filter_map(|l| {
+                        let mut words = l.split_whitespace();
+                        (words.next() == Some(name)).then(|| words.next()).flatten()
+                    })
+                    .find(|v| v.parse::<f64>().is_ok())
+                    .unwrap_or("0")
+                    .to_string()
+            };
+            println!(
+                "{:<60} {:>8.2} {:>8.2} {:>10.1} {:>12} {:>12}",
+                format!("qemu-munmap 496G {}", side.join(" ")),
+                wall,
+                usage.cpu_seconds,
+                usage.peak_kib as f64 / 1024.0,
+                metric("munmap"),
+                metric("mmsim_ipi_sent")
             );
         }
     }

@@ -109,6 +109,24 @@ pub enum Feature {
     /// sizes" (Vlastimil Babka, commit d4148aeab412, v6.12): only lengths
     /// that are a multiple of 2 MiB are aligned. Requires `thp-mmap-align`.
     ThpMmapAlignPmdSizes,
+    /// Seed 002 (Leonardo Bras, "Introduces counter for lockless pagetable
+    /// walks", RFC v1 to v6, September 2019 to February 2020; never
+    /// merged): a per-mm atomic count of running lockless page-table walks
+    /// (`start_lockless_pgtbl_walk` / `end_lockless_pgtbl_walk`, with the
+    /// full barriers v3 added), and `serialize_against_pte_lookup` skips
+    /// its IPI round when it reads 0. powerpc64 only.
+    LocklessPgtblWalkCount,
+    /// The series' later form (February 2020): a per-CPU counter, raised
+    /// with preemption off, and the IPI goes only to the CPUs whose counter
+    /// is not 0. Never merged; overrides `lockless-pgtbl-walk-count`.
+    LocklessPgtblWalkPercpu,
+    /// "powerpc/mm/book3s64: Avoid sending IPI on clearing PMD" (Aneesh
+    /// Kumar K.V, v5.8, after the lockless walkers were made safe against
+    /// a PMD changing under them): clearing a huge PMD (zap, and the
+    /// copy-on-write's clear) and `pmdp_invalidate` (split, protection
+    /// changes) no longer call `serialize_against_pte_lookup`; only a
+    /// collapse still does. powerpc64 only.
+    PmdClearNoIpi,
 }
 
 impl Feature {
@@ -127,6 +145,9 @@ impl Feature {
         Feature::ThpShrinkUnderused,
         Feature::ThpMmapAlign,
         Feature::ThpMmapAlignPmdSizes,
+        Feature::LocklessPgtblWalkCount,
+        Feature::LocklessPgtblWalkPercpu,
+        Feature::PmdClearNoIpi,
     ];
 
     pub fn name(self) -> &'static str {
@@ -145,6 +166,9 @@ impl Feature {
             Feature::ThpShrinkUnderused => "thp-shrink-underused",
             Feature::ThpMmapAlign => "thp-mmap-align",
             Feature::ThpMmapAlignPmdSizes => "thp-mmap-align-pmd-sizes",
+            Feature::LocklessPgtblWalkCount => "lockless-pgtbl-walk-count",
+            Feature::LocklessPgtblWalkPercpu => "lockless-pgtbl-walk-percpu",
+            Feature::PmdClearNoIpi => "pmd-clear-no-ipi",
         }
     }
 
@@ -168,6 +192,11 @@ impl Feature {
             }
             Feature::ThpMmapAlign => KernelVersion::new(6, 7),
             Feature::ThpMmapAlignPmdSizes => KernelVersion::new(6, 12),
+            // Posted against 5.4-rc (v1 to v5, autumn 2019) and 5.5: 5.4.
+            Feature::LocklessPgtblWalkCount | Feature::LocklessPgtblWalkPercpu => {
+                KernelVersion::new(5, 4)
+            }
+            Feature::PmdClearNoIpi => KernelVersion::new(5, 8),
         }
     }
 
@@ -189,6 +218,13 @@ impl Feature {
             Feature::ThpShrinkUnderused => "dafff3f4c850",
             Feature::ThpMmapAlign => "efa7df3e3bb5",
             Feature::ThpMmapAlignPmdSizes => "d4148aeab412",
+            Feature::LocklessPgtblWalkCount => "seed 002 (RFC v3-v5, 2019)",
+            Feature::LocklessPgtblWalkPercpu => "seed 002's series, per-CPU form (2020-02)",
+            // The hash was not found in the sources searched; the subject
+            // and the release (the powerpc-5.8-1 pull) are certain.
+            Feature::PmdClearNoIpi => {
+                "powerpc/mm/book3s64: Avoid sending IPI on clearing PMD (powerpc-5.8-1)"
+            }
         }
     }
 
@@ -226,6 +262,8 @@ impl Feature {
             // Both decide what becomes of a zero-filled subpage; upstream's
             // form wins when both are on.
             Feature::ThpSplitUnmap => Some(Feature::ThpSplitZeroPage),
+            // The per-CPU counters replace the atomic count.
+            Feature::LocklessPgtblWalkCount => Some(Feature::LocklessPgtblWalkPercpu),
             _ => None,
         }
     }
@@ -233,7 +271,13 @@ impl Feature {
     /// Whether the change reached mainline. A posting that never did is in
     /// no release: only a run that asks for it has it.
     pub fn merged(self) -> bool {
-        !matches!(self, Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap)
+        !matches!(
+            self,
+            Feature::ThpSplitNoLruLock
+                | Feature::ThpSplitUnmap
+                | Feature::LocklessPgtblWalkCount
+                | Feature::LocklessPgtblWalkPercpu
+        )
     }
 
     /// For a posting that never merged, the year it was posted (its
@@ -241,6 +285,8 @@ impl Feature {
     pub fn posted(self) -> Option<&'static str> {
         match self {
             Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap => Some("2021"),
+            Feature::LocklessPgtblWalkCount => Some("2019"),
+            Feature::LocklessPgtblWalkPercpu => Some("2020"),
             _ => None,
         }
     }
@@ -306,7 +352,33 @@ impl Feature {
             Feature::ThpMmapAlignPmdSizes => {
                 "only anonymous mmaps whose length is a multiple of 2 MiB are PMD-aligned (Linux 6.12, commit d4148aeab412); requires thp-mmap-align"
             }
+            Feature::LocklessPgtblWalkCount => {
+                "powerpc64: a per-mm atomic count of lockless page-table walks; serialize_against_pte_lookup skips its IPI round when it reads 0 (seed 002, posted 2019, not merged); overridden by lockless-pgtbl-walk-percpu"
+            }
+            Feature::LocklessPgtblWalkPercpu => {
+                "powerpc64: per-CPU counts of lockless page-table walks; the IPI goes only to CPUs whose count is not 0 (seed 002's series, posted 2020, not merged)"
+            }
+            Feature::PmdClearNoIpi => {
+                "powerpc64: clearing or invalidating a huge PMD sends no IPI round (Linux 5.8, 'powerpc/mm/book3s64: Avoid sending IPI on clearing PMD'); off: serialize_against_pte_lookup every time (5.4)"
+            }
         }
+    }
+
+    /// The one architecture whose code the change is in, for a change of
+    /// architecture code (None: generic mm). Headers list a feature only
+    /// for machines it can act on.
+    pub fn arch(self) -> Option<crate::types::Arch> {
+        match self {
+            Feature::LocklessPgtblWalkCount
+            | Feature::LocklessPgtblWalkPercpu
+            | Feature::PmdClearNoIpi => Some(crate::types::Arch::Powerpc64),
+            _ => None,
+        }
+    }
+
+    /// Whether the change can act on a machine of `arch`.
+    pub fn applies_to(self, arch: crate::types::Arch) -> bool {
+        self.arch().is_none_or(|a| a == arch)
     }
 
     pub fn from_name(name: &str) -> Option<Feature> {

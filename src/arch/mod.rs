@@ -66,11 +66,18 @@ fn other_cpus(cpumask: &[CpuId], me: CpuId) -> Vec<CpuId> {
 /// not write-protected for fork), with the PMD lock held. x86_64 needs
 /// nothing more: its lockless walker, GUP-fast, is held off by the TLB
 /// flush's IPIs that follow. powerpc64 runs `serialize_against_pte_lookup`.
-pub fn huge_pmd_cleared(ctx: &mut Ctx, cpumask: &[CpuId]) {
+/// `walks` and `serialize` are powerpc64's: the mm's lockless walks and
+/// how the kernel's features have it decide whom to interrupt.
+pub fn huge_pmd_cleared(
+    ctx: &mut Ctx,
+    cpumask: &[CpuId],
+    walks: &mut powerpc::LocklessWalks,
+    serialize: powerpc::Serialize,
+) {
     match ctx.machine().arch {
         Arch::X86_64 => {}
         Arch::Powerpc64 => {
-            powerpc::serialize_against_pte_lookup(ctx, cpumask);
+            powerpc::serialize_against_pte_lookup(ctx, cpumask, walks, serialize);
         }
     }
 }

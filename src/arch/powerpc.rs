@@ -4,7 +4,10 @@
 //!
 //! How it is modelled, and why: docs/arch.md, "powerpc64".
 
-use crate::sim::{CpuId, Ctx, Cycles, Event, IpiHandler, Symbol, smp_call_function_many};
+use crate::sim::{
+    CacheLine, CpuId, Ctx, Cycles, Event, IpiHandler, LineAccess, Symbol, smp_call_function_many,
+    touch_line,
+};
 
 /// How `radix__flush_tlb_mm` invalidated an mm's TLB entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,20 +52,192 @@ pub fn radix_flush_tlb_page(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
     flush
 }
 
-/// `serialize_against_pte_lookup` on the current CPU for an mm whose
-/// `mm_cpumask` is `cpumask` (ascending CPU ids): `do_nothing` by IPI on
-/// every other CPU in the mask, waiting until all have run it. Returns the
-/// number of CPUs interrupted.
-pub fn serialize_against_pte_lookup(ctx: &mut Ctx, cpumask: &[CpuId]) -> usize {
-    ctx.count(Event::SerializePteLookup, 1);
-    let targets = super::other_cpus(cpumask, ctx.cur());
-    if !targets.is_empty() {
-        let handler = IpiHandler {
-            symbol: Symbol::DoNothing,
-            cycles: Cycles(0),
-        };
-        smp_call_function_many(ctx, &targets, handler, true);
+/// How `serialize_against_pte_lookup` decides whom to interrupt, by the
+/// kernel's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serialize {
+    /// 5.4: every other CPU in `mm_cpumask`, every time.
+    Always,
+    /// Seed 002 (`lockless-pgtbl-walk-count`): no IPI when the per-mm count
+    /// of running lockless walks reads 0; otherwise every other CPU.
+    Count,
+    /// The series' per-CPU form (`lockless-pgtbl-walk-percpu`): only the
+    /// CPUs of the mask whose own counter is not 0; none if none.
+    PerCpu,
+    /// 5.8 (`pmd-clear-no-ipi`): clearing a huge PMD does not call it.
+    Never,
+}
+
+/// One lockless walk, as the counts see it: from the count's increment to
+/// its decrement, in virtual time, on `cpu`.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    start: Cycles,
+    end: Cycles,
+    cpu: CpuId,
+}
+
+/// An mm's lockless page-table walks, as seed 002's counters see them:
+/// `mm->context.lockless_pgtbl_walk_count` as a contended cache line, and
+/// each CPU's counter of the per-CPU form.
+///
+/// A walk lies within one step of its CPU (interrupts are off across it,
+/// and a step ends with them on), so no other CPU's step ever sees a walk
+/// half done in host order. What a reader at virtual time `t` reads is
+/// instead worked out from the walks' times: the count is the number of
+/// walks whose increment is at or before `t` and whose decrement is after
+/// it. Walks are kept until no CPU can act before their end.
+#[derive(Clone, Debug, Default)]
+pub struct LocklessWalks {
+    count: CacheLine,
+    walks: Vec<Walk>,
+    /// The per-CPU counters' lines: when each CPU last wrote its own, and
+    /// when `serialize_against_pte_lookup` last read them all.
+    percpu_written: Vec<(CpuId, Cycles)>,
+    percpu_read_at: Cycles,
+}
+
+impl LocklessWalks {
+    pub fn new() -> LocklessWalks {
+        LocklessWalks::default()
     }
+
+    /// `start_lockless_pgtbl_walk` on the current CPU, with interrupts
+    /// already off: raises the count (with the full barrier v3 added
+    /// after the increment) or this CPU's counter, as `serialize` says;
+    /// with neither, nothing. Returns the walk's start, for
+    /// [`LocklessWalks::end`].
+    pub fn start(&mut self, ctx: &mut Ctx, serialize: Serialize) -> Cycles {
+        debug_assert!(ctx.irqs_disabled(), "a lockless walk with interrupts on");
+        self.update(ctx, serialize, Symbol::StartLocklessPgtblWalk);
+        ctx.now()
+    }
+
+    /// `end_lockless_pgtbl_walk` of the walk that began at `start`: the
+    /// barrier, then the decrement.
+    pub fn end(&mut self, ctx: &mut Ctx, serialize: Serialize, start: Cycles) {
+        self.update(ctx, serialize, Symbol::EndLocklessPgtblWalk);
+        if matches!(serialize, Serialize::Count | Serialize::PerCpu) {
+            let horizon = ctx.horizon();
+            self.walks.retain(|w| w.end >= horizon);
+            self.walks.push(Walk {
+                start,
+                end: ctx.now(),
+                cpu: ctx.cur(),
+            });
+        }
+    }
+
+    fn update(&mut self, ctx: &mut Ctx, serialize: Serialize, symbol: Symbol) {
+        match serialize {
+            // `atomic_inc`/`atomic_dec` and the `smp_mb` beside each: an
+            // RMW of the shared line; `atomic_rmw_local` is a larx/stcx.
+            // pair with a hwsync, which the barrier is.
+            Serialize::Count => {
+                self.count.rmw(ctx, symbol);
+            }
+            // The CPU's own counter (an L1 line) and the same barrier: the
+            // price of a local atomic, no line shared.
+            Serialize::PerCpu => {
+                let cost = ctx.machine().costs.atomic_rmw_local.cycles();
+                ctx.charge(symbol, cost);
+                let (cpu, now) = (ctx.cur(), ctx.now());
+                match self.percpu_written.iter_mut().find(|(c, _)| *c == cpu) {
+                    Some(entry) => entry.1 = now,
+                    None => self.percpu_written.push((cpu, now)),
+                }
+            }
+            Serialize::Always | Serialize::Never => {}
+        }
+    }
+
+    /// The walks running at `t` (counted between their increment and
+    /// their decrement).
+    fn running_at(&self, t: Cycles) -> impl Iterator<Item = &Walk> {
+        self.walks.iter().filter(move |w| w.start <= t && t < w.end)
+    }
+
+    /// `running_lockless_pgtbl_walk(mm)` by the current CPU: the count as
+    /// of the moment the load issues, and the line's read charged. (The
+    /// line model fits a read's transfer into a gap of the line's
+    /// timeline; a walk's increment and decrement are closer together than
+    /// one transfer, so a value sampled when the read completes would
+    /// never see a walk in flight, where a real load that arrives between
+    /// them takes the line with the count raised.)
+    fn count_now(&mut self, ctx: &mut Ctx) -> usize {
+        let issued = ctx.now();
+        self.count.read(ctx, Symbol::SerializeAgainstPteLookup);
+        self.running_at(issued).count()
+    }
+
+    /// The CPUs of `cpumask` other than this one whose counter is not 0 at
+    /// the current CPU's time: reads each counter, a line transfer for
+    /// each one its CPU wrote since the last such scan.
+    fn percpu_now(&mut self, ctx: &mut Ctx, cpumask: &[CpuId]) -> Vec<CpuId> {
+        let me = ctx.cur();
+        let last_scan = self.percpu_read_at;
+        for &(cpu, written) in &self.percpu_written {
+            if cpu != me && written >= last_scan && cpumask.contains(&cpu) {
+                let mut writer = cpu.0 as u16;
+                touch_line(
+                    ctx,
+                    &mut writer,
+                    Symbol::SerializeAgainstPteLookup,
+                    LineAccess::Read,
+                );
+            }
+        }
+        let now = ctx.now();
+        self.percpu_read_at = now;
+        let mut busy: Vec<CpuId> = self
+            .running_at(now)
+            .map(|w| w.cpu)
+            .filter(|&c| c != me && cpumask.contains(&c))
+            .collect();
+        busy.sort_unstable();
+        busy.dedup();
+        busy
+    }
+}
+
+/// `serialize_against_pte_lookup` on the current CPU for an mm whose
+/// `mm_cpumask` is `cpumask` (ascending CPU ids) and whose lockless walks
+/// are `walks`: `do_nothing` by IPI on every other CPU in the mask (or,
+/// with seed 002's counters, on none or only the busy ones), waiting until
+/// all have run it. Returns the number of CPUs interrupted.
+pub fn serialize_against_pte_lookup(
+    ctx: &mut Ctx,
+    cpumask: &[CpuId],
+    walks: &mut LocklessWalks,
+    serialize: Serialize,
+) -> usize {
+    if serialize == Serialize::Never {
+        return 0;
+    }
+    ctx.count(Event::SerializePteLookup, 1);
+    let targets = match serialize {
+        Serialize::Always => super::other_cpus(cpumask, ctx.cur()),
+        Serialize::Count => {
+            if walks.count_now(ctx) == 0 {
+                Vec::new()
+            } else {
+                super::other_cpus(cpumask, ctx.cur())
+            }
+        }
+        Serialize::PerCpu => walks.percpu_now(ctx, cpumask),
+        Serialize::Never => unreachable!(),
+    };
+    if targets.is_empty() {
+        if serialize != Serialize::Always {
+            ctx.count(Event::SerializePteLookupSkipped, 1);
+        }
+        return 0;
+    }
+    let handler = IpiHandler {
+        symbol: Symbol::DoNothing,
+        cycles: Cycles(0),
+    };
+    smp_call_function_many(ctx, &targets, handler, true);
     targets.len()
 }
 

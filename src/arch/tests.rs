@@ -2,7 +2,7 @@
 //! several CPUs: x86_64 IPIs the others, powerpc64 broadcasts one `tlbie`.
 
 use super::Arch;
-use crate::features::Features;
+use crate::features::{Feature, Features};
 use crate::kernel::Tasks;
 use crate::machine::{Machine, builtin};
 use crate::mm::kernel::{Kernel, MmId};
@@ -30,8 +30,27 @@ fn threads_touch(
     len: u64,
     touch: impl Fn(&mut Kernel, &mut Ctx, MmId, u64, u64),
 ) -> (Kernel, Ctx, MmId, u64) {
+    threads_touch_on(name, kernel_5_4(), len, touch)
+}
+
+/// Every feature but the three that change `serialize_against_pte_lookup`:
+/// 5.4's powerpc64, which sends its round for every huge PMD cleared.
+fn kernel_5_4() -> Features {
+    Features::all()
+        .with(Feature::PmdClearNoIpi, false)
+        .with(Feature::LocklessPgtblWalkCount, false)
+        .with(Feature::LocklessPgtblWalkPercpu, false)
+}
+
+/// [`threads_touch`] on a kernel with `features`.
+fn threads_touch_on(
+    name: &str,
+    features: Features,
+    len: u64,
+    touch: impl Fn(&mut Kernel, &mut Ctx, MmId, u64, u64),
+) -> (Kernel, Ctx, MmId, u64) {
     let machine = machine(name);
-    let mut k = Kernel::new(&machine, Features::all());
+    let mut k = Kernel::new(&machine, features);
     let mut ctx = Ctx::new(machine, 1);
     let mut ts = Tasks::new();
     let leader = ts
@@ -150,10 +169,10 @@ fn powerpc_flushes_locally_when_only_this_cpu_ran_the_mm() {
 
 /// Each thread read-faulted one whole 2 MiB window of an 8 MiB region
 /// (each maps the huge zero page). Returns the first window.
-fn huge_zero_windows_by_threads(name: &str) -> (Kernel, Ctx, MmId, u64) {
+fn huge_zero_windows_by_threads(name: &str, features: Features) -> (Kernel, Ctx, MmId, u64) {
     let len = (CPUS.len() as u64 + 1) * HPAGE_PMD_SIZE;
     let window = |start: u64, i: u64| start.next_multiple_of(HPAGE_PMD_SIZE) + i * HPAGE_PMD_SIZE;
-    let (k, ctx, mm, start) = threads_touch(name, len, |k, ctx, mm, start, i| {
+    let (k, ctx, mm, start) = threads_touch_on(name, features, len, |k, ctx, mm, start, i| {
         k.read_u64(ctx, mm, window(start, i)).unwrap();
     });
     assert_eq!(
@@ -165,15 +184,31 @@ fn huge_zero_windows_by_threads(name: &str) -> (Kernel, Ctx, MmId, u64) {
 
 /// `serialize_against_pte_lookup` rounds and IPIs that `call` caused.
 fn serialized_by(name: &str, call: impl FnOnce(&mut Kernel, &mut Ctx, MmId, u64)) -> (u64, u64) {
-    let (mut k, mut ctx, mm, first) = huge_zero_windows_by_threads(name);
-    let rounds = ctx.stats.event(Event::SerializePteLookup);
-    let ipis = ctx.stats.event(Event::IpiSent);
+    let [rounds, ipis, _] = serialized_with(name, kernel_5_4(), call);
+    (rounds, ipis)
+}
+
+/// Rounds, IPIs and rounds skipped that `call` caused on a kernel with
+/// `features`.
+fn serialized_with(
+    name: &str,
+    features: Features,
+    call: impl FnOnce(&mut Kernel, &mut Ctx, MmId, u64),
+) -> [u64; 3] {
+    let (mut k, mut ctx, mm, first) = huge_zero_windows_by_threads(name, features);
+    let events = [
+        Event::SerializePteLookup,
+        Event::IpiSent,
+        Event::SerializePteLookupSkipped,
+    ];
+    let before = events.map(|e| ctx.stats.event(e));
     call(&mut k, &mut ctx, mm, first);
     k.check();
-    (
-        ctx.stats.event(Event::SerializePteLookup) - rounds,
-        ctx.stats.event(Event::IpiSent) - ipis,
-    )
+    let mut i = 0;
+    events.map(|e| {
+        i += 1;
+        ctx.stats.event(e) - before[i - 1]
+    })
 }
 
 #[test]
@@ -223,6 +258,26 @@ fn clearing_a_huge_pmd_ipis_the_mm_cpumask_on_powerpc_only() {
             serialized_by("power9-2s", call),
             (cleared, cleared * others),
             "powerpc64 {what}"
+        );
+        // Seed 002's count, and its per-CPU form, with no walker running:
+        // every round is still called, and every one skipped.
+        for counting in [
+            Feature::LocklessPgtblWalkCount,
+            Feature::LocklessPgtblWalkPercpu,
+        ] {
+            let features = kernel_5_4().with(counting, true);
+            assert_eq!(
+                serialized_with("power9-2s", features, call),
+                [cleared, 0, cleared],
+                "powerpc64 {what} with {counting}"
+            );
+        }
+        // 5.8: the call is gone from every one of these paths.
+        let features = kernel_5_4().with(Feature::PmdClearNoIpi, true);
+        assert_eq!(
+            serialized_with("power9-2s", features, call),
+            [0, 0, 0],
+            "powerpc64 {what} on 5.8"
         );
     }
 }

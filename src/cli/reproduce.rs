@@ -191,7 +191,7 @@ fn format_outcome(outcome: &Outcome) -> String {
         e.kernel_label(),
         e.change_states(false),
         e.change_states(true),
-        crate::report::text::format_other_features(e.base_features(), e.features)
+        crate::report::text::format_other_features(e.base_features(), e.features, machine.arch,)
     );
     let _ = writeln!(out, "# seed:     {}", outcome.first_run().seed);
     out.push_str(&format_version());

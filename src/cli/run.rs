@@ -438,7 +438,7 @@ fn format_comparison(
         format_overrides(&before.machine),
         labels[0],
         labels[1],
-        format_other_features(before.features, &[feature]),
+        format_other_features(before.features, &[feature], before.machine.arch),
         before.seed,
         format_duration(topology, before.elapsed),
         format_duration(topology, after.elapsed),

@@ -28,6 +28,7 @@
 //! modified: see [`run_prepared`].)
 
 mod huge_zero_page;
+mod lockless_pgtbl_walk_count;
 mod pcp_high_order;
 mod per_thread_vmacache;
 mod thp_split_zero_subpages;
@@ -290,6 +291,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     pcp_high_order::EXPERIMENT,
     per_thread_vmacache::EXPERIMENT,
     thp_split_zero_subpages::EXPERIMENT,
+    lockless_pgtbl_walk_count::EXPERIMENT,
 ];
 
 pub fn find(id: &str) -> Option<&'static Experiment> {
@@ -1014,7 +1016,9 @@ mod tests {
                 "per-thread-vmacache",
                 "pcp-burst",
                 "pcp-batch-doubled",
-                "thp-swap"
+                "thp-swap",
+                // 5.8's powerpc64 change: in any 5.13, acting on x86 never.
+                "pmd-clear-no-ipi"
             ]
         );
         // Seed 003's 5.13, built with CONFIG_THP_SWAP=n: 5.13's features
@@ -1026,7 +1030,8 @@ mod tests {
             [
                 "huge-zero-mm-flag",
                 "per-thread-vmacache",
-                "pcp-batch-doubled"
+                "pcp-batch-doubled",
+                "pmd-clear-no-ipi"
             ]
         );
         assert_eq!(
@@ -1037,9 +1042,20 @@ mod tests {
                 "pcp-batch-doubled",
                 "thp-split-no-lru-lock",
                 "thp-split-free",
-                "thp-split-unmap"
+                "thp-split-unmap",
+                "pmd-clear-no-ipi"
             ]
         );
+        // Seed 002's 5.3: powerpc64's 5.4 code, none of the three changes.
+        let count = find("lockless-pgtbl-walk-count").unwrap();
+        let base = count.base_features();
+        for f in [
+            Feature::LocklessPgtblWalkCount,
+            Feature::LocklessPgtblWalkPercpu,
+            Feature::PmdClearNoIpi,
+        ] {
+            assert!(!base.has(f), "{f}");
+        }
     }
 
     fn run_with(metric_value: f64, stats: Stats) -> RunOutput {

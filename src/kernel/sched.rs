@@ -33,10 +33,11 @@ use crate::mm::current::TaskId;
 use crate::mm::fork::Teardown;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::kswapd::{Kswapd, KswapdNext};
+use crate::mm::lockless::Walker;
 use crate::mm::mm_types::{Advice, Errno};
 use crate::mm::shmem::FileId;
 use crate::mm::useraccess::{RunKind, RunResult};
-use crate::sim::{CpuId, Ctx, Cycles, Symbol, Workload};
+use crate::sim::{CpuId, Ctx, Cycles, Event, IrqEntry, Symbol, Workload};
 
 /// What a task does after a step of its program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,11 @@ pub enum Next {
     /// `exit`: the task goes; the last task of a process then tears its
     /// address space down.
     Exit,
+    /// A vCPU thread enters its guest (`KVM_RUN`) and runs guest code until
+    /// the given time, its next exit: the task sleeps as for
+    /// [`Next::SleepUntil`], and while it does an interrupt on its CPU
+    /// first costs a guest exit and re-entry (`kvm_guest_exit_entry`).
+    GuestUntil(Cycles),
 }
 
 /// What a task runs: a workload's program. One value serves every task of
@@ -255,6 +261,9 @@ pub struct Core {
     failure: Option<String>,
     /// Tasks the scheduler knows (`entities` that are set).
     nr_tasks: usize,
+    /// By CPU: whether the task last run there entered its guest
+    /// ([`Next::GuestUntil`]) and still runs guest code.
+    in_guest: Vec<bool>,
 }
 
 impl Core {
@@ -265,6 +274,7 @@ impl Core {
             rq: RunQueues::new(nr_cpus),
             entities: Vec::new(),
             timers: (0..nr_cpus).map(|_| TimerQueue::default()).collect(),
+            in_guest: vec![false; nr_cpus as usize],
             timers_set: 0,
             failure: None,
             nr_tasks: 0,
@@ -390,6 +400,27 @@ impl Core {
                     ctx.charge(Symbol::CommonInterrupt, entry_exit);
                     self.k.complete_io(ctx, at, id);
                 }
+            }
+        }
+    }
+
+    /// What an interrupt costs `cpu` before its handler while it waits:
+    /// a guest exit and re-entry if its task runs guest code, the wake-up
+    /// from a stop state if it idles (both powerpc64 costs; zero, and so
+    /// nothing, elsewhere).
+    fn irq_entry_of(&self, ctx: &Ctx, cpu: CpuId) -> IrqEntry {
+        let costs = &ctx.machine().costs;
+        if self.in_guest[cpu.index()] {
+            IrqEntry {
+                symbol: Symbol::KvmGuestExit,
+                cycles: costs.kvm_guest_exit_entry.cycles(),
+                event: Event::KvmGuestExits,
+            }
+        } else {
+            IrqEntry {
+                symbol: Symbol::Power9IdleStop,
+                cycles: costs.stop_state_wakeup.cycles(),
+                event: Event::StopStateWakeups,
             }
         }
     }
@@ -680,6 +711,35 @@ impl<T> Sys<'_, T> {
         self.core.k.munmap(self.ctx, mm, addr, len)
     }
 
+    /// `munmap` in pieces (see [`Kernel::munmap_begin`]): the system call's
+    /// entry, `mmap_lock` and the detach; returns the ranges to zap.
+    pub fn munmap_begin(&mut self, addr: u64, len: u64) -> Result<Vec<(u64, u64)>, Errno> {
+        self.syscall_entry();
+        let mm = self.mm();
+        self.core.k.munmap_begin(self.ctx, mm, addr, len)
+    }
+
+    /// One piece of the zap of a [`Sys::munmap_begin`].
+    pub fn munmap_zap(&mut self, start: u64, end: u64) {
+        let mm = self.mm();
+        self.core.k.munmap_zap(self.ctx, mm, start, end)
+    }
+
+    /// The end of a [`Sys::munmap_begin`]: tables freed, TLBs flushed,
+    /// `mmap_lock` released.
+    pub fn munmap_end(&mut self) {
+        let mm = self.mm();
+        self.core.k.munmap_end(self.ctx, mm)
+    }
+
+    /// A lockless page-table walk of the task's mm at `addr` by `walker`
+    /// (`mm::lockless`), from the kernel: the task's step is in the kernel
+    /// (an I/O thread's `get_user_pages_fast`, a vCPU's exit handling).
+    pub fn lockless_walk(&mut self, addr: u64, walker: Walker) -> bool {
+        let mm = self.mm();
+        self.core.k.lockless_walk(self.ctx, mm, addr, walker)
+    }
+
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: u32) -> Result<(), Errno> {
         self.syscall_entry();
         let mm = self.mm();
@@ -912,7 +972,8 @@ impl<'p, P: Program> Sched<'p, P> {
                 core.entity(task).state = TaskState::Sleeping;
                 core.rq.dequeue_front(cpu);
             }
-            Next::SleepUntil(at) => {
+            Next::SleepUntil(at) | Next::GuestUntil(at) => {
+                core.in_guest[cpu.index()] = matches!(next, Next::GuestUntil(_));
                 let key = core.add_timer(ctx, cpu, at, Timer::Wake(task));
                 let entity = core.entity(task);
                 entity.state = TaskState::Sleeping;
@@ -1009,6 +1070,9 @@ impl<P: Program> Workload for Sched<'_, P> {
     fn step(&mut self, ctx: &mut Ctx) {
         let cpu = ctx.cur();
         let before = ctx.now();
+        // The CPU is in the host kernel now: neither in a guest nor idle.
+        self.core.in_guest[cpu.index()] = false;
+        ctx.set_irq_entry(cpu, None);
         // Interrupts due by now come first (a step is atomic: they wait
         // for the step boundary).
         self.core.run_timers(ctx);
@@ -1041,7 +1105,10 @@ impl<P: Program> Workload for Sched<'_, P> {
         if self.core.rq.front(cpu).is_none() {
             // Nothing left to run here: the CPU goes idle now, not at an
             // empty step of its own later, until its next timer if it has
-            // one; one already due keeps it stepping.
+            // one; one already due keeps it stepping. Until then an
+            // interrupt first takes it out of its guest, or out of the
+            // stop state an idle CPU sits in.
+            ctx.set_irq_entry(cpu, Some(self.core.irq_entry_of(ctx, cpu)));
             match self.core.next_timer(cpu) {
                 None => return ctx.block(),
                 Some(at) if at > ctx.now() => return ctx.block_until(at),

@@ -170,6 +170,8 @@ costs! {
     swap_cgroup_record: Latency, "swap_cgroup_record of a range of slots (mem_cgroup_try_charge_swap, mem_cgroup_uncharge_swap): lookup_swap_cgroup's page and offset, the ctrl lock taken and released, the ids exchanged";
     // Architecture-specific (see `Costs::arch_of`).
     tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";
+    kvm_guest_exit_entry: Latency, "a CPU running a KVM guest (POWER9, HV, radix) taking a host interrupt: the guest exit to the host and the re-entry after the handler (powerpc64 only)";
+    stop_state_wakeup: Latency, "an idle POWER9 CPU leaving the stop state cpuidle put it in when an interrupt arrives, before the handler runs (powerpc64 only)";
 }
 
 impl Costs {
@@ -178,7 +180,9 @@ impl Costs {
     /// their value stays zero there. `None`: every profile gives it.
     pub fn arch_of(key: &str) -> Option<Arch> {
         match key {
-            "tlbie_broadcast" => Some(Arch::Powerpc64),
+            "tlbie_broadcast" | "kvm_guest_exit_entry" | "stop_state_wakeup" => {
+                Some(Arch::Powerpc64)
+            }
             _ => None,
         }
     }

@@ -415,18 +415,35 @@ fn missing_unknown_or_non_string_arch() {
 
 #[test]
 fn architecture_specific_costs_belong_to_their_architecture() {
-    let tlbie = edited(|root| {
+    const POWERPC: [&str; 3] = [
+        "tlbie_broadcast",
+        "kvm_guest_exit_entry",
+        "stop_state_wakeup",
+    ];
+    let one = edited(|root| {
         let entry = cost(root, first_latency()).clone();
         table(root, "costs").insert("tlbie_broadcast".into(), entry.into());
     });
     assert_eq!(
-        error_of(&tlbie),
+        error_of(&one),
         "test.toml: costs.tlbie_broadcast: exists on powerpc64 machines only, and this one is x86_64"
     );
-    let powerpc = tlbie.replace("arch = \"x86_64\"", "arch = \"powerpc64\"");
+    let all = edited(|root| {
+        let entry = cost(root, first_latency()).clone();
+        for key in POWERPC {
+            table(root, "costs").insert(key.into(), entry.clone().into());
+        }
+    });
+    let powerpc = all.replace("arch = \"x86_64\"", "arch = \"powerpc64\"");
     let machine = parse(FILE, &powerpc).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(machine.arch, Arch::Powerpc64);
     assert_eq!(machine.costs.tlbie_broadcast.cycles(), Cycles(20));
+    assert_eq!(machine.costs.kvm_guest_exit_entry.cycles(), Cycles(20));
+    assert_eq!(machine.costs.stop_state_wakeup.cycles(), Cycles(20));
+    // An x86 machine has none of them: zero, so nothing is charged.
+    let x86 = parse(FILE, &edited(|_| {})).unwrap();
+    assert_eq!(x86.costs.kvm_guest_exit_entry.cycles(), Cycles::ZERO);
+    assert_eq!(x86.costs.stop_state_wakeup.cycles(), Cycles::ZERO);
     let without = edited(|root| {
         root.insert("arch".into(), "powerpc64".into());
     });

@@ -83,6 +83,9 @@ pub struct MmStruct {
     /// Once the last user is gone: how far `exit_mmap` has unmapped, for a
     /// teardown done in steps (`fork.rs`).
     pub exit_cursor: Option<u64>,
+    /// powerpc64's lockless page-table walks of this mm, as seed 002's
+    /// counters see them (`mm->context.lockless_pgtbl_walk_count`).
+    pub lockless: crate::arch::powerpc::LocklessWalks,
     /// The host's own shortcut to the PMD table last walked to
     /// ([`Kernel::pmd_table`]); nothing simulated reads or charges it.
     pmd_cache: Cell<PmdCache>,
@@ -285,6 +288,7 @@ impl Kernel {
             mmap_lock: RwSemaphore::new(),
             vmacache: MmVmacache::default(),
             exit_cursor: None,
+            lockless: crate::arch::powerpc::LocklessWalks::new(),
             pmd_cache: Cell::new(PmdCache::EMPTY),
         };
         Ok(self.insert_mm(mm))
@@ -417,10 +421,28 @@ impl Kernel {
         start: u64,
         end: u64,
     ) -> Result<(), Errno> {
+        for (start, end) in self.munmap_detach(ctx, mm, start, end)? {
+            self.zap_range(ctx, mm, start, end, Symbol::DoMunmap);
+        }
+        self.free_empty_tables(ctx, mm);
+        self.flush_tlb_mm(ctx, mm);
+        Ok(())
+    }
+
+    /// `do_munmap`'s first half: the VMAs in `[start, end)` are split off
+    /// and detached; returns the ranges they covered, for the zap (none if
+    /// nothing was mapped there, and then nothing was charged).
+    fn munmap_detach(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<(u64, u64)>, Errno> {
         let found = self.find_vma_at(ctx, mm, start, Symbol::DoMunmap);
         let vmas = &mut self.mm_mut(mm).vmas;
         let Some(first) = vmas.munmap_split_start(found.map(|(i, _)| i), start, end)? else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         self.anon_vma_sync(mm);
         let last = self.find_vma_at(ctx, mm, end, Symbol::DoMunmap);
@@ -429,12 +451,42 @@ impl Kernel {
         self.vmacache_stores(ctx, mm, Symbol::DoMunmap);
         let cost = ctx.machine().costs.do_munmap_path.cycles();
         ctx.charge(Symbol::DoMunmap, cost);
-        for vma in &removed {
-            self.zap_range(ctx, mm, vma.start, vma.end, Symbol::DoMunmap);
+        Ok(removed.iter().map(|vma| (vma.start, vma.end)).collect())
+    }
+
+    /// `munmap` taken apart at `zap_pmd_range`'s `cond_resched()`, so that
+    /// other CPUs act between its pieces (a 496 GB unmap runs for minutes
+    /// of virtual time): `mmap_lock` taken for writing and the VMAs
+    /// detached; returns the ranges to zap with [`Kernel::munmap_zap`],
+    /// then [`Kernel::munmap_end`]. On an error the lock is dropped and
+    /// nothing is left to do.
+    pub fn munmap_begin(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        len: u64,
+    ) -> Result<Vec<(u64, u64)>, Errno> {
+        self.mm_mut(mm).mmap_lock.down_write(ctx, Symbol::DownWrite);
+        let result = munmap_range(start, len)
+            .and_then(|(start, end)| self.munmap_detach(ctx, mm, start, end));
+        if result.is_err() {
+            self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         }
+        result
+    }
+
+    /// One piece of a [`Kernel::munmap_begin`]'s zap: `[start, end)`.
+    pub fn munmap_zap(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, end: u64) {
+        self.zap_range(ctx, mm, start, end, Symbol::DoMunmap);
+    }
+
+    /// The end of a munmap in pieces: the emptied page tables are freed,
+    /// the TLBs flushed and `mmap_lock` released.
+    pub fn munmap_end(&mut self, ctx: &mut Ctx, mm: MmId) {
         self.free_empty_tables(ctx, mm);
         self.flush_tlb_mm(ctx, mm);
-        Ok(())
+        self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
     }
 
     /// `mprotect`: changes the VMAs' protection; in each VMA whose flags
@@ -570,8 +622,27 @@ impl Kernel {
     /// What the architecture does after a huge PMD of `mm` was cleared or
     /// invalidated, with the PMD lock held (`crate::arch`; powerpc64 IPIs
     /// the CPUs in the mm's cpumask).
-    pub(super) fn huge_pmd_cleared(&self, ctx: &mut Ctx, mm: MmId) {
-        crate::arch::huge_pmd_cleared(ctx, &self.mm(mm).cpumask);
+    pub(super) fn huge_pmd_cleared(&mut self, ctx: &mut Ctx, mm: MmId) {
+        let serialize = self.serialize_policy();
+        let m = self.mm_mut(mm);
+        crate::arch::huge_pmd_cleared(ctx, &m.cpumask, &mut m.lockless, serialize);
+    }
+
+    /// How powerpc64's `serialize_against_pte_lookup` decides whom to
+    /// interrupt, by the kernel's features (5.8's removal of the call
+    /// first, then the series' per-CPU form, then its count).
+    pub(super) fn serialize_policy(&self) -> crate::arch::powerpc::Serialize {
+        use crate::arch::powerpc::Serialize;
+        use crate::features::Feature;
+        if self.features.has(Feature::PmdClearNoIpi) {
+            Serialize::Never
+        } else if self.features.has(Feature::LocklessPgtblWalkPercpu) {
+            Serialize::PerCpu
+        } else if self.features.has(Feature::LocklessPgtblWalkCount) {
+            Serialize::Count
+        } else {
+            Serialize::Always
+        }
     }
 
     /// Resolves a user access: the page it lands on, after any faults. The

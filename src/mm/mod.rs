@@ -11,6 +11,7 @@ mod highmem;
 pub mod huge_memory;
 pub mod kernel;
 pub mod kswapd;
+pub mod lockless;
 mod madvise;
 pub mod memcontrol;
 pub mod memory;

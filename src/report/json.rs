@@ -247,10 +247,12 @@ impl<'a> RunJson<'a> {
             machine: MachineJson::new(&run.machine),
             features: Feature::ALL
                 .iter()
+                .filter(|f| f.applies_to(run.machine.arch))
                 .map(|&f| (f.name(), run.features.has(f)))
                 .collect(),
             feature_versions: Feature::ALL
                 .iter()
+                .filter(|f| f.applies_to(run.machine.arch))
                 .map(|&f| (f.name(), FeatureVersionJson::of(f)))
                 .collect(),
             thp_enabled: run.features.thp.enabled.name(),

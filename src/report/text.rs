@@ -9,14 +9,16 @@ use super::table::{Align, Table};
 use super::units::{format_bytes, format_duration, format_frequency};
 use crate::features::{Feature, Features};
 use crate::machine::Machine;
+use crate::types::Arch;
 use crate::util::escape;
 use crate::workload::{Metric, RunOutput};
 
-/// Every feature as `name=on` or `name=off`, space separated.
-pub fn format_features(features: Features) -> String {
+/// Every feature that applies to `arch` as `name=on` or `name=off`, space
+/// separated.
+pub fn format_features(features: Features, arch: Arch) -> String {
     format!(
         "{} {}",
-        feature_states(features, |_| true),
+        feature_states(features, |f| f.applies_to(arch)),
         format_thp(features)
     )
 }
@@ -43,8 +45,8 @@ pub fn format_thp(features: Features) -> String {
 
 /// Like [`format_features`] without `except` (the ones a comparison is
 /// about); `(none)` when there is no other.
-pub fn format_other_features(features: Features, except: &[Feature]) -> String {
-    match feature_states(features, |f| !except.contains(&f)) {
+pub fn format_other_features(features: Features, except: &[Feature], arch: Arch) -> String {
+    match feature_states(features, |f| !except.contains(&f) && f.applies_to(arch)) {
         states if states.is_empty() => format_thp(features),
         states => format!("{states} {}", format_thp(features)),
     }
@@ -155,7 +157,11 @@ pub fn format_header(run: &RunOutput) -> String {
     );
     let _ = writeln!(out, "# machine:  {}", format_machine(&run.machine));
     out.push_str(&format_overrides(&run.machine));
-    let _ = writeln!(out, "# kernel:   {}", format_features(run.features));
+    let _ = writeln!(
+        out,
+        "# kernel:   {}",
+        format_features(run.features, run.machine.arch)
+    );
     let _ = writeln!(out, "# seed:     {}", run.seed);
     let elapsed = format_duration(&run.machine.topology, run.elapsed);
     let _ = writeln!(

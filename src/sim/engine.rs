@@ -35,6 +35,17 @@ pub enum RunState {
 /// gap between them (a conservative loss: interrupts look off for longer).
 const IRQ_WINDOWS_MAX: usize = 64;
 
+/// What an interrupt costs a CPU before its handler runs, by the state the
+/// CPU is in (see [`Ctx::set_irq_entry`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqEntry {
+    /// Where the time goes in a profile.
+    pub symbol: Symbol,
+    pub cycles: Cycles,
+    /// Counted once per interrupt that pays it.
+    pub event: Event,
+}
+
 /// In declaration order (`repr(C)`): the fields the step loop reads of every
 /// CPU, its clock and state, share the first cache line; the interrupt
 /// windows, a kilobyte, come last.
@@ -46,6 +57,10 @@ pub(crate) struct CpuState {
     /// Nesting depth of `local_irq_save` (and `local_irq_disable`).
     irq_depth: u32,
     nr_irq_windows: usize,
+    /// The latest end of the recorded windows (zero with none): a time at
+    /// or after it is outside all of them, found without a scan (an IPI
+    /// storm records a window per IPI on each target).
+    irq_windows_end: Cycles,
     /// Start of the interrupts-off section the CPU is in, if any.
     irqs_off_since: Option<Cycles>,
     /// Total time this CPU, as an IPI sender, was found to have waited
@@ -57,6 +72,11 @@ pub(crate) struct CpuState {
     /// While blocked: when the CPU's clock event device is programmed to
     /// interrupt it (`tick_nohz` idle with an hrtimer pending), if it is.
     wake_timer: Option<Cycles>,
+    /// What an interrupt costs this CPU before its handler can run, and
+    /// the symbol it is charged to: a guest exit and re-entry while the CPU
+    /// runs a KVM guest, the wake-up from a stop state while it is idle
+    /// (powerpc64; see [`Ctx::set_irq_entry`]). None: nothing.
+    pub(crate) irq_entry: Option<IrqEntry>,
     /// Closed interrupts-off sections since the start of the CPU's last step
     /// (its own, and the interrupt handlers it ran), for IPI delivery:
     /// `irq_windows[..nr_irq_windows]`. In a fixed array, as every
@@ -74,9 +94,11 @@ impl CpuState {
             irqs_off_since: None,
             irq_windows: [(Cycles::ZERO, Cycles::ZERO); IRQ_WINDOWS_MAX],
             nr_irq_windows: 0,
+            irq_windows_end: Cycles::ZERO,
             pending_ipis: PendingIpis::default(),
             ipi_late: Cycles::ZERO,
             wake_timer: None,
+            irq_entry: None,
         }
     }
 
@@ -95,6 +117,9 @@ impl CpuState {
     /// recorded past tells. Only meaningful for a CPU that is not in the
     /// middle of a step (a step ends with interrupts on).
     pub(crate) fn irqs_on_at(&self, t: Cycles) -> Cycles {
+        if t >= self.irq_windows_end {
+            return t;
+        }
         let mut at = t;
         let windows = &self.irq_windows[..self.nr_irq_windows];
         // Windows may chain or overlap: every pass that moves `at` leaves a
@@ -116,6 +141,7 @@ impl CpuState {
         if start >= end {
             return;
         }
+        self.irq_windows_end = self.irq_windows_end.max(end);
         if self.nr_irq_windows == IRQ_WINDOWS_MAX {
             let last = &mut self.irq_windows[IRQ_WINDOWS_MAX - 1];
             *last = (last.0.min(start), last.1.max(end));
@@ -350,6 +376,21 @@ impl Ctx {
         }
     }
 
+    /// Sets what an interrupt arriving on `cpu` costs it before its handler
+    /// runs (`Some((symbol, cycles))`), or that it costs nothing (None, as
+    /// every CPU starts): the scheduler sets a guest exit and re-entry
+    /// while a vCPU runs guest code there, a stop state's wake-up while the
+    /// CPU idles. Zero cycles count as nothing.
+    pub fn set_irq_entry(&mut self, cpu: CpuId, entry: Option<IrqEntry>) {
+        self.cpus[cpu.index()].irq_entry = entry.filter(|e| e.cycles > Cycles::ZERO);
+    }
+
+    /// What an interrupt costs `cpu` before its handler, as set by
+    /// [`Ctx::set_irq_entry`].
+    pub fn irq_entry(&self, cpu: CpuId) -> Option<IrqEntry> {
+        self.cpus[cpu.index()].irq_entry
+    }
+
     pub fn irqs_disabled(&self) -> bool {
         self.cpus[self.cur.index()].irq_depth > 0
     }
@@ -453,6 +494,7 @@ impl Ctx {
         // Deliveries from now on are later than `clock`: older sections of
         // this CPU can no longer delay an IPI.
         self.cpus[cpu.index()].nr_irq_windows = 0;
+        self.cpus[cpu.index()].irq_windows_end = Cycles::ZERO;
     }
 }
 
@@ -531,8 +573,16 @@ impl Engine {
                 return false;
             }
             if state.state == RunState::Blocked {
-                // Its timer fires: it runs from then on.
                 let state = &mut self.ctx.cpus[cpu.index()];
+                if state.clock > clock {
+                    // Interrupt handlers pushed the CPU's clock past its
+                    // timer: the timer fires when the CPU is free again.
+                    state.wake_timer = Some(state.clock);
+                    let at = state.clock;
+                    self.queue_at(at, cpu);
+                    continue;
+                }
+                // Its timer fires: it runs from then on.
                 debug_assert!(state.clock <= clock, "a timer before its CPU's clock");
                 state.state = RunState::Runnable;
                 state.clock = clock;

@@ -170,7 +170,8 @@ pub fn smp_call_function_many(
         } else {
             cpu.irqs_on_at(delivered)
         };
-        done = done.max(start + handler_cycles + transfer_cost(ctx, target, me));
+        let entry = cpu.irq_entry.map_or(Cycles::ZERO, |e| e.cycles);
+        done = done.max(start + entry + handler_cycles + transfer_cost(ctx, target, me));
         sent.push((target, delivered, behind));
     }
     let waited = if wait {
@@ -212,11 +213,18 @@ fn take_ipi(ctx: &mut Ctx, target: CpuId, delivered: Cycles, handler: IpiHandler
     let entry_exit = ctx.machine().costs.ipi_handler_entry_exit.cycles();
     let cpu = &mut ctx.cpus[target.index()];
     let start = cpu.irqs_on_at(delivered);
-    let finished = start + entry_exit + handler.cycles;
+    // A guest exit, or a stop state's wake-up, before the handler.
+    let irq_entry = cpu.irq_entry;
+    let entry = irq_entry.map_or(Cycles::ZERO, |e| e.cycles);
+    let finished = start + entry + entry_exit + handler.cycles;
     // Handlers run with interrupts off: a later IPI waits for this one.
     cpu.record_irq_window(start, finished);
     // The handler's time pushes back whatever the target did after `start`.
-    let clock = cpu.clock.max(start) + entry_exit + handler.cycles;
+    let clock = cpu.clock.max(start) + entry + entry_exit + handler.cycles;
+    if let Some(e) = irq_entry {
+        ctx.stats.add_cycles(e.symbol, e.cycles);
+        ctx.count(e.event, 1);
+    }
     ctx.stats
         .add_cycles(Symbol::FlushSmpCallFunctionQueue, entry_exit);
     ctx.stats.add_cycles(handler.symbol, handler.cycles);

@@ -26,7 +26,7 @@ mod tests;
 pub use crate::types::{CpuId, Cycles};
 pub use cacheline::{CacheLine, LineAccess, NO_WRITER, touch_line};
 pub use dram::{CHUNK_BYTES, Traffic, dram_stream};
-pub use engine::{Ctx, Engine, RunState, Workload};
+pub use engine::{Ctx, Engine, IrqEntry, RunState, Workload};
 pub use event::Event;
 pub use ipi::{IpiHandler, smp_call_function_many};
 pub use local_lock::LocalLock;

@@ -126,6 +126,17 @@ symbols! {
     TryToUnmapOne => "try_to_unmap_one",
     RemoveMigrationPte => "remove_migration_pte",
     DoNothing => "do_nothing",
+    // powerpc64's lockless page-table walks and what serialises them
+    // (seed 002), and a CPU's way into an interrupt from a guest or idle.
+    SerializeAgainstPteLookup => "serialize_against_pte_lookup",
+    StartLocklessPgtblWalk => "start_lockless_pgtbl_walk",
+    EndLocklessPgtblWalk => "end_lockless_pgtbl_walk",
+    FindLinuxPte => "__find_linux_pte",
+    GupPgdRange => "gup_pgd_range",
+    KvmRadixPageFault => "kvmppc_book3s_radix_page_fault",
+    PerfCallchainUser => "perf_callchain_user_64",
+    KvmGuestExit => "kvmppc_interrupt_hv",
+    Power9IdleStop => "power9_idle_stop",
     // The LRU (mm/swap.c, mm/vmscan.c).
     PagevecLruAdd => "__pagevec_lru_add",
     PagevecLruMoveFn => "pagevec_lru_move_fn",

@@ -7,6 +7,7 @@ pub mod host_memory;
 pub mod netperf_udp;
 pub mod page_alloc_bench;
 pub mod pageout;
+pub mod qemu_munmap;
 pub mod trace;
 pub mod usemem;
 pub mod will_it_scale;
@@ -307,6 +308,12 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: pageout::SUMMARY,
         usage: pageout::USAGE,
         parse: pageout::parse,
+    },
+    WorkloadInfo {
+        name: qemu_munmap::NAME,
+        summary: qemu_munmap::SUMMARY,
+        usage: qemu_munmap::USAGE,
+        parse: qemu_munmap::parse,
     },
     WorkloadInfo {
         name: trace::NAME,

@@ -267,7 +267,10 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(k: Kernel, nr_cpus: u32) -> Core {
+    pub fn new(mut k: Kernel, nr_cpus: u32) -> Core {
+        // Steps come from this scheduler, which finishes a get split
+        // across two of them.
+        k.huge_zero.split_steps = true;
         Core {
             k,
             tasks: Tasks::new(),
@@ -1073,6 +1076,15 @@ impl<P: Program> Workload for Sched<'_, P> {
         // The CPU is in the host kernel now: neither in a guest nor idle.
         self.core.in_guest[cpu.index()] = false;
         ctx.set_irq_entry(cpu, None);
+        // A fault whose huge zero page get read the count at the end of
+        // this CPU's last step swaps it now, after every CPU whose clock
+        // came first has acted (mm/huge_memory.rs). That is the whole
+        // step: the swap may have waited long behind other CPUs, and what
+        // the task does next must meet the shared objects as of its clock
+        // after that wait, in a step of its own.
+        if self.core.k.finish_huge_zero_get(ctx, cpu) {
+            return;
+        }
         // Interrupts due by now come first (a step is atomic: they wait
         // for the step boundary).
         self.core.run_timers(ctx);

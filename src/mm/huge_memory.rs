@@ -7,7 +7,12 @@
 //!   `get_huge_zero_page` (an `atomic_inc_not_zero` loop) on every PMD
 //!   install, `put_huge_zero_page` (an atomic decrement) on every zap or
 //!   split of one; allocated on first use, freed by its shrinker once only
-//!   the shrinker's own reference is left;
+//!   the shrinker's own reference is left. On x86 `atomic_inc_not_zero` is
+//!   a plain read then a `lock cmpxchg`, retried with the value a failed
+//!   one returns; under the scheduler a fault's get ends its step between
+//!   the two, so other CPUs' requests come between them as they queue at
+//!   the line's home (docs/engine.md, "The sync-step approximation"). The
+//!   put is one locked decrement (`atomic_dec_and_test`), a plain `rmw`;
 //! - on (4.9, commit 6fcb52a56ff6): one global reference per mm, taken on
 //!   the mm's first use (`mm_get_huge_zero_page`, `MMF_HUGE_ZERO_PAGE`) and
 //!   dropped in `__mmput` (`mm_put_huge_zero_page`).
@@ -19,7 +24,8 @@ use super::mmzone::{MigrateType, Order, Pfn};
 use super::page_alloc::Gfp;
 use super::pgtable::{Entry, Level, TableId};
 use crate::features::Feature;
-use crate::sim::{CacheLine, Ctx, Event, Symbol};
+use crate::sim::{CacheLine, CmpxchgRead, Ctx, Event, Symbol};
+use crate::types::CpuId;
 
 /// THP allocations (`GFP_TRANSHUGE`): movable, no reclaim modelled.
 const GFP_TRANSHUGE: Gfp = Gfp {
@@ -46,6 +52,22 @@ pub struct HugeZeroPage {
     pub refcount: u64,
     /// The cache line holding `huge_zero_refcount`.
     line: CacheLine,
+    /// Whether a fault's get may end its step between the read and the
+    /// `cmpxchg` ([`Kernel::finish_huge_zero_get`]); set by the scheduler,
+    /// whose steps finish it. Off, the get is one step.
+    pub split_steps: bool,
+    /// Per CPU, the fault whose get read the count in the CPU's last step
+    /// and swaps it at its next.
+    deferred: Vec<Option<DeferredGet>>,
+}
+
+/// The rest of a huge-zero PMD install after its get's read: the
+/// `cmpxchg` and `set_pmd_at` under the PMD lock. The page tables and
+/// counts already show the install; only its virtual time is left.
+#[derive(Clone, Copy, Debug)]
+struct DeferredGet {
+    read: CmpxchgRead,
+    pmd: TableId,
 }
 
 impl Kernel {
@@ -197,6 +219,17 @@ impl Kernel {
         index: usize,
     ) -> Result<bool, Fault> {
         let deposit = self.alloc_pgtable_page(ctx)?;
+        // One get a step is split: a second in the same step (a workload
+        // that faults twice in a step) is done whole.
+        let pending =
+            (self.huge_zero.deferred.get(ctx.cur().index())).is_some_and(|get| get.is_some());
+        if self.huge_zero.split_steps
+            && !self.per_mm_flag()
+            && self.huge_zero.refcount > 0
+            && !pending
+        {
+            return Ok(self.install_huge_zero_pmd_split(ctx, mm, pmd, index, deposit));
+        }
         if self
             .huge_zero_for_pmd(ctx, mm, Symbol::GetHugeZeroPage)
             .is_none()
@@ -211,12 +244,71 @@ impl Kernel {
         Ok(true)
     }
 
+    /// [`Kernel::install_huge_zero_pmd`] with the page already allocated,
+    /// its get's `atomic_inc_not_zero` split at the step's end: the read of
+    /// the count now, the `cmpxchg` and the rest of the install at the
+    /// CPU's next step ([`Kernel::finish_huge_zero_get`]), so that every
+    /// CPU whose clock comes first acts in between, as the other CPUs'
+    /// requests queue at the line's home between a real read and its
+    /// `lock cmpxchg`. What the fault changes (the count, the PMD, the
+    /// counters) is done now; the fault's return (`up_read` of
+    /// `mmap_lock`) and the user's load are charged before the swap,
+    /// a few tens of cycles early.
+    fn install_huge_zero_pmd_split(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        pmd: TableId,
+        index: usize,
+        deposit: Pfn,
+    ) -> bool {
+        ctx.count(Event::HugeZeroGet, 1);
+        let (_, read) = self
+            .huge_zero
+            .line
+            .cmpxchg_read(ctx, Symbol::GetHugeZeroPage);
+        ctx.count(Event::HugeZeroRefcountRmw, 1);
+        self.huge_zero.refcount += 1;
+        let cpu = ctx.cur().index();
+        let deferred = &mut self.huge_zero.deferred;
+        if deferred.len() <= cpu {
+            deferred.resize(cpu + 1, None);
+        }
+        deferred[cpu] = Some(DeferredGet { read, pmd });
+        self.tables.set(pmd, index, Entry::HugeZero { deposit });
+        self.mm_mut(mm).nr_pgtables += 1;
+        ctx.count(Event::HugeZeroPmdInstalls, 1);
+        true
+    }
+
+    /// The `cmpxchg` of a get that `cpu`'s last step read, and the PMD's
+    /// install after it, if there is one: the first thing of `cpu`'s step.
+    /// Returns whether there was one.
+    pub fn finish_huge_zero_get(&mut self, ctx: &mut Ctx, cpu: CpuId) -> bool {
+        let Some(slot) = self.huge_zero.deferred.get_mut(cpu.index()) else {
+            return false;
+        };
+        let Some(get) = slot.take() else {
+            return false;
+        };
+        self.huge_zero
+            .line
+            .cmpxchg_swap(ctx, Symbol::GetHugeZeroPage, get.read);
+        self.set_huge_pmd_charges(ctx, get.pmd);
+        true
+    }
+
     /// `set_pmd_at` under the PMD lock.
     fn set_huge_pmd(&mut self, ctx: &mut Ctx, pmd: TableId, index: usize, entry: Entry) {
+        self.set_huge_pmd_charges(ctx, pmd);
+        self.tables.set(pmd, index, entry);
+    }
+
+    /// The time of [`Kernel::set_huge_pmd`]: the PMD lock and the install.
+    fn set_huge_pmd_charges(&mut self, ctx: &mut Ctx, pmd: TableId) {
         self.ptlock(pmd).lock(ctx, Symbol::RawSpinLock);
         let cost = ctx.machine().costs.huge_pmd_install.cycles();
         ctx.charge(Symbol::DoHugePmdAnonymousPage, cost);
-        self.tables.set(pmd, index, entry);
         self.ptlock(pmd).unlock(ctx);
     }
 

@@ -134,6 +134,16 @@ impl CpuSet {
     }
 }
 
+/// What a `cmpxchg` loop's read leaves for its swap
+/// ([`CacheLine::cmpxchg_read`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmpxchgRead {
+    cpu: CpuId,
+    /// When the read ended: a modification by another CPU from then on
+    /// makes the swap fail.
+    done: Cycles,
+}
+
 /// A change of who holds the line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Access {
@@ -179,6 +189,9 @@ pub struct CacheLine {
     /// Who held the line when its forgotten history ended.
     owner_base: Option<CpuId>,
     sharers_base: CpuSet,
+    /// The start and CPU of the latest forgotten modification: a
+    /// `cmpxchg` swap in a later step than its read must see it.
+    modified_base: Option<(Cycles, CpuId)>,
 }
 
 /// How many local atomics a line keeps aside at most.
@@ -320,31 +333,64 @@ impl CacheLine {
         })
     }
 
-    /// An `atomic_*_unless`/`cmpxchg` loop: read the value, then try to
-    /// swap it. Costs a read and an ownership upgrade when the line is held
-    /// elsewhere. If another CPU modified the line after the read and
-    /// before the swap (a modification that begins in between on the
-    /// timeline), the swap fails: on x86 a failed `lock cmpxchg` still
-    /// takes the line and hands back the current value, and the loop tries
-    /// again at once with it, while the line is still here, so the retry is
-    /// one local atomic more inside the same occupancy. Retries after that
-    /// (another CPU taking the line within those few cycles) are not
-    /// modelled. Counted in `mmsim_cmpxchg_retries`.
+    /// An `atomic_*_unless`/`cmpxchg` loop in one step: [`CacheLine::cmpxchg_read`]
+    /// then at once [`CacheLine::cmpxchg_swap`]. Inside one step no other
+    /// CPU acts, so only a modification already placed by a CPU stepped
+    /// earlier can come between the read and the swap.
     pub fn cmpxchg_loop(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
+        let (waited, read) = self.cmpxchg_read(ctx, symbol);
+        waited + self.cmpxchg_swap(ctx, symbol, read)
+    }
+
+    /// The read that begins an `atomic_*_unless` loop (`atomic_read`): the
+    /// line fetched shared (free if a copy is here). Returns the wait and
+    /// what [`CacheLine::cmpxchg_swap`] needs. A caller that ends its step
+    /// between the two lets every CPU whose clock is earlier than the swap
+    /// request act first, as requests queued at the line's home are served
+    /// between a real read and its `lock cmpxchg`.
+    pub fn cmpxchg_read(&mut self, ctx: &mut Ctx, symbol: Symbol) -> (Cycles, CmpxchgRead) {
         let waited = self.read(ctx, symbol);
-        let read_done = ctx.now();
+        (
+            waited,
+            CmpxchgRead {
+                cpu: ctx.cur(),
+                done: ctx.now(),
+            },
+        )
+    }
+
+    /// The `lock cmpxchg` after `read`: the line taken exclusive (a
+    /// transfer if another CPU fetched or took it since). If another CPU
+    /// modified the line after the read (a modification that begins
+    /// between the read's end and the swap), the value changed and the
+    /// swap fails: on x86 a failed `lock cmpxchg` still takes the line and
+    /// hands back the current value, and the loop tries again at once with
+    /// it, while the line is still here, so the retry is one local atomic
+    /// more inside the same occupancy. Retries after that (another CPU
+    /// taking the line within those few cycles) are not modelled. Counted
+    /// in `mmsim_cmpxchg_retries`. Returns the wait.
+    pub fn cmpxchg_swap(&mut self, ctx: &mut Ctx, symbol: Symbol, read: CmpxchgRead) -> Cycles {
         let cpu = ctx.cur();
-        waited
-            + self.access(ctx, symbol, |line, ctx, begun| {
-                let mut swap = line.rmw_need(ctx, cpu, begun);
-                if let Need::Occupy { cost, retried, .. } = &mut swap
-                    && line.modified_by_other_since(cpu, read_done, begun)
-                {
-                    *cost += ctx.machine().costs.atomic_rmw_local.cycles();
-                    *retried = true;
-                }
-                swap
-            })
+        assert_eq!(
+            cpu, read.cpu,
+            "a cmpxchg swapped on another CPU than its read"
+        );
+        self.forget_before(ctx.horizon());
+        // A modification the timeline has already forgotten (the swap's
+        // step began after it ended) still changed the value.
+        let forgotten = self
+            .modified_base
+            .is_some_and(|(at, by)| by != cpu && at >= read.done);
+        self.access(ctx, symbol, |line, ctx, begun| {
+            let mut swap = line.rmw_need(ctx, cpu, begun);
+            if let Need::Occupy { cost, retried, .. } = &mut swap
+                && (forgotten || line.modified_by_other_since(cpu, read.done, begun))
+            {
+                *cost += ctx.machine().costs.atomic_rmw_local.cycles();
+                *retried = true;
+            }
+            swap
+        })
     }
 
     /// Whether a CPU other than `cpu` began a modification at or after
@@ -653,9 +699,13 @@ impl CacheLine {
 
     /// Records a transfer that `begun` earlier ones have begun before.
     fn record(&mut self, begun: usize, span: Span<Access>) {
-        let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
+        let (owner, sharers, modified) = (
+            &mut self.owner_base,
+            &mut self.sharers_base,
+            &mut self.modified_base,
+        );
         self.transfers
-            .push_at(begun, span, |old| fold(owner, sharers, old.data));
+            .push_at(begun, span, |old| fold(owner, sharers, modified, *old));
     }
 
     /// Forgets the transfers that ended by `horizon`, then, if none is left,
@@ -675,9 +725,13 @@ impl CacheLine {
     /// [`CacheLine::forget_before`] once something has ended.
     fn forget_ended(&mut self, horizon: Cycles) {
         if self.transfers.len() > 0 {
-            let (owner, sharers) = (&mut self.owner_base, &mut self.sharers_base);
+            let (owner, sharers, modified) = (
+                &mut self.owner_base,
+                &mut self.sharers_base,
+                &mut self.modified_base,
+            );
             self.transfers
-                .prune(horizon, |old| fold(owner, sharers, old.data));
+                .prune(horizon, |old| fold(owner, sharers, modified, *old));
         }
         // Most lines are used by one CPU only: the timeline is empty and the
         // atomics of its last step, kept aside, are over.
@@ -690,7 +744,12 @@ impl CacheLine {
                 fold(
                     &mut self.owner_base,
                     &mut self.sharers_base,
-                    Access::Modify(self.tail.cpu),
+                    &mut self.modified_base,
+                    Span {
+                        start: self.tail.spans[ended - 1].0,
+                        end: self.tail.spans[ended - 1].1,
+                        data: Access::Modify(self.tail.cpu),
+                    },
                 );
                 self.tail.drop_front(ended);
             }
@@ -775,10 +834,16 @@ impl CacheLine {
 
 /// Applies a forgotten transfer to the state before the remembered ones.
 #[inline]
-fn fold(owner: &mut Option<CpuId>, sharers: &mut CpuSet, access: Access) {
-    match access {
+fn fold(
+    owner: &mut Option<CpuId>,
+    sharers: &mut CpuSet,
+    modified: &mut Option<(Cycles, CpuId)>,
+    span: Span<Access>,
+) {
+    match span.data {
         Access::Modify(cpu) => {
             *owner = Some(cpu);
+            *modified = Some((span.start, cpu));
             sharers.clear();
         }
         Access::Read(cpu) => sharers.insert(cpu),

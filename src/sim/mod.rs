@@ -24,7 +24,7 @@ mod timeline;
 mod tests;
 
 pub use crate::types::{CpuId, Cycles};
-pub use cacheline::{CacheLine, LineAccess, NO_WRITER, touch_line};
+pub use cacheline::{CacheLine, CmpxchgRead, LineAccess, NO_WRITER, touch_line};
 pub use dram::{CHUNK_BYTES, Traffic, dram_stream};
 pub use engine::{Ctx, Engine, IrqEntry, RunState, Workload};
 pub use event::Event;

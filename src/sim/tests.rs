@@ -427,6 +427,65 @@ fn a_cmpxchg_fails_and_retries_once_if_the_line_was_modified_after_its_read() {
     assert_eq!((clock, retries), (again_end + c + local_rmw(&ctx), 1));
 }
 
+/// cpu1 has just modified the line (a local atomic from cycle 0); cpu0, at
+/// cycle 0, runs a `cmpxchg` loop, and cpu1 modifies the line again at its
+/// next step. `split`: cpu0 ends its step between the loop's read and its
+/// swap. Returns the context after the run, cpu0's clock and cpu1's.
+fn cmpxchg_against_a_write(split: bool) -> (Ctx, Cycles, Cycles) {
+    let mut ctx = ctx_with_cpus(2, 1);
+    let mut line = CacheLine::new();
+    ctx.set_cur(CpuId(1));
+    line.rmw(&mut ctx, RMW);
+    let mut read = None;
+    let engine = run(ctx, |ctx| match (ctx.cur(), read.take()) {
+        (CpuId(0), None) if split => read = Some(line.cmpxchg_read(ctx, RMW).1),
+        (CpuId(0), Some(done)) => {
+            line.cmpxchg_swap(ctx, RMW, done);
+            ctx.finish();
+        }
+        (CpuId(0), None) => {
+            line.cmpxchg_loop(ctx, RMW);
+            ctx.finish();
+        }
+        (_, pending) => {
+            read = pending;
+            line.rmw(ctx, RMW);
+            ctx.finish();
+        }
+    });
+    let ctx = engine.ctx;
+    let (cpu0, cpu1) = (ctx.clock_of(CpuId(0)), ctx.clock_of(CpuId(1)));
+    (ctx, cpu0, cpu1)
+}
+
+#[test]
+fn a_cmpxchg_split_across_steps_retries_after_a_write_that_came_between() {
+    // Hand-counted, with l the local atomic and c the transfer between
+    // the two CPUs. cpu1's first atomic holds the line over [0, l].
+    // Split: cpu0's read waits for it and fetches the line over
+    // [l, l + c]; its step ends there. cpu1 (clock l, earlier) steps next:
+    // its modification waits for the read and takes the line back over
+    // [l + c, l + 2c] (an upgrade by the owner, not counted as a
+    // transfer). cpu0's swap (clock l + c) comes after it: the value
+    // changed since the read, so the cmpxchg fails, fetching the line
+    // (a transfer), and retries at once, locally: [l + 2c, l + 3c + l].
+    let (ctx, cpu0, cpu1) = cmpxchg_against_a_write(true);
+    let l = local_rmw(&ctx);
+    let c = transfer_cost(&ctx, CpuId(0), CpuId(1));
+    assert_eq!(ctx.stats.event(Event::CmpxchgRetries), 1);
+    assert_eq!(ctx.stats.event(Event::LineTransfers), 2);
+    assert_eq!(cpu1, l + c + c);
+    assert_eq!(cpu0, l + c + c + c + l);
+    // In one step the swap follows the read at once, and cpu1's write,
+    // stepped later, can only come after both: no retry. Its write is
+    // then a transfer from cpu0 (three in all).
+    let (ctx, cpu0, cpu1) = cmpxchg_against_a_write(false);
+    assert_eq!(ctx.stats.event(Event::CmpxchgRetries), 0);
+    assert_eq!(ctx.stats.event(Event::LineTransfers), 3);
+    assert_eq!(cpu0, l + c + c);
+    assert_eq!(cpu1, l + c + c + c);
+}
+
 // ---------------------------------------------------------------------------
 // Spinlocks
 

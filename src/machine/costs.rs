@@ -103,6 +103,7 @@ costs! {
     pcp_list_op: Latency, "adding or removing one page on a per-CPU list, including its struct page line";
     buddy_list_op: Latency, "adding or removing one block on a buddy free list, including its struct page line";
     buddy_merge_check: Latency, "looking at a buddy's struct page to see whether it can merge (often a cache miss)";
+    buddy_merge_check_cached: Latency, "page_is_buddy on a buddy whose struct page is in this CPU's L1: one the drain took off a per-CPU list or prefetched (free_pcppages_bulk's prefetch_buddy)";
     // The slab allocator.
     slab_alloc_fastpath: Latency, "slab_alloc_node: an object from the CPU slab's lockless freelist";
     slab_free_fastpath: Latency, "slab_free on the CPU that owns the object's slab";

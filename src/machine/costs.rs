@@ -148,6 +148,7 @@ costs! {
     swap_map_scan: Latency, "one swap_map byte looked at and passed over in a scan of the swap map (scan_swap_map_slots, the per-CPU cluster's scan, put_swap_page's check of a THP's cluster)";
     // zram and zsmalloc (swap to compressed memory).
     zram_same_scan_word: Latency, "page_same_filled: comparing one 8-byte word of the page with the first (a load, a compare and a predicted branch, cache-warm)";
+    zram_write_path: Latency, "one page written to zram outside the scan, the compression, zsmalloc, the atomics (atomic_rmw_local) and the writeback flag: swap_writepage's bdev_write_page (swap_page_sector's extent lookup, blk_queue_enter/exit, the rw_page call), zram_rw_page (valid_io_request, the bvec, disk_start_io_acct/disk_end_io_acct's per-CPU part_stat updates), zram_bvec_rw, kmap_atomic/kunmap_atomic, zram_free_page's flag tests and the slot's flags and element stores";
     lz_probe: Latency, "one position of an LZ compressor's literal search (lzo1x_1_do_compress, LZ4_compress_generic): the skip step and bound test, a 4-byte load, its multiplicative hash, the table's load and store, the candidate's 4-byte compare and branch";
     lz_match_word: Latency, "one step of a compressor's match-length loop: two 8-byte loads, xor, the bound test and branch (or one byte of LZ4's backward catch-up)";
     lz_zero_scan_step: Latency, "one iteration of lzo-rle's zero-run scan: 32 bytes as four 8-byte loads ORed, a test and branch, the bound test (its 8-byte and byte loops' iterations counted alike)";

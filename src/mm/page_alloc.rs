@@ -724,7 +724,13 @@ impl Zone {
 
     /// [`Zone::charge_list_op`] at `cost`: a drain's list op on lines it
     /// has in cache costs what a per-CPU list op does.
-    fn charge_list_op_of(&mut self, ctx: &mut Ctx, order: u8, symbol: Symbol, cost: crate::sim::Cycles) {
+    fn charge_list_op_of(
+        &mut self,
+        ctx: &mut Ctx,
+        order: u8,
+        symbol: Symbol,
+        cost: crate::sim::Cycles,
+    ) {
         ctx.charge(symbol, cost);
         touch_line(
             ctx,

@@ -233,6 +233,8 @@ impl Kernel {
         }
         let entry = SwapEntry::from_raw(self.pages.get(head).private);
         let nr = self.thp_nr_pages(head);
+        // bdev_write_page's (or __swap_writepage's) set_page_writeback.
+        self.account_writeback_start(ctx, head);
         // When the last of the page's writes ends, if any ends later.
         let mut last: Option<Cycles> = None;
         for i in 0..nr {
@@ -254,7 +256,12 @@ impl Kernel {
         self.count_swpout(ctx, nr);
         self.pages.update(head, |p| p.clear(PageFlags::DIRTY));
         match last {
-            None => PageoutResult::Done,
+            None => {
+                // A synchronous device ended the writeback in its call
+                // (zram_rw_page's page_endio).
+                self.account_writeback_end(ctx, head);
+                PageoutResult::Done
+            }
             Some(at) => {
                 self.pages.update(head, |p| p.set(PageFlags::WRITEBACK));
                 let id = self.io_seq;
@@ -280,6 +287,7 @@ impl Kernel {
         if !info.test(PageFlags::WRITEBACK) {
             return;
         }
+        self.account_writeback_end(ctx, head);
         self.pages.update(head, |p| p.clear(PageFlags::WRITEBACK));
         if info.test(PageFlags::RECLAIM) {
             self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));

@@ -197,6 +197,7 @@ symbols! {
     // cache's xarray (lib/xarray.c), the bit search of lib/find_bit.c, the
     // writeback flag (mm/page-writeback.c).
     ModNodePageState => "__mod_node_page_state",
+    ModNodeState => "mod_node_page_state",
     ModZonePageState => "__mod_zone_page_state",
     XasCreate => "xas_create",
     XasStore => "xas_store",

@@ -14,7 +14,11 @@
 //! new one. Everything happens on the writing CPU
 //! (`SWP_SYNCHRONOUS_IO`): the scan, the compression, `zs_malloc` and the
 //! copy into the object are charged to it and the write is
-//! [`Completion::Done`].
+//! [`Completion::Done`]. So are the write's path outside those
+//! (`zram_write_path`: `bdev_write_page`, `zram_rw_page` with its I/O
+//! accounting, `zram_bvec_rw`) and its seven atomics (`WRITE_ATOMICS`);
+//! a page not in the CPU's cache (`write_page_from`) is read from its
+//! node's memory at the core's streaming rate.
 //!
 //! Host memory: a slot keeps the page's [`PageImage`] (its compact form:
 //! nothing for a zero page, one rule for a usemem page) and the real
@@ -27,8 +31,9 @@
 //! tracking, `mem_limit` (0: none), `zs_compact` (`pages_compacted` stays
 //! 0), the second `zs_malloc` with `GFP_NOIO` after a failed first one
 //! (`writestall`; with no reclaim modelled it would fail the same way),
-//! partial-page I/O, discard, the slot lock and the per-CPU compression
-//! streams' locking.
+//! partial-page I/O, discard, the reads' path and atomics (a read charges
+//! its decompression or fill only), the slot lock's contention (its
+//! atomics are charged) and the per-CPU compression streams' locking.
 
 use super::lzwork::CompressWork;
 use super::zcomp::{Algorithm, Zcomp};

@@ -871,6 +871,7 @@ mod tests {
                 "per-thread-vmacache",
                 "pcp-burst",
                 "pcp-batch-doubled",
+                "pcp-prefetch-buddy",
                 "thp-swap"
             ]
         );
@@ -883,7 +884,8 @@ mod tests {
             [
                 "huge-zero-mm-flag",
                 "per-thread-vmacache",
-                "pcp-batch-doubled"
+                "pcp-batch-doubled",
+                "pcp-prefetch-buddy"
             ]
         );
         assert_eq!(
@@ -892,6 +894,7 @@ mod tests {
                 "huge-zero-mm-flag",
                 "per-thread-vmacache",
                 "pcp-batch-doubled",
+                "pcp-prefetch-buddy",
                 "thp-split-no-lru-lock",
                 "thp-split-free",
                 "thp-split-unmap"

@@ -234,9 +234,16 @@ pub struct Zone {
     /// `free_pcppages_bulk`'s list of the blocks it takes, empty between
     /// drains; kept only to reuse its allocation.
     drained: Vec<(u32, Order)>,
-    /// The struct pages a drain has in this CPU's cache when it takes
-    /// zone->lock, sorted: the blocks it took off the per-CPU lists and
-    /// the buddies it prefetched (`prefetch_buddy`). Empty outside
+    /// 4.17's drain (`pcp-prefetch-buddy`): the pages are taken off the
+    /// per-CPU lists before `zone->lock` and the first `batch` buddies
+    /// prefetched; before, each page is taken under the lock just before
+    /// its merge.
+    prefetch_buddy: bool,
+    /// Inside `free_pcppages_bulk`'s merges.
+    draining: bool,
+    /// The struct pages a drain has in this CPU's cache, sorted: the
+    /// blocks it took off the per-CPU lists, the buddies it prefetched,
+    /// the lines its merges read or wrote. Empty outside
     /// `free_pcppages_bulk`; kept only to reuse its allocation.
     cached_lines: Vec<u32>,
 }
@@ -271,6 +278,7 @@ impl PageAllocator {
         );
         let pcp_high_order = features.has(Feature::PcpHighOrder);
         let pcp_burst = features.has(Feature::PcpBurst);
+        let prefetch_buddy = features.has(Feature::PcpPrefetchBuddy);
         let cap_bytes = batch_cap_bytes(features);
         let nr_cpus = topo.nr_cpus() as usize;
         let total_pages = pages_per_node * topo.numa_nodes as u64;
@@ -295,6 +303,7 @@ impl PageAllocator {
                 };
                 zone.pcp = vec![PerCpuPages::new(high, batch); nr_cpus];
                 zone.pcp_burst = pcp_burst;
+                zone.prefetch_buddy = prefetch_buddy;
                 zone
             })
             .collect();
@@ -614,6 +623,8 @@ impl Zone {
                 MIGRATE_PCPTYPES
             },
             pcp_burst: true,
+            prefetch_buddy: true,
+            draining: false,
             drained: Vec::new(),
             cached_lines: Vec::new(),
         };
@@ -1218,25 +1229,32 @@ impl Zone {
         // prefetch buddy while not holding lock", 4.17; of the block's own
         // order once the lists hold high orders, 5.14): those lines are in
         // this CPU's cache when the merges under zone->lock look at them.
+        // Before 4.17 each page was taken off its list under the lock just
+        // before its merge: in cache from then on, its buddy not.
         let prefetch_nr = pcp.batch as usize;
         let high_order = nr_lists == NR_PCP_LISTS;
         let mut cached = std::mem::take(&mut self.cached_lines);
         cached.clear();
-        for (i, &(idx, order)) in freed.iter().enumerate() {
-            cached.push(idx);
-            if i < prefetch_nr {
-                let prefetched = if high_order { order.0 } else { 0 };
-                cached.push(idx ^ (1u32 << prefetched));
+        if self.prefetch_buddy {
+            for (i, &(idx, order)) in freed.iter().enumerate() {
+                cached.push(idx);
+                if i < prefetch_nr {
+                    let prefetched = if high_order { order.0 } else { 0 };
+                    cached.push(idx ^ (1u32 << prefetched));
+                }
             }
+            cached.sort_unstable();
+            cached.dedup();
         }
-        cached.sort_unstable();
-        cached.dedup();
         self.cached_lines = cached;
+        self.draining = true;
         self.lock_zone(ctx, LockKind::Plain);
         for &(idx, order) in &freed {
+            self.cache_line(idx);
             self.free_one_page(ctx, idx, order, None);
         }
         self.unlock_zone(ctx, LockKind::Plain);
+        self.draining = false;
         self.cached_lines.clear();
         self.drained = freed;
     }
@@ -1262,7 +1280,7 @@ impl Zone {
         let list_op = costs.buddy_list_op.cycles();
         let list_op_cached = costs.pcp_list_op.cycles();
         // Inside a drain, which knows the lines it has in cache.
-        let draining = !self.cached_lines.is_empty();
+        let draining = self.draining;
         self.nr_free_pages += order.nr_pages();
         let mut idx = idx;
         let mut order = order.0;

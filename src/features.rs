@@ -70,6 +70,14 @@ pub enum Feature {
     /// d8a759b57035, v4.19): `zone_batchsize` caps the batch at 1 MiB of
     /// pages instead of 512 KiB, so a large zone's batch is 63, not 31.
     PcpBatchDoubled,
+    /// "mm/free_pcppages_bulk: prefetch buddy while not holding lock"
+    /// (Aaron Lu, commit 97334162e4d7, v4.17, with "do not hold lock when
+    /// picking pages to free"): a per-CPU list's drain takes its pages off
+    /// the list before it takes `zone->lock` and prefetches the buddy of
+    /// the first `batch` of them, so the merges under the lock find those
+    /// `struct page`s in cache. Off: each page is taken off the list
+    /// under the lock just before it is merged, its buddy not prefetched.
+    PcpPrefetchBuddy,
     /// `CONFIG_THP_SWAP`: reclaim swaps a THP out whole, to a free cluster
     /// of 512 slots, and splits it only after (Huang Ying's series, which
     /// enabled it on x86_64 with bd4c82c22c36 "mm, THP, swap: delay
@@ -137,6 +145,7 @@ impl Feature {
         Feature::MapleTree,
         Feature::PcpBurst,
         Feature::PcpBatchDoubled,
+        Feature::PcpPrefetchBuddy,
         Feature::ThpSwap,
         Feature::ThpSplitNoLruLock,
         Feature::ThpSplitFree,
@@ -158,6 +167,7 @@ impl Feature {
             Feature::MapleTree => "maple-tree",
             Feature::PcpBurst => "pcp-burst",
             Feature::PcpBatchDoubled => "pcp-batch-doubled",
+            Feature::PcpPrefetchBuddy => "pcp-prefetch-buddy",
             Feature::ThpSwap => "thp-swap",
             Feature::ThpSplitNoLruLock => "thp-split-no-lru-lock",
             Feature::ThpSplitFree => "thp-split-free",
@@ -183,6 +193,7 @@ impl Feature {
             // just before it (the seed's baseline is 5.13-rc2 plus this).
             Feature::PcpBurst => KernelVersion::new(5, 14),
             Feature::PcpBatchDoubled => KernelVersion::new(4, 19),
+            Feature::PcpPrefetchBuddy => KernelVersion::new(4, 17),
             Feature::ThpSwap => KernelVersion::new(4, 14),
             // Seed 003 was posted against 5.14-rc (July 2021); patches 1
             // and 3 as posted never reached mainline (see `merged`).
@@ -210,6 +221,7 @@ impl Feature {
             Feature::MapleTree => "7964cf8caa4d",
             Feature::PcpBurst => "3b12e7e97938",
             Feature::PcpBatchDoubled => "d8a759b57035",
+            Feature::PcpPrefetchBuddy => "97334162e4d7",
             Feature::ThpSwap => "bd4c82c22c36",
             // Never merged: the posting, not a commit.
             Feature::ThpSplitNoLruLock | Feature::ThpSplitUnmap => "seed 003 (v1, 2021-07-31)",
@@ -327,6 +339,9 @@ impl Feature {
             }
             Feature::PcpBatchDoubled => {
                 "zone_batchsize caps batch at 1 MiB of pages: 63 on a large zone (Linux 4.19, commit d8a759b57035); off: 512 KiB, batch 31"
+            }
+            Feature::PcpPrefetchBuddy => {
+                "a per-CPU list's drain takes its pages off before zone->lock and prefetches the first batch's buddies, so its merges find those struct pages in cache (Linux 4.17, commit 97334162e4d7); off: each page taken under the lock just before its merge, no prefetch"
             }
             Feature::ThpSwap => {
                 "CONFIG_THP_SWAP: reclaim swaps a THP out whole to a free 512-slot cluster (Linux 4.14, commit bd4c82c22c36); off: the THP is split into 512 pages first (thp_swpout_fallback)"

@@ -586,7 +586,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp-split-no-lru-lock=off thp-split-free=on thp-split-unmap=off thp-split-zero-page=on thp-shrink-underused=on thp-mmap-align=on thp-mmap-align-pmd-sizes=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=off huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on pcp-prefetch-buddy=on thp-swap=on thp-split-no-lru-lock=off thp-split-free=on thp-split-unmap=off thp-split-zero-page=on thp-shrink-underused=on thp-mmap-align=on thp-mmap-align-pmd-sizes=on thp=always use_zero_page=1\n"
         ));
         assert!(text.contains("# machine:  haswell-ep-2s: "));
         let text = run(&[
@@ -598,7 +598,7 @@ mod tests {
         ])
         .unwrap();
         assert!(text.contains(
-            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp-split-no-lru-lock=off thp-split-free=on thp-split-unmap=off thp-split-zero-page=on thp-shrink-underused=on thp-mmap-align=on thp-mmap-align-pmd-sizes=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on pcp-prefetch-buddy=on thp-swap=on thp-split-no-lru-lock=off thp-split-free=on thp-split-unmap=off thp-split-zero-page=on thp-shrink-underused=on thp-mmap-align=on thp-mmap-align-pmd-sizes=on thp=always use_zero_page=1\n"
         ));
     }
 

@@ -14,7 +14,11 @@
 //! new one. Everything happens on the writing CPU
 //! (`SWP_SYNCHRONOUS_IO`): the scan, the compression, `zs_malloc` and the
 //! copy into the object are charged to it and the write is
-//! [`Completion::Done`].
+//! [`Completion::Done`]. So are the write's path outside those
+//! (`zram_write_path`: `bdev_write_page`, `zram_rw_page` with its I/O
+//! accounting, `zram_bvec_rw`) and its seven atomics (`WRITE_ATOMICS`);
+//! a page not in the CPU's cache (`write_page_from`) is read from its
+//! node's memory at the core's streaming rate.
 //!
 //! Host memory: a slot keeps the page's [`PageImage`] (its compact form:
 //! nothing for a zero page, one rule for a usemem page) and the real
@@ -27,8 +31,9 @@
 //! tracking, `mem_limit` (0: none), `zs_compact` (`pages_compacted` stays
 //! 0), the second `zs_malloc` with `GFP_NOIO` after a failed first one
 //! (`writestall`; with no reclaim modelled it would fail the same way),
-//! partial-page I/O, discard, the slot lock and the per-CPU compression
-//! streams' locking.
+//! partial-page I/O, discard, the reads' path and atomics (a read charges
+//! its decompression or fill only), the slot lock's contention (its
+//! atomics are charged) and the per-CPU compression streams' locking.
 
 use super::lzwork::CompressWork;
 use super::zcomp::{Algorithm, Zcomp};
@@ -37,7 +42,7 @@ use crate::mm::contents::PageImage;
 use crate::mm::mmzone::PAGE_SIZE;
 use crate::mm::page_alloc::{Gfp, PageAllocator};
 use crate::mm::page_io::{Completion, IoError, SwapDevice};
-use crate::sim::{Ctx, Symbol};
+use crate::sim::{Ctx, Cycles, LineAccess, NO_WRITER, Symbol, Traffic, dram_stream, touch_line};
 
 const WORDS: usize = (PAGE_SIZE / 8) as usize;
 
@@ -91,6 +96,8 @@ pub struct Zram {
     /// would; millions of such pages then cost one compression each
     /// distinct page. Looked up, never iterated; emptied when full.
     memo: std::collections::HashMap<(u16, u64), Compressed>,
+    /// The CPU that last wrote `struct zram_stats`' line.
+    stats_line: u16,
 }
 
 /// What compressing one page found: its compressed length, the words
@@ -100,6 +107,35 @@ struct Compressed {
     len: usize,
     words: u64,
     work: CompressWork,
+}
+
+/// The locked read-modify-writes of one page written (5.13): `num_writes`
+/// in `zram_bvec_rw`, `same_pages` or `compr_data_size` and
+/// `pages_stored` in `__zram_bvec_write`, and two lock/unlock pairs of the
+/// slot's `ZRAM_LOCK` bit (`bit_spin_lock`'s `test_and_set_bit_lock`,
+/// `bit_spin_unlock`'s `clear_bit_unlock`, each a locked instruction on
+/// x86): one around the slot's update, one around `zram_accessed`.
+const WRITE_ATOMICS: u64 = 7;
+
+/// Charges `own` cycles of work that reads a whole page to `symbol`: as
+/// they are if the page is in cache (`from_node` None), else at least the
+/// time the core takes to stream the page from node `from_node`'s memory
+/// (`user_stream_bandwidth`, through the node's bandwidth).
+fn charge_page_read(ctx: &mut Ctx, symbol: Symbol, own: Cycles, from_node: Option<u32>) {
+    let Some(node) = from_node else {
+        ctx.charge(symbol, own);
+        return;
+    };
+    let stream = ctx
+        .machine()
+        .costs
+        .user_stream_bandwidth
+        .cycles_for_bytes(PAGE_SIZE);
+    let traffic = [Traffic {
+        node,
+        bytes_per_byte: 1,
+    }];
+    dram_stream(ctx, symbol, PAGE_SIZE, own.max(stream), &traffic);
 }
 
 /// Most pages [`Zram::memo`] holds before it starts afresh.
@@ -137,6 +173,7 @@ impl Zram {
             stats: ZramStats::default(),
             bytes: Box::new([0; PAGE_SIZE as usize]),
             memo: std::collections::HashMap::new(),
+            stats_line: NO_WRITER,
         })
     }
 
@@ -207,10 +244,31 @@ impl Zram {
 
     /// Charges a compression: its steps to the compressor, the clearing
     /// of its hash table to `memset_erms`.
-    fn charge_compression(&self, ctx: &mut Ctx, work: CompressWork) {
+    /// The page is read from memory (node `from_node`) when it is not in
+    /// cache: `page_same_filled` read only its first and last words, so
+    /// the compressor's pass brings the page in, its steps overlapping the
+    /// stream.
+    fn charge_compression(&self, ctx: &mut Ctx, work: CompressWork, from_node: Option<u32>) {
         let (steps, memset) = work.cycles(&ctx.machine().costs);
-        ctx.charge(self.symbols().0, steps);
+        charge_page_read(ctx, self.symbols().0, steps, from_node);
         ctx.charge(Symbol::MemsetErms, memset);
+    }
+
+    /// A write's work outside the scan, the compression and zsmalloc:
+    /// `zram_write_path`, and the atomics on zram's statistics and on the
+    /// slot's lock bit ([`WRITE_ATOMICS`]), the statistics' line moving
+    /// from the CPU that wrote it last.
+    fn charge_write_path(&mut self, ctx: &mut Ctx) {
+        let costs = &ctx.machine().costs;
+        let path =
+            costs.zram_write_path.cycles().0 + costs.atomic_rmw_local.cycles().0 * WRITE_ATOMICS;
+        ctx.charge(Symbol::ZramBvecWrite, Cycles(path));
+        touch_line(
+            ctx,
+            &mut self.stats_line,
+            Symbol::ZramBvecWrite,
+            LineAccess::Write,
+        );
     }
 
     /// Charges decompressing `image`'s compressed form: the model keeps
@@ -281,12 +339,26 @@ impl SwapDevice for Zram {
         offset: u64,
         image: &PageImage,
     ) -> Result<Completion, IoError> {
+        self.write_page_from(ctx, pa, offset, image, None)
+    }
+
+    fn write_page_from(
+        &mut self,
+        ctx: &mut Ctx,
+        pa: &mut PageAllocator,
+        offset: u64,
+        image: &PageImage,
+        from_node: Option<u32>,
+    ) -> Result<Completion, IoError> {
         self.check_offset(offset);
+        self.charge_write_path(ctx);
         let scan = ctx.machine().costs.zram_same_scan_word.value();
         let slot = match image.same_filled() {
             Some(word) => {
-                let cycles = (scan * WORDS as f64).round() as u64;
-                ctx.charge(Symbol::ZramBvecWrite, crate::types::Cycles(cycles));
+                let cycles = Cycles((scan * WORDS as f64).round() as u64);
+                // page_same_filled reads the whole page: from memory at the
+                // core's streaming rate if it is not in cache.
+                charge_page_read(ctx, Symbol::ZramBvecWrite, cycles, from_node);
                 self.stats.same_pages += 1;
                 Slot::Same(word)
             }
@@ -297,8 +369,8 @@ impl SwapDevice for Zram {
                     work,
                 } = self.compress(image);
                 let cycles = (scan * words as f64).round() as u64;
-                ctx.charge(Symbol::ZramBvecWrite, crate::types::Cycles(cycles));
-                self.charge_compression(ctx, work);
+                ctx.charge(Symbol::ZramBvecWrite, Cycles(cycles));
+                self.charge_compression(ctx, work, from_node);
                 let size = if comp_len >= self.pool.huge_class_size() {
                     PAGE_SIZE as usize
                 } else {
@@ -451,6 +523,66 @@ mod tests {
         PageImage::from_bytes(&bytes)
     }
 
+    /// A write's cycles outside the scan, compression and zsmalloc: the
+    /// path and its seven locked RMWs (x86-2s-server: 80 + 7 x 19).
+    fn write_path(ctx: &Ctx) -> u64 {
+        let costs = &ctx.machine().costs;
+        let path =
+            costs.zram_write_path.cycles().0 + WRITE_ATOMICS * costs.atomic_rmw_local.cycles().0;
+        assert_eq!(path, 80 + 7 * 19);
+        path
+    }
+
+    /// A page that is not in cache is read from its node's memory at the
+    /// core's streaming rate: all of it by page_same_filled for a
+    /// same-filled page, by the compressor's pass for any other, whose
+    /// steps the stream hides when they are fewer.
+    #[test]
+    fn a_page_not_in_cache_streams_from_memory() {
+        let (mut ctx, mut pa) = setup();
+        let mut z = Zram::new(64 * PAGE_SIZE, Algorithm::LzoRle).unwrap();
+        let path = write_path(&ctx);
+        // 4096 bytes at 15 GB/s on a 2.5 GHz core: 6 bytes a cycle.
+        let stream = 683;
+        assert_eq!(
+            ctx.machine()
+                .costs
+                .user_stream_bandwidth
+                .cycles_for_bytes(PAGE_SIZE),
+            Cycles(stream)
+        );
+        let t0 = ctx.now();
+        z.write_page_from(&mut ctx, &mut pa, 0, &PageImage::zero(), Some(0))
+            .unwrap();
+        assert_eq!(ctx.now() - t0, Cycles(stream + path));
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZramBvecWrite),
+            Cycles(stream + path)
+        );
+        // The same page in cache: the scan's 512 cycles.
+        z.write_page_from(&mut ctx, &mut pa, 1, &PageImage::zero(), None)
+            .unwrap();
+        assert_eq!(
+            ctx.stats.cycles(Symbol::ZramBvecWrite),
+            Cycles(stream + 512 + 2 * path)
+        );
+        // Seed 003's worst page (its last byte set): the compressor's
+        // steps are fewer than the stream's cycles, so the stream is what
+        // it costs; in cache, its steps.
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        bytes[4095] = 0xff;
+        let worst = PageImage::from_bytes(&bytes);
+        z.write_page_from(&mut ctx, &mut pa, 2, &worst, Some(0))
+            .unwrap();
+        let cold = ctx.stats.cycles(Symbol::Lzo1x1DoCompress);
+        assert_eq!(cold, Cycles(stream));
+        z.write_page_from(&mut ctx, &mut pa, 3, &worst, None)
+            .unwrap();
+        let warm = ctx.stats.cycles(Symbol::Lzo1x1DoCompress) - cold;
+        assert!(warm < cold, "{warm:?} in cache, {cold:?} from memory");
+        assert_eq!(ctx.stats.event(crate::sim::Event::DramBytes), 2 * PAGE_SIZE);
+    }
+
     fn stat(z: &Zram, name: &str) -> u64 {
         z.stats()
             .into_iter()
@@ -489,8 +621,9 @@ mod tests {
                 Ok(Completion::Done)
             );
         }
-        // page_same_filled read all 512 words of each, at 1 cycle a word.
-        assert_eq!(ctx.now() - t0, crate::types::Cycles(3 * 512));
+        // page_same_filled read all 512 words of each, at 1 cycle a word,
+        // besides each write's path and its seven atomics.
+        assert_eq!(ctx.now() - t0, Cycles(3 * (512 + write_path(&ctx))));
         assert_eq!(pa.nr_allocated_pages(), start);
         assert_eq!(stat(&z, "same_pages"), 3);
         assert_eq!(stat(&z, "orig_data_size"), 3 * PAGE_SIZE);
@@ -584,7 +717,7 @@ mod tests {
             // Each write scanned the page's words (the first and the last
             // differ: two words) as the first did.
             let one = ctx.machine().costs.zram_same_scan_word.value() * 2.0;
-            assert_eq!(scan, 3 * one.round() as u64);
+            assert_eq!(scan, 3 * (one.round() as u64 + write_path(&ctx)));
             assert_eq!(z.read_page(&mut ctx, 3).0, page);
         }
     }
@@ -677,10 +810,8 @@ mod tests {
         z.write_page(&mut ctx, &mut pa, 0, &rule_page(512)).unwrap();
         let costs = &ctx.machine().costs;
         // Words 0 and 511 differ: page_same_filled stops after two.
-        assert_eq!(
-            ctx.stats.cycles(Symbol::ZramBvecWrite),
-            crate::types::Cycles(2)
-        );
+        let path = write_path(&ctx);
+        assert_eq!(ctx.stats.cycles(Symbol::ZramBvecWrite), Cycles(2 + path));
         // The compressor's steps on this page, and its table's clearing.
         let mut page = [0u8; PAGE_SIZE as usize];
         rule_page(512).to_bytes(&mut page);
@@ -704,7 +835,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             ctx.stats.cycles(Symbol::ZramBvecWrite),
-            crate::types::Cycles(2 + 102)
+            Cycles(2 + 102 + 2 * path)
         );
         // Reading back decompresses (the decoder's steps on that stream),
         // the kept image comes back.

@@ -1016,6 +1016,7 @@ mod tests {
                 "per-thread-vmacache",
                 "pcp-burst",
                 "pcp-batch-doubled",
+                "pcp-prefetch-buddy",
                 "thp-swap",
                 // 5.8's powerpc64 change: in any 5.13, acting on x86 never.
                 "pmd-clear-no-ipi"
@@ -1031,6 +1032,7 @@ mod tests {
                 "huge-zero-mm-flag",
                 "per-thread-vmacache",
                 "pcp-batch-doubled",
+                "pcp-prefetch-buddy",
                 "pmd-clear-no-ipi"
             ]
         );
@@ -1040,6 +1042,7 @@ mod tests {
                 "huge-zero-mm-flag",
                 "per-thread-vmacache",
                 "pcp-batch-doubled",
+                "pcp-prefetch-buddy",
                 "thp-split-no-lru-lock",
                 "thp-split-free",
                 "thp-split-unmap",

@@ -103,6 +103,7 @@ costs! {
     pcp_list_op: Latency, "adding or removing one page on a per-CPU list, including its struct page line";
     buddy_list_op: Latency, "adding or removing one block on a buddy free list, including its struct page line";
     buddy_merge_check: Latency, "looking at a buddy's struct page to see whether it can merge (often a cache miss)";
+    buddy_merge_check_cached: Latency, "page_is_buddy on a buddy whose struct page is in this CPU's L1: one the drain took off a per-CPU list or prefetched (free_pcppages_bulk's prefetch_buddy)";
     // The slab allocator.
     slab_alloc_fastpath: Latency, "slab_alloc_node: an object from the CPU slab's lockless freelist";
     slab_free_fastpath: Latency, "slab_free on the CPU that owns the object's slab";
@@ -137,6 +138,7 @@ costs! {
     user_cache_hit: Latency, "a user load or store to a line in the CPU's own caches (L2 hit latency)";
     user_stream_bandwidth: Bandwidth, "one core's DRAM traffic (line fills plus write-backs) in a sequential run of user loads or stores, with hardware prefetch: STREAM on one core";
     tlb_flush_local: Latency, "flushing this CPU's TLB for a range or an mm (flush_tlb_func: INVLPG or a CR3 write)";
+    find_bit_call: Latency, "one _find_first_bit or _find_next_bit call over a bitmap of a few words (a cpumask of up to 128 CPUs): the call, each word's load, mask and test, __ffs";
     zap_pte: Latency, "zap_pte_range's work per present PTE (or huge PMD), excluding freeing the page";
     copy_pte: Latency, "copy_pte_range's work per present PTE (or huge PMD) at fork";
     // The block layer, for a disk as a swap device.
@@ -145,8 +147,11 @@ costs! {
     // Swap slots.
     swap_slot_op: Latency, "one swap slot taken, freed or its count changed under its lock (swap_map byte, cluster count, lowest/highest bounds, inuse_pages), outside the locks and the scan";
     swap_map_scan: Latency, "one swap_map byte looked at and passed over in a scan of the swap map (scan_swap_map_slots, the per-CPU cluster's scan, put_swap_page's check of a THP's cluster)";
+    xa_node_level: Latency, "one level of an xarray walk from the root (xas_load's xas_descend, xas_create's descent): the slot's load, the offset and shift arithmetic, the node and sibling tests, on a node in cache";
+    xas_store_entry: Latency, "xas_store of one entry on an xa_state at its slot: xas_create's leaf test, the slot's store, update_node's count and nr_values, the marks cleared on a delete, xas_next";
     // zram and zsmalloc (swap to compressed memory).
     zram_same_scan_word: Latency, "page_same_filled: comparing one 8-byte word of the page with the first (a load, a compare and a predicted branch, cache-warm)";
+    zram_write_path: Latency, "one page written to zram outside the scan, the compression, zsmalloc, the atomics (atomic_rmw_local) and the writeback flag: swap_writepage's bdev_write_page (swap_page_sector's extent lookup, blk_queue_enter/exit, the rw_page call), zram_rw_page (valid_io_request, the bvec, disk_start_io_acct/disk_end_io_acct's per-CPU part_stat updates), zram_bvec_rw, kmap_atomic/kunmap_atomic, zram_free_page's flag tests and the slot's flags and element stores";
     lz_probe: Latency, "one position of an LZ compressor's literal search (lzo1x_1_do_compress, LZ4_compress_generic): the skip step and bound test, a 4-byte load, its multiplicative hash, the table's load and store, the candidate's 4-byte compare and branch";
     lz_match_word: Latency, "one step of a compressor's match-length loop: two 8-byte loads, xor, the bound test and branch (or one byte of LZ4's backward catch-up)";
     lz_zero_scan_step: Latency, "one iteration of lzo-rle's zero-run scan: 32 bytes as four 8-byte loads ORed, a test and branch, the bound test (its 8-byte and byte loops' iterations counted alike)";
@@ -167,6 +172,7 @@ costs! {
     memcg_uncharge_batch: Latency, "uncharge_batch outside page_counter_uncharge: memcg_oom_recover's test, local_irq_save, PGPGOUT and nr_page_events, memcg_check_events, css_put";
     memcg_stat_update: Latency, "__mod_memcg_lruvec_state: two per-CPU adds (memcg and lruvec) and cgroup_rstat_updated's already-queued test (also __mod_memcg_state's one add, with mod_memcg_state's irq save, for MEMCG_SWAP)";
     lruvec_page_state_lookup: Latency, "__mod_lruvec_page_state's memcg part outside __mod_memcg_lruvec_state: compound_head, page_memcg, mem_cgroup_lruvec (the node's __mod_node_page_state, there with or without a cgroup, is not in it)";
+    vmstat_update: Latency, "one node or zone statistic changed on this CPU: __mod_node_page_state / __mod_zone_page_state (or the irq-safe forms' this_cpu_cmpxchg): the per-CPU s8 diff read, added to, tested against stat_threshold and written, and every stat_threshold-th change the fold into the node's (zone's) and the global atomic counters";
     swap_cgroup_record: Latency, "swap_cgroup_record of a range of slots (mem_cgroup_try_charge_swap, mem_cgroup_uncharge_swap): lookup_swap_cgroup's page and offset, the ctrl lock taken and released, the ids exchanged";
     // Architecture-specific (see `Costs::arch_of`).
     tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";

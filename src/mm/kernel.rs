@@ -144,6 +144,12 @@ pub struct Kernel {
     /// Every swap write under way: by (completion time, id), its page.
     pub(super) io_inflight: super::page_io::InFlight,
     pub(super) io_seq: u64,
+    /// Per CPU, the 2 MiB block (pfn >> 9) whose contents it read last
+    /// (`page_io.rs`, [`Kernel::contents_cached`]); `u64::MAX` for none.
+    pub(super) contents_warm: Vec<u64>,
+    /// The swap cache's `xa_lock`s: by swap type, one per 64 MiB space
+    /// (`swap_state.rs`, [`Kernel::swap_cache_lock`]).
+    pub(super) swap_cache_locks: Vec<Vec<crate::sim::SpinLock>>,
     pub thp: ThpConfig,
     pub features: Features,
     mms: Vec<Option<MmStruct>>,
@@ -200,6 +206,8 @@ impl Kernel {
             io_pending: Vec::new(),
             io_inflight: super::page_io::InFlight::default(),
             io_seq: 0,
+            contents_warm: vec![u64::MAX; machine.topology.nr_cpus() as usize],
+            swap_cache_locks: Vec::new(),
             thp: features.thp,
             features,
             mms: Vec::new(),

@@ -72,10 +72,12 @@ pub enum MemcgStat {
     FilePages,
     /// `NR_SWAPCACHE` (5.12+).
     Swapcache,
+    /// `NR_WRITEBACK`: pages under writeback.
+    Writeback,
 }
 
 /// How many [`MemcgStat`] items.
-pub const NR_MEMCG_STATS: usize = NR_LRU_LISTS + 4;
+pub const NR_MEMCG_STATS: usize = NR_LRU_LISTS + 5;
 
 impl MemcgStat {
     pub const ALL: [MemcgStat; NR_MEMCG_STATS] = [
@@ -88,6 +90,7 @@ impl MemcgStat {
         MemcgStat::AnonThps,
         MemcgStat::FilePages,
         MemcgStat::Swapcache,
+        MemcgStat::Writeback,
     ];
 
     fn index(self) -> usize {
@@ -97,6 +100,7 @@ impl MemcgStat {
             MemcgStat::AnonThps => NR_LRU_LISTS + 1,
             MemcgStat::FilePages => NR_LRU_LISTS + 2,
             MemcgStat::Swapcache => NR_LRU_LISTS + 3,
+            MemcgStat::Writeback => NR_LRU_LISTS + 4,
         }
     }
 
@@ -108,6 +112,7 @@ impl MemcgStat {
             MemcgStat::AnonThps => "nr_anon_transparent_hugepages",
             MemcgStat::FilePages => "nr_file_pages",
             MemcgStat::Swapcache => "nr_swapcached",
+            MemcgStat::Writeback => "nr_writeback",
         }
     }
 }
@@ -521,12 +526,12 @@ impl Kernel {
         item: MemcgStat,
         delta: i64,
     ) {
+        // The node's own counter changes with or without a cgroup.
+        super::vmstat::mod_node_page_state(ctx);
         let Some(memcg) = self.memcg.as_mut() else {
             return;
         };
-        // page_memcg of the head and mem_cgroup_lruvec. The node's own
-        // counter (__mod_node_page_state) changes with or without a
-        // cgroup: it is not charged here (nor anywhere yet).
+        // page_memcg of the head and mem_cgroup_lruvec.
         let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
         ctx.charge(Symbol::ModLruvecPageState, cost);
         if self.pages.get(head).test(PageFlags::MEMCG) {
@@ -535,8 +540,9 @@ impl Kernel {
         }
     }
 
-    /// `update_lru_size` of a charged page's lruvec (the cgroup's):
-    /// `__mod_lruvec_state` -> `__mod_memcg_lruvec_state`.
+    /// `update_lru_size`: the node's and the zone's counts, and a charged
+    /// page's lruvec (the cgroup's): `__mod_lruvec_state` ->
+    /// `__mod_memcg_lruvec_state`.
     pub(super) fn memcg_update_lru_size(
         &mut self,
         ctx: &mut Ctx,
@@ -544,6 +550,10 @@ impl Kernel {
         lru: LruList,
         delta: i64,
     ) {
+        // __update_lru_size: the node's NR_LRU_BASE + lru and the zone's
+        // NR_ZONE_LRU_BASE + lru, with or without a cgroup.
+        super::vmstat::mod_node_page_state(ctx);
+        super::vmstat::mod_zone_page_state(ctx);
         if self.memcg.is_none() || !self.pages.get(head).test(PageFlags::MEMCG) {
             return;
         }

@@ -67,6 +67,7 @@ impl Kernel {
         }];
         dram_stream(ctx, Symbol::MemchrInv, bytes, own, &traffic);
         ctx.count(Event::MemchrInvBytes, bytes);
+        self.contents_read(ctx, page);
         first.is_some()
     }
 

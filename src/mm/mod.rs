@@ -38,6 +38,7 @@ pub mod swapin;
 pub mod useraccess;
 pub mod vmacache;
 pub mod vmscan;
+mod vmstat;
 
 pub use mmzone::{
     MAX_ORDER, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE, Pfn, pageblock_order,

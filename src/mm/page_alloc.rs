@@ -234,6 +234,18 @@ pub struct Zone {
     /// `free_pcppages_bulk`'s list of the blocks it takes, empty between
     /// drains; kept only to reuse its allocation.
     drained: Vec<(u32, Order)>,
+    /// 4.17's drain (`pcp-prefetch-buddy`): the pages are taken off the
+    /// per-CPU lists before `zone->lock` and the first `batch` buddies
+    /// prefetched; before, each page is taken under the lock just before
+    /// its merge.
+    prefetch_buddy: bool,
+    /// Inside `free_pcppages_bulk`'s merges.
+    draining: bool,
+    /// The struct pages a drain has in this CPU's cache, sorted: the
+    /// blocks it took off the per-CPU lists, the buddies it prefetched,
+    /// the lines its merges read or wrote. Empty outside
+    /// `free_pcppages_bulk`; kept only to reuse its allocation.
+    cached_lines: Vec<u32>,
 }
 
 /// The page allocator of the whole machine.
@@ -266,6 +278,7 @@ impl PageAllocator {
         );
         let pcp_high_order = features.has(Feature::PcpHighOrder);
         let pcp_burst = features.has(Feature::PcpBurst);
+        let prefetch_buddy = features.has(Feature::PcpPrefetchBuddy);
         let cap_bytes = batch_cap_bytes(features);
         let nr_cpus = topo.nr_cpus() as usize;
         let total_pages = pages_per_node * topo.numa_nodes as u64;
@@ -290,6 +303,7 @@ impl PageAllocator {
                 };
                 zone.pcp = vec![PerCpuPages::new(high, batch); nr_cpus];
                 zone.pcp_burst = pcp_burst;
+                zone.prefetch_buddy = prefetch_buddy;
                 zone
             })
             .collect();
@@ -609,7 +623,10 @@ impl Zone {
                 MIGRATE_PCPTYPES
             },
             pcp_burst: true,
+            prefetch_buddy: true,
+            draining: false,
             drained: Vec::new(),
+            cached_lines: Vec::new(),
         };
         // memblock_free_all: every max-order block to the tail of the
         // Movable list, in physical order; the list holds them as one
@@ -713,6 +730,18 @@ impl Zone {
     /// the struct pages are the caller's.
     fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, symbol: Symbol) {
         let cost = ctx.machine().costs.buddy_list_op.cycles();
+        self.charge_list_op_of(ctx, order, symbol, cost);
+    }
+
+    /// [`Zone::charge_list_op`] at `cost`: a drain's list op on lines it
+    /// has in cache costs what a per-CPU list op does.
+    fn charge_list_op_of(
+        &mut self,
+        ctx: &mut Ctx,
+        order: u8,
+        symbol: Symbol,
+        cost: crate::sim::Cycles,
+    ) {
         ctx.charge(symbol, cost);
         touch_line(
             ctx,
@@ -1194,11 +1223,39 @@ impl Zone {
         ctx.count(Event::PcpDrainPages, nr_freed);
         let order0: u64 = freed.iter().filter(|(_, o)| o.0 == 0).count() as u64;
         ctx.count(Event::PcpDrainOrder0Pages, order0);
+        // The first loop touched each block's struct page (list_del,
+        // bulkfree_pcp_prepare, list_add_tail) and prefetched the buddy of
+        // the first `batch` of them (Aaron Lu, "mm/free_pcppages_bulk:
+        // prefetch buddy while not holding lock", 4.17; of the block's own
+        // order once the lists hold high orders, 5.14): those lines are in
+        // this CPU's cache when the merges under zone->lock look at them.
+        // Before 4.17 each page was taken off its list under the lock just
+        // before its merge: in cache from then on, its buddy not.
+        let prefetch_nr = pcp.batch as usize;
+        let high_order = nr_lists == NR_PCP_LISTS;
+        let mut cached = std::mem::take(&mut self.cached_lines);
+        cached.clear();
+        if self.prefetch_buddy {
+            for (i, &(idx, order)) in freed.iter().enumerate() {
+                cached.push(idx);
+                if i < prefetch_nr {
+                    let prefetched = if high_order { order.0 } else { 0 };
+                    cached.push(idx ^ (1u32 << prefetched));
+                }
+            }
+            cached.sort_unstable();
+            cached.dedup();
+        }
+        self.cached_lines = cached;
+        self.draining = true;
         self.lock_zone(ctx, LockKind::Plain);
         for &(idx, order) in &freed {
+            self.cache_line(idx);
             self.free_one_page(ctx, idx, order, None);
         }
         self.unlock_zone(ctx, LockKind::Plain);
+        self.draining = false;
+        self.cached_lines.clear();
         self.drained = freed;
     }
 
@@ -1217,7 +1274,13 @@ impl Zone {
     /// page from a per-CPU list, `get_pcppage_migratetype`). Caller holds
     /// zone->lock.
     fn free_one_page(&mut self, ctx: &mut Ctx, idx: u32, order: Order, mt: Option<MigrateType>) {
-        let check = ctx.machine().costs.buddy_merge_check.cycles();
+        let costs = &ctx.machine().costs;
+        let check = costs.buddy_merge_check.cycles();
+        let check_cached = costs.buddy_merge_check_cached.cycles();
+        let list_op = costs.buddy_list_op.cycles();
+        let list_op_cached = costs.pcp_list_op.cycles();
+        // Inside a drain, which knows the lines it has in cache.
+        let draining = self.draining;
         self.nr_free_pages += order.nr_pages();
         let mut idx = idx;
         let mut order = order.0;
@@ -1228,7 +1291,17 @@ impl Zone {
         };
         while (order as usize) < MAX_ORDER - 1 {
             let buddy = idx ^ (1u32 << order);
-            ctx.charge(Symbol::FreeOnePage, check);
+            // A drain's own blocks and prefetched buddies are in cache; any
+            // other buddy's struct page is as cold as buddy_merge_check says.
+            let cached = self.line_cached(buddy);
+            ctx.charge(
+                Symbol::FreeOnePage,
+                if cached { check_cached } else { check },
+            );
+            if draining && !cached {
+                // Read now: in cache for the rest of the drain.
+                self.cache_line(buddy);
+            }
             // The merge check reads the buddy's struct page. A page without
             // metadata of its own is a tail no CPU wrote: never a buddy.
             let Some(meta) = self.map.get_mut_listed(buddy) else {
@@ -1256,7 +1329,18 @@ impl Zone {
                 |m| write_page(ctx, m, Symbol::FreeOnePage),
             );
             self.nr_free[order as usize] -= 1;
-            self.charge_list_op(ctx, order, Symbol::FreeOnePage);
+            // list_del writes the buddy and both its neighbours.
+            let hot = draining && self.line_cached(prev) && self.line_cached(next);
+            self.charge_list_op_of(
+                ctx,
+                order,
+                Symbol::FreeOnePage,
+                if hot { list_op_cached } else { list_op },
+            );
+            if draining {
+                self.cache_line(prev);
+                self.cache_line(next);
+            }
             ctx.count(Event::BuddyMerge, 1);
             idx &= buddy;
             order += 1;
@@ -1265,7 +1349,40 @@ impl Zone {
             self.map.compact(idx, 1 << order);
         }
         let to_tail = self.buddy_merge_likely(idx, order);
-        self.add_free_block(ctx, idx, order, mt, to_tail, Symbol::FreeOnePage);
+        if !draining {
+            self.add_free_block(ctx, idx, order, mt, to_tail, Symbol::FreeOnePage);
+            return;
+        }
+        // list_add writes the block and the list's old end beside it.
+        let neighbour = self.free_area[order as usize][mt as usize].end(to_tail);
+        let hot = self.line_cached(idx) && self.line_cached(neighbour);
+        self.link_free_block(idx, order, mt, to_tail, |meta| {
+            write_page(ctx, meta, Symbol::FreeOnePage)
+        });
+        self.charge_list_op_of(
+            ctx,
+            order,
+            Symbol::FreeOnePage,
+            if hot { list_op_cached } else { list_op },
+        );
+        self.cache_line(idx);
+        self.cache_line(neighbour);
+    }
+
+    /// Whether a drain has the struct page at `idx` in this CPU's cache
+    /// ([`Zone::cached_lines`]); `NIL`, no page, needs no line.
+    fn line_cached(&self, idx: u32) -> bool {
+        idx == NIL || self.cached_lines.binary_search(&idx).is_ok()
+    }
+
+    /// The drain has just read or written the struct page at `idx`.
+    fn cache_line(&mut self, idx: u32) {
+        if idx == NIL {
+            return;
+        }
+        if let Err(at) = self.cached_lines.binary_search(&idx) {
+            self.cached_lines.insert(at, idx);
+        }
     }
 
     /// `buddy_merge_likely`: is the buddy of the block one order up free?

@@ -50,6 +50,21 @@ pub trait SwapDevice {
         offset: u64,
         image: &PageImage,
     ) -> Result<Completion, IoError>;
+    /// [`SwapDevice::write_page`] of a page whose contents are in this
+    /// CPU's cache (`from_node` None) or must come from the memory of node
+    /// `from_node`: a device whose CPU reads the page (zram) pays for the
+    /// memory, one that takes it by DMA (a disk) does not.
+    fn write_page_from(
+        &mut self,
+        ctx: &mut Ctx,
+        pa: &mut PageAllocator,
+        offset: u64,
+        image: &PageImage,
+        from_node: Option<u32>,
+    ) -> Result<Completion, IoError> {
+        let _ = from_node;
+        self.write_page(ctx, pa, offset, image)
+    }
     /// Reads slot `offset` back: its contents and when they are there.
     fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion);
     /// The swap code no longer needs slot `offset`
@@ -195,6 +210,21 @@ impl Kernel {
         self.swap_devs[ty].as_ref()
     }
 
+    /// Whether `page`'s contents are in this CPU's cache: they are if the
+    /// CPU last read a page of the same 2 MiB block (a THP split's
+    /// `memchr_inv` reads all 512 subpages just before reclaim writes
+    /// them out). A stand-in for the last-level cache, which holds a THP
+    /// many times over but not the gigabytes a program faults in before
+    /// reclaim reaches them: any other page is taken as in memory only.
+    pub(super) fn contents_cached(&self, ctx: &Ctx, page: Pfn) -> bool {
+        self.contents_warm[ctx.cur().index()] == page.0 / super::memory::HPAGE_PMD_NR
+    }
+
+    /// This CPU has just read `page`'s contents.
+    pub(super) fn contents_read(&mut self, ctx: &Ctx, page: Pfn) {
+        self.contents_warm[ctx.cur().index()] = page.0 / super::memory::HPAGE_PMD_NR;
+    }
+
     /// `swap_writepage` for a page in the swap cache (a THP's head writes
     /// its 512 slots): each base page's contents go to its slot.
     pub(super) fn swap_writepage(&mut self, ctx: &mut Ctx, head: Pfn) -> PageoutResult {
@@ -203,12 +233,21 @@ impl Kernel {
         }
         let entry = SwapEntry::from_raw(self.pages.get(head).private);
         let nr = self.thp_nr_pages(head);
-        let dev = &mut self.swap_devs[entry.swp_type()];
+        // bdev_write_page's (or __swap_writepage's) set_page_writeback.
+        self.account_writeback_start(ctx, head);
         // When the last of the page's writes ends, if any ends later.
         let mut last: Option<Cycles> = None;
         for i in 0..nr {
-            let image = self.contents.image(Pfn(head.0 + i));
-            match dev.write_page(ctx, &mut self.pa, entry.swp_offset() + i, &image) {
+            let page = Pfn(head.0 + i);
+            let image = self.contents.image(page);
+            let from_node = if self.contents_cached(ctx, page) {
+                None
+            } else {
+                Some(self.pa.node_of(page))
+            };
+            let offset = entry.swp_offset() + i;
+            let dev = &mut self.swap_devs[entry.swp_type()];
+            match dev.write_page_from(ctx, &mut self.pa, offset, &image, from_node) {
                 Ok(Completion::Done) => {}
                 Ok(Completion::At(t)) => last = last.max(Some(t)),
                 Err(IoError::NoMemory) => return PageoutResult::Failed,
@@ -217,7 +256,12 @@ impl Kernel {
         self.count_swpout(ctx, nr);
         self.pages.update(head, |p| p.clear(PageFlags::DIRTY));
         match last {
-            None => PageoutResult::Done,
+            None => {
+                // A synchronous device ended the writeback in its call
+                // (zram_rw_page's page_endio).
+                self.account_writeback_end(ctx, head);
+                PageoutResult::Done
+            }
             Some(at) => {
                 self.pages.update(head, |p| p.set(PageFlags::WRITEBACK));
                 let id = self.io_seq;
@@ -243,6 +287,7 @@ impl Kernel {
         if !info.test(PageFlags::WRITEBACK) {
             return;
         }
+        self.account_writeback_end(ctx, head);
         self.pages.update(head, |p| p.clear(PageFlags::WRITEBACK));
         if info.test(PageFlags::RECLAIM) {
             self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));

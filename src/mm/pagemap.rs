@@ -409,6 +409,12 @@ impl Default for FreeList {
 }
 
 impl FreeList {
+    /// The block at the list's tail (`tail`) or head, `NIL` if none is
+    /// linked yet: the neighbour a block added there gets.
+    pub fn end(&self, tail: bool) -> u32 {
+        if tail { self.tail } else { self.head }
+    }
+
     /// The list boot builds of a zone of `nr_pages`: every max-order block,
     /// in physical order, all untouched.
     pub fn untouched(nr_pages: u64) -> FreeList {

@@ -805,9 +805,19 @@ impl Kernel {
     fn unmap_flush(&mut self, ctx: &mut Ctx, mm: MmId, flags: TtuFlags, writable: bool) {
         let me = ctx.cur();
         let mask = self.mm(mm).cpumask.clone();
-        let defer = flags.contains(TtuFlags::BATCH_FLUSH)
-            && crate::arch::batched_unmap_tlb_flush(ctx.machine().arch)
-            && mask.iter().any(|&c| c != me);
+        let batching = flags.contains(TtuFlags::BATCH_FLUSH)
+            && crate::arch::batched_unmap_tlb_flush(ctx.machine().arch);
+        if batching {
+            // should_defer_flush's cpumask_any_but: the mask's first CPU
+            // (_find_first_bit), and if that is this one the next
+            // (_find_next_bit).
+            let search = ctx.machine().costs.find_bit_call.cycles();
+            ctx.charge(Symbol::FindFirstBit, search);
+            if mask.first() == Some(&me) {
+                ctx.charge(Symbol::FindNextBit, search);
+            }
+        }
+        let defer = batching && mask.iter().any(|&c| c != me);
         if !defer {
             crate::arch::flush_tlb_page(ctx, &mask);
             return;

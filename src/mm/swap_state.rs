@@ -13,9 +13,10 @@
 //! is two index operations and 10 GB of cached pages cost the host 8 bytes
 //! each (a hash map keyed by entry cost three times that, and a host cache
 //! miss per probe). Its
-//! order is the entries' own, so nothing depends on the host. Each
-//! insert or delete is charged as one xarray store under the tree's lock
-//! (`xas_store`).
+//! order is the entries' own, so nothing depends on the host. An insert
+//! or delete is charged as 5.13's xarray calls under the space's
+//! `xa_lock` (`xas_create`, `xas_load`, `xas_store`), the tree's height
+//! taken from the entry's index.
 //!
 //! A page in the cache has `PG_swapcache`, its swap entry in `private`
 //! (a THP's head holds the first of its 512), and one reference per base
@@ -27,7 +28,7 @@ use super::memcontrol::MemcgStat;
 use super::mmzone::Pfn;
 use super::page_flags::PageFlags;
 use super::swapfile::SwapEntry;
-use crate::sim::{Ctx, Event, Symbol};
+use crate::sim::{Ctx, Cycles, Event, SpinLock, Symbol};
 
 /// Entries in one address space: `SWAP_ADDRESS_SPACE_PAGES` (64 MiB of
 /// swap).
@@ -176,17 +177,41 @@ impl SwapCache {
     }
 }
 
+/// Levels of the space's xarray above `entry`'s slot: 6 bits of index a
+/// level (`XA_CHUNK_SHIFT`), as many as the slot's index within its space
+/// needs (3 for most of a 64 MiB space). The tree's height follows the
+/// largest index stored, which is at least this one's: a lower bound.
+fn xa_height(entry: SwapEntry) -> u64 {
+    let index = entry.swp_offset() & (SPACE_PAGES as u64 - 1);
+    let bits = u64::from(64 - index.leading_zeros());
+    bits.div_ceil(6).max(1)
+}
+
 impl Kernel {
     /// `add_to_swap_cache`: `head` (a page or a THP) joins the cache under
     /// `entry` and the entries after it, one per base page.
+    ///
+    /// Charged as 5.13 runs it: `page_ref_add` and `SetPageSwapCache` (two
+    /// locked RMWs), then under the space's `xa_lock_irq`
+    /// `xas_create_range`'s walk from the root, and per base page
+    /// `xas_load` of the slot and `xas_store`; the statistics.
     pub(super) fn add_to_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn, entry: SwapEntry) {
         let nr = self.thp_nr_pages(head);
-        let cost = ctx.machine().costs.pcp_list_op.cycles();
+        let costs = &ctx.machine().costs;
+        let (atomic, level, store) = (
+            costs.atomic_rmw_local.cycles(),
+            costs.xa_node_level.cycles(),
+            costs.xas_store_entry.cycles(),
+        );
+        ctx.charge(Symbol::AddToSwapCache, atomic + atomic);
+        self.swap_cache_lock(entry).lock_irq(ctx);
+        ctx.charge(Symbol::XasCreate, Cycles(level.0 * xa_height(entry)));
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
             let old = self.swap_cache.insert(e, head);
             assert!(old.is_none(), "{e:?} is in the swap cache twice");
-            ctx.charge(Symbol::AddToSwapCache, cost);
+            ctx.charge(Symbol::XasLoad, level);
+            ctx.charge(Symbol::XasStore, store);
         }
         self.swap_cache.nr_pages += nr;
         *self.pa.page_mut(head).refcount_mut() += nr as u32;
@@ -196,10 +221,29 @@ impl Kernel {
         });
         self.mod_lruvec_page_state(ctx, head, MemcgStat::FilePages, nr as i64);
         self.mod_lruvec_page_state(ctx, head, MemcgStat::Swapcache, nr as i64);
+        self.swap_cache_lock(entry).unlock_irq(ctx);
+    }
+
+    /// The `xa_lock` of the swap space (`swapper_spaces`, 64 MiB of swap)
+    /// that holds `entry`.
+    pub(super) fn swap_cache_lock(&mut self, entry: SwapEntry) -> &mut SpinLock {
+        let (ty, space) = (
+            entry.swp_type(),
+            (entry.swp_offset() >> SPACE_SHIFT) as usize,
+        );
+        if self.swap_cache_locks.len() <= ty {
+            self.swap_cache_locks.resize_with(ty + 1, Vec::new);
+        }
+        let locks = &mut self.swap_cache_locks[ty];
+        if locks.len() <= space {
+            locks.resize_with(space + 1, SpinLock::new);
+        }
+        &mut locks[space]
     }
 
     /// `__delete_from_swap_cache`: `head` leaves the cache; its swap slots
-    /// stay (the caller lets them go with `put_swap_page`).
+    /// stay (the caller lets them go with `put_swap_page`). The caller
+    /// holds the space's lock ([`Kernel::swap_cache_lock`]).
     pub(super) fn __delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) -> SwapEntry {
         let info = self.pages.get(head);
         assert!(
@@ -208,13 +252,22 @@ impl Kernel {
         );
         let entry = SwapEntry::from_raw(info.private);
         let nr = self.thp_nr_pages(head);
-        let cost = ctx.machine().costs.pcp_list_op.cycles();
+        // The first xas_store's xas_load walks from the root; each store
+        // clears one slot; ClearPageSwapCache is a locked RMW.
+        let costs = &ctx.machine().costs;
+        let (atomic, level, store) = (
+            costs.atomic_rmw_local.cycles(),
+            costs.xa_node_level.cycles(),
+            costs.xas_store_entry.cycles(),
+        );
+        ctx.charge(Symbol::XasLoad, Cycles(level.0 * xa_height(entry)));
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
             let old = self.swap_cache.remove(e);
             assert_eq!(old, Some(head), "{e:?} was not {head}'s in the swap cache");
-            ctx.charge(Symbol::DeleteFromSwapCache, cost);
+            ctx.charge(Symbol::XasStore, store);
         }
+        ctx.charge(Symbol::DeleteFromSwapCache, atomic);
         self.swap_cache.nr_pages -= nr;
         self.pages.update(head, |p| {
             p.clear(PageFlags::SWAPCACHE);
@@ -229,7 +282,10 @@ impl Kernel {
     /// (`put_swap_page`) and drops the cache's references.
     pub(super) fn delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) {
         let nr = self.thp_nr_pages(head);
+        let held = SwapEntry::from_raw(self.pages.get(head).private);
+        self.swap_cache_lock(held).lock_irq(ctx);
         let entry = self.__delete_from_swap_cache(ctx, head);
+        self.swap_cache_lock(entry).unlock_irq(ctx);
         self.swap
             .put_swap_page(ctx, entry, nr)
             .expect("a swap cache page holds its slots");

@@ -21,6 +21,7 @@ use super::mmzone::{PAGE_SHIFT, Pfn};
 use super::page_flags::PageFlags;
 use super::page_io::PageoutResult;
 use super::rmap::TtuFlags;
+use super::swapfile::SwapEntry;
 use crate::sim::{Ctx, Event, Symbol};
 
 pub use super::swap::SWAP_CLUSTER_MAX;
@@ -445,7 +446,14 @@ impl Kernel {
         if self.pa.page(head).refcount() as u64 != 1 + *nr_pages {
             return Shrunk::Keep;
         }
+        // Under the space's xa_lock_irqsave: page_ref_freeze's cmpxchg,
+        // then the page leaves the cache.
+        let held = SwapEntry::from_raw(self.pages.get(head).private);
+        self.swap_cache_lock(held).lock_irqsave(ctx);
+        let freeze = ctx.machine().costs.atomic_rmw_local.cycles();
+        ctx.charge(Symbol::ShrinkPageList, freeze);
         let entry = self.__delete_from_swap_cache(ctx, head);
+        self.swap_cache_lock(entry).unlock_irqrestore(ctx);
         self.swap
             .put_swap_page(ctx, entry, *nr_pages)
             .expect("a swap cache page holds its slots");

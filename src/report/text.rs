@@ -266,7 +266,7 @@ mod tests {
         assert!(header.contains("# workload: test-bench -n 4\n"));
         assert!(header.contains("# machine:  x86-2s-server: "));
         assert!(header.contains(
-            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on thp-swap=on thp-split-no-lru-lock=on thp-split-free=on thp-split-unmap=on thp-split-zero-page=on thp-shrink-underused=on thp-mmap-align=on thp-mmap-align-pmd-sizes=on thp=always use_zero_page=1\n"
+            "# kernel:   pcp-high-order=on huge-zero-mm-flag=on per-thread-vmacache=on maple-tree=on pcp-burst=on pcp-batch-doubled=on pcp-prefetch-buddy=on thp-swap=on thp-split-no-lru-lock=on thp-split-free=on thp-split-unmap=on thp-split-zero-page=on thp-shrink-underused=on thp-mmap-align=on thp-mmap-align-pmd-sizes=on thp=always use_zero_page=1\n"
         ));
         assert!(header.contains("# seed:     7\n"));
         assert!(

@@ -74,6 +74,21 @@ impl SpinLock {
         late
     }
 
+    /// `spin_lock_irq`: interrupts off, then the lock (as
+    /// [`SpinLock::lock_irqsave`], under its own symbol: the pair costs the
+    /// same on x86, a `cli` and later an `sti` against `pushf`/`popf`).
+    pub fn lock_irq(&mut self, ctx: &mut Ctx) -> Cycles {
+        let cost = ctx.machine().costs.irq_save_restore.cycles();
+        ctx.charge(Symbol::RawSpinLockIrq, cost);
+        ctx.local_irq_save();
+        self.acquire(ctx, Symbol::RawSpinLockIrq, true)
+    }
+
+    /// `spin_unlock_irq`: releases the lock, then interrupts on.
+    pub fn unlock_irq(&mut self, ctx: &mut Ctx) -> Cycles {
+        self.unlock_irqrestore(ctx)
+    }
+
     pub fn is_locked(&self) -> bool {
         self.holder.is_some()
     }

@@ -204,14 +204,20 @@ symbols! {
     UserNetserver => "[user] netserver",
     UserAccess => "[user] memory access",
     UserEbizzy => "[user] ebizzy",
-    // Named by seed 003's published profiles and not charged by the model
-    // yet (its rows show them at 0%): vmstat updates (mm/vmstat.c), the
-    // swap cache's xarray (lib/xarray.c), the bit helper of lib/find_bit.c
-    // and CONFIG_DEBUG_LIST's check.
+    // The node and zone statistics (mm/vmstat.c, `mm/vmstat.rs`), the swap
+    // cache's xarray (lib/xarray.c), the bit search of lib/find_bit.c, the
+    // writeback flag (mm/page-writeback.c).
     ModNodePageState => "__mod_node_page_state",
+    ModNodeState => "mod_node_page_state",
+    ModZonePageState => "__mod_zone_page_state",
     XasCreate => "xas_create",
     XasStore => "xas_store",
     XasLoad => "xas_load",
+    FindFirstBit => "_find_first_bit",
     FindNextBit => "_find_next_bit",
+    TestSetPageWriteback => "__test_set_page_writeback",
+    TestClearPageWriteback => "test_clear_page_writeback",
+    // Named by seed 003's published profiles and not charged by the model
+    // yet (its rows show it at 0%): CONFIG_DEBUG_LIST's check.
     ListDelEntryValid => "__list_del_entry_valid",
 }

@@ -14,6 +14,7 @@ use super::*;
 use crate::drivers::disk::{Disk, DiskProfile};
 use crate::drivers::zcomp::Algorithm;
 use crate::drivers::zram::Zram;
+use crate::sim::{Cycles, Symbol};
 
 const THP_NEVER: Setup = Setup::new(ThpEnabled::Never, true, true);
 
@@ -476,4 +477,76 @@ fn page_cluster_zero_reads_one_page_per_fault() {
     assert_eq!(event(&ctx, Event::SwapRa), 0);
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
+}
+
+/// The swap cache's xarray and lock, the statistics and the writeback
+/// flag, charged as 5.13 runs them, for one base page without a cgroup:
+/// `add_to_swap_cache` (two RMWs; `xa_lock_irq`; `xas_create_range`'s
+/// walk from the root; `xas_load` and `xas_store`; two node statistics),
+/// `swap_writepage`'s `set_page_writeback` and zram's synchronous end of
+/// it, `delete_from_swap_cache` (`xa_lock_irq`, the walk, one store,
+/// `ClearPageSwapCache`, two node statistics).
+#[test]
+fn the_swap_cache_and_writeback_are_charged_as_5_13_runs_them() {
+    let (mut k, mut ctx) = THP_NEVER.boot(1);
+    zram(&mut k, &mut ctx);
+    let (mm, a) = process(&mut k, &mut ctx, 1);
+    let pfn = pfn_at(&k, mm, a);
+    let costs = ctx.machine().costs.clone();
+    let (atomic, irq) = (
+        costs.atomic_rmw_local.cycles(),
+        costs.irq_save_restore.cycles(),
+    );
+    let (level, store, stat) = (
+        costs.xa_node_level.cycles(),
+        costs.xas_store_entry.cycles(),
+        costs.vmstat_update.cycles(),
+    );
+    let symbols = [
+        Symbol::AddToSwapCache,
+        Symbol::RawSpinLockIrq,
+        Symbol::XasCreate,
+        Symbol::XasLoad,
+        Symbol::XasStore,
+        Symbol::DeleteFromSwapCache,
+        Symbol::TestSetPageWriteback,
+        Symbol::TestClearPageWriteback,
+        Symbol::ModNodeState,
+        Symbol::ModZonePageState,
+    ];
+    let cycles = |ctx: &Ctx| symbols.map(|s| ctx.stats.cycles(s));
+    k.lru_add_drain_all(&mut ctx);
+    let node_before = ctx.stats.cycles(Symbol::ModNodePageState);
+    let before = cycles(&ctx);
+    let entry = swap_out(&mut k, &mut ctx, pfn, false);
+    let after = cycles(&ctx);
+    let spent: Vec<Cycles> = after.iter().zip(before).map(|(&a, b)| a - b).collect();
+    // The slot's index in its 64 MiB space, 6 bits a level of the xarray:
+    // two levels here.
+    let index = entry.swp_offset() % 16384;
+    assert!((64..4096).contains(&index), "{index}");
+    let entry_levels = 2;
+    assert_eq!(
+        spent,
+        [
+            atomic + atomic,
+            // spin_lock_irq twice (add, delete): the irq pair and the lock's RMW.
+            Cycles(2 * (irq.0 + atomic.0)),
+            Cycles(level.0 * entry_levels),
+            Cycles(level.0 + level.0 * entry_levels),
+            store + store,
+            atomic,
+            atomic + irq,
+            atomic + irq,
+            stat,
+            // NR_ZONE_WRITE_PENDING up and down, and the freed page's
+            // removal from its LRU list (update_lru_size).
+            Cycles(3 * stat.0),
+        ]
+    );
+    // Node statistics under __mod_node_page_state: NR_FILE_PAGES and
+    // NR_SWAPCACHE in and out, NR_WRITEBACK up and down, and
+    // try_to_unmap's NR_ANON_MAPPED, at least.
+    let node = ctx.stats.cycles(Symbol::ModNodePageState) - node_before;
+    assert!(node.0 >= 7 * stat.0, "{node:?}");
 }

@@ -81,3 +81,25 @@ pub const EXPERIMENT: Experiment = Experiment {
         },
     ],
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_two_of_its_runs_share_the_host() {
+        use super::super::{HOST_BUDGET_BYTES, experiment_jobs, prepare};
+        let prepared = prepare(&EXPERIMENT).unwrap();
+        let jobs = experiment_jobs(&EXPERIMENT, &prepared.cases, &prepared.extra);
+        assert_eq!(jobs.len(), 6);
+        for job in &jobs {
+            let bytes = job
+                .benchmark
+                .host_bytes_on(&prepared.machine, &job.features)
+                .unwrap();
+            // 253,952 THPs mapped at once, whichever kernel.
+            assert_eq!(bytes >> 20, 675);
+            assert!(2 * bytes > HOST_BUDGET_BYTES);
+        }
+    }
+}

@@ -415,6 +415,12 @@ impl Contents {
         self.pages.remove(pfn.0);
     }
 
+    /// [`Contents::clear`] of `count` pages from `first`, at one look-up a
+    /// chunk of the map rather than one a page.
+    pub fn clear_range(&mut self, first: Pfn, count: u64) {
+        self.pages.remove_range(first.0, count);
+    }
+
     /// `copy_page`: `dst` gets `src`'s bytes.
     pub fn copy(&mut self, src: Pfn, dst: Pfn) {
         match self.pages.get(src.0).cloned() {

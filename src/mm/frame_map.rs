@@ -122,6 +122,49 @@ impl<V> FrameMap<V> {
         Some(value)
     }
 
+    /// Drops the values of frames `first..first + count`: one look-up a
+    /// chunk the range holds, not one a frame, so a range never written
+    /// (most of a freed THP's, say) costs one tree search.
+    pub fn remove_range(&mut self, first: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        let end = first + count;
+        let (first_chunk, _) = split(first);
+        let (last_chunk, _) = split(end - 1);
+        let chunks: Vec<u64> = self
+            .chunks
+            .range(first_chunk..=last_chunk)
+            .map(|(&c, _)| c)
+            .collect();
+        for c in chunks {
+            let base = c * CHUNK_FRAMES;
+            let lo = first.max(base) - base;
+            let hi = end.min(base + CHUNK_FRAMES) - base;
+            let mask = if hi - lo == CHUNK_FRAMES {
+                u64::MAX
+            } else {
+                ((1u64 << (hi - lo)) - 1) << lo
+            };
+            let chunk = self.chunks.get_mut(&c).expect("listed above");
+            let gone = chunk.present & mask;
+            if gone == 0 {
+                continue;
+            }
+            if gone == chunk.present {
+                self.len -= chunk.values.len();
+                self.chunks.remove(&c);
+                continue;
+            }
+            // The values of the range are contiguous in frame order.
+            let from = chunk.rank(gone.trailing_zeros() as u64);
+            let n = gone.count_ones() as usize;
+            chunk.values.drain(from..from + n);
+            chunk.present &= !mask;
+            self.len -= n;
+        }
+    }
+
     /// Every value, in frame order.
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.chunks.values().flat_map(|c| c.values.iter())
@@ -166,6 +209,12 @@ mod tests {
                     *map.get_or_insert_with(pfn, || 7) += 1;
                     *model.entry(pfn).or_insert(7) += 1;
                 }
+            }
+            if step % 97 == 0 {
+                // Now and then a range, across chunk boundaries or not.
+                let count = next(&mut state) % 150;
+                map.remove_range(pfn, count);
+                model.retain(|&k, _| !(pfn..pfn + count).contains(&k));
             }
             assert_eq!(map.get(pfn), model.get(&pfn));
             assert_eq!(map.len(), model.len());

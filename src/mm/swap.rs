@@ -628,10 +628,10 @@ impl Kernel {
         if order == Order::THP {
             self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);
         }
+        self.contents.clear_range(head, order.nr_pages());
         for sub in 0..order.nr_pages() {
             let sub = Pfn(head.0 + sub);
             debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");
-            self.contents.clear(sub);
             if self.pages.get(sub) != PageInfo::DEFAULT {
                 self.pages.update(sub, |p| *p = PageInfo::DEFAULT);
             }

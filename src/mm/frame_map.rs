@@ -80,6 +80,14 @@ impl<V> FrameMap<V> {
 
     /// Sets frame `pfn`'s value, returning the one it replaces.
     pub fn insert(&mut self, pfn: u64, value: V) -> Option<V> {
+        let mut value = Some(value);
+        let slot = self.get_or_insert_with(pfn, || value.take().expect("taken once"));
+        value.map(|v| std::mem::replace(slot, v))
+    }
+
+    /// Frame `pfn`'s value, inserting `make()` first if it has none: one
+    /// look-up of its chunk either way.
+    pub fn get_or_insert_with(&mut self, pfn: u64, make: impl FnOnce() -> V) -> &mut V {
         let (chunk, bit) = split(pfn);
         let c = self.chunks.entry(chunk).or_insert_with(|| Chunk {
             present: 0,
@@ -88,21 +96,12 @@ impl<V> FrameMap<V> {
             values: Vec::with_capacity(1),
         });
         let at = c.rank(bit);
-        if c.has(bit) {
-            return Some(std::mem::replace(&mut c.values[at], value));
+        if !c.has(bit) {
+            c.present |= 1 << bit;
+            c.values.insert(at, make());
+            self.len += 1;
         }
-        c.present |= 1 << bit;
-        c.values.insert(at, value);
-        self.len += 1;
-        None
-    }
-
-    /// Frame `pfn`'s value, inserting `make()` first if it has none.
-    pub fn get_or_insert_with(&mut self, pfn: u64, make: impl FnOnce() -> V) -> &mut V {
-        if self.get(pfn).is_none() {
-            self.insert(pfn, make());
-        }
-        self.get_mut(pfn).expect("just inserted")
+        &mut c.values[at]
     }
 
     /// Takes frame `pfn`'s value out, dropping its chunk when it was the last.
@@ -132,12 +131,9 @@ impl<V> FrameMap<V> {
         let end = first + count;
         let (first_chunk, _) = split(first);
         let (last_chunk, _) = split(end - 1);
-        let chunks: Vec<u64> = self
-            .chunks
-            .range(first_chunk..=last_chunk)
-            .map(|(&c, _)| c)
-            .collect();
-        for c in chunks {
+        // Chunks the range empties; usually none (no allocation) or a few.
+        let mut emptied = Vec::new();
+        for (&c, chunk) in self.chunks.range_mut(first_chunk..=last_chunk) {
             let base = c * CHUNK_FRAMES;
             let lo = first.max(base) - base;
             let hi = end.min(base + CHUNK_FRAMES) - base;
@@ -146,14 +142,8 @@ impl<V> FrameMap<V> {
             } else {
                 ((1u64 << (hi - lo)) - 1) << lo
             };
-            let chunk = self.chunks.get_mut(&c).expect("listed above");
             let gone = chunk.present & mask;
             if gone == 0 {
-                continue;
-            }
-            if gone == chunk.present {
-                self.len -= chunk.values.len();
-                self.chunks.remove(&c);
                 continue;
             }
             // The values of the range are contiguous in frame order.
@@ -162,6 +152,12 @@ impl<V> FrameMap<V> {
             chunk.values.drain(from..from + n);
             chunk.present &= !mask;
             self.len -= n;
+            if chunk.present == 0 {
+                emptied.push(c);
+            }
+        }
+        for c in emptied {
+            self.chunks.remove(&c);
         }
     }
 

@@ -198,7 +198,7 @@ fn strerror(e: Errno) -> &'static str {
 /// runs of seed 003's experiment on x86-2s-server, `/usr/bin/time`, each
 /// case before and after, re-measured in session 12 after the charges of
 /// the swap cache's xarray and zram's write path; the estimates come
-/// within 1% of the runs that write every page and 5% of the others):
+/// within 2% of the runs that write every page and 5% of the others):
 /// for every page mapped (its
 /// `struct page`, PTE, LRU and rmap state); more for each page written
 /// to zram or to a disk (the swap entry, the swap cache while it lasts,

@@ -56,10 +56,7 @@ impl SpinLock {
     /// `spin_lock_irqsave`: interrupts off on the current CPU, then the lock.
     /// The interrupts-off section delays IPIs sent to this CPU.
     pub fn lock_irqsave(&mut self, ctx: &mut Ctx) -> Cycles {
-        let cost = ctx.machine().costs.irq_save_restore.cycles();
-        ctx.charge(Symbol::RawSpinLockIrqsave, cost);
-        ctx.local_irq_save();
-        self.acquire(ctx, Symbol::RawSpinLockIrqsave, true)
+        self.lock_irqs_off(ctx, Symbol::RawSpinLockIrqsave)
     }
 
     /// `spin_unlock_irqrestore`: releases the lock, then restores interrupts.
@@ -78,10 +75,15 @@ impl SpinLock {
     /// [`SpinLock::lock_irqsave`], under its own symbol: the pair costs the
     /// same on x86, a `cli` and later an `sti` against `pushf`/`popf`).
     pub fn lock_irq(&mut self, ctx: &mut Ctx) -> Cycles {
+        self.lock_irqs_off(ctx, Symbol::RawSpinLockIrq)
+    }
+
+    /// Interrupts off (charged to `symbol`), then the lock.
+    fn lock_irqs_off(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
         let cost = ctx.machine().costs.irq_save_restore.cycles();
-        ctx.charge(Symbol::RawSpinLockIrq, cost);
+        ctx.charge(symbol, cost);
         ctx.local_irq_save();
-        self.acquire(ctx, Symbol::RawSpinLockIrq, true)
+        self.acquire(ctx, symbol, true)
     }
 
     /// `spin_unlock_irq`: releases the lock, then interrupts on.

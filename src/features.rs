@@ -579,6 +579,12 @@ pub struct Features {
     /// (cgroup v2, no limit), and its pages are charged to it
     /// (`mm/memcontrol.rs`). A run configuration, not a [`Feature`].
     pub memcg: bool,
+    /// `--find-vma-cost lines`: `find_vma` is charged by the cache lines it
+    /// touches, each found where a per-CPU model of recent kernel lines
+    /// says (`mm/klines.rs`), instead of `find_vma_node` per VMA or slot
+    /// looked at. A run configuration of the machine model, not a
+    /// [`Feature`].
+    pub find_vma_lines: bool,
 }
 
 impl Features {
@@ -588,6 +594,7 @@ impl Features {
         thp: ThpConfig::DEFAULT,
         swap: None,
         memcg: false,
+        find_vma_lines: false,
     };
 
     /// The defaults: every feature on (current behaviour).

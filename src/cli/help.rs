@@ -56,6 +56,11 @@ options:
   --memcg         run the workload in a child memory cgroup of the root
                   (cgroup v2, no limit): its pages are charged as 5.14
                   charges them, and the report adds '## memory cgroup'
+  --find-vma-cost nodes|lines
+                  charge find_vma find_vma_node per VMA or cache slot looked
+                  at (nodes, the default), or by the cache lines it touches,
+                  each found where a per-CPU model of recent kernel lines
+                  says (lines; docs/mm.md, klines.rs)
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE
@@ -103,8 +108,9 @@ options:
   --thp-enabled E, --thp-zero-page 0|1, --thp-swap on|off,
   --thp-max-ptes-none N
                   the THP knobs and CONFIG_THP_SWAP, as for run
-  --swap S, --memcg
-                  the swap device and the memory cgroup, as for run
+  --swap S, --memcg, --find-vma-cost C
+                  the swap device, the memory cgroup and find_vma's cost
+                  model, as for run
   --seed S        the seed (default: 1)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE, --progress

@@ -199,6 +199,58 @@ fn format_outcome(outcome: &Outcome) -> String {
     out.push_str(&row_table(&rows).render());
     out.push_str(&error_summary(&rows));
     out.push_str(&format_extra(&outcome.extra));
+    out.push_str(&format_seed_alike(&outcome.extra));
+    out
+}
+
+/// The seed's workloads that cannot be rerun, each beside the extra run of
+/// the same kind: published and ours before, after and gain, unscored.
+fn format_seed_alike(extra: &[ExtraOutcome]) -> String {
+    let alike: Vec<_> = extra
+        .iter()
+        .filter_map(|e| e.run.seed_alike.map(|a| (e, a)))
+        .collect();
+    if alike.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "#
+# the seed's own workloads, which cannot be rerun, beside recorded programs of the same kind (not scored: the programs differ):
+",
+    );
+    let mut table = Table::new(&[
+        ("seed workload", Align::Left),
+        ("figure", Align::Left),
+        ("unit", Align::Left),
+        ("published: before", Align::Right),
+        ("after", Align::Right),
+        ("gain", Align::Right),
+        ("ours: run", Align::Left),
+        ("unit", Align::Left),
+        ("before", Align::Right),
+        ("after", Align::Right),
+        ("gain", Align::Right),
+    ]);
+    for (e, alike) in alike {
+        for row in alike.rows {
+            let ours = e.values.iter().find(|v| v.name == row.metric);
+            let cell = |f: fn(&experiments::ExtraValue) -> String| ours.map_or("-".to_string(), f);
+            table.row(vec![
+                alike.workload.to_string(),
+                row.metric.to_string(),
+                row.unit.to_string(),
+                format!("{:.2}", row.before),
+                format!("{:.2}", row.after),
+                format_percent(row.gain_percent()),
+                e.run.label(),
+                cell(|v| v.unit.to_string()),
+                cell(|v| format_ours(v.before)),
+                cell(|v| format_ours(v.after)),
+                cell(|v| format_percent(v.gain_percent)),
+            ]);
+        }
+    }
+    out.push_str(&table.render());
     out
 }
 
@@ -670,6 +722,7 @@ mod tests {
             features: None,
             what: "make -j2",
             metrics: &["vmacache-hit-rate"],
+            seed_alike: None,
         };
         let output = crate::report::test_run();
         let extra = [ExtraOutcome {

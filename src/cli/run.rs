@@ -33,6 +33,7 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("thp-max-ptes-none"),
     Opt::value("swap"),
     Opt::switch("memcg"),
+    Opt::value("find-vma-cost"),
     Opt::value("seed"),
     Opt::value("top"),
     Opt::value("max-host-memory"),
@@ -314,6 +315,18 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
     }
     if parsed.has("memcg") {
         features.memcg = true;
+    }
+    if let Some(value) = parsed.last("find-vma-cost") {
+        features.find_vma_lines = match value {
+            "lines" => true,
+            "nodes" => false,
+            other => {
+                return Err(CliError::new(format!(
+                    "invalid --find-vma-cost '{}' (nodes or lines)",
+                    escape(other)
+                )));
+            }
+        };
     }
     Ok(features)
 }

@@ -53,6 +53,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     carried: &[],
     config_off: &[],
     memcg: false,
+    find_vma_lines: false,
     cases: &[Case {
         name: "",
         workload: "qemu-munmap",
@@ -69,6 +70,7 @@ pub const EXPERIMENT: Experiment = Experiment {
             features: Some(&[Feature::LocklessPgtblWalkPercpu]),
             what: "the series' per-CPU form (February 2020): IPIs only to CPUs with a walk running",
             metrics: &["munmap"],
+            seed_alike: None,
         },
         ExtraRun {
             workload: "qemu-munmap",
@@ -78,6 +80,7 @@ pub const EXPERIMENT: Experiment = Experiment {
             features: Some(&[Feature::PmdClearNoIpi]),
             what: "5.8's 'Avoid sending IPI on clearing PMD': no round on the unmap path",
             metrics: &["munmap"],
+            seed_alike: None,
         },
     ],
 };

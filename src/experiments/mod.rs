@@ -181,6 +181,11 @@ pub struct Experiment {
     /// Both runs' workload runs in a memory cgroup (`--memcg`), as the
     /// author's did.
     pub memcg: bool,
+    /// Both runs charge `find_vma` by the cache lines it touches
+    /// (`--find-vma-cost lines`, `mm/klines.rs`) instead of per VMA looked
+    /// at. The experiment whose figures are `find_vma`'s own uses it; the
+    /// others keep the figures they were reviewed with.
+    pub find_vma_lines: bool,
     /// The benchmark's cases, run one after another, each before and after.
     pub cases: &'static [Case],
     /// Other workloads run before and after on the same machine and
@@ -207,6 +212,42 @@ pub struct ExtraRun {
     pub what: &'static str,
     /// The workload metrics to report, by name.
     pub metrics: &'static [&'static str],
+    /// A workload of the same kind that the seed measured but that cannot
+    /// be rerun (a real machine's bootup, say): its published figures are
+    /// shown beside this run's, never scored, for the programs differ.
+    pub seed_alike: Option<&'static SeedAlike>,
+}
+
+/// A workload the seed measured and published before and after, which
+/// mmsim cannot rerun as it was run; an [`ExtraRun`] of the same kind
+/// stands beside it.
+#[derive(Clone, Copy, Debug)]
+pub struct SeedAlike {
+    /// How the seed names it: `system bootup`.
+    pub workload: &'static str,
+    pub rows: &'static [SeedAlikeRow],
+}
+
+/// One published figure of a [`SeedAlike`], and the extra run's metric it
+/// stands beside.
+#[derive(Clone, Copy, Debug)]
+pub struct SeedAlikeRow {
+    /// The extra run's metric (one of its `metrics`).
+    pub metric: &'static str,
+    /// The published figure's unit, which may differ from the metric's
+    /// (`10^9 cycles` of a whole bootup against a trace's cycles).
+    pub unit: &'static str,
+    pub before: f64,
+    pub after: f64,
+    /// Whether a rise is an improvement, for the published gain.
+    pub higher_is_better: bool,
+}
+
+impl SeedAlikeRow {
+    /// The published gain, positive is better.
+    pub fn gain_percent(&self) -> Option<f64> {
+        gain_percent(self.before, self.after, self.higher_is_better)
+    }
 }
 
 impl ExtraRun {
@@ -243,6 +284,7 @@ impl Experiment {
             .iter()
             .fold(carried, |f, &off| f.with(off, false));
         base.memcg = self.memcg;
+        base.find_vma_lines = self.find_vma_lines;
         base
     }
 

@@ -35,6 +35,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     carried: &[Feature::PcpBurst],
     config_off: &[],
     memcg: false,
+    find_vma_lines: false,
     cases: &[Case {
         name: "",
         workload: "netperf-udp",

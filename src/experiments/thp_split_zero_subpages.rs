@@ -240,6 +240,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     carried: &[],
     config_off: &[Feature::ThpSwap],
     memcg: true,
+    find_vma_lines: false,
     cases: &[
         Case {
             name: "zram best",
@@ -279,6 +280,7 @@ pub const EXPERIMENT: Experiment = Experiment {
             features: None,
             what: "zram best case with THP swap on (5.14's default): THPs written whole, never split",
             metrics: &["elapsed"],
+            seed_alike: None,
         },
         ExtraRun {
             workload: "pageout",
@@ -288,6 +290,7 @@ pub const EXPERIMENT: Experiment = Experiment {
             features: None,
             what: "zram worst case with THP swap on",
             metrics: &["elapsed"],
+            seed_alike: None,
         },
         ExtraRun {
             workload: "pageout",
@@ -297,6 +300,7 @@ pub const EXPERIMENT: Experiment = Experiment {
             features: Some(PATCHES_6_12),
             what: "zram best case, patch 3 as 6.12 merged it: zero-filled subpages map the shared zero page",
             metrics: &["elapsed"],
+            seed_alike: None,
         },
         ExtraRun {
             workload: "pageout",
@@ -306,6 +310,7 @@ pub const EXPERIMENT: Experiment = Experiment {
             features: Some(PATCHES_6_12),
             what: "zram worst case, patch 3 as 6.12 merged it",
             metrics: &["elapsed"],
+            seed_alike: None,
         },
     ],
 };

@@ -118,6 +118,10 @@ costs! {
     // Address spaces and page faults.
     page_fault_entry_exit: Latency, "a user page fault's exception entry, do_page_fault's checks and the return to user space, excluding handle_mm_fault";
     find_vma_node: Latency, "visiting one node of the VMA red-black tree in find_vma";
+    vma_tree_step: Latency, "one node of a VMA tree walk outside the load of its line (--find-vma-cost lines): the compares with vm_end and vm_start (or a maple node's pivots) and the branch to a child, mispredicted about half the time";
+    vma_range_check: Latency, "testing whether a cached VMA holds the address, outside the load of its line (--find-vma-cost lines): the slot's null test, the compares with vm_start and vm_end, a predicted branch";
+    kernel_l1_hit: Latency, "a dependent load of a kernel line in the CPU's L1 data cache (load-to-use latency)";
+    llc_hit: Latency, "a dependent load of a line that missed L2 and hit the shared last-level cache (L3 load-to-use latency)";
     pgtable_level: Latency, "reading or writing one page-table entry during a walk (one level)";
     anon_fault_path: Latency, "handle_mm_fault's bookkeeping for an anonymous fault that maps a new page (do_anonymous_page, wp_page_copy) outside allocation, clearing and locks: anon_vma, rmap, LRU and counters";
     do_mmap_path: Latency, "an anonymous private mmap outside entry, locks and lookups: do_mmap's checks, get_unmapped_area's walk, mmap_region's accounting, vma_merge or a new vm_area_struct linked into the tree";

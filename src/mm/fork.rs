@@ -39,6 +39,8 @@ impl Kernel {
         // The child starts with no CPUs and no huge zero page reference:
         // MMF_HUGE_ZERO_PAGE is not in MMF_INIT_MASK.
         self.mm_mut(child).vmas = self.mm(parent).vmas.dup_mmap();
+        // dup_mmap writes every vm_area_struct of the child on this CPU.
+        self.vma_lines_written(ctx, child, 0, u64::MAX);
         self.anon_vma_fork(parent, child);
         let ranges: Vec<(u64, u64)> = self
             .mm(parent)

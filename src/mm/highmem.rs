@@ -60,6 +60,11 @@ impl Kernel {
         dram_stream(ctx, symbol, bytes, own, &traffic);
         if order == Order::ZERO {
             self.page_now_cached(ctx, pfn);
+        } else {
+            // A huge page's lines went through this CPU's caches, pushing
+            // out what was there (kernel lines' model, `klines.rs`).
+            let lines = bytes / super::useraccess::line_size(ctx.machine().arch);
+            self.klines.arrived(ctx.cur().index(), lines);
         }
     }
 
@@ -83,8 +88,14 @@ impl Kernel {
         });
         let traffic: &[Traffic] = if source == destination { &same } else { &apart };
         dram_stream(ctx, Symbol::CopyPage, bytes, own, traffic);
+        // The source's lines came in too, and a huge copy's, both pages'
+        // (kernel lines' model, `klines.rs`).
+        let lines = bytes / super::useraccess::line_size(ctx.machine().arch);
         if order == Order::ZERO {
             self.page_now_cached(ctx, to);
+            self.klines.arrived(ctx.cur().index(), lines);
+        } else {
+            self.klines.arrived(ctx.cur().index(), 2 * lines);
         }
         for sub in 0..order.nr_pages() {
             self.contents.copy(Pfn(from.0 + sub), Pfn(to.0 + sub));

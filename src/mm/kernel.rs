@@ -159,6 +159,9 @@ pub struct Kernel {
     ptlocks: Vec<SpinLock>,
     /// Each CPU's cache model for user lines (`useraccess.rs`).
     pub(super) user_caches: UserCaches,
+    /// Each CPU's recently touched kernel lines, for `find_vma`'s cost by
+    /// lines (`klines.rs`; kept only with `--find-vma-cost lines`).
+    pub(super) klines: super::klines::KernelLines,
     /// Every anon_vma and VMA chain (`rmap.rs`).
     pub rmap: super::rmap::Rmap,
     /// Each CPU's `current->tlb_ubc`: reclaim's deferred TLB flush.
@@ -214,6 +217,7 @@ impl Kernel {
             cpu_current: Vec::new(),
             ptlocks: Vec::new(),
             user_caches: UserCaches::default(),
+            klines: super::klines::KernelLines::new(features.find_vma_lines),
             rmap: super::rmap::Rmap::default(),
             tlb_ubc: Vec::new(),
             page_cluster: super::swapin::PAGE_CLUSTER_DEFAULT,
@@ -401,6 +405,9 @@ impl Kernel {
         self.anon_vma_sync(mm);
         // A merge may have unlinked a VMA (vmacache_invalidate).
         self.vmacache_stores(ctx, mm, Symbol::DoMmap);
+        if let Ok(addr) = result {
+            self.vma_lines_written(ctx, mm, addr, addr + len);
+        }
         self.mm_mut(mm).mmap_lock.up_write(ctx, Symbol::UpWrite);
         result
     }
@@ -457,6 +464,7 @@ impl Kernel {
         let removed = (self.mm_mut(mm).vmas).munmap_detach(first, last.map(|(i, _)| i), end);
         self.anon_vma_sync(mm);
         self.vmacache_stores(ctx, mm, Symbol::DoMunmap);
+        self.vma_lines_written(ctx, mm, start, end);
         let cost = ctx.machine().costs.do_munmap_path.cycles();
         ctx.charge(Symbol::DoMunmap, cost);
         Ok(removed.iter().map(|vma| (vma.start, vma.end)).collect())
@@ -543,6 +551,7 @@ impl Kernel {
         let result = (self.mm_mut(mm).vmas).mprotect_from(found.map(|(i, _)| i), start, end, prot);
         self.anon_vma_sync(mm);
         self.vmacache_stores(ctx, mm, Symbol::MprotectFixup);
+        self.vma_lines_written(ctx, mm, start, end);
         // Whatever was applied, the page tables follow the VMAs.
         self.sync_protection(ctx, mm, lo, hi);
         for old in before {
@@ -589,6 +598,7 @@ impl Kernel {
                     (self.mm_mut(mm).vmas).madvise_from(found.map(|(i, _)| i), start, end, advice);
                 self.anon_vma_sync(mm);
                 self.vmacache_stores(ctx, mm, Symbol::Madvise);
+                self.vma_lines_written(ctx, mm, start, end);
                 done
             }
         };
@@ -857,6 +867,7 @@ impl Kernel {
         (self.mm_mut(mm).vmas).mmap_region(start, end, calc_vm_prot_bits(prot), None);
         self.anon_vma_sync(mm);
         self.vmacache_stores(ctx, mm, Symbol::DoMmap);
+        self.vma_lines_written(ctx, mm, start, end);
         Ok(())
     }
 
@@ -894,6 +905,7 @@ impl Kernel {
                 let grown = self.mm_mut(mm).vmas.do_brk(old_end, new_end - old_end);
                 self.anon_vma_sync(mm);
                 self.vmacache_stores(ctx, mm, Symbol::SysBrk);
+                self.vma_lines_written(ctx, mm, old_end, new_end);
                 grown
             }
         };

@@ -336,6 +336,26 @@ impl VmaTree {
         (self.vmas.get(index).copied(), depth)
     }
 
+    /// The VMAs [`VmaTree::find_vma`] visits for `addr`, root first: the
+    /// nodes of the balanced tree its walk passes (each a line of a
+    /// `vm_area_struct`, for `find_vma`'s cost by lines).
+    pub fn find_vma_walk(&self, addr: u64, mut visit: impl FnMut(VmaId)) {
+        let (mut lo, mut hi) = (0, self.vmas.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            visit(self.ids[mid]);
+            let vma = &self.vmas[mid];
+            if vma.end > addr {
+                if vma.start <= addr {
+                    break;
+                }
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+    }
+
     /// The place of `find_vma(addr)` in address order, if a VMA ends
     /// above `addr`.
     fn find_vma_place(&self, addr: u64) -> Option<usize> {

@@ -10,6 +10,7 @@ mod frame_map;
 mod highmem;
 pub mod huge_memory;
 pub mod kernel;
+pub mod klines;
 pub mod kswapd;
 pub mod lockless;
 mod madvise;

@@ -220,6 +220,7 @@ impl Kernel {
         let lines = PAGE_SIZE / line;
         let cpu = ctx.cur().index();
         self.user_caches.fill(cpu, pfn.0 * lines, lines);
+        self.klines.arrived(cpu, lines);
     }
 
     /// Charges `count` accesses from `addr`, `stride` apart, landing on
@@ -266,6 +267,7 @@ impl Kernel {
             }
         }
         let misses = cost.lines - cost.hits;
+        self.klines.arrived(cpu, misses);
         let costs = &ctx.machine().costs;
         let hits = Cycles(costs.user_cache_hit.cycles().0 * cost.hits);
         let missed = Cycles(costs.user_access.cycles().0 * misses);

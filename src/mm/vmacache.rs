@@ -6,6 +6,7 @@
 
 use super::current::{TaskId, TaskKind};
 use super::kernel::{Kernel, MmId};
+use super::klines::LineOf;
 use super::mm_types::Vma;
 use super::mmap::{VmaId, VmaTree};
 use super::mmzone::PAGE_SIZE;
@@ -154,10 +155,16 @@ impl Kernel {
         caller: Symbol,
     ) -> Option<(usize, Vma)> {
         let lookup = self.vma_lookup();
+        let lines = self.klines.enabled;
         if lookup == VmaLookup::MapleTree {
             let depth = maple_tree_depth(self.mm(mm).vmas.len());
-            charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
             let (found, _) = self.mm(mm).vmas.find_vma_id(addr);
+            if lines {
+                let index = found.map_or(self.mm(mm).vmas.len(), |(_, i, _)| i);
+                self.maple_walk_lines(ctx, mm, index, depth, caller);
+            } else {
+                charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
+            }
             return found.map(|(_, index, vma)| (index, vma));
         }
         ctx.count(Event::VmacacheFindCalls, 1);
@@ -178,7 +185,11 @@ impl Kernel {
             return hit;
         }
         let (found, depth) = self.mm(mm).vmas.find_vma_id(addr);
-        charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
+        if lines {
+            self.tree_walk_lines(ctx, mm, addr, caller);
+        } else {
+            charge_nodes(ctx, Symbol::FindVma, caller, depth.max(1));
+        }
         let (id, index, vma) = found?;
         let cached = CachedVma {
             id,
@@ -193,7 +204,14 @@ impl Kernel {
                 vmacache.line.store(ctx, Symbol::FindVma);
                 record_caller(ctx, Symbol::FindVma, caller, began);
             }
-            _ => self.vmacache_update(ctx.cur(), mm, addr, cached),
+            _ => {
+                let task = self.vmacache_update(ctx.cur(), mm, addr, cached);
+                if let Some(task) = task.filter(|_| lines) {
+                    // The slot's store, to the line vmacache_find just read:
+                    // it waits for nothing (the store buffer takes it).
+                    self.klines.written(ctx, LineOf::TaskVmacache(task.0));
+                }
+            }
         }
         Some((index, vma))
     }
@@ -218,7 +236,13 @@ impl Kernel {
             m.vmacache.mmap_cache = None;
         }
         let cached = m.vmacache.mmap_cache?;
-        charge_nodes(ctx, Symbol::FindVma, caller, 1);
+        if self.klines.enabled {
+            // The cached vm_area_struct's first line: vm_start, vm_end.
+            self.slot_check_line(ctx, mm, cached.id, Symbol::FindVma, caller);
+        } else {
+            charge_nodes(ctx, Symbol::FindVma, caller, 1);
+        }
+        let m = self.mm_mut(mm);
         let Some((index, vma)) = m
             .vmas
             .vma_by_id(cached.id, cached.start_hint, cached.index_hint)
@@ -271,8 +295,14 @@ impl Kernel {
         let valid_mm = self
             .current_mm_fields(cpu)
             .is_some_and(|t| t.mm == Some(mm) && t.kind == TaskKind::User);
+        let lines = self.klines.enabled;
         if !valid_mm {
-            charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
+            if lines {
+                let check = ctx.machine().costs.vma_range_check.cycles();
+                charge(ctx, Symbol::VmacacheFind, caller, check);
+            } else {
+                charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
+            }
             return None;
         }
         // vmacache_valid: mm->vmacache_seqnum, in mm_struct's first line.
@@ -294,13 +324,24 @@ impl Kernel {
             // First use after an invalidation: take the mm's seqnum, flush.
             cache.seqnum = m.vmacache.seqnum;
             cache.flush();
-            charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
+            if lines {
+                // current->vmacache_seqnum and the slots: read, compared,
+                // stored.
+                let check = ctx.machine().costs.vma_range_check.cycles();
+                let line = LineOf::TaskVmacache(task.0);
+                self.charge_line(ctx, line, false, Symbol::VmacacheFind, caller, check);
+                self.klines.written(ctx, line);
+            } else {
+                charge_nodes(ctx, Symbol::VmacacheFind, caller, 1);
+            }
             return None;
         }
         let mut checked = 0;
+        let mut checked_ids = [None; VMACACHE_SIZE];
         let mut hit = None;
         for (slot, cached) in cache.vmas.iter_mut().enumerate() {
             let Some(cached) = cached else { continue };
+            checked_ids[checked as usize] = Some(cached.id);
             checked += 1;
             let (index, vma) = vma_of_slot(&m.vmas, task, slot, cached);
             if vma.contains(addr) {
@@ -310,17 +351,152 @@ impl Kernel {
                 break;
             }
         }
-        charge_nodes(ctx, Symbol::VmacacheFind, caller, checked.max(1));
+        if lines {
+            // The seqnum and the four slots share a line of the task; each
+            // slot in use is a load of its VMA's first line and a compare.
+            // The slots' addresses all come from the task's line, not from
+            // one another, so an out-of-order core issues their loads
+            // together: the scan waits for the slowest of them, not the
+            // sum (a tree walk's loads wait one after another).
+            let line = LineOf::TaskVmacache(task.0);
+            self.charge_line(ctx, line, false, Symbol::VmacacheFind, caller, Cycles::ZERO);
+            let mut slowest = Cycles::ZERO;
+            for id in checked_ids.into_iter().flatten() {
+                let line = LineOf::Vma {
+                    mm: mm.0,
+                    vma: id.0,
+                };
+                slowest = slowest.max(self.klines.touch(ctx, line, false).1);
+            }
+            let check = ctx.machine().costs.vma_range_check.cycles();
+            let compares = Cycles(check.0 * u64::from(checked));
+            charge(
+                ctx,
+                Symbol::VmacacheFind,
+                caller,
+                Cycles(slowest.0 + compares.0),
+            );
+        } else {
+            charge_nodes(ctx, Symbol::VmacacheFind, caller, checked.max(1));
+        }
         hit
     }
 
-    /// `vmacache_update`: the tree walk's result for `addr` goes into the
-    /// slot `addr` hashes to, if current may cache for this mm.
-    fn vmacache_update(&mut self, cpu: CpuId, mm: MmId, addr: u64, cached: CachedVma) {
-        let current = self.current_mm_fields_mut(cpu);
-        if let Some(t) = current.filter(|t| t.mm == Some(mm) && t.kind == TaskKind::User) {
-            t.vmacache.vmas[vmacache_hash(addr)] = Some(cached);
+    /// Charges `line`'s load (a store when `write`) where the kernel lines'
+    /// model finds it, plus `extra`, to `symbol` on behalf of `caller`.
+    fn charge_line(
+        &mut self,
+        ctx: &mut Ctx,
+        line: LineOf,
+        write: bool,
+        symbol: Symbol,
+        caller: Symbol,
+        extra: Cycles,
+    ) {
+        let (_, wait) = self.klines.touch(ctx, line, write);
+        charge(ctx, symbol, caller, Cycles(wait.0 + extra.0));
+    }
+
+    /// A cached VMA checked for the address: its first line, and the
+    /// compares (`vma_range_check`).
+    fn slot_check_line(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        id: VmaId,
+        symbol: Symbol,
+        caller: Symbol,
+    ) {
+        let check = ctx.machine().costs.vma_range_check.cycles();
+        let line = LineOf::Vma {
+            mm: mm.0,
+            vma: id.0,
+        };
+        self.charge_line(ctx, line, false, symbol, caller, check);
+    }
+
+    /// The red-black tree walk by lines: each node visited is the first
+    /// line of its VMA, and a step (`vma_tree_step`). An empty tree is one
+    /// step (the root pointer, in the mm's first line).
+    fn tree_walk_lines(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, caller: Symbol) {
+        let mut path = Vec::new();
+        self.mm(mm).vmas.find_vma_walk(addr, |id| path.push(id));
+        let step = ctx.machine().costs.vma_tree_step.cycles();
+        if path.is_empty() {
+            charge(ctx, Symbol::FindVma, caller, step);
         }
+        for id in path {
+            let line = LineOf::Vma {
+                mm: mm.0,
+                vma: id.0,
+            };
+            self.charge_line(ctx, line, false, Symbol::FindVma, caller, step);
+        }
+    }
+
+    /// The maple tree's walk by lines: `depth` nodes from the root to the
+    /// leaf holding the `index`-th VMA (and the gap before it), each its
+    /// own line and a step.
+    fn maple_walk_lines(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        index: usize,
+        depth: u32,
+        caller: Symbol,
+    ) {
+        let step = ctx.machine().costs.vma_tree_step.cycles();
+        if depth == 0 {
+            charge(ctx, Symbol::FindVma, caller, step);
+        }
+        // Ranges: a gap and a VMA each, 16 to a leaf, 10 children a node.
+        let leaf = (2 * index as u64 + 1) / 16;
+        for level in (0..depth).rev() {
+            let line = LineOf::MapleNode {
+                mm: mm.0,
+                level,
+                index: leaf / 10u64.pow(level),
+            };
+            self.charge_line(ctx, line, false, Symbol::FindVma, caller, step);
+        }
+    }
+
+    /// The stores `dup_mmap`, `mmap`, `munmap`, `mprotect`, `madvise` and
+    /// `brk` made to the VMAs around `[start, end)` (new, split, merged or
+    /// changed): those lines are now this CPU's, modified. Their cost is
+    /// the call's own; this only keeps the kernel lines' model true.
+    pub(super) fn vma_lines_written(&mut self, ctx: &Ctx, mm: MmId, start: u64, end: u64) {
+        if !self.klines.enabled {
+            return;
+        }
+        let (lo, hi) = (start.saturating_sub(1), end.saturating_add(1));
+        let ids: Vec<VmaId> = (self.mm(mm).vmas)
+            .overlapping_ids(lo, hi)
+            .map(|(id, _)| id)
+            .collect();
+        for id in ids {
+            let line = LineOf::Vma {
+                mm: mm.0,
+                vma: id.0,
+            };
+            self.klines.written(ctx, line);
+        }
+    }
+
+    /// `vmacache_update`: the tree walk's result for `addr` goes into the
+    /// slot `addr` hashes to, if current may cache for this mm; the task
+    /// whose slot it is.
+    fn vmacache_update(
+        &mut self,
+        cpu: CpuId,
+        mm: MmId,
+        addr: u64,
+        cached: CachedVma,
+    ) -> Option<TaskId> {
+        let current = self.current_mm_fields_mut(cpu);
+        let t = current.filter(|t| t.mm == Some(mm) && t.kind == TaskKind::User)?;
+        t.vmacache.vmas[vmacache_hash(addr)] = Some(cached);
+        Some(t.task)
     }
 
     /// Brings `mm->vmacache_seqnum` up to date with the tree's count of
@@ -385,6 +561,12 @@ fn record_caller(ctx: &mut Ctx, symbol: Symbol, caller: Symbol, began: Cycles) {
     if spent > Cycles::ZERO {
         ctx.stats.add_caller_cycles(symbol, caller, spent);
     }
+}
+
+/// Charges `cycles` to `symbol`, recording that `caller` asked for them.
+fn charge(ctx: &mut Ctx, symbol: Symbol, caller: Symbol, cycles: Cycles) {
+    ctx.charge(symbol, cycles);
+    ctx.stats.add_caller_cycles(symbol, caller, cycles);
 }
 
 /// Charges `nodes` VMAs (or slots) looked at to `symbol`, recording that

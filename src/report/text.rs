@@ -24,7 +24,8 @@ pub fn format_features(features: Features, arch: Arch) -> String {
 }
 
 /// The THP knobs as sysfs names them, the swap device if there is one,
-/// and `memcg=child` with `--memcg`:
+/// `memcg=child` with `--memcg`, `find-vma-cost=lines` with
+/// `--find-vma-cost lines`:
 /// `thp=always use_zero_page=1 swap=zram:lzo-rle:16G memcg=child`;
 /// `max_ptes_none=N` after `use_zero_page` only if not the default 511.
 pub fn format_thp(features: Features) -> String {
@@ -32,12 +33,17 @@ pub fn format_thp(features: Features) -> String {
         .swap
         .map_or(String::new(), |s| format!(" swap={s}"));
     let memcg = if features.memcg { " memcg=child" } else { "" };
+    let lines = if features.find_vma_lines {
+        " find-vma-cost=lines"
+    } else {
+        ""
+    };
     let max_ptes_none = match features.thp.max_ptes_none {
         511 => String::new(),
         n => format!(" max_ptes_none={n}"),
     };
     format!(
-        "thp={} use_zero_page={}{max_ptes_none}{swap}{memcg}",
+        "thp={} use_zero_page={}{max_ptes_none}{swap}{memcg}{lines}",
         features.thp.enabled.name(),
         features.thp.use_zero_page as u8
     )

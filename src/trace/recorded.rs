@@ -25,6 +25,18 @@ pub const RECORDED: &[Recorded] = &[
         name: "pipeline",
         gz: include_bytes!("../../tests/data/pipeline.trace.gz"),
     },
+    Recorded {
+        name: "build",
+        gz: include_bytes!("../../tests/data/build.trace.gz"),
+    },
+    Recorded {
+        name: "boot",
+        gz: include_bytes!("../../tests/data/boot.trace.gz"),
+    },
+    Recorded {
+        name: "server",
+        gz: include_bytes!("../../tests/data/server.trace.gz"),
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static Recorded> {

@@ -1755,3 +1755,32 @@ fn seed_002s_qemu_unmaps_its_guest_and_bad_flags_are_one_line() {
         "need 4098 CPUs",
     );
 }
+
+/// `--find-vma-cost lines` charges find_vma by the lines it touches: the
+/// header says so and the kernel lines' counters appear; the default
+/// (`nodes`) has neither; anything else is a one-line error.
+#[test]
+fn find_vma_cost_is_a_run_configuration() {
+    let args = [
+        "run",
+        "trace",
+        "--recorded",
+        "pipeline",
+        "--machine",
+        "xeon-8s-80c",
+    ];
+    let plain = succeeds(&args);
+    assert!(!plain.contains("find-vma-cost"), "{plain}");
+    assert!(!plain.contains("mmsim_kernel_line_"), "{plain}");
+    let mut with: Vec<&str> = args.to_vec();
+    with.extend(["--find-vma-cost", "lines"]);
+    let out = succeeds(&with);
+    assert!(out.contains(" find-vma-cost=lines\n"), "{out}");
+    assert!(out.contains("\nmmsim_kernel_line_l1 "), "{out}");
+    let mut nodes: Vec<&str> = args.to_vec();
+    nodes.extend(["--find-vma-cost", "nodes"]);
+    assert_eq!(succeeds(&nodes), plain);
+    let mut bad: Vec<&str> = args.to_vec();
+    bad.extend(["--find-vma-cost", "lanes"]);
+    fails_with(&bad, "invalid --find-vma-cost 'lanes' (nodes or lines)");
+}

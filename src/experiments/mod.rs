@@ -998,6 +998,19 @@ mod tests {
                     assert!(side.value.is_finite(), "{}: {row:?}", experiment.id);
                 }
             }
+            // A seed workload beside an extra run stands beside metrics
+            // that run reports.
+            for run in experiment.extra {
+                for row in run.seed_alike.iter().flat_map(|a| a.rows) {
+                    assert!(
+                        run.metrics.contains(&row.metric),
+                        "{}: {} reports no {}",
+                        experiment.id,
+                        run.label(),
+                        row.metric
+                    );
+                }
+            }
             // Cases are told apart by name, and an unnamed case is alone.
             let mut names: Vec<&str> = experiment.cases.iter().map(|c| c.name).collect();
             names.sort();

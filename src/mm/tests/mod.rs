@@ -56,6 +56,7 @@ use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
 
 mod cases;
 mod deferred_split;
+mod klines;
 mod kswapd;
 mod lru;
 mod memcg;
@@ -125,6 +126,9 @@ struct Setup {
     split: SplitKernel,
     /// The processes run in a memory cgroup (`--memcg`).
     memcg: bool,
+    /// `find_vma` charged by the lines it touches (`--find-vma-cost
+    /// lines`, `klines.rs`).
+    find_vma_lines: bool,
 }
 
 /// Seed 003's features in a [`Setup`]'s kernel.
@@ -179,6 +183,15 @@ impl Setup {
             swap: None,
             split: SplitKernel::V5_14,
             memcg: false,
+            find_vma_lines: false,
+        }
+    }
+
+    /// The same with `find_vma` charged by lines.
+    const fn by_lines(self) -> Setup {
+        Setup {
+            find_vma_lines: true,
+            ..self
         }
     }
 
@@ -237,6 +250,7 @@ impl Setup {
             features.thp.max_ptes_none = 255;
         }
         features.memcg = self.memcg;
+        features.find_vma_lines = self.find_vma_lines;
         if let Some((_, thp_swap)) = self.swap {
             features.set(Feature::ThpSwap, thp_swap);
         }
@@ -1660,6 +1674,18 @@ random_test!(
 random_test!(
     random_ops_threads_share_3_15_vmacache,
     THP_ALWAYS_4_8.lookup(VmaLookup::PerThread)
+);
+random_test!(
+    random_ops_3_14_mmap_cache_by_lines,
+    THP_ALWAYS_4_8.lookup(VmaLookup::MmapCache).by_lines()
+);
+random_test!(
+    random_ops_3_15_vmacache_by_lines,
+    THP_ALWAYS_4_8.lookup(VmaLookup::PerThread).by_lines()
+);
+random_test!(
+    random_ops_maple_tree_by_lines,
+    THP_ALWAYS_MM_FLAG.by_lines()
 );
 random_test!(
     random_ops_zram_thp_swap,

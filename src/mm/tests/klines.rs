@@ -74,7 +74,7 @@ fn a_line_another_cpu_holds_comes_from_the_llc_or_across_the_interconnect() {
         cpu_at(&ctx, Distance::OtherSocket),
     );
     let mut lines = KernelLines::new(true);
-    let mut on = |ctx: &mut Ctx, lines: &mut KernelLines, cpu: CpuId, write: bool| {
+    let on = |ctx: &mut Ctx, lines: &mut KernelLines, cpu: CpuId, write: bool| {
         ctx.set_cur(cpu);
         lines.touch(ctx, LINE, write)
     };

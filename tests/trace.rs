@@ -221,7 +221,7 @@ fn cli_recorded_traces_run_from_any_directory() {
     assert_eq!(unknown.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&unknown.stderr),
-        "mmsim: error: trace: --recorded: no trace named 'nope' (recorded: make, python, pipeline)\n"
+        "mmsim: error: trace: --recorded: no trace named 'nope' (recorded: make, python, pipeline, build, boot, server)\n"
     );
 }
 

@@ -362,6 +362,13 @@ mod tests {
                 397, 80, 505, 505, 520, 81, 627, 627, 397, 397, 505, 505, 397, 80, 505, 505
             ]
         );
+        // The 6.12 runs' "before" side is the zram cases' "before" run:
+        // `run_many` runs each once.
+        let same: Vec<(usize, usize)> = (0..jobs.len())
+            .flat_map(|i| (0..i).map(move |j| (j, i)))
+            .filter(|&(j, i)| jobs[j].same_run(&jobs[i]))
+            .collect();
+        assert_eq!(same, [(0, 12), (2, 14)]);
         let largest = HOST_BUDGET_BYTES >> 20;
         // A disk worst case runs beside nothing larger than a best case's
         // "before" side.

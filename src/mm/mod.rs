@@ -6,6 +6,7 @@ pub mod contents;
 pub mod current;
 pub mod deferred_split;
 pub mod fork;
+mod few;
 mod frame_map;
 mod highmem;
 pub mod huge_memory;

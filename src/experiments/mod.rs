@@ -462,11 +462,7 @@ pub fn run_many(
         .collect();
     // For each job, the first job equal to it (itself if none before is).
     let same_as: Vec<usize> = (0..jobs.len())
-        .map(|i| {
-            (0..i)
-                .find(|&j| jobs[j].same_run(&jobs[i]))
-                .unwrap_or(i)
-        })
+        .map(|i| (0..i).find(|&j| jobs[j].same_run(&jobs[i])).unwrap_or(i))
         .collect();
     let unique = same_as.iter().enumerate().filter(|&(i, &j)| i == j).count();
     let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| same_as[i] == i).collect();

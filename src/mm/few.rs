@@ -76,7 +76,10 @@ mod tests {
             assert_eq!(few.len(), n as usize);
             assert_eq!(few.is_empty(), n == 0);
             assert_eq!(few.more.capacity() > 0, n > 2, "{n} items");
-            assert_eq!(few.into_iter().collect::<Vec<_>>(), (0..n).collect::<Vec<_>>());
+            assert_eq!(
+                few.into_iter().collect::<Vec<_>>(),
+                (0..n).collect::<Vec<_>>()
+            );
         }
     }
 }

@@ -458,6 +458,16 @@ pub struct Job<'a> {
     pub features: Features,
 }
 
+impl Job<'_> {
+    /// Whether `other` is the same run: the same workload with the same
+    /// flags on the same kernel (the machine and seed are [`run_many`]'s).
+    fn same_run(&self, other: &Job) -> bool {
+        self.benchmark.info.name == other.benchmark.info.name
+            && self.benchmark.args == other.benchmark.args
+            && self.features == other.features
+    }
+}
+
 /// Runs every job on `machine` at `seed`, on up to [`HOST_THREADS`] host
 /// threads, and returns their outputs in the jobs' order. Progress goes
 /// from 0 to 1 over all of them.
@@ -473,6 +483,11 @@ pub struct Job<'a> {
 /// deterministic on its own, so the results do not depend on how the host
 /// schedules them. Only progress crosses threads, as messages to the
 /// calling thread, which alone calls `progress`.
+///
+/// A job equal to an earlier one (the same workload, flags and kernel:
+/// seed 003's unscored 6.12 runs have the cases' "before" kernel) runs
+/// once and its output is copied: a run is a function of those and the
+/// machine and seed, so the copy is what the run would give.
 pub fn run_many(
     jobs: &[Job],
     machine: &Machine,
@@ -487,7 +502,12 @@ pub fn run_many(
                 .unwrap_or(0)
         })
         .collect();
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    // For each job, the first job equal to it (itself if none before is).
+    let same_as: Vec<usize> = (0..jobs.len())
+        .map(|i| (0..i).find(|&j| jobs[j].same_run(&jobs[i])).unwrap_or(i))
+        .collect();
+    let unique = same_as.iter().enumerate().filter(|&(i, &j)| i == j).count();
+    let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| same_as[i] == i).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(estimates[i]));
     let queue = Mutex::new(Queue {
         order,
@@ -531,7 +551,7 @@ pub fn run_many(
         let mut done = vec![0.0f64; jobs.len()];
         for (i, f) in rx {
             done[i] = f;
-            progress(done.iter().sum::<f64>() / jobs.len() as f64);
+            progress(done.iter().sum::<f64>() / unique as f64);
         }
         for worker in workers {
             worker
@@ -539,13 +559,18 @@ pub fn run_many(
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         }
     });
-    results
+    let mut outputs: Vec<Option<Result<RunOutput, RunError>>> = results
         .into_iter()
-        .map(|slot| {
-            slot.into_inner()
-                .expect("a run's result slot")
-                .expect("every job ran")
-        })
+        .map(|slot| slot.into_inner().expect("a run's result slot"))
+        .collect();
+    for (i, &j) in same_as.iter().enumerate() {
+        if j != i {
+            outputs[i] = outputs[j].clone();
+        }
+    }
+    outputs
+        .into_iter()
+        .map(|output| output.expect("every job ran"))
         .collect()
 }
 
@@ -1163,6 +1188,8 @@ mod tests {
             workload::parse(info, &args).unwrap()
         };
         let (best, worst) = (parse(&["8", "0", "1"]), parse(&["8", "4095", "512"]));
+        // Parsed again: equal to `worst`, so run once and copied.
+        let worst_again = parse(&["8", "4095", "512"]);
         let zram = Some(SwapSetup {
             device: crate::features::SwapDeviceKind::Zram(crate::features::ZramComp::LzoRle),
             size_bytes: Some(64 << 20),
@@ -1176,6 +1203,8 @@ mod tests {
             (&worst, split),
             (&best, kernel),
             (&best, split.with(Feature::ThpSplitZeroPage, false)),
+            (&worst_again, split),
+            (&worst_again, kernel),
         ]
         .map(|(benchmark, features)| Job {
             benchmark,

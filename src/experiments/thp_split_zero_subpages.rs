@@ -336,6 +336,123 @@ mod tests {
         benchmark.run(&machine, features, 1, &mut |_| {}).unwrap()
     }
 
+    /// Every case's two sides with the region cut to `mib` MiB, run as the
+    /// experiment runs them (`run_many`): case by case, before then after.
+    fn both_sides_at(mib: &str) -> Vec<RunOutput> {
+        let machine = builtin(EXPERIMENT.machine).unwrap();
+        let benchmarks: Vec<workload::Parsed> = EXPERIMENT
+            .cases
+            .iter()
+            .map(|case| {
+                let mut args: Vec<String> = case.args.iter().map(|s| s.to_string()).collect();
+                args[0] = mib.to_string();
+                workload::parse(workload::find(case.workload).unwrap(), &args).unwrap()
+            })
+            .collect();
+        let jobs = super::super::experiment_jobs(&EXPERIMENT, &benchmarks, &[]);
+        super::super::run_many(&jobs, &machine, 1, &mut |_| {})
+            .into_iter()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// The counts of one run: THPs split, subpages unmapped and
+    /// freed by the split, pages written to swap, zram's same-filled
+    /// pages when the program has exited (None on the disk) and the bytes
+    /// `memchr_inv` read. zram's `same_pages` counts the same-filled pages
+    /// it holds, as Linux's `mm_stat` does, so the `munmap` that frees
+    /// every slot brings it back to 0; how many the page-out stored is
+    /// counted before the `munmap` in `mm/tests/split_zero.rs` (at 8 MiB
+    /// and at 10 GiB).
+    #[derive(Debug, PartialEq, Eq)]
+    struct SplitCounts {
+        split: u64,
+        unmapped: u64,
+        freed: u64,
+        written: u64,
+        same_filled_at_exit: Option<u64>,
+        scanned: u64,
+    }
+
+    fn split_counts(run: &RunOutput) -> SplitCounts {
+        let stats = &run.stats;
+        let same_filled_at_exit = stats.devices.iter().find_map(|d| {
+            d.figures
+                .iter()
+                .find(|(name, _)| *name == "same_pages")
+                .map(|&(_, v)| v)
+        });
+        SplitCounts {
+            split: stats.event(Event::ThpSplitPage),
+            unmapped: stats.event(Event::ThpSplitUnmap),
+            freed: stats.event(Event::ThpSplitFree),
+            written: stats.event(Event::Pswpout),
+            same_filled_at_exit,
+            scanned: stats.event(Event::MemchrInvBytes),
+        }
+    }
+
+    /// What each case's two sides must count on a region of `thps` whole
+    /// THP windows; 5.13 does not align the mapping, so the two partial
+    /// windows at its ends hold 512 pages, faulted as 4 KiB pages where
+    /// the program stores: one (the first byte) in the best case, all 512
+    /// in the worst. Before the patches every THP is split and every page
+    /// written, zero-filled or not; after them a best case's THP keeps only its head,
+    /// its 511 zero-filled subpages unmapped and all but reclaim's own
+    /// page freed at the split, with `memchr_inv` reading 511 subpages
+    /// whole and the head's first word; a worst case's subpages are all
+    /// read whole and all written.
+    fn expected(thps: u64) -> Vec<SplitCounts> {
+        let mut out = Vec::new();
+        for (zram, best) in [(true, true), (true, false), (false, true), (false, false)] {
+            let base = if best { 1 } else { 512 };
+            let at_exit = zram.then_some(0);
+            out.push(SplitCounts {
+                split: thps,
+                unmapped: 0,
+                freed: 0,
+                written: thps * 512 + base,
+                same_filled_at_exit: at_exit,
+                scanned: 0,
+            });
+            out.push(if best {
+                SplitCounts {
+                    split: thps,
+                    unmapped: thps * 511,
+                    freed: thps * 510,
+                    written: thps + base,
+                    same_filled_at_exit: at_exit,
+                    scanned: thps * (511 * 4096 + 8),
+                }
+            } else {
+                SplitCounts {
+                    split: thps,
+                    unmapped: 0,
+                    freed: 0,
+                    written: thps * 512 + base,
+                    same_filled_at_exit: at_exit,
+                    scanned: thps * 512 * 4096,
+                }
+            });
+        }
+        out
+    }
+
+    /// The counts for every case, before and after, at 16 MiB
+    /// (7 whole THP windows).
+    #[test]
+    fn every_case_counts_exactly_scaled_down() {
+        let counts: Vec<SplitCounts> = both_sides_at("16").iter().map(split_counts).collect();
+        assert_eq!(counts, expected(7));
+    }
+
+    /// The same at the seed's full size, 10 GiB: 5,119 whole THP windows.
+    #[test]
+    fn every_case_counts_exactly_at_full_size() {
+        let counts: Vec<SplitCounts> = both_sides_at("10240").iter().map(split_counts).collect();
+        assert_eq!(counts, expected(5119));
+    }
+
     fn counts(stats: &Stats) -> [u64; 3] {
         [
             stats.event(Event::ThpSplitPage),
@@ -367,6 +484,13 @@ mod tests {
                 397, 80, 505, 505, 520, 81, 627, 627, 397, 397, 505, 505, 397, 80, 505, 505
             ]
         );
+        // The 6.12 runs' "before" side is the zram cases' "before" run:
+        // `run_many` runs each once.
+        let same: Vec<(usize, usize)> = (0..jobs.len())
+            .flat_map(|i| (0..i).map(move |j| (j, i)))
+            .filter(|&(j, i)| jobs[j].same_run(&jobs[i]))
+            .collect();
+        assert_eq!(same, [(0, 12), (2, 14)]);
         let largest = HOST_BUDGET_BYTES >> 20;
         // A disk worst case runs beside nothing larger than a best case's
         // "before" side.

@@ -5,6 +5,7 @@ pub mod check;
 pub mod contents;
 pub mod current;
 pub mod deferred_split;
+mod few;
 pub mod fork;
 mod frame_map;
 mod highmem;

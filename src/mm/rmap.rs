@@ -16,6 +16,8 @@
 use super::memcontrol::MemcgStat;
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::few::Few;
+
 use super::kernel::{Kernel, MmId};
 use super::memory::HPAGE_PMD_NR;
 use super::migrate::{MigrationPte, RmpZero};
@@ -496,6 +498,8 @@ impl Kernel {
         let (head, nr) = self.rmap_target(pfn);
         let info = self.pages.get(self.compound_head(head));
         self.rmap_walk_info(ctx, pfn, head, nr, info)
+            .into_iter()
+            .collect()
     }
 
     fn rmap_walk_info(
@@ -505,8 +509,8 @@ impl Kernel {
         head: Pfn,
         nr: u64,
         info: PageInfo,
-    ) -> Vec<RmapVma> {
-        let mut out = Vec::new();
+    ) -> Few<RmapVma> {
+        let mut out = Few::new();
         if !info.is_anon() {
             return out;
         }
@@ -544,10 +548,10 @@ impl Kernel {
         nr: u64,
         index: u64,
         mode: PvmwMode,
-    ) -> Vec<Mapped> {
+    ) -> Few<Mapped> {
         let level = ctx.machine().costs.pgtable_level.cycles();
         let mut reads = 0u64;
-        let mut out = Vec::new();
+        let mut out = Few::new();
         let start = vma_address(&v.vma, index).max(v.vma.start);
         let end = vma_address(&v.vma, index)
             .wrapping_add(nr * PAGE_SIZE)
@@ -609,7 +613,7 @@ impl Kernel {
         ctx: &mut Ctx,
         pfn: Pfn,
         mode: PvmwMode,
-    ) -> Vec<(RmapVma, Vec<Mapped>)> {
+    ) -> Few<(RmapVma, Few<Mapped>)> {
         let (head, nr) = self.rmap_target(pfn);
         let compound = self.compound_head(head);
         let info = self.pages.get(compound);

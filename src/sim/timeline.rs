@@ -231,6 +231,12 @@ impl<T: Copy + PartialEq> Timeline<T> {
     fn forget_oldest(&mut self, count: usize) {
         if self.sharing == Sharing::Exclusive {
             let gaps_gone = match self.spans().get(count) {
+                // One span forgotten (a full timeline making room for each
+                // new one): only the gap after it, the first, can begin
+                // before the next span does.
+                Some(kept) if count == 1 => {
+                    usize::from(self.gaps().first().is_some_and(|&gap| gap < kept.start))
+                }
                 Some(kept) => self.gap_index(kept.start),
                 None => self.gaps().len(),
             };

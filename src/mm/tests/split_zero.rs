@@ -164,6 +164,7 @@ fn the_seeds_10_gib_counts_scale_exactly() {
         (FULL, 0, 0, FULL * 512)
     );
     assert_eq!(worst.memchr_bytes, FULL * 512 * 4096);
+    assert_eq!(worst.same_pages, Some(0));
 }
 
 #[test]

@@ -52,6 +52,8 @@ fi
 export MMSIM_BIN="$PWD/target/debug/mmsim"
 # Ray's local cluster: no usage report, its session files under target/.
 export RAY_USAGE_STATS_ENABLED=0
+# No __pycache__ in the source tree.
+export PYTHONDONTWRITEBYTECODE=1
 status=0
 "$py" -m pytest -q -p no:cacheprovider python/tests || status=$?
 echo "python suite: $(($(date +%s) - started)) s"

@@ -10,7 +10,7 @@ command's ``--json`` output, nested names joined with a dot
 
     import mmsim
     df = mmsim.sweep(experiment="huge-zero-page", vary={"n": [1, 8, 18, 36, 72]})
-    df.pivot(index="n", columns="change", values="throughput").plot()
+    df.pivot(index="n", columns="change", values="throughput")
 
 ``sweep(..., backend="ray")`` runs each point as a Ray task, on the cluster
 ``ray.init(address=...)`` connects to (or one started on this machine);

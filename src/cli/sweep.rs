@@ -322,10 +322,7 @@ fn read_done(path: &str, points: &[Point]) -> Result<BTreeMap<usize, String>, Cl
 /// Rewrites `path` with the rows kept, in order, and opens it to append
 /// the rows to come as they finish (so a stopped sweep keeps them).
 fn start_output(path: &str, done: &BTreeMap<usize, String>) -> Result<std::fs::File, CliError> {
-    let mut text: String = done.values().map(|l| format!("{l}\n")).collect();
-    if text.is_empty() {
-        text = String::new();
-    }
+    let text: String = done.values().map(|l| format!("{l}\n")).collect();
     write_file(path, &text)?;
     std::fs::OpenOptions::new()
         .append(true)

@@ -9,6 +9,7 @@ commands:
   run <workload> [flags]      run a workload and print its output, metrics, profile and counters
   compare <workload> [flags]  run a workload with a feature off and on, side by side
   reproduce [ID|all]          rerun published experiments and compare with the published figures
+  sweep <workload> --vary P=V,... run a workload over a grid of parameters: NDJSON/CSV rows, a plot
   machines [NAME]             list the machine profiles, or show one's costs (--json too)
   machines detect [--output F] write a profile of this host (shape, measured costs)
   features                    list the kernel features, each one upstream change with its release (--json too)
@@ -231,6 +232,7 @@ pub fn of(command: &str) -> Option<&'static str> {
         "help" => HELP,
         "trace" => TRACE,
         "explore" => EXPLORE,
+        "sweep" => SWEEP,
         _ => return None,
     })
 }
@@ -300,4 +302,48 @@ options:
                     store to VAR
 
 The same arguments give the same output, byte for byte.
+";
+
+pub const SWEEP: &str = "\
+usage: mmsim sweep [SPEC.toml] [<workload> [workload flags] [run options]]
+                   [--experiment ID [--case NAME]] --vary NAME=V1,V2,... [options]
+
+Runs a workload once for every point of a grid and writes one row per run:
+its place in the grid ('run'), each parameter's value, every input (the
+'mmsim run' command line, machine and digest, seed, kernel, cost
+overrides, mmsim's version), elapsed_ns, the workload's metrics and the
+counters asked for. Rows come in the grid's order (the first --vary varies
+slowest) whatever order the runs end in; the runs share the host's cores,
+each on one thread, and each is deterministic.
+
+A parameter NAME is, in this order: a {NAME} placeholder in the command; an
+option of 'mmsim run' (seed, machine, thp-enabled, thp-zero-page, thp-swap,
+thp-max-ptes-none, swap, memcg=on|off); 'change' (with --experiment: its
+change off and on, which is varied last unless given); a feature (on|off);
+a cost (--set NAME=V); else a workload flag (-n for one letter, --name
+otherwise), replaced where the command gives it, added where not (on|off add
+or remove a flag without a value).
+
+SPEC.toml holds the same: command = \"usemem --readonly 100G\", experiment,
+case, vary = [\"n=1,8,18\", \"seed=1,2\"], counters = [\"pgfault\"].
+
+options:
+  --vary NAME=V,...  a parameter and its values (repeatable)
+  --experiment ID    start from an experiment's case: its workload, flags,
+                     machine and the kernel of its era (see 'mmsim experiments')
+  --case NAME        the case of an experiment that has several
+  --counters A,B     counters each row carries, by their /proc/vmstat names
+  --out FILE         write the rows to FILE (NDJSON) and print a summary; rows
+                     already in FILE are kept and not run again (resume)
+  --csv FILE         also write the rows as CSV
+  --plot FILE.svg    draw --metric against --x, one line per setting of the
+                     other parameters
+  --metric M         the plotted metric (default: the workload's first)
+  --x NAME           the plotted parameter (default: the first numeric one)
+  --jobs N           runs at once (default: the host's cores)
+  --progress         progress lines on stderr when it is not a terminal
+
+Without --out the rows go to stdout as NDJSON. A run that fails gives a row
+with 'error'; a point that 'mmsim run' would refuse stops the sweep before
+any run.
 ";

@@ -14,6 +14,7 @@ mod list;
 mod progress;
 mod reproduce;
 mod run;
+pub mod sweep;
 mod trace;
 
 use std::fmt;
@@ -103,8 +104,9 @@ pub fn execute(args: &[String]) -> Result<String, CliError> {
         "workloads" => list::workloads_command(rest),
         "trace" => trace::trace_command(rest),
         "explore" => explore::explore_command(rest),
+        "sweep" => sweep::sweep_command(rest),
         other => Err(CliError::new(format!(
-            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, explore, help)",
+            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, explore, sweep, help)",
             escape(other)
         ))),
     }

@@ -76,14 +76,14 @@ impl Mode {
 }
 
 /// A workload with its flags parsed and everything it runs on.
-struct Setup {
-    info: &'static WorkloadInfo,
-    benchmark: workload::Parsed,
-    machine: Machine,
-    features: Features,
+pub(super) struct Setup {
+    pub(super) info: &'static WorkloadInfo,
+    pub(super) benchmark: workload::Parsed,
+    pub(super) machine: Machine,
+    pub(super) features: Features,
     /// The feature `compare` turns off and on; `None` for `run`.
     compared: Option<Feature>,
-    seed: u64,
+    pub(super) seed: u64,
     top: usize,
     json: bool,
     /// `--progress`: plain progress lines when stderr is not a terminal.
@@ -91,7 +91,7 @@ struct Setup {
 }
 
 /// What the command line asked for: help, or a run.
-enum Request {
+pub(super) enum Request {
     Help(String),
     Run(Box<Setup>),
 }
@@ -165,7 +165,7 @@ pub fn compare_command(
 /// mmsim's own options (seed, top, features, the compared feature, the
 /// machine and its `--set` costs); then the workload exists; then its flags
 /// parse.
-fn prepare(
+pub(super) fn prepare(
     args: &[String],
     workloads: &'static [WorkloadInfo],
     mode: Mode,

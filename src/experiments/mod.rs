@@ -470,19 +470,7 @@ impl Job<'_> {
 
 /// Runs every job on `machine` at `seed`, on up to [`HOST_THREADS`] host
 /// threads, and returns their outputs in the jobs' order. Progress goes
-/// from 0 to 1 over all of them.
-///
-/// Jobs start largest estimate first (the larger runs of an experiment
-/// are its longer ones, and the short ones then fill in beside them), the
-/// order given among equals. A free thread takes the first job in that
-/// order whose estimated host memory fits in [`HOST_BUDGET_BYTES`] beside the runs in flight (a
-/// job with no estimate counts as nothing), or the first job when nothing
-/// is in flight; so a long run of a case no longer holds the other thread
-/// idle until the case's other side ends, and the two largest runs are
-/// not in memory together when they would not fit. Each job is
-/// deterministic on its own, so the results do not depend on how the host
-/// schedules them. Only progress crosses threads, as messages to the
-/// calling thread, which alone calls `progress`.
+/// from 0 to 1 over all of them. How the jobs are scheduled: [`run_jobs`].
 ///
 /// A job equal to an earlier one (the same workload, flags and kernel:
 /// seed 003's unscored 6.12 runs have the cases' "before" kernel) runs
@@ -494,20 +482,76 @@ pub fn run_many(
     seed: u64,
     progress: Progress,
 ) -> Vec<Result<RunOutput, RunError>> {
-    let estimates: Vec<u64> = jobs
-        .iter()
-        .map(|job| {
-            job.benchmark
-                .host_bytes_on(machine, &job.features)
-                .unwrap_or(0)
-        })
-        .collect();
     // For each job, the first job equal to it (itself if none before is).
     let same_as: Vec<usize> = (0..jobs.len())
         .map(|i| (0..i).find(|&j| jobs[j].same_run(&jobs[i])).unwrap_or(i))
         .collect();
-    let unique = same_as.iter().enumerate().filter(|&(i, &j)| i == j).count();
-    let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| same_as[i] == i).collect();
+    let unique: Vec<usize> = (0..jobs.len()).filter(|&i| same_as[i] == i).collect();
+    let run: Vec<RunJob> = unique
+        .iter()
+        .map(|&i| RunJob {
+            benchmark: jobs[i].benchmark,
+            machine,
+            features: jobs[i].features,
+            seed,
+        })
+        .collect();
+    let mut results: Vec<Option<Result<RunOutput, RunError>>> = jobs.iter().map(|_| None).collect();
+    run_jobs(&run, HOST_THREADS, progress, &mut |k, output| {
+        results[unique[k]] = Some(output);
+    });
+    for (i, &j) in same_as.iter().enumerate() {
+        if j != i {
+            results[i] = results[j].clone();
+        }
+    }
+    results
+        .into_iter()
+        .map(|slot| slot.expect("every job ran"))
+        .collect()
+}
+
+/// One run for [`run_jobs`]: a workload on a machine and a kernel, at a
+/// seed; everything a run depends on.
+#[derive(Clone, Copy)]
+pub struct RunJob<'a> {
+    pub benchmark: &'a workload::Parsed,
+    pub machine: &'a Machine,
+    pub features: Features,
+    pub seed: u64,
+}
+
+/// Runs every job on up to `threads` host threads and hands each output to
+/// `done` (with the job's index) as it finishes, on the calling thread.
+/// Progress goes from 0 to 1 over all of them.
+///
+/// Jobs start largest estimate first (the larger runs of an experiment
+/// are its longer ones, and the short ones then fill in beside them), the
+/// order given among equals. A free thread takes the first job in that
+/// order whose estimated host memory fits in [`HOST_BUDGET_BYTES`] beside the runs in flight (a
+/// job with no estimate counts as nothing), or the first job when nothing
+/// is in flight; so a long run of a case no longer holds the other thread
+/// idle until the case's other side ends, and the two largest runs are
+/// not in memory together when they would not fit. Each job is
+/// deterministic on its own, so its output does not depend on how the
+/// host schedules them; only the order of the calls to `done` does. Only
+/// progress and finished outputs cross threads, as messages to the
+/// calling thread, which alone calls `progress` and `done`.
+pub fn run_jobs(
+    jobs: &[RunJob],
+    threads: usize,
+    progress: Progress,
+    done: &mut dyn FnMut(usize, Result<RunOutput, RunError>),
+) {
+    let estimates: Vec<u64> = jobs
+        .iter()
+        .map(|job| {
+            job.benchmark
+                .host_bytes_on(job.machine, &job.features)
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(estimates[i]));
     let queue = Mutex::new(Queue {
         order,
@@ -515,14 +559,12 @@ pub fn run_many(
         bytes_in_flight: 0,
     });
     let freed = Condvar::new();
-    let results: Vec<Mutex<Option<Result<RunOutput, RunError>>>> =
-        jobs.iter().map(|_| Mutex::new(None)).collect();
-    let (tx, rx) = mpsc::channel::<(usize, f64)>();
+    let (tx, rx) = mpsc::channel::<(usize, Message)>();
     thread::scope(|scope| {
-        let workers: Vec<_> = (0..HOST_THREADS.min(jobs.len()))
+        let workers: Vec<_> = (0..threads.max(1).min(jobs.len()))
             .map(|w| {
                 let tx = tx.clone();
-                let (queue, freed, estimates, results) = (&queue, &freed, &estimates, &results);
+                let (queue, freed, estimates) = (&queue, &freed, &estimates);
                 thread::Builder::new()
                     .name(format!("mmsim-run-{w}"))
                     .spawn_scoped(scope, move || {
@@ -530,12 +572,15 @@ pub fn run_many(
                             let mut report = |f: f64| {
                                 // The receiver outlives every run; a failed
                                 // send would only lose a progress update.
-                                let _ = tx.send((i, f));
+                                let _ = tx.send((i, Message::Progress(f)));
                             };
                             let job = jobs[i];
                             let output =
-                                job.benchmark.run(machine, job.features, seed, &mut report);
-                            *results[i].lock().expect("a run's result slot") = Some(output);
+                                job.benchmark
+                                    .run(job.machine, job.features, job.seed, &mut report);
+                            // The receiver takes every output before the
+                            // scope ends.
+                            let _ = tx.send((i, Message::Done(Box::new(output))));
                             release_freed_memory();
                             let mut q = queue.lock().expect("the run queue");
                             q.in_flight -= 1;
@@ -548,10 +593,15 @@ pub fn run_many(
             })
             .collect();
         drop(tx);
-        let mut done = vec![0.0f64; jobs.len()];
-        for (i, f) in rx {
-            done[i] = f;
-            progress(done.iter().sum::<f64>() / unique as f64);
+        let mut fraction = vec![0.0f64; jobs.len()];
+        for (i, message) in rx {
+            match message {
+                Message::Progress(f) => {
+                    fraction[i] = f;
+                    progress(fraction.iter().sum::<f64>() / jobs.len() as f64);
+                }
+                Message::Done(output) => done(i, *output),
+            }
         }
         for worker in workers {
             worker
@@ -559,19 +609,12 @@ pub fn run_many(
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         }
     });
-    let mut outputs: Vec<Option<Result<RunOutput, RunError>>> = results
-        .into_iter()
-        .map(|slot| slot.into_inner().expect("a run's result slot"))
-        .collect();
-    for (i, &j) in same_as.iter().enumerate() {
-        if j != i {
-            outputs[i] = outputs[j].clone();
-        }
-    }
-    outputs
-        .into_iter()
-        .map(|output| output.expect("every job ran"))
-        .collect()
+}
+
+/// What a worker of [`run_jobs`] tells the calling thread about a job.
+enum Message {
+    Progress(f64),
+    Done(Box<Result<RunOutput, RunError>>),
 }
 
 /// Gives the memory a finished run freed back to the system. glibc's

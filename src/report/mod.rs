@@ -11,6 +11,7 @@
 pub mod compare;
 pub mod counters;
 pub mod json;
+pub mod plot;
 pub mod profile;
 pub mod table;
 pub mod text;

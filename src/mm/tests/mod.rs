@@ -59,6 +59,7 @@ mod deferred_split;
 mod kswapd;
 mod lru;
 mod memcg;
+mod mremap;
 mod reclaim;
 mod rmap;
 mod shmem;

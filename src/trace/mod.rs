@@ -10,6 +10,7 @@
 
 pub mod import;
 pub mod perf;
+pub mod perf_trace;
 pub mod recorded;
 pub mod strace;
 pub mod stream;
@@ -166,6 +167,16 @@ pub enum Op {
         addr: u64,
         len: u64,
     },
+    /// `mremap(addr, old_len, new_len, flags, ...)`, after which the
+    /// mapping was at `new_addr` (what the call returned: `addr` if it
+    /// shrank or grew in place).
+    Mremap {
+        addr: u64,
+        old_len: u64,
+        new_addr: u64,
+        new_len: u64,
+        flags: MremapFlags,
+    },
     Mprotect {
         addr: u64,
         len: u64,
@@ -204,6 +215,54 @@ pub enum Op {
     },
 }
 
+/// `mremap`'s flags, with Linux's values: `MREMAP_MAYMOVE` 1,
+/// `MREMAP_FIXED` 2, `MREMAP_DONTUNMAP` 4. Written as their names without
+/// `MREMAP_`, lower case, joined by `,`; `-` for none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MremapFlags(pub u32);
+
+impl MremapFlags {
+    pub const MAYMOVE: u32 = 1;
+    pub const FIXED: u32 = 2;
+    pub const DONTUNMAP: u32 = 4;
+    const NAMES: [(u32, &'static str); 3] = [
+        (Self::MAYMOVE, "maymove"),
+        (Self::FIXED, "fixed"),
+        (Self::DONTUNMAP, "dontunmap"),
+    ];
+
+    pub fn parse(text: &str) -> Option<MremapFlags> {
+        if text == "-" {
+            return Some(MremapFlags(0));
+        }
+        let mut bits = 0;
+        for name in text.split(',') {
+            let (bit, _) = Self::NAMES.iter().find(|(_, n)| *n == name)?;
+            bits |= bit;
+        }
+        Some(MremapFlags(bits))
+    }
+
+    pub fn has(self, bit: u32) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+impl fmt::Display for MremapFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Self::NAMES
+            .iter()
+            .filter(|(bit, _)| self.0 & bit != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        if names.is_empty() {
+            f.write_str("-")
+        } else {
+            f.write_str(&names.join(","))
+        }
+    }
+}
+
 /// One line of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
@@ -219,6 +278,16 @@ impl fmt::Display for Op {
         match *self {
             Op::Mmap { addr, len, prot } => write!(f, "mmap {addr:#x} {len:#x} {prot}"),
             Op::Munmap { addr, len } => write!(f, "munmap {addr:#x} {len:#x}"),
+            Op::Mremap {
+                addr,
+                old_len,
+                new_addr,
+                new_len,
+                flags,
+            } => write!(
+                f,
+                "mremap {addr:#x} {old_len:#x} {new_addr:#x} {new_len:#x} {flags}"
+            ),
             Op::Mprotect { addr, len, prot } => write!(f, "mprotect {addr:#x} {len:#x} {prot}"),
             Op::Brk { addr } => write!(f, "brk {addr:#x}"),
             Op::Madvise { addr, len, advice } => {
@@ -338,6 +407,7 @@ pub enum Problem {
     BadProt(String),
     BadAccess(String),
     BadAdvice(String),
+    BadMremapFlags(String),
     TimeGoesBack {
         previous_ns: u64,
     },
@@ -369,7 +439,7 @@ impl fmt::Display for Problem {
             }
             Problem::UnknownOp(op) => write!(
                 f,
-                "unknown op '{op}' (ops: mmap munmap mprotect brk madvise fork clone exec exit fault access)"
+                "unknown op '{op}' (ops: mmap munmap mremap mprotect brk madvise fork clone exec exit fault access)"
             ),
             Problem::ArgCount { op, expected, got } => {
                 write!(f, "{op} takes {expected} arguments, got {got}")
@@ -386,6 +456,10 @@ impl fmt::Display for Problem {
             Problem::BadProt(t) => write!(f, "protection '{t}' is not of the form rwx, r--, ---"),
             Problem::BadAccess(t) => write!(f, "access '{t}' is not r, w or ?"),
             Problem::BadAdvice(t) => write!(f, "unknown madvise advice '{t}'"),
+            Problem::BadMremapFlags(t) => write!(
+                f,
+                "mremap flags '{t}' are not '-' or a list of maymove, fixed, dontunmap joined by ','"
+            ),
             Problem::TimeGoesBack { previous_ns } => {
                 write!(
                     f,
@@ -462,15 +536,6 @@ impl fmt::Display for LoadError {
             LoadError::NoEvents { file } => write!(
                 f,
                 "{}: no events (the trace is empty or holds only comments)",
-                crate::util::escape(file)
-            ),
-            LoadError::NotImported {
-                file,
-                kind: "perf trace",
-                ..
-            } => write!(
-                f,
-                "{}: this is perf trace output, which mmsim does not import yet: record with strace under perf (docs/trace-format.md)",
                 crate::util::escape(file)
             ),
             LoadError::NotImported { file, kind, flag } => {
@@ -557,7 +622,7 @@ pub(crate) fn other_compression(bytes: &[u8]) -> Option<&'static str> {
 /// import flag that reads it.
 pub(crate) fn recording_kind(line: &str) -> Option<(&'static str, &'static str)> {
     if looks_like_perf_trace(line) {
-        return Some(("perf trace", ""));
+        return Some(("perf trace", "--perf-trace"));
     }
     if line.contains("PERF_RECORD_") || line.contains("faults:") {
         return Some(("perf script", "--strace STRACE --perf"));
@@ -810,6 +875,7 @@ fn parse_op(name: &str, args: &[&str]) -> Result<Op, Problem> {
     let (op, expected): (&'static str, usize) = match name {
         "mmap" => ("mmap", 3),
         "munmap" => ("munmap", 2),
+        "mremap" => ("mremap", 5),
         "mprotect" => ("mprotect", 3),
         "brk" => ("brk", 1),
         "madvise" => ("madvise", 3),
@@ -844,6 +910,20 @@ fn parse_op(name: &str, args: &[&str]) -> Result<Op, Problem> {
         "munmap" => {
             let (addr, len) = range()?;
             Op::Munmap { addr, len }
+        }
+        "mremap" => {
+            let (addr, old_len) = range()?;
+            let new_addr = address(args[2])?;
+            let new_len = length(new_addr, args[3])?;
+            let flags = MremapFlags::parse(args[4])
+                .ok_or_else(|| Problem::BadMremapFlags(args[4].to_string()))?;
+            Op::Mremap {
+                addr,
+                old_len,
+                new_addr,
+                new_len,
+                flags,
+            }
         }
         "mprotect" => {
             let (addr, len) = range()?;

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{Advice, IMPORT_SECONDS_MAX, Op, PAGE_SIZE, Prot, USER_ADDR_END};
+use super::{Advice, IMPORT_SECONDS_MAX, MremapFlags, Op, PAGE_SIZE, Prot, USER_ADDR_END};
 
 const NS_PER_DAY: u64 = 86_400 * 1_000_000_000;
 
@@ -23,6 +23,9 @@ pub enum Clock {
     Epoch,
     /// `-tt`: time of day, local time, from midnight.
     TimeOfDay,
+    /// `perf trace`: milliseconds since the recording started, on the
+    /// clock its faults are on too.
+    Relative,
 }
 
 /// A system call or task event, before pids are assigned.
@@ -138,7 +141,7 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
             .ok_or_else(|| error("no timestamp (record with -ttt or -tt)".into()))?;
         if index == 0 && super::looks_like_perf_trace(line) {
             return Err(error(
-                "this looks like 'perf trace' output (a relative time and a duration), not strace: perf trace is not imported yet; record with strace -f -ttt".into(),
+                "this looks like 'perf trace' output (a relative time and a duration), not strace: import it with --perf-trace".into(),
             ));
         }
         let (mut time_ns, line_clock) = parse_time(time_text).map_err(error)?;
@@ -256,7 +259,7 @@ fn parse_time(text: &str) -> Result<(u64, Clock), String> {
     Ok((seconds * 1_000_000_000 + fraction_ns, clock))
 }
 
-enum Parsed {
+pub(crate) enum Parsed {
     Call(Call),
     Failed,
     Ignored(String),
@@ -264,7 +267,7 @@ enum Parsed {
 }
 
 /// One complete call: `name(args) = ret ...`, or a `+++`/`---` line.
-fn parse_call(text: &str) -> Result<Parsed, String> {
+pub(crate) fn parse_call(text: &str) -> Result<Parsed, String> {
     if text.starts_with("+++ exited with") || text.starts_with("+++ killed by") {
         return Ok(Parsed::Call(Call::ExitGroup));
     }
@@ -304,6 +307,21 @@ fn parse_call(text: &str) -> Result<Parsed, String> {
             addr: number(arg(0)).ok_or("bad munmap address")?,
             len: page_len(arg(1))?,
         }),
+        "mremap" => {
+            let flags = mremap_flags(arg(3))?;
+            let old_len = page_len(arg(1))?;
+            if old_len == 0 {
+                // Duplicates a shared mapping; mmsim models none.
+                return Ok(Parsed::Ignored("mremap of length 0".into()));
+            }
+            Call::Memory(Op::Mremap {
+                addr: number(arg(0)).ok_or("bad mremap address")?,
+                old_len,
+                new_addr: ret_value()?,
+                new_len: page_len(arg(2))?,
+                flags,
+            })
+        }
         "mprotect" => Call::Memory(Op::Mprotect {
             addr: number(arg(0)).ok_or("bad mprotect address")?,
             len: page_len(arg(1))?,
@@ -379,6 +397,21 @@ fn page_len(text: &str) -> Result<u64, String> {
         return Err(format!("length {len:#x} is beyond the user address space"));
     }
     Ok(len.div_ceil(PAGE_SIZE) * PAGE_SIZE)
+}
+
+/// `MREMAP_MAYMOVE|MREMAP_FIXED`, `0`.
+fn mremap_flags(text: &str) -> Result<MremapFlags, String> {
+    let mut bits = 0;
+    for flag in text.split('|') {
+        bits |= match flag {
+            "0" => 0,
+            "MREMAP_MAYMOVE" => MremapFlags::MAYMOVE,
+            "MREMAP_FIXED" => MremapFlags::FIXED,
+            "MREMAP_DONTUNMAP" => MremapFlags::DONTUNMAP,
+            _ => return Err(format!("bad mremap flags '{text}'")),
+        };
+    }
+    Ok(MremapFlags(bits))
 }
 
 /// `PROT_READ|PROT_WRITE`, `PROT_NONE`; other bits (GROWSDOWN) ignored.

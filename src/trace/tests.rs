@@ -20,12 +20,14 @@ fn a_trace_parses_and_serializes_back() {
 10 12 12 madvise 0x7f0000000000 0x1000 dontneed
 11 12 12 mprotect 0x7f0000000000 0x1000 r--
 12 12 12 munmap 0x7f0000000000 0x1000
+12 12 12 mremap 0x7f0000001000 0x1000 0x7f0000100000 0x3000 maymove,fixed,dontunmap
+12 12 12 mremap 0x7f0000100000 0x3000 0x7f0000100000 0x1000 -
 13 12 12 exit
 14 10 11 exit
 15 10 10 exit
 ";
     let events = parse("t.trace", text).unwrap();
-    assert_eq!(events.len(), 13);
+    assert_eq!(events.len(), 15);
     assert_eq!(
         events[1].op,
         Op::Fault {
@@ -45,11 +47,23 @@ fn malformed_lines_name_file_line_and_problem() {
     );
     assert_eq!(
         error(&format!("{ROOT}\n1 10 10 frob 1\n")),
-        "t.trace:3: unknown op 'frob' (ops: mmap munmap mprotect brk madvise fork clone exec exit fault access)"
+        "t.trace:3: unknown op 'frob' (ops: mmap munmap mremap mprotect brk madvise fork clone exec exit fault access)"
     );
     assert_eq!(
         error(&format!("{ROOT}1 10 10 munmap 0x7f0000000000\n")),
         "t.trace:2: munmap takes 2 arguments, got 1"
+    );
+    assert_eq!(
+        error(&format!(
+            "{ROOT}1 10 10 mremap 0x7f0000000000 0x1000 0x7f0000100000 0x1000 move\n"
+        )),
+        "t.trace:2: mremap flags 'move' are not '-' or a list of maymove, fixed, dontunmap joined by ','"
+    );
+    assert_eq!(
+        error(&format!(
+            "{ROOT}1 10 10 mremap 0x7f0000000000 0x1000 0x7f0000100001 0x1000 -\n"
+        )),
+        "t.trace:2: ADDR 0x7f0000100001 is not a multiple of the page size"
     );
     assert_eq!(
         error(&format!("{ROOT}1 99 99 exit\n")),
@@ -431,14 +445,38 @@ mod import_tests {
     }
 
     #[test]
-    fn mremap_is_counted_with_a_warning() {
+    fn mremap_of_every_form_is_imported() {
         let text = "\
-100 1.000001 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000
-100 1.000002 mremap(0x7f0000000000, 8192, 16384, MREMAP_MAYMOVE) = 0x7f0000100000
+100 1.000001 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000
+100 1.000002 mremap(0x7f0000000000, 8192, 16385, MREMAP_MAYMOVE) = 0x7f0000100000
+100 1.000003 mremap(0x7f0000100000, 20480, 4096, 0) = 0x7f0000100000
+100 1.000004 mremap(0x7f0000100000, 4096, 4096, MREMAP_MAYMOVE|MREMAP_FIXED, 0x7f0000200000) = 0x7f0000200000
+100 1.000005 mremap(0x7f0000200000, 4096, 4096, MREMAP_MAYMOVE|MREMAP_DONTUNMAP, 0) = 0x7f0000300000
+100 1.000006 mremap(0x7f0000300000, 4096, 8192, 0) = -1 ENOMEM (Cannot allocate memory)
+100 1.000007 mremap(0x7f0000300000, 0, 8192, MREMAP_MAYMOVE) = 0x7f0000400000
 ";
-        let (_, summary) = import_text(text, STRICT).unwrap();
-        assert_eq!(summary.strace_skipped.ignored.get("mremap"), Some(&1));
-        assert!(summary.warnings()[0].starts_with("1 mremap calls are not in the format"));
+        let (events, summary) = import_text(text, STRICT).unwrap();
+        let ops: Vec<String> = events.iter().skip(1).map(|e| e.op.to_string()).collect();
+        assert_eq!(
+            ops,
+            [
+                "mremap 0x7f0000000000 0x2000 0x7f0000100000 0x5000 maymove",
+                "mremap 0x7f0000100000 0x5000 0x7f0000100000 0x1000 -",
+                "mremap 0x7f0000100000 0x1000 0x7f0000200000 0x1000 maymove,fixed",
+                "mremap 0x7f0000200000 0x1000 0x7f0000300000 0x1000 maymove,dontunmap",
+            ]
+        );
+        assert_eq!(summary.strace_skipped.failed, 1);
+        assert_eq!(
+            summary.strace_skipped.ignored.get("mremap of length 0"),
+            Some(&1)
+        );
+        assert!(
+            summary.warnings()[0].starts_with("1 mremap of length 0 calls are not in the format")
+        );
+        // Round trip through the format.
+        let again = parse("again", &serialize(&events)).unwrap();
+        assert_eq!(again, events);
     }
 
     /// `-tt` across midnight: the times after it are on the next day.

@@ -82,6 +82,7 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
             })?),
             None => None,
         },
+        ..trace::Meta::default()
     };
     // perf trace output holds calls and faults together: given as
     // --strace, it is read as what it is.
@@ -116,7 +117,7 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
         };
         let (events, summary) = import::import(&strace, Some(&perf), options)
             .map_err(|e| CliError::new(format!("trace import: {e}")))?;
-        return finish_import(&out, &events, &summary, meta);
+        return finish_import(&out, &events, &summary, &meta);
     }
     let strace = strace::parse(&strace_file, &strace_text)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
@@ -143,7 +144,7 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     };
     let (events, summary) = import::import(&strace, perf.as_ref(), options)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
-    finish_import(&out, &events, &summary, meta)
+    finish_import(&out, &events, &summary, &meta)
 }
 
 /// Writes the trace and reports what the import did.
@@ -151,7 +152,7 @@ pub(super) fn finish_import(
     out: &str,
     events: &[trace::Event],
     summary: &import::Summary,
-    meta: trace::Meta,
+    meta: &trace::Meta,
 ) -> Result<String, CliError> {
     let text = trace::serialize_with(events, meta);
     write_output(out, &text)?;

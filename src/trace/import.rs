@@ -243,6 +243,11 @@ pub fn import(
         .map(|r| (r.time_ns, Item::Call(r)))
         .collect();
     if let Some(perf) = perf {
+        if strace.clock == Clock::Seconds {
+            return Err(ImportError::Clocks(
+                "strace -t gives whole seconds, too coarse to place perf's faults among the calls: record with strace -ttt".into(),
+            ));
+        }
         if let (Some(line), Clock::TimeOfDay) = (strace.midnight_line, strace.clock) {
             return Err(ImportError::Clocks(format!(
                 "the strace -tt times pass midnight (at its line {line}), and perf's cannot be matched to them: record with strace -ttt"
@@ -352,7 +357,7 @@ fn perf_time(clock: Clock, time_ns: u64) -> Result<u64, ImportError> {
     Ok(match clock {
         Clock::Epoch => time_ns,
         // strace -tt prints local time of day: record with TZ=UTC.
-        Clock::TimeOfDay => time_ns % NS_PER_DAY,
+        Clock::TimeOfDay | Clock::Seconds => time_ns % NS_PER_DAY,
         Clock::Relative => time_ns,
     })
 }

@@ -313,24 +313,79 @@ impl fmt::Display for Event {
 /// The first line of a trace mmsim writes.
 pub const HEADER: &str = "# mmsim trace v1: TIME_NS PID TID OP ARGS (docs/trace-format.md)";
 
-/// What a trace's header says of the recording, beyond its events.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a trace's header says of the recording, beyond its events: one
+/// `# key: value` comment line each, before the first event. Other
+/// comments are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
     /// `/sys/kernel/mm/transparent_hugepage/enabled` of the recording
     /// kernel: `always`, `madvise` or `never`. A replay uses it unless told
     /// otherwise. Written `# thp-enabled: madvise`.
     pub thp_enabled: Option<&'static str>,
+    /// `/sys/kernel/mm/transparent_hugepage/defrag`: `always`, `defer`,
+    /// `defer+madvise`, `madvise` or `never`. Recorded for the reader; the
+    /// model does not compact, so a replay does not use it.
+    pub thp_defrag: Option<&'static str>,
+    /// `uname -r` of the recording kernel (`# kernel:`).
+    pub kernel: Option<String>,
+    /// The recording machine's page size in bytes (`# page-size:`); a
+    /// replay of a trace recorded with pages other than 4 KiB warns.
+    pub page_size: Option<u64>,
+    /// The command recorded, as typed (`# command:`).
+    pub command: Option<String>,
 }
 
 /// The values `# thp-enabled:` may take.
 pub const THP_ENABLED_NAMES: &[&str] = &["always", "madvise", "never"];
+/// The values `# thp-defrag:` may take.
+pub const THP_DEFRAG_NAMES: &[&str] = &["always", "defer", "defer+madvise", "madvise", "never"];
 
 pub(crate) const THP_ENABLED_KEY: &str = "# thp-enabled:";
+const THP_DEFRAG_KEY: &str = "# thp-defrag:";
+const KERNEL_KEY: &str = "# kernel:";
+const PAGE_SIZE_KEY: &str = "# page-size:";
+const COMMAND_KEY: &str = "# command:";
 
 impl Meta {
     /// `name` if it is a THP mode.
     pub fn thp_enabled_of(name: &str) -> Option<&'static str> {
         THP_ENABLED_NAMES.iter().copied().find(|&n| n == name)
+    }
+
+    /// `name` if it is a THP defrag mode.
+    pub fn thp_defrag_of(name: &str) -> Option<&'static str> {
+        THP_DEFRAG_NAMES.iter().copied().find(|&n| n == name)
+    }
+
+    /// Takes a header line if it is one of the keys: whether it was.
+    pub(crate) fn header_line(&mut self, line: &str) -> Result<bool, Problem> {
+        let line = line.trim();
+        if let Some(value) = line.strip_prefix(THP_ENABLED_KEY) {
+            let value = value.trim();
+            self.thp_enabled = Some(
+                Self::thp_enabled_of(value)
+                    .ok_or_else(|| Problem::BadThpEnabled(value.to_string()))?,
+            );
+        } else if let Some(value) = line.strip_prefix(THP_DEFRAG_KEY) {
+            let value = value.trim();
+            self.thp_defrag = Some(
+                Self::thp_defrag_of(value)
+                    .ok_or_else(|| Problem::BadThpDefrag(value.to_string()))?,
+            );
+        } else if let Some(value) = line.strip_prefix(KERNEL_KEY) {
+            self.kernel = Some(value.trim().to_string());
+        } else if let Some(value) = line.strip_prefix(PAGE_SIZE_KEY) {
+            let size = number("page-size", Some(value.trim()))?;
+            if !size.is_power_of_two() || size < 4096 {
+                return Err(Problem::BadPageSize(size));
+            }
+            self.page_size = Some(size);
+        } else if let Some(value) = line.strip_prefix(COMMAND_KEY) {
+            self.command = Some(value.trim().to_string());
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// Reads the header: the comment lines before the first event.
@@ -341,32 +396,45 @@ impl Meta {
             if !(line.is_empty() || line.starts_with('#')) {
                 break;
             }
-            if let Some(value) = line.strip_prefix(THP_ENABLED_KEY) {
-                let value = value.trim();
-                meta.thp_enabled = Some(Self::thp_enabled_of(value).ok_or_else(|| ParseError {
-                    file: file.to_string(),
-                    line: index + 1,
-                    problem: Problem::BadThpEnabled(value.to_string()),
-                })?);
-            }
+            meta.header_line(line).map_err(|problem| ParseError {
+                file: file.to_string(),
+                line: index + 1,
+                problem,
+            })?;
         }
         Ok(meta)
+    }
+
+    /// The header lines, in a fixed order.
+    fn lines(&self) -> String {
+        let mut out = String::new();
+        let mut add = |key: &str, value: Option<String>| {
+            if let Some(v) = value {
+                // One line each: a newline in a command would end it.
+                let v = v.replace(['\n', '\r'], " ");
+                out.push_str(&format!("{key} {v}\n"));
+            }
+        };
+        add(COMMAND_KEY, self.command.clone());
+        add(KERNEL_KEY, self.kernel.clone());
+        add(PAGE_SIZE_KEY, self.page_size.map(|s| s.to_string()));
+        add(THP_ENABLED_KEY, self.thp_enabled.map(str::to_string));
+        add(THP_DEFRAG_KEY, self.thp_defrag.map(str::to_string));
+        out
     }
 }
 
 /// A whole trace as text, header first.
 pub fn serialize(events: &[Event]) -> String {
-    serialize_with(events, Meta::default())
+    serialize_with(events, &Meta::default())
 }
 
 /// A whole trace as text, with what `meta` knows in the header.
-pub fn serialize_with(events: &[Event], meta: Meta) -> String {
+pub fn serialize_with(events: &[Event], meta: &Meta) -> String {
     let mut out = String::with_capacity(events.len() * 40 + HEADER.len() + 1);
     out.push_str(HEADER);
     out.push('\n');
-    if let Some(thp) = meta.thp_enabled {
-        out.push_str(&format!("{THP_ENABLED_KEY} {thp}\n"));
-    }
+    out.push_str(&meta.lines());
     for event in events {
         use std::fmt::Write;
         writeln!(out, "{event}").expect("writing to a String");
@@ -425,6 +493,8 @@ pub enum Problem {
     ZeroId(&'static str),
     /// `# thp-enabled:` with a value that is not a mode.
     BadThpEnabled(String),
+    BadThpDefrag(String),
+    BadPageSize(u64),
 }
 
 impl fmt::Display for Problem {
@@ -480,6 +550,13 @@ impl fmt::Display for Problem {
             Problem::TooManyTasks => write!(f, "more than {TASKS_LIVE_MAX} tasks alive at once"),
             Problem::BadThpEnabled(t) => {
                 write!(f, "thp-enabled '{t}' is not always, madvise or never")
+            }
+            Problem::BadThpDefrag(t) => write!(
+                f,
+                "thp-defrag '{t}' is not always, defer, defer+madvise, madvise or never"
+            ),
+            Problem::BadPageSize(n) => {
+                write!(f, "page-size {n} is not a power of two of at least 4096")
             }
         }
     }

@@ -23,6 +23,10 @@ pub enum Clock {
     Epoch,
     /// `-tt`: time of day, local time, from midnight.
     TimeOfDay,
+    /// `-t`: time of day in whole seconds. Lines of one second keep their
+    /// file order, which is the order strace saw them in (the merge's
+    /// sort is stable); no perf fault can be placed among them.
+    Seconds,
     /// `perf trace`: milliseconds since the recording started, on the
     /// clock its faults are on too.
     Relative,
@@ -146,9 +150,9 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
         }
         let (mut time_ns, line_clock) = parse_time(time_text).map_err(error)?;
         if *clock.get_or_insert(line_clock) != line_clock {
-            return Err(error("timestamps change between -tt and -ttt".into()));
+            return Err(error("timestamps change between -t, -tt and -ttt".into()));
         }
-        if line_clock == Clock::TimeOfDay {
+        if matches!(line_clock, Clock::TimeOfDay | Clock::Seconds) {
             // The time of day wraps at midnight: a time more than half a
             // day before the latest one is on the next day. (Lines of
             // different tasks may be out of order by a little, never by
@@ -232,9 +236,14 @@ fn pid_number(text: &str) -> Result<u32, String> {
     }
 }
 
-/// `1795308989.321039` (-ttt) or `00:53:34.346332` (-tt), to ns.
+/// `1795308989.321039` (-ttt), `00:53:34.346332` (-tt) or `00:53:34`
+/// (-t), to ns.
 fn parse_time(text: &str) -> Result<(u64, Clock), String> {
-    let bad = || format!("bad timestamp '{text}' (record with -ttt or -tt)");
+    let bad = || format!("bad timestamp '{text}' (record with -ttt, -tt or -t)");
+    if !text.contains('.') && text.contains(':') {
+        let (seconds, _) = parse_time(&format!("{text}.0")).map_err(|_| bad())?;
+        return Ok((seconds, Clock::Seconds));
+    }
     let (whole, fraction) = text.split_once('.').ok_or_else(bad)?;
     if fraction.is_empty() || fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());

@@ -87,11 +87,12 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
         .open()
         .and_then(Stream::survey)
         .map_err(|e| a.error(e))?;
+    let thp = survey.meta.thp_enabled.and_then(ThpEnabled::from_name);
     Ok(Box::new(TraceReplay {
         file,
         source,
         survey,
-        thp: survey.meta.thp_enabled.and_then(ThpEnabled::from_name),
+        thp,
     }))
 }
 
@@ -572,6 +573,13 @@ impl TraceReplay {
                 "warning: the trace has no faults or accesses: the VMA cache's figures are over the system calls' lookups alone (import with --perf)"
                     .to_string(),
             );
+        }
+        if let Some(size) = self.survey.meta.page_size
+            && size != 4096
+        {
+            lines.push(format!(
+                "warning: the trace was recorded with {size}-byte pages; mmsim's are 4096 bytes, so each recorded fault stands for one 4 KiB page"
+            ));
         }
         if c.segv > 0 {
             lines.push(format!(

@@ -513,3 +513,56 @@ fn a_streamed_replay_is_the_replay_of_the_parsed_trace() {
         );
     }
 }
+
+/// `mmsim trace record -- true` where perf can trace here: a trace whose
+/// header holds this host's kernel and THP modes and the command, with
+/// the program's exec, calls and faults, and nothing lost. Where perf is
+/// missing or not permitted, the test says why and checks that the
+/// command says so in one line.
+#[test]
+fn trace_record_of_true() {
+    let dir = std::env::temp_dir().join(format!("mmsim-record-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("true.trace");
+    let run = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .args(["trace", "record", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    if !run.status.success() {
+        eprintln!("skipped: perf cannot trace here: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("trace record:"), "{stderr}");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let text = trace::read_text(&out).unwrap();
+    let meta = trace::Meta::parse("true.trace", &text).unwrap();
+    assert_eq!(meta.command.as_deref(), Some("true"));
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(meta.kernel.as_deref(), Some(release.trim()));
+    assert!(
+        meta.thp_enabled.is_some() && meta.page_size.is_some(),
+        "{meta:?}"
+    );
+    let events = trace::parse("true.trace", &text).unwrap();
+    assert_eq!(events[0].op, trace::Op::Exec);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.op, trace::Op::Fault { .. }))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.op, trace::Op::Mmap { .. }))
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("0 faults of traced tasks outside their lifetime"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

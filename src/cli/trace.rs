@@ -10,12 +10,13 @@ use crate::trace::{self, import, perf, perf_trace, strace};
 pub fn trace_command(args: &[String]) -> Result<String, CliError> {
     match args.split_first() {
         None => Err(CliError::new(
-            "'mmsim trace' needs a subcommand: import (see 'mmsim help trace')",
+            "'mmsim trace' needs a subcommand: import or record (see 'mmsim help trace')",
         )),
         Some((first, _)) if first == "-h" || first == "--help" => Ok(help::TRACE.to_string()),
         Some((first, rest)) if first == "import" => import_command(rest),
+        Some((first, rest)) if first == "record" => super::record::record_command(rest),
         Some((other, _)) => Err(CliError::new(format!(
-            "unknown 'mmsim trace' subcommand '{}' (subcommands: import)",
+            "unknown 'mmsim trace' subcommand '{}' (subcommands: import, record)",
             crate::util::escape(other)
         ))),
     }

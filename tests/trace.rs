@@ -7,7 +7,7 @@ use std::process::Command;
 
 use mmsim::features::Features;
 use mmsim::machine::builtin;
-use mmsim::trace::{self, import, perf, strace};
+use mmsim::trace::{self, import, perf, perf_trace, strace};
 use mmsim::workload::trace::{EndCheck, replay};
 
 fn data(name: &str) -> PathBuf {
@@ -138,6 +138,163 @@ fn replay_counts_segv_and_failed_calls() {
     assert_eq!(c.segv, 4, "{c:?}");
     assert_eq!(c.advice_not_modelled, 1);
     assert_eq!((c.tasks, c.processes), (3, 2));
+}
+
+/// Every form of mremap replayed on the kernel's own mremap: the pages
+/// written before a move are read back at the new address without a
+/// fault of their own (a read there finds the page already mapped), and
+/// nothing is a SIGSEGV or a failed call.
+#[test]
+fn replay_of_mremap_follows_the_moved_pages() {
+    let text = "\
+0 1 1 mmap 0x7f0000000000 0x2000 rw-
+1 1 1 fault 0x7f0000000000 w
+2 1 1 fault 0x7f0000001000 w
+3 1 1 mremap 0x7f0000000000 0x2000 0x7f0000100000 0x5000 maymove
+4 1 1 access 0x7f0000101000 r
+5 1 1 access 0x7f0000104000 w
+6 1 1 mremap 0x7f0000100000 0x5000 0x7f0000100000 0x2000 -
+7 1 1 mremap 0x7f0000100000 0x2000 0x7f0000100000 0x3000 -
+8 1 1 mremap 0x7f0000100000 0x3000 0x7f0000200000 0x3000 maymove,fixed
+9 1 1 access 0x7f0000200000 r
+10 1 1 mremap 0x7f0000200000 0x3000 0x7f0000300000 0x3000 maymove,dontunmap
+11 1 1 access 0x7f0000200000 r
+12 1 1 access 0x7f0000301000 r
+13 1 1 access 0x7f0000104000 r
+";
+    let events = trace::parse("t", text).unwrap();
+    let machine = builtin("x86-2s-server").unwrap();
+    let mut features = Features::all();
+    features.thp.enabled = mmsim::features::ThpEnabled::Never;
+    let done = replay(&events, &machine, features, 1, EndCheck::Check, &mut |_| {}).unwrap();
+    let c = &done.counts;
+    assert_eq!(c.events, 14);
+    // The last read: the shrink unmapped 0x7f0000104000.
+    assert_eq!(c.segv, 1, "{c:?}");
+    assert!(c.failed.is_empty(), "{c:?}");
+    // Two write faults, the write to the grown part, and the read of the
+    // old range DONTUNMAP left empty; the reads of moved pages take none.
+    let faults = done.ctx.stats.event(mmsim::sim::Event::Pgfault);
+    assert_eq!(faults, 4);
+}
+
+fn perf_trace_text(name: &str) -> String {
+    trace::read_text(&data(&format!("perf-trace/{name}"))).unwrap()
+}
+
+/// `perf trace` with the fault tracepoints (what `mmsim trace record`
+/// runs): every call and fault of the program, in one stream, with the
+/// writes known; nothing lost; the trace round-trips and replays.
+#[test]
+fn perf_trace_with_fault_tracepoints_imports_every_event() {
+    let text = perf_trace_text("mr-tracepoints.txt.gz");
+    let (calls, faults) = perf_trace::parse("mr", &text).unwrap();
+    let strict = import::Options::default();
+    let (events, summary) = import::import(&calls, Some(&faults), strict).unwrap();
+    assert!(summary.lost().is_empty(), "{summary}");
+    // The lines of the program: every fault, and every call but the
+    // child's own returns from clone and clone3 and perf's untimed lines.
+    let fault_lines = text
+        .lines()
+        .filter(|l| l.contains("exceptions:page_fault_"))
+        .count() as u64;
+    assert_eq!(summary.faults + summary.faults_before_start, fault_lines);
+    assert_eq!(summary.calls, 31, "{summary}");
+    // Kernel-mode faults at user addresses (copy_to_user) are the
+    // program's faults too.
+    assert_eq!(faults.kernel_faults, 0);
+    let ops: Vec<String> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.op,
+                trace::Op::Mremap { .. } | trace::Op::Fork { .. } | trace::Op::Clone { .. }
+            )
+        })
+        .map(|e| e.op.to_string())
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "mremap 0x7f13575eb000 0x2000 0x7f13572fe000 0x100000 maymove",
+            "mremap 0x7f13572fe000 0x100000 0x7f13572fe000 0x2000 -",
+            "clone 2547",
+            "fork 2548",
+        ]
+    );
+    let writes = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.op,
+                trace::Op::Fault {
+                    access: trace::Access::Write,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(writes > 256, "the 1 MiB memset is written: {writes}");
+    let again = trace::parse("again", &trace::serialize(&events)).unwrap();
+    assert_eq!(again, events);
+    let machine = builtin("x86-2s-server").unwrap();
+    let done = replay(
+        &events,
+        &machine,
+        Features::all(),
+        1,
+        EndCheck::Check,
+        &mut |_| {},
+    )
+    .unwrap();
+    // perf trace shows no mapping execve makes (the program, its loader,
+    // the stack): the two mprotects of their RELRO pages fail, and the 32
+    // faults there are SIGSEGVs in the replay.
+    let c = &done.counts;
+    assert_eq!(c.failed.get("mprotect"), Some(&2), "{c:?}");
+    assert_eq!((c.failed.len(), c.segv), (1, 32), "{c:?}");
+}
+
+/// `perf trace -F all` shows a fault in a file as FILE@OFFSET: placed
+/// where the stream shows the file's mapping, lost (and refused without
+/// --allow-drops) where execve made it.
+#[test]
+fn perf_trace_pf_faults_in_files_mapped_by_exec_are_counted_as_lost() {
+    let text = perf_trace_text("mr-pf.txt.gz");
+    let (calls, faults) = perf_trace::parse("mr", &text).unwrap();
+    let strict = import::Options::default();
+    let error = import::import(&calls, Some(&faults), strict)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("perf trace faults at FILE@OFFSET"),
+        "{error}"
+    );
+    let file_lines = text
+        .lines()
+        .filter(|l| l.contains("fault [") && l.contains("=> /") && !l.contains("=> //anon"))
+        .count() as u64;
+    assert_eq!(
+        faults.file_faults_unplaced, file_lines,
+        "no fd is named, so none is placed"
+    );
+    let allow = import::Options { allow_drops: true };
+    let (events, summary) = import::import(&calls, Some(&faults), allow).unwrap();
+    assert_eq!(summary.lost().len(), 1, "{summary}");
+    let again = trace::parse("again", &trace::serialize(&events)).unwrap();
+    assert_eq!(again, events);
+}
+
+/// `perf trace -F all --no-syscalls`: faults alone, the root's.
+#[test]
+fn perf_trace_faults_only_imports_the_roots_faults() {
+    let text = perf_trace_text("mr-faults-only.txt.gz");
+    let (calls, faults) = perf_trace::parse("mr", &text).unwrap();
+    assert_eq!(calls.records.len(), 1, "the root's start");
+    let allow = import::Options { allow_drops: true };
+    let (events, summary) = import::import(&calls, Some(&faults), allow).unwrap();
+    assert!(summary.faults > 256, "{summary}");
+    assert_eq!(events[0].op, trace::Op::Exec);
 }
 
 #[test]
@@ -355,4 +512,57 @@ fn a_streamed_replay_is_the_replay_of_the_parsed_trace() {
             whole.ctx.stats.event(event)
         );
     }
+}
+
+/// `mmsim trace record -- true` where perf can trace here: a trace whose
+/// header holds this host's kernel and THP modes and the command, with
+/// the program's exec, calls and faults, and nothing lost. Where perf is
+/// missing or not permitted, the test says why and checks that the
+/// command says so in one line.
+#[test]
+fn trace_record_of_true() {
+    let dir = std::env::temp_dir().join(format!("mmsim-record-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("true.trace");
+    let run = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .args(["trace", "record", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    if !run.status.success() {
+        eprintln!("skipped: perf cannot trace here: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("trace record:"), "{stderr}");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let text = trace::read_text(&out).unwrap();
+    let meta = trace::Meta::parse("true.trace", &text).unwrap();
+    assert_eq!(meta.command.as_deref(), Some("true"));
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(meta.kernel.as_deref(), Some(release.trim()));
+    assert!(
+        meta.thp_enabled.is_some() && meta.page_size.is_some(),
+        "{meta:?}"
+    );
+    let events = trace::parse("true.trace", &text).unwrap();
+    assert_eq!(events[0].op, trace::Op::Exec);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.op, trace::Op::Fault { .. }))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.op, trace::Op::Mmap { .. }))
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("0 faults of traced tasks outside their lifetime"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

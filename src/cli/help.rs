@@ -239,6 +239,14 @@ pub fn of(command: &str) -> Option<&'static str> {
 
 pub const TRACE: &str = "\
 usage: mmsim trace import --strace FILE [--perf FILE] -o OUT [flags]
+       mmsim trace import --perf-trace FILE -o OUT [flags]
+       mmsim trace record [-o OUT] -- CMD ARGS...
+
+'record' runs CMD here under perf trace (its memory calls and the fault
+tracepoints, one stream), or under strace with perf record where perf trace
+is missing, and writes the imported trace (default CMD.trace.gz) with the
+kernel, page size, THP enabled and defrag, and the command in its header.
+It needs root or perf's permissions (perf_event_paranoid).
 
 Converts the output of one recorded run into an mmsim trace
 (docs/trace-format.md), which 'mmsim run trace OUT' replays. Record with
@@ -258,6 +266,7 @@ of tasks no traced task created) are an error unless --allow-drops.
 flags:
   --strace FILE        strace -f -ttt (or -tt) output; plain, gzip, xz or zstd
   --perf FILE          perf script output of the same run; plain, gzip, xz or zstd
+  --perf-trace FILE    perf trace output: calls and faults in one stream
   --perf-fields LIST   the -F list perf script was given, for lines without an
                        event name whose fields cannot be told by their shape
   --thp-enabled MODE   always, madvise or never: the recording kernel's

@@ -12,6 +12,7 @@ mod help;
 mod host_memory;
 mod list;
 mod progress;
+mod record;
 mod reproduce;
 mod run;
 pub mod sweep;

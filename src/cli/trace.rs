@@ -5,17 +5,18 @@ use std::io::Write;
 use std::path::Path;
 
 use super::{CliError, help};
-use crate::trace::{self, import, perf, strace};
+use crate::trace::{self, import, perf, perf_trace, strace};
 
 pub fn trace_command(args: &[String]) -> Result<String, CliError> {
     match args.split_first() {
         None => Err(CliError::new(
-            "'mmsim trace' needs a subcommand: import (see 'mmsim help trace')",
+            "'mmsim trace' needs a subcommand: import or record (see 'mmsim help trace')",
         )),
         Some((first, _)) if first == "-h" || first == "--help" => Ok(help::TRACE.to_string()),
         Some((first, rest)) if first == "import" => import_command(rest),
+        Some((first, rest)) if first == "record" => super::record::record_command(rest),
         Some((other, _)) => Err(CliError::new(format!(
-            "unknown 'mmsim trace' subcommand '{}' (subcommands: import)",
+            "unknown 'mmsim trace' subcommand '{}' (subcommands: import, record)",
             crate::util::escape(other)
         ))),
     }
@@ -26,6 +27,7 @@ pub fn trace_command(args: &[String]) -> Result<String, CliError> {
 struct ImportArgs {
     strace: Option<String>,
     perf: Option<String>,
+    perf_trace: Option<String>,
     perf_fields: Option<String>,
     out: Option<String>,
     allow_drops: bool,
@@ -45,6 +47,7 @@ fn parse_import_args(args: &[String]) -> Result<Option<ImportArgs>, CliError> {
             "-h" | "--help" => return Ok(None),
             "--strace" => parsed.strace = Some(value(arg)?),
             "--perf" => parsed.perf = Some(value(arg)?),
+            "--perf-trace" => parsed.perf_trace = Some(value(arg)?),
             "--perf-fields" => parsed.perf_fields = Some(value(arg)?),
             "--allow-drops" => parsed.allow_drops = true,
             "--thp-enabled" => parsed.thp_enabled = Some(value(arg)?),
@@ -64,9 +67,6 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     let Some(args) = parse_import_args(args)? else {
         return Ok(help::TRACE.to_string());
     };
-    let strace_file = args
-        .strace
-        .ok_or_else(|| CliError::new("trace import: --strace FILE is required"))?;
     let out = args
         .out
         .ok_or_else(|| CliError::new("trace import: -o OUT is required"))?;
@@ -83,8 +83,44 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
             })?),
             None => None,
         },
+        ..trace::Meta::default()
     };
-    let strace = strace::parse(&strace_file, &read(&strace_file)?)
+    // perf trace output holds calls and faults together: given as
+    // --strace, it is read as what it is.
+    let (strace_file, strace_text, perf_trace) = match (&args.perf_trace, &args.strace) {
+        (Some(_), Some(_)) => {
+            return Err(CliError::new(
+                "trace import: --perf-trace holds the calls already: give it without --strace",
+            ));
+        }
+        (Some(file), None) => (file.clone(), read(file)?, true),
+        (None, Some(file)) => {
+            let text = read(file)?;
+            let is = perf_trace::is_perf_trace(&text);
+            (file.clone(), text, is)
+        }
+        (None, None) => {
+            return Err(CliError::new(
+                "trace import: --strace FILE or --perf-trace FILE is required",
+            ));
+        }
+    };
+    if perf_trace {
+        if args.perf.is_some() || args.perf_fields.is_some() {
+            return Err(CliError::new(
+                "trace import: perf trace output holds the faults already: give it without --perf",
+            ));
+        }
+        let (strace, perf) = perf_trace::parse(&strace_file, &strace_text)
+            .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+        let options = import::Options {
+            allow_drops: args.allow_drops,
+        };
+        let (events, summary) = import::import(&strace, Some(&perf), options)
+            .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+        return finish_import(&out, &events, &summary, &meta);
+    }
+    let strace = strace::parse(&strace_file, &strace_text)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
     let fields = match &args.perf_fields {
         Some(list) => Some(
@@ -109,8 +145,18 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     };
     let (events, summary) = import::import(&strace, perf.as_ref(), options)
         .map_err(|e| CliError::new(format!("trace import: {e}")))?;
-    let text = trace::serialize_with(&events, meta);
-    write_output(&out, &text)?;
+    finish_import(&out, &events, &summary, &meta)
+}
+
+/// Writes the trace and reports what the import did.
+pub(super) fn finish_import(
+    out: &str,
+    events: &[trace::Event],
+    summary: &import::Summary,
+    meta: &trace::Meta,
+) -> Result<String, CliError> {
+    let text = trace::serialize_with(events, meta);
+    write_output(out, &text)?;
     let mut report = format!("{out}: {summary}\n");
     for lost in summary.lost() {
         report.push_str(&format!("warning: lost (--allow-drops): {lost}\n"));

@@ -714,6 +714,21 @@ impl<T> Sys<'_, T> {
         self.core.k.munmap(self.ctx, mm, addr, len)
     }
 
+    /// `mremap(addr, old_len, new_len, flags, new_addr)` (`mm::mremap`):
+    /// where the mapping is afterwards.
+    pub fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u32,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        self.syscall_entry();
+        let mm = self.mm();
+        (self.core.k).mremap(self.ctx, mm, addr, old_len, new_len, flags, new_addr)
+    }
+
     /// `munmap` in pieces (see [`Kernel::munmap_begin`]): the system call's
     /// entry, `mmap_lock` and the detach; returns the ranges to zap.
     pub fn munmap_begin(&mut self, addr: u64, len: u64) -> Result<Vec<(u64, u64)>, Errno> {

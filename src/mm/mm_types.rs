@@ -41,6 +41,9 @@ pub enum Errno {
     /// A kernel resource is short for now: `madvise` turns a split refused
     /// at `max_map_count` into this.
     EAGAIN,
+    /// A range that is not mapped where the call needs it to be: `mremap`
+    /// of an address no VMA holds, or of a range crossing a VMA's end.
+    EFAULT,
 }
 
 impl fmt::Display for Errno {
@@ -50,6 +53,7 @@ impl fmt::Display for Errno {
             Errno::ENOMEM => "ENOMEM (cannot allocate memory)",
             Errno::EACCES => "EACCES (permission denied)",
             Errno::EAGAIN => "EAGAIN (resource temporarily unavailable)",
+            Errno::EFAULT => "EFAULT (bad address)",
         };
         f.write_str(text)
     }
@@ -126,6 +130,13 @@ pub struct Vma {
     /// `vma->anon_vma` and the length of `vma->anon_vma_chain`
     /// (`rmap.rs` keeps the chains themselves).
     pub anon: VmaAnon,
+    /// An anonymous VMA's `vm_pgoff` less its start in pages (wrapping):
+    /// 0 for every VMA `mmap` or `brk` made, since Linux gives a new
+    /// anonymous VMA `vm_pgoff = vm_start >> PAGE_SHIFT`. `mremap` moves a
+    /// VMA that has pages and keeps their offsets (`copy_vma`), so the
+    /// moved VMA's differs. A file VMA keeps its offset in `file` and this
+    /// at 0.
+    pub anon_pgoff: u64,
 }
 
 /// An anon_vma, by index (`rmap.rs`).
@@ -200,6 +211,12 @@ impl VmFile {
 }
 
 impl Vma {
+    /// `vm_pgoff - vm_start / PAGE_SIZE`, wrapping: the page offset that
+    /// address 0 would have, for a file or an anonymous VMA.
+    pub fn pgoff_at_zero(&self) -> u64 {
+        self.file.map_or(self.anon_pgoff, |f| f.pgoff_at_zero)
+    }
+
     pub fn len(&self) -> u64 {
         self.end - self.start
     }

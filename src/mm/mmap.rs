@@ -559,7 +559,7 @@ impl VmaTree {
         flags: VmFlags,
         file: Option<VmFile>,
     ) {
-        if self.vma_merge(start, end, flags, file, VmaAnon::NONE) {
+        if self.vma_merge(start, end, flags, file, VmaAnon::NONE, 0) {
             return;
         }
         let index = self.vmas.partition_point(|vma| vma.start < start);
@@ -583,10 +583,124 @@ impl VmaTree {
                 flags,
                 file,
                 anon: VmaAnon::NONE,
+                anon_pgoff: 0,
             },
         );
         let id = self.new_id();
         self.ids.insert(index, id);
+    }
+}
+
+impl VmaTree {
+    /// `get_unmapped_area(NULL, hint, len, 0, 0)` for a private anonymous
+    /// range (x86's `arch_get_unmapped_area_topdown`): the page-aligned
+    /// hint if `[hint, hint + len)` is free and inside the user address
+    /// space, else the top-down search. ENOMEM if `len` exceeds
+    /// `TASK_SIZE` or nothing fits. A hint below `mmap_min_addr` is not
+    /// taken (Linux would then fail the call with EPERM).
+    pub(super) fn get_unmapped_area(&self, len: u64, hint: u64) -> Result<u64, Errno> {
+        if len > TASK_SIZE {
+            return Err(Errno::ENOMEM);
+        }
+        if hint != 0
+            && let Some(addr) = page_align(hint)
+            && addr >= MMAP_MIN_ADDR
+            && addr <= TASK_SIZE - len
+            && !self.find_vma_links(addr, addr + len)
+        {
+            return Ok(addr);
+        }
+        self.unmapped_area_topdown(len).ok_or(Errno::ENOMEM)
+    }
+
+    /// `mremap`'s growth in place of the VMA holding `addr`, which ends
+    /// at `end`, up to `new_end` (free, checked by `vma_expandable`). 5.13
+    /// calls `vma_adjust`, which never merges with the VMA above; mmsim
+    /// calls `vma_merge` for the added range (as Linux does from 6.0),
+    /// since its tree holds no two neighbours that could merge: the one
+    /// difference is a grown VMA that ends exactly where a VMA of equal
+    /// flags starts, one VMA here and two in 5.13.
+    pub(super) fn vma_expand(&mut self, addr: u64, end: u64, new_end: u64) {
+        let (index, _) = self.find_vma_index(addr);
+        let vma = self.vmas[index];
+        assert_eq!(vma.end, end, "mremap grows {vma} from its end only");
+        let merged = self.vma_merge(end, new_end, vma.flags, vma.file, vma.anon, vma.anon_pgoff);
+        assert!(merged, "{vma} takes the range above it");
+    }
+
+    /// `copy_vma`: a VMA for `[new_addr, new_addr + len)` like the one
+    /// holding `old_addr`, its page offsets those of `old_addr` onwards (so
+    /// its pages keep their index), unless it is anonymous and has no
+    /// anon_vma yet: then it is a fresh VMA at its new place. Merged with a
+    /// neighbour where `vma_merge` allows, else linked with a copy of the
+    /// anon_vma chain (`anon_vma_clone`). Returns the identity of the VMA
+    /// that now holds `new_addr`. The range must be free.
+    pub(super) fn copy_vma(&mut self, old_addr: u64, new_addr: u64, len: u64) -> VmaId {
+        let (index, _) = self.find_vma_index(old_addr);
+        let vma = self.vmas[index];
+        let src = self.ids[index];
+        assert!(
+            vma.contains(old_addr),
+            "copy_vma from a hole at {old_addr:#x}"
+        );
+        let faulted = vma.file.is_some() || vma.anon.anon_vma.is_some();
+        let at_zero = if faulted {
+            // vm_pgoff of old_addr, less the new start's page.
+            (old_addr / PAGE_SIZE)
+                .wrapping_add(vma.pgoff_at_zero())
+                .wrapping_sub(new_addr / PAGE_SIZE)
+        } else {
+            0
+        };
+        let (file, anon_pgoff) = match vma.file {
+            Some(f) => (
+                Some(VmFile {
+                    pgoff_at_zero: at_zero,
+                    ..f
+                }),
+                0,
+            ),
+            None => (None, at_zero),
+        };
+        let end = new_addr + len;
+        assert!(
+            !self.find_vma_links(new_addr, end),
+            "copy_vma onto a mapping at {new_addr:#x}"
+        );
+        if self.vma_merge(new_addr, end, vma.flags, file, vma.anon, anon_pgoff) {
+            let (at, _) = self.find_vma_index(new_addr);
+            return self.ids[at];
+        }
+        let at = self.vmas.partition_point(|v| v.start < new_addr);
+        self.vmas.insert(
+            at,
+            Vma {
+                start: new_addr,
+                end,
+                flags: vma.flags,
+                file,
+                anon: vma.anon,
+                anon_pgoff,
+            },
+        );
+        let id = self.new_id();
+        self.ids.insert(at, id);
+        if vma.anon.anon_vma.is_some() {
+            self.anon_events.push(AnonEvent::Clone { dst: id, src });
+        }
+        id
+    }
+
+    /// `MREMAP_DONTUNMAP` of a whole VMA: the VMA holding `addr` stays but
+    /// leaves its anon_vmas (`unlink_anon_vmas`, and `vma->anon_vma` is
+    /// cleared): its pages went with the move, and a later fault there
+    /// prepares a new anon_vma.
+    pub(super) fn drop_anon_vma(&mut self, addr: u64) {
+        let (index, _) = self.find_vma_index(addr);
+        if self.vmas[index].anon.anon_vma.is_some() {
+            self.anon_events.push(AnonEvent::Unlink(self.ids[index]));
+            self.vmas[index].anon = VmaAnon::NONE;
+        }
     }
 }
 
@@ -942,7 +1056,7 @@ impl VmaTree {
         if vma.flags == flags {
             return Ok(());
         }
-        if self.vma_merge(start, end, flags, vma.file, vma.anon) {
+        if self.vma_merge(start, end, flags, vma.file, vma.anon, vma.anon_pgoff) {
             return Ok(());
         }
         // split_vma refuses at max_map_count, one split at a time; refusing
@@ -992,13 +1106,16 @@ impl VmaTree {
     /// `vmacache_seqnum` (`__vma_unlink_common`); the VMA the range was cut
     /// from, if the merge covers only part of it, keeps the rest (mprotect's
     /// cases 4 and 5 move the boundary between two VMAs and unlink nothing).
-    fn vma_merge(
+    /// `anon_pgoff` is the range's [`Vma::anon_pgoff`]: an anonymous
+    /// neighbour merges only at contiguous page offsets, which is equality.
+    pub(super) fn vma_merge(
         &mut self,
         start: u64,
         end: u64,
         flags: VmFlags,
         file: Option<VmFile>,
         anon: VmaAnon,
+        anon_pgoff: u64,
     ) -> bool {
         let before = self.vmas.partition_point(|vma| vma.end < start);
         let after = self.vmas.partition_point(|vma| vma.start < end);
@@ -1008,6 +1125,7 @@ impl VmaTree {
         let fits = |vma: &Vma| {
             vma.flags == flags
                 && vma.file == file
+                && vma.anon_pgoff == anon_pgoff
                 && is_mergeable_anon_vma(anon.anon_vma, vma.anon.anon_vma, Some(vma.anon))
         };
         let prev = Some(before).filter(|&i| {
@@ -1036,6 +1154,7 @@ impl VmaTree {
             flags,
             file,
             anon: self.vmas[survivor].anon,
+            anon_pgoff,
         };
         let first = self.vmas.partition_point(|vma| vma.end <= merged.start);
         let last = self.vmas.partition_point(|vma| vma.start < merged.end);
@@ -1141,6 +1260,7 @@ impl VmaTree {
                 vma.end < next.start
                     || vma.flags != next.flags
                     || vma.file != next.file
+                    || vma.anon_pgoff != next.anon_pgoff
                     || shared_at_fault
                     || !anon_mergeable(vma.anon, next.anon),
                 "VMA {vma} and {next} touch with equal flags but were not merged ({:?}, {:?})",
@@ -1215,6 +1335,7 @@ mod tests {
             flags: calc_vm_prot_bits(prot),
             file: None,
             anon: VmaAnon::NONE,
+            anon_pgoff: 0,
         }
     }
 
@@ -1963,6 +2084,7 @@ mod tests {
                         flags,
                         file: None,
                         anon: VmaAnon::NONE,
+                        anon_pgoff: 0,
                     })
                 })
                 .collect()

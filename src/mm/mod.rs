@@ -22,6 +22,7 @@ pub mod mm_inline;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
+pub mod mremap;
 pub mod oom_kill;
 pub mod page_alloc;
 pub mod page_flags;

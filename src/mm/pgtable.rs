@@ -172,6 +172,12 @@ impl PageTables {
         table.pfn
     }
 
+    /// A table moved under another entry (`mremap`'s `move_normal_pud`):
+    /// like a destruction, it makes walks remembered by address stale.
+    pub fn moved_table(&mut self) {
+        self.generation += 1;
+    }
+
     /// See [`PageTables::generation`]'s field: how many tables were ever
     /// destroyed.
     pub fn generation(&self) -> u64 {

@@ -45,10 +45,14 @@ pub struct AnonVma {
     chain: BTreeSet<(MmId, VmaId)>,
     /// How many of those VMAs each mm has: the walk looks each mm up once.
     mms: BTreeMap<MmId, u32>,
-    /// The page offset at address 0 of every VMA chained to it (0 for an
-    /// anonymous VMA; a private file mapping's `vm_pgoff` less its start):
-    /// VMAs share an anon_vma only where their offsets line up.
-    pgoff_at_zero: u64,
+    /// The page offsets at address 0 ([`Vma::pgoff_at_zero`]) that VMAs
+    /// chained to it have had, in the order first seen: one (0 for
+    /// anonymous VMAs) until `mremap` moves a VMA with pages, which keeps
+    /// their offsets at another address. Linux's interval tree is keyed by
+    /// each VMA's own `vm_pgoff`; the walk here asks each offset's address
+    /// range and keeps the VMAs that have that offset. Never shrinks while
+    /// the anon_vma lives: an offset no VMA has any more finds nothing.
+    pgoff_at_zero: Vec<u64>,
 }
 
 /// Every anon_vma and every VMA's chain.
@@ -103,7 +107,7 @@ impl Rmap {
             refcount: 1,
             chain: BTreeSet::new(),
             mms: BTreeMap::new(),
-            pgoff_at_zero,
+            pgoff_at_zero: vec![pgoff_at_zero],
         });
         if let Some(root) = root {
             // get_anon_vma(root): a child keeps its root alive.
@@ -165,6 +169,18 @@ impl Rmap {
         }
     }
 
+    /// A VMA chained to every anon_vma of `vma`'s chain now maps their
+    /// pages at page offset `pgoff_at_zero` from address 0 (`copy_vma`).
+    pub(super) fn note_pgoff(&mut self, vma: (MmId, VmaId), pgoff_at_zero: u64) {
+        let ids = self.chains.get(&vma).cloned().unwrap_or_default();
+        for id in ids {
+            let offsets = &mut self.get_mut(id).pgoff_at_zero;
+            if !offsets.contains(&pgoff_at_zero) {
+                offsets.push(pgoff_at_zero);
+            }
+        }
+    }
+
     /// The VMA's chain.
     pub fn chain(&self, mm: MmId, vma: VmaId) -> &[AnonVmaId] {
         self.chains.get(&(mm, vma)).map_or(&[], Vec::as_slice)
@@ -192,16 +208,17 @@ impl AnonVma {
 }
 
 /// `linear_page_index`: the page index `addr` has in `vma` (for an
-/// anonymous VMA, `vm_pgoff` is its start in pages, as no VMA here moves).
+/// anonymous VMA, `vm_pgoff` is its start in pages unless `mremap` moved
+/// it: [`Vma::pgoff_at_zero`]).
 pub fn linear_page_index(vma: &Vma, addr: u64) -> u64 {
-    (addr / PAGE_SIZE).wrapping_add(vma.file.map_or(0, |f| f.pgoff_at_zero))
+    (addr / PAGE_SIZE).wrapping_add(vma.pgoff_at_zero())
 }
 
 /// `vma_address` without the range check: where page `index` would be
 /// mapped in `vma`.
 fn vma_address(vma: &Vma, index: u64) -> u64 {
     index
-        .wrapping_sub(vma.file.map_or(0, |f| f.pgoff_at_zero))
+        .wrapping_sub(vma.pgoff_at_zero())
         .wrapping_mul(PAGE_SIZE)
 }
 
@@ -340,7 +357,7 @@ impl Kernel {
         let reused = next
             .and_then(|n| reusable(Some(n), &vma, n))
             .or_else(|| prev.and_then(|p| reusable(Some(p), p, &vma)));
-        let pgoff_at_zero = vma.file.map_or(0, |f| f.pgoff_at_zero);
+        let pgoff_at_zero = vma.pgoff_at_zero();
         let av = reused.unwrap_or_else(|| self.rmap.alloc(None, None, pgoff_at_zero));
         self.rmap.link((mm, id), av);
         let anon = VmaAnon {
@@ -370,8 +387,8 @@ impl Kernel {
             };
             self.rmap.clone_chain((child, id), (parent, id));
             let parent_av = self.rmap.anon_vma(pav).expect("the parent's anon_vma");
-            let (root, pgoff_at_zero) = (parent_av.root, parent_av.pgoff_at_zero);
-            let av = self.rmap.alloc(Some(root), Some(pav), pgoff_at_zero);
+            let root = parent_av.root;
+            let av = self.rmap.alloc(Some(root), Some(pav), vma.pgoff_at_zero());
             self.rmap.link((child, id), av);
             let anon = VmaAnon {
                 anon_vma: Some(av),
@@ -521,17 +538,26 @@ impl Kernel {
         let compound = self.compound_head(pfn);
         let first = info.index.wrapping_add(head.0 - compound.0);
         let step = ctx.machine().costs.find_vma_node.cycles();
-        // The addresses of [first, first + nr) in every chained VMA.
-        let start = first.wrapping_sub(av.pgoff_at_zero).wrapping_mul(PAGE_SIZE);
-        let end = start.saturating_add(nr * PAGE_SIZE);
+        // The addresses of [first, first + nr) in every chained VMA, for
+        // each offset its VMAs have (one, unless mremap moved one).
         for &mm in av.mms.keys() {
-            for (id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
-                if !av.chain.contains(&(mm, id)) {
-                    continue;
+            for &offset in &av.pgoff_at_zero {
+                let start = first.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
+                let end = start.saturating_add(nr * PAGE_SIZE);
+                for (id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
+                    if !av.chain.contains(&(mm, id)) || vma.pgoff_at_zero() != offset {
+                        continue;
+                    }
+                    ctx.charge(Symbol::RmapWalkAnon, step);
+                    out.push(RmapVma { mm, id, vma: *vma });
                 }
-                ctx.charge(Symbol::RmapWalkAnon, step);
-                out.push(RmapVma { mm, id, vma: *vma });
             }
+        }
+        if av.pgoff_at_zero.len() > 1 {
+            // Address order within each mm, as one interval query gives.
+            let mut sorted: Vec<RmapVma> = out.into_iter().collect();
+            sorted.sort_by_key(|v| (v.mm, v.vma.start));
+            return sorted.into_iter().collect();
         }
         out
     }
@@ -931,5 +957,6 @@ impl Kernel {
 fn anon_vma_compatible(a: &Vma, b: &Vma) -> bool {
     a.end == b.start
         && a.file == b.file
+        && a.anon_pgoff == b.anon_pgoff
         && a.flags.without(VmFlags::PROT_MASK) == b.flags.without(VmFlags::PROT_MASK)
 }

@@ -18,7 +18,7 @@ use std::fmt;
 
 use super::perf::{Perf, PerfRecord, Sample};
 use super::strace::{Call, Clock, Record, Skipped, Strace};
-use super::{Access, Event, Op, TIME_NS_MAX, USER_ADDR_END};
+use super::{Event, Op, TIME_NS_MAX, USER_ADDR_END};
 
 const NS_PER_DAY: u64 = 86_400 * 1_000_000_000;
 /// 2001-09-09 in ns since the epoch: a perf time below this is not on
@@ -92,6 +92,10 @@ impl Summary {
             self.calls_out_of_range,
             "calls beyond the user address space",
         );
+        add(
+            self.perf_skipped.file_faults_unplaced,
+            "perf trace faults at FILE@OFFSET in a mapping the stream does not show (made by execve)",
+        );
         lost
     }
 
@@ -130,7 +134,7 @@ impl Summary {
 
 /// Calls that change the address space and have no op in the format.
 const ADDRESS_SPACE_CALLS: &[&str] = &[
-    "mremap",
+    "mremap of length 0",
     "remap_file_pages",
     "shmat",
     "shmdt",
@@ -239,6 +243,11 @@ pub fn import(
         .map(|r| (r.time_ns, Item::Call(r)))
         .collect();
     if let Some(perf) = perf {
+        if strace.clock == Clock::Seconds {
+            return Err(ImportError::Clocks(
+                "strace -t gives whole seconds, too coarse to place perf's faults among the calls: record with strace -ttt".into(),
+            ));
+        }
         if let (Some(line), Clock::TimeOfDay) = (strace.midnight_line, strace.clock) {
             return Err(ImportError::Clocks(format!(
                 "the strace -tt times pass midnight (at its line {line}), and perf's cannot be matched to them: record with strace -ttt"
@@ -335,6 +344,9 @@ fn one_run(strace: &Strace, items: &[(u64, Item)]) -> Result<(), ImportError> {
 
 /// perf's time on strace's clock.
 fn perf_time(clock: Clock, time_ns: u64) -> Result<u64, ImportError> {
+    if clock == Clock::Relative {
+        return Ok(time_ns);
+    }
     if time_ns < WALL_CLOCK_MIN_NS {
         return Err(ImportError::Clocks(format!(
             "perf time {}.{:09} s is not on the wall clock: record with 'perf record -k CLOCK_REALTIME'",
@@ -345,7 +357,8 @@ fn perf_time(clock: Clock, time_ns: u64) -> Result<u64, ImportError> {
     Ok(match clock {
         Clock::Epoch => time_ns,
         // strace -tt prints local time of day: record with TZ=UTC.
-        Clock::TimeOfDay => time_ns % NS_PER_DAY,
+        Clock::TimeOfDay | Clock::Seconds => time_ns % NS_PER_DAY,
+        Clock::Relative => time_ns,
     })
 }
 
@@ -461,9 +474,8 @@ impl Merge {
     fn sample(&mut self, time_ns: u64, record: &PerfRecord) {
         let alive = self.tasks.get(&record.tid) == Some(&record.pid);
         match record.sample {
-            Sample::Fault { addr } if alive => {
+            Sample::Fault { addr, access } if alive => {
                 self.summary.faults += 1;
-                let access = Access::Unknown;
                 self.push(time_ns, record.pid, record.tid, Op::Fault { addr, access });
             }
             Sample::Fault { .. } if !self.traced.contains(&record.tid) => {
@@ -499,6 +511,13 @@ fn range_fits(op: &Op) -> bool {
         | Op::Munmap { addr, len }
         | Op::Mprotect { addr, len, .. }
         | Op::Madvise { addr, len, .. } => fits(addr, len),
+        Op::Mremap {
+            addr,
+            old_len,
+            new_addr,
+            new_len,
+            ..
+        } => fits(addr, old_len) && fits(new_addr, new_len),
         Op::Brk { addr } => addr < USER_ADDR_END,
         _ => true,
     }

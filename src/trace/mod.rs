@@ -10,6 +10,7 @@
 
 pub mod import;
 pub mod perf;
+pub mod perf_trace;
 pub mod recorded;
 pub mod strace;
 pub mod stream;
@@ -166,6 +167,16 @@ pub enum Op {
         addr: u64,
         len: u64,
     },
+    /// `mremap(addr, old_len, new_len, flags, ...)`, after which the
+    /// mapping was at `new_addr` (what the call returned: `addr` if it
+    /// shrank or grew in place).
+    Mremap {
+        addr: u64,
+        old_len: u64,
+        new_addr: u64,
+        new_len: u64,
+        flags: MremapFlags,
+    },
     Mprotect {
         addr: u64,
         len: u64,
@@ -204,6 +215,54 @@ pub enum Op {
     },
 }
 
+/// `mremap`'s flags, with Linux's values: `MREMAP_MAYMOVE` 1,
+/// `MREMAP_FIXED` 2, `MREMAP_DONTUNMAP` 4. Written as their names without
+/// `MREMAP_`, lower case, joined by `,`; `-` for none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MremapFlags(pub u32);
+
+impl MremapFlags {
+    pub const MAYMOVE: u32 = 1;
+    pub const FIXED: u32 = 2;
+    pub const DONTUNMAP: u32 = 4;
+    const NAMES: [(u32, &'static str); 3] = [
+        (Self::MAYMOVE, "maymove"),
+        (Self::FIXED, "fixed"),
+        (Self::DONTUNMAP, "dontunmap"),
+    ];
+
+    pub fn parse(text: &str) -> Option<MremapFlags> {
+        if text == "-" {
+            return Some(MremapFlags(0));
+        }
+        let mut bits = 0;
+        for name in text.split(',') {
+            let (bit, _) = Self::NAMES.iter().find(|(_, n)| *n == name)?;
+            bits |= bit;
+        }
+        Some(MremapFlags(bits))
+    }
+
+    pub fn has(self, bit: u32) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+impl fmt::Display for MremapFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Self::NAMES
+            .iter()
+            .filter(|(bit, _)| self.0 & bit != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        if names.is_empty() {
+            f.write_str("-")
+        } else {
+            f.write_str(&names.join(","))
+        }
+    }
+}
+
 /// One line of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
@@ -219,6 +278,16 @@ impl fmt::Display for Op {
         match *self {
             Op::Mmap { addr, len, prot } => write!(f, "mmap {addr:#x} {len:#x} {prot}"),
             Op::Munmap { addr, len } => write!(f, "munmap {addr:#x} {len:#x}"),
+            Op::Mremap {
+                addr,
+                old_len,
+                new_addr,
+                new_len,
+                flags,
+            } => write!(
+                f,
+                "mremap {addr:#x} {old_len:#x} {new_addr:#x} {new_len:#x} {flags}"
+            ),
             Op::Mprotect { addr, len, prot } => write!(f, "mprotect {addr:#x} {len:#x} {prot}"),
             Op::Brk { addr } => write!(f, "brk {addr:#x}"),
             Op::Madvise { addr, len, advice } => {
@@ -244,24 +313,79 @@ impl fmt::Display for Event {
 /// The first line of a trace mmsim writes.
 pub const HEADER: &str = "# mmsim trace v1: TIME_NS PID TID OP ARGS (docs/trace-format.md)";
 
-/// What a trace's header says of the recording, beyond its events.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a trace's header says of the recording, beyond its events: one
+/// `# key: value` comment line each, before the first event. Other
+/// comments are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
     /// `/sys/kernel/mm/transparent_hugepage/enabled` of the recording
     /// kernel: `always`, `madvise` or `never`. A replay uses it unless told
     /// otherwise. Written `# thp-enabled: madvise`.
     pub thp_enabled: Option<&'static str>,
+    /// `/sys/kernel/mm/transparent_hugepage/defrag`: `always`, `defer`,
+    /// `defer+madvise`, `madvise` or `never`. Recorded for the reader; the
+    /// model does not compact, so a replay does not use it.
+    pub thp_defrag: Option<&'static str>,
+    /// `uname -r` of the recording kernel (`# kernel:`).
+    pub kernel: Option<String>,
+    /// The recording machine's page size in bytes (`# page-size:`); a
+    /// replay of a trace recorded with pages other than 4 KiB warns.
+    pub page_size: Option<u64>,
+    /// The command recorded, as typed (`# command:`).
+    pub command: Option<String>,
 }
 
 /// The values `# thp-enabled:` may take.
 pub const THP_ENABLED_NAMES: &[&str] = &["always", "madvise", "never"];
+/// The values `# thp-defrag:` may take.
+pub const THP_DEFRAG_NAMES: &[&str] = &["always", "defer", "defer+madvise", "madvise", "never"];
 
 pub(crate) const THP_ENABLED_KEY: &str = "# thp-enabled:";
+const THP_DEFRAG_KEY: &str = "# thp-defrag:";
+const KERNEL_KEY: &str = "# kernel:";
+const PAGE_SIZE_KEY: &str = "# page-size:";
+const COMMAND_KEY: &str = "# command:";
 
 impl Meta {
     /// `name` if it is a THP mode.
     pub fn thp_enabled_of(name: &str) -> Option<&'static str> {
         THP_ENABLED_NAMES.iter().copied().find(|&n| n == name)
+    }
+
+    /// `name` if it is a THP defrag mode.
+    pub fn thp_defrag_of(name: &str) -> Option<&'static str> {
+        THP_DEFRAG_NAMES.iter().copied().find(|&n| n == name)
+    }
+
+    /// Takes a header line if it is one of the keys: whether it was.
+    pub(crate) fn header_line(&mut self, line: &str) -> Result<bool, Problem> {
+        let line = line.trim();
+        if let Some(value) = line.strip_prefix(THP_ENABLED_KEY) {
+            let value = value.trim();
+            self.thp_enabled = Some(
+                Self::thp_enabled_of(value)
+                    .ok_or_else(|| Problem::BadThpEnabled(value.to_string()))?,
+            );
+        } else if let Some(value) = line.strip_prefix(THP_DEFRAG_KEY) {
+            let value = value.trim();
+            self.thp_defrag = Some(
+                Self::thp_defrag_of(value)
+                    .ok_or_else(|| Problem::BadThpDefrag(value.to_string()))?,
+            );
+        } else if let Some(value) = line.strip_prefix(KERNEL_KEY) {
+            self.kernel = Some(value.trim().to_string());
+        } else if let Some(value) = line.strip_prefix(PAGE_SIZE_KEY) {
+            let size = number("page-size", Some(value.trim()))?;
+            if !size.is_power_of_two() || size < 4096 {
+                return Err(Problem::BadPageSize(size));
+            }
+            self.page_size = Some(size);
+        } else if let Some(value) = line.strip_prefix(COMMAND_KEY) {
+            self.command = Some(value.trim().to_string());
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// Reads the header: the comment lines before the first event.
@@ -272,32 +396,45 @@ impl Meta {
             if !(line.is_empty() || line.starts_with('#')) {
                 break;
             }
-            if let Some(value) = line.strip_prefix(THP_ENABLED_KEY) {
-                let value = value.trim();
-                meta.thp_enabled = Some(Self::thp_enabled_of(value).ok_or_else(|| ParseError {
-                    file: file.to_string(),
-                    line: index + 1,
-                    problem: Problem::BadThpEnabled(value.to_string()),
-                })?);
-            }
+            meta.header_line(line).map_err(|problem| ParseError {
+                file: file.to_string(),
+                line: index + 1,
+                problem,
+            })?;
         }
         Ok(meta)
+    }
+
+    /// The header lines, in a fixed order.
+    fn lines(&self) -> String {
+        let mut out = String::new();
+        let mut add = |key: &str, value: Option<String>| {
+            if let Some(v) = value {
+                // One line each: a newline in a command would end it.
+                let v = v.replace(['\n', '\r'], " ");
+                out.push_str(&format!("{key} {v}\n"));
+            }
+        };
+        add(COMMAND_KEY, self.command.clone());
+        add(KERNEL_KEY, self.kernel.clone());
+        add(PAGE_SIZE_KEY, self.page_size.map(|s| s.to_string()));
+        add(THP_ENABLED_KEY, self.thp_enabled.map(str::to_string));
+        add(THP_DEFRAG_KEY, self.thp_defrag.map(str::to_string));
+        out
     }
 }
 
 /// A whole trace as text, header first.
 pub fn serialize(events: &[Event]) -> String {
-    serialize_with(events, Meta::default())
+    serialize_with(events, &Meta::default())
 }
 
 /// A whole trace as text, with what `meta` knows in the header.
-pub fn serialize_with(events: &[Event], meta: Meta) -> String {
+pub fn serialize_with(events: &[Event], meta: &Meta) -> String {
     let mut out = String::with_capacity(events.len() * 40 + HEADER.len() + 1);
     out.push_str(HEADER);
     out.push('\n');
-    if let Some(thp) = meta.thp_enabled {
-        out.push_str(&format!("{THP_ENABLED_KEY} {thp}\n"));
-    }
+    out.push_str(&meta.lines());
     for event in events {
         use std::fmt::Write;
         writeln!(out, "{event}").expect("writing to a String");
@@ -338,6 +475,7 @@ pub enum Problem {
     BadProt(String),
     BadAccess(String),
     BadAdvice(String),
+    BadMremapFlags(String),
     TimeGoesBack {
         previous_ns: u64,
     },
@@ -355,6 +493,8 @@ pub enum Problem {
     ZeroId(&'static str),
     /// `# thp-enabled:` with a value that is not a mode.
     BadThpEnabled(String),
+    BadThpDefrag(String),
+    BadPageSize(u64),
 }
 
 impl fmt::Display for Problem {
@@ -369,7 +509,7 @@ impl fmt::Display for Problem {
             }
             Problem::UnknownOp(op) => write!(
                 f,
-                "unknown op '{op}' (ops: mmap munmap mprotect brk madvise fork clone exec exit fault access)"
+                "unknown op '{op}' (ops: mmap munmap mremap mprotect brk madvise fork clone exec exit fault access)"
             ),
             Problem::ArgCount { op, expected, got } => {
                 write!(f, "{op} takes {expected} arguments, got {got}")
@@ -386,6 +526,10 @@ impl fmt::Display for Problem {
             Problem::BadProt(t) => write!(f, "protection '{t}' is not of the form rwx, r--, ---"),
             Problem::BadAccess(t) => write!(f, "access '{t}' is not r, w or ?"),
             Problem::BadAdvice(t) => write!(f, "unknown madvise advice '{t}'"),
+            Problem::BadMremapFlags(t) => write!(
+                f,
+                "mremap flags '{t}' are not '-' or a list of maymove, fixed, dontunmap joined by ','"
+            ),
             Problem::TimeGoesBack { previous_ns } => {
                 write!(
                     f,
@@ -406,6 +550,13 @@ impl fmt::Display for Problem {
             Problem::TooManyTasks => write!(f, "more than {TASKS_LIVE_MAX} tasks alive at once"),
             Problem::BadThpEnabled(t) => {
                 write!(f, "thp-enabled '{t}' is not always, madvise or never")
+            }
+            Problem::BadThpDefrag(t) => write!(
+                f,
+                "thp-defrag '{t}' is not always, defer, defer+madvise, madvise or never"
+            ),
+            Problem::BadPageSize(n) => {
+                write!(f, "page-size {n} is not a power of two of at least 4096")
             }
         }
     }
@@ -462,15 +613,6 @@ impl fmt::Display for LoadError {
             LoadError::NoEvents { file } => write!(
                 f,
                 "{}: no events (the trace is empty or holds only comments)",
-                crate::util::escape(file)
-            ),
-            LoadError::NotImported {
-                file,
-                kind: "perf trace",
-                ..
-            } => write!(
-                f,
-                "{}: this is perf trace output, which mmsim does not import yet: record with strace under perf (docs/trace-format.md)",
                 crate::util::escape(file)
             ),
             LoadError::NotImported { file, kind, flag } => {
@@ -557,7 +699,7 @@ pub(crate) fn other_compression(bytes: &[u8]) -> Option<&'static str> {
 /// import flag that reads it.
 pub(crate) fn recording_kind(line: &str) -> Option<(&'static str, &'static str)> {
     if looks_like_perf_trace(line) {
-        return Some(("perf trace", ""));
+        return Some(("perf trace", "--perf-trace"));
     }
     if line.contains("PERF_RECORD_") || line.contains("faults:") {
         return Some(("perf script", "--strace STRACE --perf"));
@@ -810,6 +952,7 @@ fn parse_op(name: &str, args: &[&str]) -> Result<Op, Problem> {
     let (op, expected): (&'static str, usize) = match name {
         "mmap" => ("mmap", 3),
         "munmap" => ("munmap", 2),
+        "mremap" => ("mremap", 5),
         "mprotect" => ("mprotect", 3),
         "brk" => ("brk", 1),
         "madvise" => ("madvise", 3),
@@ -844,6 +987,20 @@ fn parse_op(name: &str, args: &[&str]) -> Result<Op, Problem> {
         "munmap" => {
             let (addr, len) = range()?;
             Op::Munmap { addr, len }
+        }
+        "mremap" => {
+            let (addr, old_len) = range()?;
+            let new_addr = address(args[2])?;
+            let new_len = length(new_addr, args[3])?;
+            let flags = MremapFlags::parse(args[4])
+                .ok_or_else(|| Problem::BadMremapFlags(args[4].to_string()))?;
+            Op::Mremap {
+                addr,
+                old_len,
+                new_addr,
+                new_len,
+                flags,
+            }
         }
         "mprotect" => {
             let (addr, len) = range()?;

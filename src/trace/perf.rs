@@ -27,8 +27,17 @@ use super::{IMPORT_SECONDS_MAX, PAGE_SIZE, Prot, USER_ADDR_END};
 /// What a perf line said.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sample {
-    Fault { addr: u64 },
-    Mmap { addr: u64, len: u64, prot: Prot },
+    /// `access`: `perf trace`'s fault tracepoints give the error code's
+    /// write bit; the `page-faults` event does not say.
+    Fault {
+        addr: u64,
+        access: super::Access,
+    },
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    },
 }
 
 /// One sample of one task, timed in ns on perf's clock.
@@ -56,6 +65,11 @@ pub struct Perf {
     pub kernel_records: u64,
     /// Callchain lines (`-g`): frames of the sample above, not events.
     pub callchain_lines: u64,
+    /// `perf trace -F` faults shown as `FILE@OFFSET` in a file whose
+    /// mapping the stream does not show (the program and its loader,
+    /// which `execve` maps, or a file opened before the recording): their
+    /// address is unknown, and they are lost.
+    pub file_faults_unplaced: u64,
 }
 
 impl Perf {
@@ -72,6 +86,7 @@ impl Perf {
             kernel_faults: self.kernel_faults,
             kernel_records: self.kernel_records,
             callchain_lines: self.callchain_lines,
+            file_faults_unplaced: self.file_faults_unplaced,
         }
     }
 
@@ -226,7 +241,7 @@ pub fn parse(file: &str, text: &str, fields: Option<Fields>) -> Result<Perf, Per
         }
         if index == 0 && super::looks_like_perf_trace(line) {
             return Err(error(
-                "this looks like 'perf trace' output, not 'perf script': perf trace is not imported yet (docs/trace-format.md)"
+                "this looks like 'perf trace' output, not 'perf script': import it with --perf-trace (docs/trace-format.md)"
                     .into(),
             ));
         }
@@ -373,7 +388,10 @@ fn parse_line(
         time_ns,
         pid,
         tid,
-        sample: Sample::Fault { addr },
+        sample: Sample::Fault {
+            addr,
+            access: super::Access::Unknown,
+        },
     }))
 }
 

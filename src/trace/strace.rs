@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{Advice, IMPORT_SECONDS_MAX, Op, PAGE_SIZE, Prot, USER_ADDR_END};
+use super::{Advice, IMPORT_SECONDS_MAX, MremapFlags, Op, PAGE_SIZE, Prot, USER_ADDR_END};
 
 const NS_PER_DAY: u64 = 86_400 * 1_000_000_000;
 
@@ -23,6 +23,13 @@ pub enum Clock {
     Epoch,
     /// `-tt`: time of day, local time, from midnight.
     TimeOfDay,
+    /// `-t`: time of day in whole seconds. Lines of one second keep their
+    /// file order, which is the order strace saw them in (the merge's
+    /// sort is stable); no perf fault can be placed among them.
+    Seconds,
+    /// `perf trace`: milliseconds since the recording started, on the
+    /// clock its faults are on too.
+    Relative,
 }
 
 /// A system call or task event, before pids are assigned.
@@ -138,14 +145,14 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
             .ok_or_else(|| error("no timestamp (record with -ttt or -tt)".into()))?;
         if index == 0 && super::looks_like_perf_trace(line) {
             return Err(error(
-                "this looks like 'perf trace' output (a relative time and a duration), not strace: perf trace is not imported yet; record with strace -f -ttt".into(),
+                "this looks like 'perf trace' output (a relative time and a duration), not strace: import it with --perf-trace".into(),
             ));
         }
         let (mut time_ns, line_clock) = parse_time(time_text).map_err(error)?;
         if *clock.get_or_insert(line_clock) != line_clock {
-            return Err(error("timestamps change between -tt and -ttt".into()));
+            return Err(error("timestamps change between -t, -tt and -ttt".into()));
         }
-        if line_clock == Clock::TimeOfDay {
+        if matches!(line_clock, Clock::TimeOfDay | Clock::Seconds) {
             // The time of day wraps at midnight: a time more than half a
             // day before the latest one is on the next day. (Lines of
             // different tasks may be out of order by a little, never by
@@ -229,9 +236,14 @@ fn pid_number(text: &str) -> Result<u32, String> {
     }
 }
 
-/// `1795308989.321039` (-ttt) or `00:53:34.346332` (-tt), to ns.
+/// `1795308989.321039` (-ttt), `00:53:34.346332` (-tt) or `00:53:34`
+/// (-t), to ns.
 fn parse_time(text: &str) -> Result<(u64, Clock), String> {
-    let bad = || format!("bad timestamp '{text}' (record with -ttt or -tt)");
+    let bad = || format!("bad timestamp '{text}' (record with -ttt, -tt or -t)");
+    if !text.contains('.') && text.contains(':') {
+        let (seconds, _) = parse_time(&format!("{text}.0")).map_err(|_| bad())?;
+        return Ok((seconds, Clock::Seconds));
+    }
     let (whole, fraction) = text.split_once('.').ok_or_else(bad)?;
     if fraction.is_empty() || fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
@@ -256,7 +268,7 @@ fn parse_time(text: &str) -> Result<(u64, Clock), String> {
     Ok((seconds * 1_000_000_000 + fraction_ns, clock))
 }
 
-enum Parsed {
+pub(crate) enum Parsed {
     Call(Call),
     Failed,
     Ignored(String),
@@ -264,7 +276,7 @@ enum Parsed {
 }
 
 /// One complete call: `name(args) = ret ...`, or a `+++`/`---` line.
-fn parse_call(text: &str) -> Result<Parsed, String> {
+pub(crate) fn parse_call(text: &str) -> Result<Parsed, String> {
     if text.starts_with("+++ exited with") || text.starts_with("+++ killed by") {
         return Ok(Parsed::Call(Call::ExitGroup));
     }
@@ -304,6 +316,21 @@ fn parse_call(text: &str) -> Result<Parsed, String> {
             addr: number(arg(0)).ok_or("bad munmap address")?,
             len: page_len(arg(1))?,
         }),
+        "mremap" => {
+            let flags = mremap_flags(arg(3))?;
+            let old_len = page_len(arg(1))?;
+            if old_len == 0 {
+                // Duplicates a shared mapping; mmsim models none.
+                return Ok(Parsed::Ignored("mremap of length 0".into()));
+            }
+            Call::Memory(Op::Mremap {
+                addr: number(arg(0)).ok_or("bad mremap address")?,
+                old_len,
+                new_addr: ret_value()?,
+                new_len: page_len(arg(2))?,
+                flags,
+            })
+        }
         "mprotect" => Call::Memory(Op::Mprotect {
             addr: number(arg(0)).ok_or("bad mprotect address")?,
             len: page_len(arg(1))?,
@@ -379,6 +406,21 @@ fn page_len(text: &str) -> Result<u64, String> {
         return Err(format!("length {len:#x} is beyond the user address space"));
     }
     Ok(len.div_ceil(PAGE_SIZE) * PAGE_SIZE)
+}
+
+/// `MREMAP_MAYMOVE|MREMAP_FIXED`, `0`.
+fn mremap_flags(text: &str) -> Result<MremapFlags, String> {
+    let mut bits = 0;
+    for flag in text.split('|') {
+        bits |= match flag {
+            "0" => 0,
+            "MREMAP_MAYMOVE" => MremapFlags::MAYMOVE,
+            "MREMAP_FIXED" => MremapFlags::FIXED,
+            "MREMAP_DONTUNMAP" => MremapFlags::DONTUNMAP,
+            _ => return Err(format!("bad mremap flags '{text}'")),
+        };
+    }
+    Ok(MremapFlags(bits))
 }
 
 /// `PROT_READ|PROT_WRITE`, `PROT_NONE`; other bits (GROWSDOWN) ignored.

@@ -14,8 +14,8 @@ use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 
 use super::{
-    Checker, Event, LINE_BYTES_MAX, LoadError, Meta, ParseError, Problem, THP_ENABLED_KEY,
-    XZ_MAGIC, ZSTD_MAGIC, other_compression,
+    Checker, Event, LINE_BYTES_MAX, LoadError, Meta, ParseError, Problem, XZ_MAGIC, ZSTD_MAGIC,
+    other_compression,
 };
 
 /// A trace being read.
@@ -34,7 +34,7 @@ pub struct Stream {
 
 /// What one pass over a whole trace found: how many events, the last one's
 /// time, and the header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Survey {
     pub events: u64,
     pub span_ns: u64,
@@ -123,14 +123,11 @@ impl Stream {
                 });
             };
             let line = line.strip_suffix('\r').unwrap_or(line);
-            if self.events == 0
-                && let Some(value) = line.trim().strip_prefix(THP_ENABLED_KEY)
-            {
-                let value = value.trim();
-                let thp = Meta::thp_enabled_of(value)
-                    .ok_or_else(|| Problem::BadThpEnabled(value.to_string()));
-                self.meta.thp_enabled = Some(thp.map_err(|p| self.error(p))?);
-                continue;
+            if self.events == 0 && line.trim_start().starts_with('#') {
+                let taken = self.meta.header_line(line).map_err(|p| self.error(p))?;
+                if taken {
+                    continue;
+                }
             }
             match self.checker.line(line) {
                 Ok(Some(event)) => {

@@ -191,6 +191,7 @@ fn strerror(e: Errno) -> &'static str {
         Errno::ENOMEM => "Cannot allocate memory",
         Errno::EACCES => "Permission denied",
         Errno::EAGAIN => "Resource temporarily unavailable",
+        Errno::EFAULT => "Bad address",
     }
 }
 

@@ -16,7 +16,7 @@ use crate::mm::mm_types::{Advice as MmAdvice, VmFlags};
 use crate::sim::{CpuId, Ctx};
 use crate::trace::recorded::Recorded;
 use crate::trace::stream::{Stream, Survey};
-use crate::trace::{self, Access, Event, LoadError, Op};
+use crate::trace::{self, Access, Event, LoadError, MremapFlags, Op};
 
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
@@ -87,11 +87,12 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
         .open()
         .and_then(Stream::survey)
         .map_err(|e| a.error(e))?;
+    let thp = survey.meta.thp_enabled.and_then(ThpEnabled::from_name);
     Ok(Box::new(TraceReplay {
         file,
         source,
         survey,
-        thp: survey.meta.thp_enabled.and_then(ThpEnabled::from_name),
+        thp,
     }))
 }
 
@@ -194,6 +195,13 @@ impl Run<'_> {
                 let r = sys.munmap(addr, len);
                 self.syscall("munmap", r);
             }
+            Op::Mremap {
+                addr,
+                old_len,
+                new_addr,
+                new_len,
+                flags,
+            } => self.mremap(sys, addr, old_len, new_addr, new_len, flags),
             Op::Mprotect { addr, len, prot } => {
                 let r = sys.mprotect(addr, len, prot.0);
                 self.syscall("mprotect", r);
@@ -225,6 +233,30 @@ impl Run<'_> {
             }
         }
         Ok(false)
+    }
+
+    /// `mremap` as recorded: a move goes where the real kernel put the
+    /// mapping (`MREMAP_FIXED` to the recorded address, as mmap is replayed
+    /// with `MAP_FIXED`), and a call the real kernel did in place is made
+    /// without `MREMAP_MAYMOVE`, so that a replay where it cannot grow in
+    /// place fails (counted) rather than moving elsewhere.
+    fn mremap(
+        &mut self,
+        sys: &mut S,
+        addr: u64,
+        old_len: u64,
+        new_addr: u64,
+        new_len: u64,
+        flags: MremapFlags,
+    ) {
+        let mut bits = flags.0;
+        if new_addr != addr {
+            bits |= MremapFlags::MAYMOVE | MremapFlags::FIXED;
+        } else if !flags.has(MremapFlags::FIXED) {
+            bits &= !MremapFlags::MAYMOVE;
+        }
+        let r = sys.mremap(addr, old_len, new_len, bits, new_addr);
+        self.syscall("mremap", r.map(|_| ()));
     }
 
     /// The break of `mm` is forgotten when its last task goes: ids of dead
@@ -541,6 +573,13 @@ impl TraceReplay {
                 "warning: the trace has no faults or accesses: the VMA cache's figures are over the system calls' lookups alone (import with --perf)"
                     .to_string(),
             );
+        }
+        if let Some(size) = self.survey.meta.page_size
+            && size != 4096
+        {
+            lines.push(format!(
+                "warning: the trace was recorded with {size}-byte pages; mmsim's are 4096 bytes, so each recorded fault stands for one 4 KiB page"
+            ));
         }
         if c.segv > 0 {
             lines.push(format!(

@@ -60,6 +60,7 @@ mod klines;
 mod kswapd;
 mod lru;
 mod memcg;
+mod mremap;
 mod reclaim;
 mod rmap;
 mod shmem;

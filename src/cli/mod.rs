@@ -14,6 +14,7 @@ mod list;
 mod progress;
 mod reproduce;
 mod run;
+mod see;
 mod trace;
 
 use std::fmt;

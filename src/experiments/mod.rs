@@ -456,6 +456,8 @@ pub fn run_many(
     let results: Vec<Mutex<Option<Result<RunOutput, RunError>>>> =
         jobs.iter().map(|_| Mutex::new(None)).collect();
     let (tx, rx) = mpsc::channel::<(usize, f64)>();
+    // Each run records what this thread's command asked for.
+    let recording = crate::sim::record::requested();
     thread::scope(|scope| {
         let workers: Vec<_> = (0..HOST_THREADS.min(jobs.len()))
             .map(|w| {
@@ -471,8 +473,9 @@ pub fn run_many(
                                 let _ = tx.send((i, f));
                             };
                             let job = jobs[i];
-                            let output =
-                                job.benchmark.run(machine, job.features, seed, &mut report);
+                            let output = crate::sim::record::with_request(recording, || {
+                                job.benchmark.run(machine, job.features, seed, &mut report)
+                            });
                             *results[i].lock().expect("a run's result slot") = Some(output);
                             release_freed_memory();
                             let mut q = queue.lock().expect("the run queue");

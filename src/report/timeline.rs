@@ -274,3 +274,231 @@ fn micros_dur(start: Cycles, len: Cycles, mhz: u64) -> String {
     let d = ps(start + len) - ps(start);
     format!("{}.{:06}", d / 1_000_000, d % 1_000_000)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::features::{Feature, Features};
+    use crate::sim::record::{Request, with_request};
+    use crate::sim::{Stats, Symbol};
+    use crate::workload::{self, RunOutput};
+
+    /// Seed 000's "before" in small: 8 CPUs read-faulting the huge zero
+    /// page with 4.8's global count.
+    fn usemem(request: Option<Request>) -> RunOutput {
+        usemem_of("64M", request)
+    }
+
+    fn usemem_of(size: &str, request: Option<Request>) -> RunOutput {
+        let machine = crate::machine::builtin("haswell-ep-2s").unwrap();
+        let info = workload::find("usemem").unwrap();
+        let args: Vec<String> = ["-n", "8", "--readonly", "-j", "0x200000", size]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        let parsed = workload::parse(info, &args).unwrap();
+        let features = Features::mainline().with(Feature::HugeZeroMmFlag, false);
+        with_request(request, || parsed.run(&machine, features, 1, &mut |_| {})).unwrap()
+    }
+
+    fn full() -> Request {
+        Request {
+            stacks: true,
+            timeline: Some(TimelineRequest {
+                start: Cycles::ZERO,
+                end: Cycles(u64::MAX),
+                max_events: usize::MAX,
+            }),
+        }
+    }
+
+    use crate::sim::record::TimelineRequest;
+
+    fn json_of(run: &RunOutput) -> String {
+        let t = run.stats.recording.as_ref().unwrap().timeline.as_ref().unwrap();
+        timeline_json(&[TimelineRun {
+            label: "usemem".to_string(),
+            timeline: t,
+            nr_cpus: run.machine.topology.nr_cpus(),
+            frequency_mhz: run.machine.topology.frequency_mhz as u64,
+        }])
+    }
+
+    /// What the recording leaves of a run's figures: the run without it.
+    fn without_recording(stats: &Stats) -> Stats {
+        let mut s = stats.clone();
+        s.recording = None;
+        s
+    }
+
+    #[test]
+    fn recording_changes_nothing_the_run_does() {
+        let plain = usemem(None);
+        assert!(plain.stats.recording.is_none());
+        let recorded = usemem(Some(full()));
+        assert_eq!(without_recording(&recorded.stats), plain.stats);
+        assert_eq!(recorded.elapsed, plain.elapsed);
+        assert_eq!(recorded.lines, plain.lines);
+    }
+
+    #[test]
+    fn folded_stacks_add_up_to_the_profile_symbol_by_symbol() {
+        let run = usemem(Some(Request {
+            stacks: true,
+            timeline: None,
+        }));
+        let rec = run.stats.recording.as_ref().unwrap();
+        assert!(rec.timeline.is_none());
+        assert_eq!(rec.total(), run.stats.total_cycles().0);
+        let mut by_leaf: BTreeMap<Symbol, u64> = BTreeMap::new();
+        for (chain, n) in &rec.folded {
+            *by_leaf.entry(*chain.last().unwrap()).or_default() += n;
+        }
+        for &symbol in Symbol::ALL {
+            let leaf = by_leaf.get(&symbol).copied().unwrap_or(0);
+            assert_eq!(leaf, run.stats.cycles(symbol).0, "{}", symbol.name());
+        }
+        // The huge zero page's get is charged under the fault's chain.
+        let chain = [
+            Symbol::AsmExcPageFault,
+            Symbol::PageFault,
+            Symbol::HandleMmFault,
+            Symbol::DoHugePmdAnonymousPage,
+            Symbol::GetHugeZeroPage,
+        ];
+        assert_eq!(
+            rec.folded.get(&chain[..]).copied(),
+            Some(run.stats.cycles(Symbol::GetHugeZeroPage).0)
+        );
+        let text = rec.folded_text();
+        assert!(text.contains(
+            "asm_exc_page_fault;__do_page_fault;handle_mm_fault;do_huge_pmd_anonymous_page;get_huge_zero_page "
+        ));
+        // The children view: the fault's entry holds everything under it.
+        let children = rec.children();
+        let page_fault: u64 = rec
+            .folded
+            .iter()
+            .filter(|(c, _)| c[0] == Symbol::AsmExcPageFault)
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(children[&Symbol::AsmExcPageFault], (page_fault, 0));
+    }
+
+    #[test]
+    fn the_timeline_is_well_formed_and_adds_up_to_the_profile() {
+        // 128 MiB a CPU: long enough for all eight to fault at once.
+        let run = usemem_of("1G", Some(full()));
+        let text = json_of(&run);
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("the timeline is JSON");
+        let events = doc["traceEvents"].as_array().unwrap();
+        let mut charged: BTreeMap<String, u64> = BTreeMap::new();
+        let mut tracks: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+        let mut flows: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+        let mut counters: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut most_waiting = 0;
+        for e in events {
+            let ph = e["ph"].as_str().expect("every event has ph");
+            assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
+            assert!(e["name"].is_string(), "{e}");
+            if ph == "M" {
+                continue;
+            }
+            let ts = e["ts"].as_f64().expect("ts");
+            assert!(ts >= 0.0);
+            let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            match ph {
+                "X" => {
+                    let dur = e["dur"].as_f64().expect("a complete event has dur");
+                    assert!(dur >= 0.0);
+                    // In picoseconds, as written: exact.
+                    let ps = |us: f64| (us * 1e6).round() as u64;
+                    tracks.entry(track).or_default().push((ps(ts), ps(ts) + ps(dur)));
+                    if e["cat"] == "charge" {
+                        *charged.entry(e["name"].as_str().unwrap().to_string()).or_default() +=
+                            e["args"]["cycles"].as_u64().unwrap();
+                    }
+                }
+                "s" | "f" => {
+                    let f = flows.entry(e["id"].as_u64().unwrap()).or_default();
+                    if ph == "s" { f.0 += 1 } else { f.1 += 1 }
+                }
+                "C" => {
+                    let name = e["name"].as_str().unwrap().to_string();
+                    if name == "queue: line get_huge_zero_page" {
+                        most_waiting = most_waiting.max(e["args"]["waiting"].as_i64().unwrap());
+                    }
+                    counters.entry(name).or_default().push(ts);
+                }
+                other => panic!("unexpected phase {other}"),
+            }
+        }
+        // Every charged cycle is on a track, symbol by symbol.
+        for &symbol in Symbol::ALL {
+            let on_tracks = charged.get(symbol.name()).copied().unwrap_or(0);
+            assert_eq!(on_tracks, run.stats.cycles(symbol).0, "{}", symbol.name());
+        }
+        // Slices on a track nest (each begins after the last ends, or
+        // inside it), in time order; they are written in that order.
+        for (track, slices) in &tracks {
+            let mut open: Vec<u64> = Vec::new();
+            let mut last_start = 0;
+            for &(start, end) in slices {
+                assert!(start >= last_start, "{track:?}: out of order at {start}");
+                last_start = start;
+                while open.last().is_some_and(|&e| e <= start) {
+                    open.pop();
+                }
+                if let Some(&outer) = open.last() {
+                    assert!(end <= outer, "{track:?}: [{start}, {end}) overlaps a slice ending {outer}");
+                }
+                open.push(end);
+            }
+        }
+        // Every flow has its two ends; counters move forward in time.
+        assert!(!flows.is_empty());
+        for (id, (s, f)) in &flows {
+            assert_eq!((*s, *f), (1, 1), "flow {id}");
+        }
+        for (name, times) in &counters {
+            assert!(times.windows(2).all(|w| w[0] <= w[1]), "{name}");
+        }
+        assert!(counters.contains_key("free pages: node 0 Normal"));
+        // Seed 000's before, in small: every other CPU queues behind the
+        // one that has the huge zero page's count.
+        assert_eq!(most_waiting, 7);
+    }
+
+    #[test]
+    fn one_seed_gives_one_timeline_and_a_window_bounds_it() {
+        let a = json_of(&usemem(Some(full())));
+        let b = json_of(&usemem(Some(full())));
+        assert_eq!(a, b);
+        let mut windowed = full();
+        windowed.timeline = Some(TimelineRequest {
+            start: Cycles(1_000_000),
+            end: Cycles(2_000_000),
+            max_events: usize::MAX,
+        });
+        let run = usemem(Some(windowed));
+        let t = run.stats.recording.as_ref().unwrap().timeline.as_ref().unwrap();
+        for item in &t.items {
+            if let crate::sim::record::Item::Charge { start, cycles, .. } = item {
+                assert!(*start >= Cycles(1_000_000) && *start + *cycles <= Cycles(2_000_000));
+            }
+        }
+        let mut capped = full();
+        capped.timeline = Some(TimelineRequest {
+            start: Cycles::ZERO,
+            end: Cycles(u64::MAX),
+            max_events: 1000,
+        });
+        let run = usemem(Some(capped));
+        let t = run.stats.recording.as_ref().unwrap().timeline.as_ref().unwrap();
+        assert!(t.events <= 1000 && t.events > 990);
+        assert!(t.truncated_at.is_some());
+        assert!(json_of(&run).contains("\"truncated_at_us\":"));
+    }
+}

@@ -116,6 +116,7 @@ pub fn bar_chart(id: &str, caption: &str, categories: &[String], series: &[Serie
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(TRANSPARENT)
             .y_labels(rows * 2 + 1)
             .y_label_formatter(&move |y: &f64| {
                 // A label at each group's middle.
@@ -325,9 +326,140 @@ pub fn runs_sections(id: &str, runs: &[HtmlRun<'_>], top: usize) -> String {
             out.push_str(&flame_graph(&format!("{id}-flame-{}", r.label), rec, other, i == 1));
         }
     }
+    // Timelines.
+    for r in runs {
+        if let Some(t) = r.run.stats.recording.as_deref().and_then(|rec| rec.timeline.as_ref()) {
+            out.push_str(&format!("<h3>Timeline: {}</h3>\n", esc(r.label)));
+            out.push_str(&timeline_chart(&format!("{id}-timeline-{}", r.label), t, r.run));
+        }
+    }
     // Counters.
     out.push_str(&counter_section(runs));
     out
+}
+
+const PALETTE: [&str; 12] = [
+    "#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974",
+    "#64b5cd", "#a1c9f4", "#ffb482", "#8de5a1",
+];
+
+/// A timeline's window drawn per CPU, as a trace viewer would: each CPU a
+/// row, each pixel column coloured by the function charged at its middle,
+/// waits marked in red under the row.
+pub fn timeline_chart(id: &str, t: &crate::sim::record::Timeline, run: &RunOutput) -> String {
+    use crate::sim::Cycles;
+    use crate::sim::record::Item;
+    let nr_cpus = run.machine.topology.nr_cpus() as usize;
+    let (mut t0, mut t1) = (Cycles(u64::MAX), Cycles::ZERO);
+    let mut cycles_of: BTreeMap<Symbol, u64> = BTreeMap::new();
+    for item in &t.items {
+        if let Item::Charge { irq: false, start, cycles, symbol, .. } = item {
+            t0 = t0.min(*start);
+            t1 = t1.max(*start + *cycles);
+            *cycles_of.entry(*symbol).or_default() += cycles.0;
+        }
+    }
+    if t1 <= t0 {
+        return String::new();
+    }
+    let (label_w, cols) = (60usize, 1000usize);
+    let row_h = if nr_cpus > 40 { 7usize } else { 14 };
+    let span = (t1 - t0).0 as f64;
+    let mut grid: Vec<Vec<Option<Symbol>>> = vec![vec![None; cols]; nr_cpus];
+    let mut waits: Vec<Vec<bool>> = vec![vec![false; cols]; nr_cpus];
+    let col_of = |c: Cycles| ((c - t0).0 as f64 / span * cols as f64 - 0.5).ceil().max(0.0) as usize;
+    for item in &t.items {
+        match item {
+            Item::Charge { cpu, irq: false, symbol, start, cycles } => {
+                for col in col_of(*start)..col_of(*start + *cycles).min(cols) {
+                    grid[cpu.index()][col] = Some(*symbol);
+                }
+            }
+            Item::Wait { cpu, start, end, .. } => {
+                for col in col_of(*start)..col_of(*end).min(cols) {
+                    waits[cpu.index()][col] = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut top: Vec<(Symbol, u64)> = cycles_of.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.name().cmp(b.0.name())));
+    let color = |s: Symbol| {
+        let rank = top.iter().position(|&(t, _)| t == s).unwrap_or(usize::MAX);
+        if rank < PALETTE.len() - 1 { PALETTE[rank] } else { PALETTE[PALETTE.len() - 1] }
+    };
+    let height = nr_cpus * row_h + 40;
+    let width = label_w + cols + 10;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"10\">"
+    );
+    for (cpu, row) in grid.iter().enumerate() {
+        let y = cpu * row_h;
+        if row_h >= 14 || cpu % 8 == 0 {
+            write!(svg, "<text x=\"0\" y=\"{}\">CPU {cpu}</text>", y + row_h.min(10)).unwrap();
+        }
+        let mut col = 0;
+        while col < cols {
+            let Some(s) = row[col] else {
+                col += 1;
+                continue;
+            };
+            let start = col;
+            while col < cols && row[col] == Some(s) {
+                col += 1;
+            }
+            write!(
+                svg,
+                "<rect x=\"{}\" y=\"{y}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>",
+                label_w + start,
+                col - start,
+                row_h - 2,
+                color(s),
+                esc(s.name())
+            )
+            .unwrap();
+        }
+        let mut col = 0;
+        while col < cols {
+            if !waits[cpu][col] {
+                col += 1;
+                continue;
+            }
+            let start = col;
+            while col < cols && waits[cpu][col] {
+                col += 1;
+            }
+            write!(
+                svg,
+                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"2\" fill=\"#d00\"/>",
+                label_w + start,
+                y + row_h - 3,
+                col - start
+            )
+            .unwrap();
+        }
+    }
+    // The legend: the functions with the most time in the window.
+    let mut x = label_w;
+    let y = nr_cpus * row_h + 14;
+    for &(s, _) in top.iter().take(PALETTE.len() - 1) {
+        let name = symbol_display(s).0;
+        write!(svg, "<rect x=\"{x}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>", y - 9, color(s), x + 13, y, esc(name)).unwrap();
+        x += 20 + name.len() * 6;
+        if x > width - 120 {
+            break;
+        }
+    }
+    write!(svg, "<rect x=\"{label_w}\" y=\"{}\" width=\"10\" height=\"3\" fill=\"#d00\"/><text x=\"{}\" y=\"{}\">waiting for a lock or a line (under the row)</text>", y + 7, label_w + 13, y + 12).unwrap();
+    svg.push_str("</svg>");
+    let mhz = run.machine.topology.frequency_mhz as f64;
+    format!(
+        "<figure class=\"chart\" id=\"{}\">{svg}<figcaption>Each CPU's time from {:.3} ms to {:.3} ms of virtual time (the recorded window), coloured by the function charged; the full timeline is in the --timeline file, for Perfetto</figcaption></figure>\n",
+        esc(id),
+        t0.0 as f64 / mhz / 1000.0,
+        t1.0 as f64 / mhz / 1000.0,
+    )
 }
 
 fn profile_section(id: &str, runs: &[HtmlRun<'_>], top: usize) -> String {
@@ -468,8 +600,9 @@ pub fn flame_graph(id: &str, rec: &Recording, other: Option<&Recording>, after: 
                 // This side's share against the other's, signed as after
                 // minus before.
                 let d = if after { share - theirs } else { theirs - share };
+                // Pastel at most, so that names stay readable.
                 let k = (d.abs() * 4.0).min(1.0);
-                let fade = (255.0 * (1.0 - k)) as u8;
+                let fade = (255.0 * (1.0 - 0.55 * k)) as u8;
                 if d > 0.0 {
                     format!("rgb(255,{fade},{fade})")
                 } else {

@@ -10,17 +10,17 @@ use super::host_memory;
 use super::list::{Listing, listing_arguments};
 use super::progress::ProgressBar;
 use super::run::set_costs;
+use super::see;
 use super::{CliError, DEFAULT_SEED, help};
 use crate::experiments::{
     self, Case, CaseOutcome, EXPERIMENTS, Experiment, ExtraOutcome, ExtraValue, Outcome, RowResult,
     SideResult,
 };
+use crate::report::html::{self, HtmlRun, Series, esc};
 use crate::report::json::MachineJson;
 use crate::report::text::{format_machine, format_overrides, format_version};
-use super::see;
-use crate::report::html::{self, HtmlRun, Series, esc};
-use crate::sim::record::{self, Request};
 use crate::report::{Align, RunJson, Table, format_percent, to_json_string};
+use crate::sim::record::{self, Request};
 use crate::util::escape;
 
 const REPRODUCE_OPTS: &[Opt] = &[
@@ -106,13 +106,25 @@ fn reproduce_html(seed: u64, outcomes: &[Outcome]) -> String {
     body.push_str("<ul>");
     for o in outcomes {
         let e = o.experiment;
-        let _ = write!(body, "<li><a href=\"#{}\">{}</a>: {}</li>", esc(e.id), esc(e.id), esc(e.title));
+        let _ = write!(
+            body,
+            "<li><a href=\"#{}\">{}</a>: {}</li>",
+            esc(e.id),
+            esc(e.id),
+            esc(e.title)
+        );
     }
     body.push_str("</ul>\n");
     for o in outcomes {
         let e = o.experiment;
         let machine = &o.first_run().machine;
-        let _ = writeln!(body, "<h2 id=\"{}\">{}: {}</h2>", esc(e.id), esc(e.id), esc(e.title));
+        let _ = writeln!(
+            body,
+            "<h2 id=\"{}\">{}: {}</h2>",
+            esc(e.id),
+            esc(e.id),
+            esc(e.title)
+        );
         let _ = writeln!(
             body,
             "<p>Seed document <code>{}</code>; machine {}; Linux {}: {} (before) vs {} (after).</p>",
@@ -124,10 +136,22 @@ fn reproduce_html(seed: u64, outcomes: &[Outcome]) -> String {
         );
         let rows: Vec<&RowResult> = o.rows().collect();
         let labels: Vec<String> = rows.iter().map(|r| r.label()).collect();
-        let error = |side: &SideResult| side.error_percent.filter(|_| !side.calibrated()).unwrap_or(f64::NAN);
+        let error = |side: &SideResult| {
+            side.error_percent
+                .filter(|_| !side.calibrated())
+                .unwrap_or(f64::NAN)
+        };
         let errors = [
-            Series { name: "before", color: html::BEFORE, values: rows.iter().map(|r| error(&r.before)).collect() },
-            Series { name: "after", color: html::AFTER, values: rows.iter().map(|r| error(&r.after)).collect() },
+            Series {
+                name: "before",
+                color: html::BEFORE,
+                values: rows.iter().map(|r| error(&r.before)).collect(),
+            },
+            Series {
+                name: "after",
+                color: html::AFTER,
+                values: rows.iter().map(|r| error(&r.after)).collect(),
+            },
         ];
         body.push_str(&html::bar_chart(
             &format!("{}-errors", e.id),
@@ -137,10 +161,27 @@ fn reproduce_html(seed: u64, outcomes: &[Outcome]) -> String {
             "error, % of the published value",
         ));
         let gains = [
-            Series { name: "published", color: html::PUBLISHED, values: rows.iter().map(|r| r.published_gain_percent.unwrap_or(f64::NAN)).collect() },
-            Series { name: "mmsim", color: html::AFTER, values: rows.iter().map(|r| r.our_gain_percent.unwrap_or(f64::NAN)).collect() },
+            Series {
+                name: "published",
+                color: html::PUBLISHED,
+                values: rows
+                    .iter()
+                    .map(|r| r.published_gain_percent.unwrap_or(f64::NAN))
+                    .collect(),
+            },
+            Series {
+                name: "mmsim",
+                color: html::AFTER,
+                values: rows
+                    .iter()
+                    .map(|r| r.our_gain_percent.unwrap_or(f64::NAN))
+                    .collect(),
+            },
         ];
-        if rows.iter().any(|r| r.published_gain_percent.is_some() || r.our_gain_percent.is_some()) {
+        if rows
+            .iter()
+            .any(|r| r.published_gain_percent.is_some() || r.our_gain_percent.is_some())
+        {
             body.push_str(&html::bar_chart(
                 &format!("{}-gains", e.id),
                 "The change's gain, published and mmsim's (positive is better)",
@@ -150,7 +191,10 @@ fn reproduce_html(seed: u64, outcomes: &[Outcome]) -> String {
             ));
         }
         let cell = |v: Option<f64>| v.map_or("-".to_string(), format_ours);
-        let _ = writeln!(body, "<table><tr><th>figure</th><th>published before</th><th>mmsim before</th><th>error</th><th>published after</th><th>mmsim after</th><th>error</th><th>published gain</th><th>mmsim gain</th></tr>");
+        let _ = writeln!(
+            body,
+            "<table><tr><th>figure</th><th>published before</th><th>mmsim before</th><th>error</th><th>published after</th><th>mmsim after</th><th>error</th><th>published gain</th><th>mmsim gain</th></tr>"
+        );
         for r in &rows {
             let pub_cell = |side: &SideResult| match side.published {
                 Some(p) if p.calibrated => format!("{} (calibrated)", format_ours(p.value)),
@@ -178,20 +222,41 @@ fn reproduce_html(seed: u64, outcomes: &[Outcome]) -> String {
         }
         body.push_str("</table>\n");
         for (i, case) in o.cases.iter().enumerate() {
-            let name = if case.case.name.is_empty() { "the runs".to_string() } else { format!("case {}", case.case.name) };
-            let _ = writeln!(body, "<details{}><summary><b>{}</b>: <code>{}</code></summary>", if i == 0 { " open" } else { "" }, esc(&name), esc(&case.case.command()));
-            let runs = [HtmlRun::new("before", &case.before), HtmlRun::new("after", &case.after)];
+            let name = if case.case.name.is_empty() {
+                "the runs".to_string()
+            } else {
+                format!("case {}", case.case.name)
+            };
+            let _ = writeln!(
+                body,
+                "<details{}><summary><b>{}</b>: <code>{}</code></summary>",
+                if i == 0 { " open" } else { "" },
+                esc(&name),
+                esc(&case.case.command())
+            );
+            let runs = [
+                HtmlRun::new("before", &case.before),
+                HtmlRun::new("after", &case.after),
+            ];
             body.push_str(&html::runs_sections(&format!("{}-{i}", e.id), &runs, 12));
             body.push_str("</details>\n");
         }
         if !o.extra.is_empty() {
-            let _ = writeln!(body, "<h3>Also run (nothing published)</h3><table><tr><th>run</th><th>figure</th><th>unit</th><th>before</th><th>after</th><th>gain</th></tr>");
+            let _ = writeln!(
+                body,
+                "<h3>Also run (nothing published)</h3><table><tr><th>run</th><th>figure</th><th>unit</th><th>before</th><th>after</th><th>gain</th></tr>"
+            );
             for x in &o.extra {
                 for v in &x.values {
                     let _ = writeln!(
                         body,
                         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                        esc(&x.run.label()), esc(v.name), esc(v.unit), format_ours(v.before), format_ours(v.after), html::gain_cell(v.gain_percent)
+                        esc(&x.run.label()),
+                        esc(v.name),
+                        esc(v.unit),
+                        format_ours(v.before),
+                        format_ours(v.after),
+                        html::gain_cell(v.gain_percent)
                     );
                 }
             }

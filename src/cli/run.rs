@@ -165,13 +165,13 @@ pub fn compare_command(
             )
         })
         .map_err(|(side, e)| {
-        let name = setup.info.name;
-        CliError::new(format!(
-            "{name}: the {} run failed: {}",
-            side.name(),
-            without_name(name, &e)
-        ))
-    })?;
+            let name = setup.info.name;
+            CliError::new(format!(
+                "{name}: the {} run failed: {}",
+                side.name(),
+                without_name(name, &e)
+            ))
+        })?;
     bar.finish();
     let children = setup
         .outputs

@@ -123,7 +123,11 @@ impl Outputs {
         );
         if let (Some(path), (Some(b), Some(a))) = (&self.timeline, timelines) {
             let runs = [
-                timeline_run(before, format!("{} before ({feature} off)", before.workload), b),
+                timeline_run(
+                    before,
+                    format!("{} before ({feature} off)", before.workload),
+                    b,
+                ),
                 timeline_run(after, format!("{} after ({feature} on)", after.workload), a),
             ];
             write(path, &timeline_json(&runs))?;
@@ -158,7 +162,7 @@ fn timeline_run<'a>(
         label,
         timeline,
         nr_cpus: run.machine.topology.nr_cpus(),
-        frequency_mhz: run.machine.topology.frequency_mhz as u64,
+        frequency_mhz: run.machine.topology.frequency_mhz,
     }
 }
 
@@ -210,11 +214,7 @@ fn parse_window(text: &str) -> Result<(u64, Option<u64>), CliError> {
 pub fn format_children(rec: &Recording, top: usize) -> String {
     let total = rec.total().max(1) as f64;
     let mut rows: Vec<_> = rec.children().into_iter().collect();
-    rows.sort_by(|a, b| {
-        (b.1.0)
-            .cmp(&a.1.0)
-            .then_with(|| a.0.name().cmp(b.0.name()))
-    });
+    rows.sort_by(|a, b| (b.1.0).cmp(&a.1.0).then_with(|| a.0.name().cmp(b.0.name())));
     let mut out = String::from(
         "\nChildren view (perf report --children: a function's cycles with its callees')\n  Children      Self  Symbol\n",
     );
@@ -236,7 +236,10 @@ mod tests {
 
     #[test]
     fn windows_parse_with_units_and_open_ends() {
-        assert_eq!(parse_window("10ms..20ms").unwrap(), (10_000_000, Some(20_000_000)));
+        assert_eq!(
+            parse_window("10ms..20ms").unwrap(),
+            (10_000_000, Some(20_000_000))
+        );
         assert_eq!(parse_window("..5us").unwrap(), (0, Some(5_000)));
         assert_eq!(parse_window("1.5s..").unwrap(), (1_500_000_000, None));
         for bad in ["", "5ms", "5..6", "2ms..1ms", "1q..2ms", "x..1ms"] {

@@ -95,20 +95,17 @@ impl Kernel {
         self.charge_walk(ctx, 1);
         let handled = match self.tables.get(pmd, index) {
             Entry::None if self.thp_allowed(vma) && Kernel::huge_window_fits(vma, addr) => {
-                {
                 ctx.enter(Symbol::DoHugePmdAnonymousPage);
-                let handled = self.do_huge_pmd_anonymous_page(ctx, mm, vma, pmd, index, addr, write);
+                let handled =
+                    self.do_huge_pmd_anonymous_page(ctx, mm, vma, pmd, index, addr, write);
                 ctx.leave();
                 handled?
             }
-            }
             Entry::HugeZero { .. } | Entry::Huge { write: false, .. } if write => {
-                {
                 ctx.enter(Symbol::DoHugePmdWpPage);
                 let handled = self.do_huge_pmd_wp_page(ctx, mm, vma, pmd, index, addr);
                 ctx.leave();
                 handled?
-            }
             }
             // Already mapped well enough (another thread got here first).
             Entry::HugeZero { .. } | Entry::Huge { .. } => true,
@@ -188,7 +185,8 @@ impl Kernel {
         // (the read may sleep); it takes the lock itself.
         if let Entry::Swap { val } = self.tables.get(pte, index) {
             ctx.enter(Symbol::DoSwapPage);
-            let result = self.do_swap_page(ctx, mm, vma, pte, addr, write, SwapEntry::from_raw(val));
+            let result =
+                self.do_swap_page(ctx, mm, vma, pte, addr, write, SwapEntry::from_raw(val));
             ctx.leave();
             return result;
         }

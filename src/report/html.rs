@@ -60,7 +60,11 @@ pub fn page(title: &str, body: &str) -> String {
 <style>{STYLE}</style></head><body>\n<h1>{}</h1>\n{body}\n<p class=\"note\">Written by mmsim {}: virtual time on a simulated machine; every figure is a count or a cost of the model (docs/report.md).</p>\n</body></html>\n",
         esc(title),
         esc(title),
-        esc(&format!("{} ({})", crate::version::VERSION, crate::version::GIT_COMMIT))
+        esc(&format!(
+            "{} ({})",
+            crate::version::VERSION,
+            crate::version::GIT_COMMIT
+        ))
     )
 }
 
@@ -77,7 +81,13 @@ pub const PUBLISHED: RGBColor = RGBColor(0x99, 0x99, 0x99);
 
 /// A horizontal grouped bar chart as a `<figure>` with inline SVG: one
 /// group of bars per category, one bar per series, values in `unit`.
-pub fn bar_chart(id: &str, caption: &str, categories: &[String], series: &[Series<'_>], unit: &str) -> String {
+pub fn bar_chart(
+    id: &str,
+    caption: &str,
+    categories: &[String],
+    series: &[Series<'_>],
+    unit: &str,
+) -> String {
     let rows = categories.len().max(1);
     let height = (60 + rows * (8 + 14 * series.len().max(1))).min(2000) as u32;
     let width = 900u32;
@@ -121,9 +131,16 @@ pub fn bar_chart(id: &str, caption: &str, categories: &[String], series: &[Serie
             .y_label_formatter(&move |y: &f64| {
                 // A label at each group's middle.
                 let i = (rows as f64 - *y - 0.5).round();
-                if ((rows as f64 - *y - 0.5) - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < cats.len() {
+                if ((rows as f64 - *y - 0.5) - i).abs() < 1e-6
+                    && i >= 0.0
+                    && (i as usize) < cats.len()
+                {
                     let c = &cats[i as usize];
-                    if c.len() > 48 { format!("{}...", &c[..45]) } else { c.clone() }
+                    if c.len() > 48 {
+                        format!("{}...", &c[..45])
+                    } else {
+                        c.clone()
+                    }
                 } else {
                     String::new()
                 }
@@ -134,12 +151,17 @@ pub fn bar_chart(id: &str, caption: &str, categories: &[String], series: &[Serie
             .expect("a chart's mesh");
         let n = series.len().max(1) as f64;
         for (k, s) in series.iter().enumerate() {
-            let bars = s.values.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| {
-                // Category 0 at the top.
-                let top = rows as f64 - i as f64 - 0.1 - 0.8 * k as f64 / n;
-                let bottom = top - 0.8 / n;
-                Rectangle::new([(0.0f64.max(x0), bottom), (v, top)], s.color.filled())
-            });
+            let bars = s
+                .values
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_finite())
+                .map(|(i, &v)| {
+                    // Category 0 at the top.
+                    let top = rows as f64 - i as f64 - 0.1 - 0.8 * k as f64 / n;
+                    let bottom = top - 0.8 / n;
+                    Rectangle::new([(0.0f64.max(x0), bottom), (v, top)], s.color.filled())
+                });
             chart
                 .draw_series(bars)
                 .expect("a chart's bars")
@@ -232,7 +254,13 @@ pub fn gain_cell(gain: Option<f64>) -> String {
     match gain {
         None => "-".to_string(),
         Some(g) => {
-            let class = if g > 0.0 { "better" } else if g < 0.0 { "worse" } else { "" };
+            let class = if g > 0.0 {
+                "better"
+            } else if g < 0.0 {
+                "worse"
+            } else {
+                ""
+            };
             format!("<span class=\"{class}\">{g:+.1}%</span>")
         }
     }
@@ -277,7 +305,10 @@ pub fn runs_sections(id: &str, runs: &[HtmlRun<'_>], top: usize) -> String {
             })
             .collect();
         out.push_str("<h3>Metrics</h3>\n");
-        out.push_str(&table(&["metric", runs[0].label, runs[1].label, "unit", "gain"], &rows));
+        out.push_str(&table(
+            &["metric", runs[0].label, runs[1].label, "unit", "gain"],
+            &rows,
+        ));
     } else {
         let rows: Vec<Vec<String>> = runs[0]
             .run
@@ -323,14 +354,29 @@ pub fn runs_sections(id: &str, runs: &[HtmlRun<'_>], top: usize) -> String {
                 .filter(|_| runs.len() == 2)
                 .and_then(|o| o.run.stats.recording.as_deref());
             out.push_str(&format!("<h3>Flame graph: {}</h3>\n", esc(r.label)));
-            out.push_str(&flame_graph(&format!("{id}-flame-{}", r.label), rec, other, i == 1));
+            out.push_str(&flame_graph(
+                &format!("{id}-flame-{}", r.label),
+                rec,
+                other,
+                i == 1,
+            ));
         }
     }
     // Timelines.
     for r in runs {
-        if let Some(t) = r.run.stats.recording.as_deref().and_then(|rec| rec.timeline.as_ref()) {
+        if let Some(t) = r
+            .run
+            .stats
+            .recording
+            .as_deref()
+            .and_then(|rec| rec.timeline.as_ref())
+        {
             out.push_str(&format!("<h3>Timeline: {}</h3>\n", esc(r.label)));
-            out.push_str(&timeline_chart(&format!("{id}-timeline-{}", r.label), t, r.run));
+            out.push_str(&timeline_chart(
+                &format!("{id}-timeline-{}", r.label),
+                t,
+                r.run,
+            ));
         }
     }
     // Counters.
@@ -353,7 +399,14 @@ pub fn timeline_chart(id: &str, t: &crate::sim::record::Timeline, run: &RunOutpu
     let (mut t0, mut t1) = (Cycles(u64::MAX), Cycles::ZERO);
     let mut cycles_of: BTreeMap<Symbol, u64> = BTreeMap::new();
     for item in &t.items {
-        if let Item::Charge { irq: false, start, cycles, symbol, .. } = item {
+        if let Item::Charge {
+            irq: false,
+            start,
+            cycles,
+            symbol,
+            ..
+        } = item
+        {
             t0 = t0.min(*start);
             t1 = t1.max(*start + *cycles);
             *cycles_of.entry(*symbol).or_default() += cycles.0;
@@ -367,18 +420,28 @@ pub fn timeline_chart(id: &str, t: &crate::sim::record::Timeline, run: &RunOutpu
     let span = (t1 - t0).0 as f64;
     let mut grid: Vec<Vec<Option<Symbol>>> = vec![vec![None; cols]; nr_cpus];
     let mut waits: Vec<Vec<bool>> = vec![vec![false; cols]; nr_cpus];
-    let col_of = |c: Cycles| ((c - t0).0 as f64 / span * cols as f64 - 0.5).ceil().max(0.0) as usize;
+    let col_of = |c: Cycles| {
+        ((c - t0).0 as f64 / span * cols as f64 - 0.5)
+            .ceil()
+            .max(0.0) as usize
+    };
     for item in &t.items {
         match item {
-            Item::Charge { cpu, irq: false, symbol, start, cycles } => {
-                for col in col_of(*start)..col_of(*start + *cycles).min(cols) {
-                    grid[cpu.index()][col] = Some(*symbol);
-                }
+            Item::Charge {
+                cpu,
+                irq: false,
+                symbol,
+                start,
+                cycles,
+            } => {
+                let (a, b) = (col_of(*start), col_of(*start + *cycles).min(cols));
+                grid[cpu.index()][a.min(b)..b].fill(Some(*symbol));
             }
-            Item::Wait { cpu, start, end, .. } => {
-                for col in col_of(*start)..col_of(*end).min(cols) {
-                    waits[cpu.index()][col] = true;
-                }
+            Item::Wait {
+                cpu, start, end, ..
+            } => {
+                let (a, b) = (col_of(*start), col_of(*end).min(cols));
+                waits[cpu.index()][a.min(b)..b].fill(true);
             }
             _ => {}
         }
@@ -387,7 +450,11 @@ pub fn timeline_chart(id: &str, t: &crate::sim::record::Timeline, run: &RunOutpu
     top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.name().cmp(b.0.name())));
     let color = |s: Symbol| {
         let rank = top.iter().position(|&(t, _)| t == s).unwrap_or(usize::MAX);
-        if rank < PALETTE.len() - 1 { PALETTE[rank] } else { PALETTE[PALETTE.len() - 1] }
+        if rank < PALETTE.len() - 1 {
+            PALETTE[rank]
+        } else {
+            PALETTE[PALETTE.len() - 1]
+        }
     };
     let height = nr_cpus * row_h + 40;
     let width = label_w + cols + 10;
@@ -397,7 +464,12 @@ pub fn timeline_chart(id: &str, t: &crate::sim::record::Timeline, run: &RunOutpu
     for (cpu, row) in grid.iter().enumerate() {
         let y = cpu * row_h;
         if row_h >= 14 || cpu % 8 == 0 {
-            write!(svg, "<text x=\"0\" y=\"{}\">CPU {cpu}</text>", y + row_h.min(10)).unwrap();
+            write!(
+                svg,
+                "<text x=\"0\" y=\"{}\">CPU {cpu}</text>",
+                y + row_h.min(10)
+            )
+            .unwrap();
         }
         let mut col = 0;
         while col < cols {
@@ -474,7 +546,9 @@ fn profile_section(id: &str, runs: &[HtmlRun<'_>], top: usize) -> String {
         }
     }
     let share = |p: &[super::ProfileEntry], name: &str| {
-        p.iter().find(|e| e.name == name).map_or(0.0, |e| e.share * 100.0)
+        p.iter()
+            .find(|e| e.name == name)
+            .map_or(0.0, |e| e.share * 100.0)
     };
     names.sort_by(|a, b| {
         let (sa, sb) = (share(&profiles[0], a), share(&profiles[0], b));
@@ -522,7 +596,8 @@ fn profile_section(id: &str, runs: &[HtmlRun<'_>], top: usize) -> String {
 }
 
 fn counter_section(runs: &[HtmlRun<'_>]) -> String {
-    let all: Vec<Vec<(crate::sim::Event, u64)>> = runs.iter().map(|r| counters(&r.run.stats)).collect();
+    let all: Vec<Vec<(crate::sim::Event, u64)>> =
+        runs.iter().map(|r| counters(&r.run.stats)).collect();
     let mut rows = Vec::new();
     for (i, &(event, _)) in all[0].iter().enumerate() {
         let values: Vec<u64> = all.iter().map(|c| c[i].1).collect();
@@ -599,7 +674,11 @@ pub fn flame_graph(id: &str, rec: &Recording, other: Option<&Recording>, after: 
                 let theirs = other_nodes.get(path).copied().unwrap_or(0) as f64 / other_total;
                 // This side's share against the other's, signed as after
                 // minus before.
-                let d = if after { share - theirs } else { theirs - share };
+                let d = if after {
+                    share - theirs
+                } else {
+                    theirs - share
+                };
                 // Pastel at most, so that names stay readable.
                 let k = (d.abs() * 4.0).min(1.0);
                 let fade = (255.0 * (1.0 - 0.55 * k)) as u8;
@@ -617,8 +696,17 @@ pub fn flame_graph(id: &str, rec: &Recording, other: Option<&Recording>, after: 
         let name = path.last().map_or("", |s| symbol_display(*s).0);
         let label = if w > 40.0 {
             let chars = ((w - 6.0) / 6.5) as usize;
-            let shown: String = if name.len() > chars { format!("{}..", &name[..chars.saturating_sub(2).min(name.len())]) } else { name.to_string() };
-            format!("<text x=\"{:.1}\" y=\"{:.1}\">{}</text>", x + 3.0, y + 12.5, esc(&shown))
+            let shown: String = if name.len() > chars {
+                format!("{}..", &name[..chars.saturating_sub(2).min(name.len())])
+            } else {
+                name.to_string()
+            };
+            format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                x + 3.0,
+                y + 12.5,
+                esc(&shown)
+            )
         } else {
             String::new()
         };

@@ -211,7 +211,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                 Item::Counter { name, at, value } => counters.push((name.clone(), *at, *value)),
             }
         }
-        slices.sort_by(|a, b| a.0.cmp(&b.0));
+        slices.sort_by_key(|a| a.0);
         events.extend(slices.into_iter().map(|(_, e)| e));
         counters.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         for (name, at, value) in counters {
@@ -259,7 +259,9 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
         .expect("writing to a string");
         other.push(note);
     }
-    let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"mmsim\",\"runs\":[");
+    let mut out = String::from(
+        "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"mmsim\",\"runs\":[",
+    );
     out.push_str(&other.join(","));
     out.push_str("]},\"traceEvents\":[\n");
     out.push_str(&events.join(",\n"));
@@ -317,12 +319,19 @@ mod tests {
     use crate::sim::record::TimelineRequest;
 
     fn json_of(run: &RunOutput) -> String {
-        let t = run.stats.recording.as_ref().unwrap().timeline.as_ref().unwrap();
+        let t = run
+            .stats
+            .recording
+            .as_ref()
+            .unwrap()
+            .timeline
+            .as_ref()
+            .unwrap();
         timeline_json(&[TimelineRun {
             label: "usemem".to_string(),
             timeline: t,
             nr_cpus: run.machine.topology.nr_cpus(),
-            frequency_mhz: run.machine.topology.frequency_mhz as u64,
+            frequency_mhz: run.machine.topology.frequency_mhz,
         }])
     }
 
@@ -415,10 +424,14 @@ mod tests {
                     assert!(dur >= 0.0);
                     // In picoseconds, as written: exact.
                     let ps = |us: f64| (us * 1e6).round() as u64;
-                    tracks.entry(track).or_default().push((ps(ts), ps(ts) + ps(dur)));
+                    tracks
+                        .entry(track)
+                        .or_default()
+                        .push((ps(ts), ps(ts) + ps(dur)));
                     if e["cat"] == "charge" {
-                        *charged.entry(e["name"].as_str().unwrap().to_string()).or_default() +=
-                            e["args"]["cycles"].as_u64().unwrap();
+                        *charged
+                            .entry(e["name"].as_str().unwrap().to_string())
+                            .or_default() += e["args"]["cycles"].as_u64().unwrap();
                     }
                 }
                 "s" | "f" => {
@@ -452,7 +465,10 @@ mod tests {
                     open.pop();
                 }
                 if let Some(&outer) = open.last() {
-                    assert!(end <= outer, "{track:?}: [{start}, {end}) overlaps a slice ending {outer}");
+                    assert!(
+                        end <= outer,
+                        "{track:?}: [{start}, {end}) overlaps a slice ending {outer}"
+                    );
                 }
                 open.push(end);
             }
@@ -483,7 +499,14 @@ mod tests {
             max_events: usize::MAX,
         });
         let run = usemem(Some(windowed));
-        let t = run.stats.recording.as_ref().unwrap().timeline.as_ref().unwrap();
+        let t = run
+            .stats
+            .recording
+            .as_ref()
+            .unwrap()
+            .timeline
+            .as_ref()
+            .unwrap();
         for item in &t.items {
             if let crate::sim::record::Item::Charge { start, cycles, .. } = item {
                 assert!(*start >= Cycles(1_000_000) && *start + *cycles <= Cycles(2_000_000));
@@ -496,7 +519,14 @@ mod tests {
             max_events: 1000,
         });
         let run = usemem(Some(capped));
-        let t = run.stats.recording.as_ref().unwrap().timeline.as_ref().unwrap();
+        let t = run
+            .stats
+            .recording
+            .as_ref()
+            .unwrap()
+            .timeline
+            .as_ref()
+            .unwrap();
         assert!(t.events <= 1000 && t.events > 990);
         assert!(t.truncated_at.is_some());
         assert!(json_of(&run).contains("\"truncated_at_us\":"));

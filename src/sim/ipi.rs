@@ -235,7 +235,9 @@ fn take_ipi(
         .add_cycles(Symbol::FlushSmpCallFunctionQueue, entry_exit);
     ctx.stats.add_cycles(handler.symbol, handler.cycles);
     if ctx.rec.is_some() {
-        record_ipi(ctx, target, start, entry, irq_entry, handler, sender, delivered);
+        record_ipi(
+            ctx, target, start, entry, irq_entry, handler, sender, delivered,
+        );
     }
     if target == ctx.cur() {
         ctx.idle_until(clock);
@@ -268,7 +270,10 @@ fn record_ipi(
         ctx.record_irq_charge(target, at, &[], e.symbol, e.cycles);
     }
     at += entry;
-    let chain = [Symbol::AsmSysvecCallFunction, Symbol::FlushSmpCallFunctionQueue];
+    let chain = [
+        Symbol::AsmSysvecCallFunction,
+        Symbol::FlushSmpCallFunctionQueue,
+    ];
     ctx.record_irq_charge(target, at, &chain[..1], chain[1], entry_exit);
     at += entry_exit;
     ctx.record_irq_charge(target, at, &chain, handler.symbol, handler.cycles);

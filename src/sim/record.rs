@@ -124,7 +124,11 @@ pub enum Item {
         handler: Symbol,
     },
     /// A counter's value from `at` on (a zone's free pages).
-    Counter { name: String, at: Cycles, value: u64 },
+    Counter {
+        name: String,
+        at: Cycles,
+        value: u64,
+    },
 }
 
 impl Item {
@@ -211,7 +215,15 @@ impl Timeline {
         }
     }
 
-    fn charge(&mut self, cpu: CpuId, irq: bool, depth: usize, symbol: Symbol, start: Cycles, cycles: Cycles) {
+    fn charge(
+        &mut self,
+        cpu: CpuId,
+        irq: bool,
+        depth: usize,
+        symbol: Symbol,
+        start: Cycles,
+        cycles: Cycles,
+    ) {
         let slot = &mut self.open[cpu.index()][irq as usize];
         if let Some(open) = slot
             && open.symbol == symbol

@@ -70,6 +70,15 @@ options:
   --progress      with stderr not a terminal, a line of progress every 5 s
                   (on a terminal a bar shows anyway)
   --json          print everything as one JSON document instead
+  --html FILE     also write one self-contained HTML page of the run
+  --timeline FILE also write Chrome trace-event JSON for Perfetto: a track
+                  per CPU, waits with arrows from the holder, IPIs, counters
+  --timeline-window START..END
+                  only that window of virtual time (e.g. 20ms..21ms)
+  --timeline-max-events N
+                  at most N trace events (default: 500000, about 25 MB)
+  --folded FILE   also write folded stacks (FlameGraph, inferno, speedscope)
+  --children      add perf report's children view to the profile
   --help          show the workload's flags ('mmsim help run W' too)
 "
     };
@@ -117,6 +126,10 @@ options:
   --max-host-memory SIZE, --progress
                   as for run; both sides run at once, so count twice
   --json          print both runs and the comparison as one JSON document
+  --html FILE, --timeline FILE, --timeline-window START..END,
+  --timeline-max-events N, --children
+                  as for run, both runs side by side (docs/report.md)
+  --folded FILE   before and after as one differential folded file
   --help          show the workload's flags
 "
     };
@@ -162,6 +175,8 @@ options:
                   (default: half of this host's)
   --progress      with stderr not a terminal, a line of progress every 5 s
   --json          print every experiment's rows and both runs as JSON
+  --html FILE     also write one self-contained HTML page: the figures as
+                  charts with their errors, each case's runs side by side
 ";
 
 pub const MACHINES: &str = "\

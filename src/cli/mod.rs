@@ -15,6 +15,7 @@ mod progress;
 mod record;
 mod reproduce;
 mod run;
+mod see;
 pub mod sweep;
 mod trace;
 

@@ -10,14 +10,17 @@ use super::host_memory;
 use super::list::{Listing, listing_arguments};
 use super::progress::ProgressBar;
 use super::run::set_costs;
+use super::see;
 use super::{CliError, DEFAULT_SEED, help};
 use crate::experiments::{
     self, Case, CaseOutcome, EXPERIMENTS, Experiment, ExtraOutcome, ExtraValue, Outcome, RowResult,
     SideResult,
 };
+use crate::report::html::{self, HtmlRun, Series, esc};
 use crate::report::json::MachineJson;
 use crate::report::text::{format_machine, format_overrides, format_version};
 use crate::report::{Align, RunJson, Table, format_percent, to_json_string};
+use crate::sim::record::{self, Request};
 use crate::util::escape;
 
 const REPRODUCE_OPTS: &[Opt] = &[
@@ -27,6 +30,7 @@ const REPRODUCE_OPTS: &[Opt] = &[
     Opt::switch("progress"),
     Opt::switch("json"),
     Opt::switch("help"),
+    Opt::value("html"),
 ];
 
 pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
@@ -61,13 +65,23 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
         host_memory::check(&what, &prepared.machine, run, 2, &limit)?;
     }
     let progress = parsed.has("progress");
+    let html = parsed.last("html");
+    // The page's flame graphs and waits need each run's call chains.
+    let request = html.map(|_| Request {
+        stacks: true,
+        timeline: None,
+    });
     let mut outcomes = Vec::with_capacity(prepared.len());
     for (experiment, prepared) in prepared {
         let mut bar = ProgressBar::stderr(experiment.id, progress);
-        let outcome =
-            experiments::run_prepared(experiment, prepared, seed, &mut |f| bar.update(f))?;
+        let outcome = record::with_request(request, || {
+            experiments::run_prepared(experiment, prepared, seed, &mut |f| bar.update(f))
+        })?;
         bar.finish();
         outcomes.push(outcome);
+    }
+    if let Some(path) = html {
+        see::write(path, &reproduce_html(seed, &outcomes))?;
     }
     if parsed.has("json") {
         return Ok(to_json_string(&ReproduceJson::new(seed, &outcomes)));
@@ -77,6 +91,179 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     }
     let texts: Vec<String> = outcomes.iter().map(format_outcome).collect();
     Ok(texts.join("\n"))
+}
+
+/// The page of `mmsim reproduce --html`: for each experiment, its
+/// published and predicted figures as charts with their errors and a
+/// table, then each case's before and after runs side by side (metrics,
+/// where the time went, profiles, flame graphs, counters).
+fn reproduce_html(seed: u64, outcomes: &[Outcome]) -> String {
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "<p>Every published experiment rerun at seed {seed}: the published figures beside mmsim's, before and after each change. Calibrated figures (a machine parameter was fitted to them) are marked and not scored.</p>"
+    );
+    body.push_str("<ul>");
+    for o in outcomes {
+        let e = o.experiment;
+        let _ = write!(
+            body,
+            "<li><a href=\"#{}\">{}</a>: {}</li>",
+            esc(e.id),
+            esc(e.id),
+            esc(e.title)
+        );
+    }
+    body.push_str("</ul>\n");
+    for o in outcomes {
+        let e = o.experiment;
+        let machine = &o.first_run().machine;
+        let _ = writeln!(
+            body,
+            "<h2 id=\"{}\">{}: {}</h2>",
+            esc(e.id),
+            esc(e.id),
+            esc(e.title)
+        );
+        let _ = writeln!(
+            body,
+            "<p>Seed document <code>{}</code>; machine {}; Linux {}: {} (before) vs {} (after).</p>",
+            esc(e.seed_document),
+            esc(&format_machine(machine)),
+            esc(&e.kernel_label()),
+            esc(&e.change_states(false)),
+            esc(&e.change_states(true)),
+        );
+        let rows: Vec<&RowResult> = o.rows().collect();
+        let labels: Vec<String> = rows.iter().map(|r| r.label()).collect();
+        let error = |side: &SideResult| {
+            side.error_percent
+                .filter(|_| !side.calibrated())
+                .unwrap_or(f64::NAN)
+        };
+        let errors = [
+            Series {
+                name: "before",
+                color: html::BEFORE,
+                values: rows.iter().map(|r| error(&r.before)).collect(),
+            },
+            Series {
+                name: "after",
+                color: html::AFTER,
+                values: rows.iter().map(|r| error(&r.after)).collect(),
+            },
+        ];
+        body.push_str(&html::bar_chart(
+            &format!("{}-errors", e.id),
+            "mmsim's error against each published figure (0: exact; calibrated and unpublished figures left out)",
+            &labels,
+            &errors,
+            "error, % of the published value",
+        ));
+        let gains = [
+            Series {
+                name: "published",
+                color: html::PUBLISHED,
+                values: rows
+                    .iter()
+                    .map(|r| r.published_gain_percent.unwrap_or(f64::NAN))
+                    .collect(),
+            },
+            Series {
+                name: "mmsim",
+                color: html::AFTER,
+                values: rows
+                    .iter()
+                    .map(|r| r.our_gain_percent.unwrap_or(f64::NAN))
+                    .collect(),
+            },
+        ];
+        if rows
+            .iter()
+            .any(|r| r.published_gain_percent.is_some() || r.our_gain_percent.is_some())
+        {
+            body.push_str(&html::bar_chart(
+                &format!("{}-gains", e.id),
+                "The change's gain, published and mmsim's (positive is better)",
+                &labels,
+                &gains,
+                "gain, %",
+            ));
+        }
+        let cell = |v: Option<f64>| v.map_or("-".to_string(), format_ours);
+        let _ = writeln!(
+            body,
+            "<table><tr><th>figure</th><th>published before</th><th>mmsim before</th><th>error</th><th>published after</th><th>mmsim after</th><th>error</th><th>published gain</th><th>mmsim gain</th></tr>"
+        );
+        for r in &rows {
+            let pub_cell = |side: &SideResult| match side.published {
+                Some(p) if p.calibrated => format!("{} (calibrated)", format_ours(p.value)),
+                Some(p) => format_ours(p.value),
+                None => "-".to_string(),
+            };
+            let err = |side: &SideResult| match side.error_percent {
+                Some(_) if side.calibrated() => "-".to_string(),
+                Some(x) => format!("{x:+.1}%"),
+                None => "-".to_string(),
+            };
+            let _ = writeln!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.label()),
+                pub_cell(&r.before),
+                cell(Some(r.before.ours)),
+                err(&r.before),
+                pub_cell(&r.after),
+                cell(Some(r.after.ours)),
+                err(&r.after),
+                html::gain_cell(r.published_gain_percent),
+                html::gain_cell(r.our_gain_percent),
+            );
+        }
+        body.push_str("</table>\n");
+        for (i, case) in o.cases.iter().enumerate() {
+            let name = if case.case.name.is_empty() {
+                "the runs".to_string()
+            } else {
+                format!("case {}", case.case.name)
+            };
+            let _ = writeln!(
+                body,
+                "<details{}><summary><b>{}</b>: <code>{}</code></summary>",
+                if i == 0 { " open" } else { "" },
+                esc(&name),
+                esc(&case.case.command())
+            );
+            let runs = [
+                HtmlRun::new("before", &case.before),
+                HtmlRun::new("after", &case.after),
+            ];
+            body.push_str(&html::runs_sections(&format!("{}-{i}", e.id), &runs, 12));
+            body.push_str("</details>\n");
+        }
+        if !o.extra.is_empty() {
+            let _ = writeln!(
+                body,
+                "<h3>Also run (nothing published)</h3><table><tr><th>run</th><th>figure</th><th>unit</th><th>before</th><th>after</th><th>gain</th></tr>"
+            );
+            for x in &o.extra {
+                for v in &x.values {
+                    let _ = writeln!(
+                        body,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        esc(&x.run.label()),
+                        esc(v.name),
+                        esc(v.unit),
+                        format_ours(v.before),
+                        format_ours(v.after),
+                        html::gain_cell(v.gain_percent)
+                    );
+                }
+            }
+            body.push_str("</table>\n");
+        }
+    }
+    html::page("mmsim reproduce: published figures and mmsim's", &body)
 }
 
 /// The experiments named, in the order named, each once; none or `all`

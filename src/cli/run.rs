@@ -4,6 +4,7 @@
 use super::args::{Opt, Parsed, extract, parse_feature, parse_seed, parse_top};
 use super::host_memory;
 use super::progress::ProgressBar;
+use super::see::Outputs;
 use super::{CliError, DEFAULT_MACHINE, DEFAULT_SEED, help};
 use crate::experiments::run_before_after;
 use crate::features::{Feature, Features, SwapSetup, ThpEnabled};
@@ -40,6 +41,13 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::switch("progress"),
     Opt::switch("json"),
     Opt::switch("help"),
+    // What to keep for looking at the run (`see.rs`).
+    Opt::value("html"),
+    Opt::value("timeline"),
+    Opt::value("timeline-window"),
+    Opt::value("timeline-max-events"),
+    Opt::value("folded"),
+    Opt::switch("children"),
 ];
 
 /// `run` takes every option `compare` does except `--feature`.
@@ -88,6 +96,9 @@ pub(super) struct Setup {
     json: bool,
     /// `--progress`: plain progress lines when stderr is not a terminal.
     progress: bool,
+    /// The files and views to keep of the run (`--html`, `--timeline`,
+    /// `--folded`, `--children`).
+    outputs: Outputs,
 }
 
 /// What the command line asked for: help, or a run.
@@ -106,19 +117,24 @@ pub fn run_command(
     };
     let mut bar = ProgressBar::stderr(setup.info.name, setup.progress);
     let run = setup
-        .benchmark
-        .run(&setup.machine, setup.features, setup.seed, &mut |f| {
-            bar.update(f)
+        .outputs
+        .recording(&setup.machine, || {
+            setup
+                .benchmark
+                .run(&setup.machine, setup.features, setup.seed, &mut |f| {
+                    bar.update(f)
+                })
         })
         .map_err(|e| {
             let name = setup.info.name;
             CliError::new(format!("{name}: run failed: {}", without_name(name, &e)))
         })?;
     bar.finish();
+    let children = setup.outputs.finish_run(&run, setup.top)?;
     Ok(if setup.json {
         to_json_string(&RunJson::new(&run))
     } else {
-        format_run(&run, setup.top)
+        format_run(&run, setup.top) + &children
     })
 }
 
@@ -137,27 +153,34 @@ pub fn compare_command(
         &format!("{} {}", setup.info.name, feature.name()),
         setup.progress,
     );
-    let [before, after] = run_before_after(
-        &setup.benchmark,
-        &setup.machine,
-        setup.features.with(feature, false),
-        setup.features.with(feature, true),
-        setup.seed,
-        &mut |f| bar.update(f),
-    )
-    .map_err(|(side, e)| {
-        let name = setup.info.name;
-        CliError::new(format!(
-            "{name}: the {} run failed: {}",
-            side.name(),
-            without_name(name, &e)
-        ))
-    })?;
+    let [before, after] = setup
+        .outputs
+        .recording(&setup.machine, || {
+            run_before_after(
+                &setup.benchmark,
+                &setup.machine,
+                setup.features.with(feature, false),
+                setup.features.with(feature, true),
+                setup.seed,
+                &mut |f| bar.update(f),
+            )
+        })
+        .map_err(|(side, e)| {
+            let name = setup.info.name;
+            CliError::new(format!(
+                "{name}: the {} run failed: {}",
+                side.name(),
+                without_name(name, &e)
+            ))
+        })?;
     bar.finish();
+    let children = setup
+        .outputs
+        .finish_compare(feature, &before, &after, setup.top)?;
     if setup.json {
         return Ok(to_json_string(&CompareJson::new(feature, &before, &after)));
     }
-    Ok(format_comparison(feature, &before, &after, setup.top))
+    Ok(format_comparison(feature, &before, &after, setup.top) + &children)
 }
 
 /// Checks the command line in a fixed order: a workload name comes first;
@@ -224,6 +247,7 @@ pub(super) fn prepare(
     )?;
     let json = parsed.has("json");
     let progress = parsed.has("progress");
+    let outputs = Outputs::from(&parsed)?;
     let setup = Setup {
         info,
         benchmark,
@@ -234,6 +258,7 @@ pub(super) fn prepare(
         top,
         json,
         progress,
+        outputs,
     };
     Ok(Request::Run(Box::new(setup)))
 }

@@ -560,6 +560,8 @@ pub fn run_jobs(
     });
     let freed = Condvar::new();
     let (tx, rx) = mpsc::channel::<(usize, Message)>();
+    // Each run records what this thread's command asked for.
+    let recording = crate::sim::record::requested();
     thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.max(1).min(jobs.len()))
             .map(|w| {
@@ -575,9 +577,10 @@ pub fn run_jobs(
                                 let _ = tx.send((i, Message::Progress(f)));
                             };
                             let job = jobs[i];
-                            let output =
+                            let output = crate::sim::record::with_request(recording, || {
                                 job.benchmark
-                                    .run(job.machine, job.features, job.seed, &mut report);
+                                    .run(job.machine, job.features, job.seed, &mut report)
+                            });
                             // The receiver takes every output before the
                             // scope ends.
                             let _ = tx.send((i, Message::Done(Box::new(output))));

@@ -49,6 +49,9 @@ pub fn run<P: Program>(
     init: impl FnOnce(&mut Ctx, &mut Spawner<'_, P::Thread>) -> Result<(), String>,
 ) -> Result<Finished<P>, String> {
     let mut ctx = Ctx::new(machine.clone(), seed);
+    if let Some(request) = crate::sim::record::requested() {
+        ctx.start_recording(request);
+    }
     // Every CPU waits for a task to be queued on it.
     for cpu in 0..ctx.nr_cpus() {
         ctx.set_state(CpuId(cpu), RunState::Blocked);
@@ -89,6 +92,7 @@ pub fn run<P: Program>(
         })
         .collect();
     ctx.stats.memcg = k.memcg.as_ref().map(|m| m.figures()).unwrap_or_default();
+    ctx.stats.recording = ctx.take_recording();
     Ok(Finished {
         program: sched.program,
         ctx,

@@ -566,11 +566,15 @@ impl<T> Sys<'_, T> {
     /// `fork`: a new process, a copy of current's, whose first task runs
     /// `thread` on `cpu`.
     pub fn fork(&mut self, cpu: CpuId, thread: T) -> Result<TaskId, String> {
+        self.ctx.enter(Symbol::EntrySyscall);
+        self.ctx.enter(Symbol::DoFork);
         let child = self
             .core
             .tasks
-            .fork_task(&mut self.core.k, self.ctx, self.task)
-            .map_err(|e| format!("fork failed: {e}"))?;
+            .fork_task(&mut self.core.k, self.ctx, self.task);
+        self.ctx.leave();
+        self.ctx.leave();
+        let child = child.map_err(|e| format!("fork failed: {e}"))?;
         self.spawned.push((child, cpu, thread));
         Ok(child)
     }
@@ -666,16 +670,26 @@ impl<T> Sys<'_, T> {
 
     /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)`.
     pub fn mmap(&mut self, len: u64, prot: u32) -> Result<u64, Errno> {
+        self.ctx.enter(Symbol::EntrySyscall);
         self.syscall_entry();
         let mm = self.mm();
-        self.core.k.mmap(self.ctx, mm, len, prot)
+        self.ctx.enter(Symbol::DoMmap);
+        let result = self.core.k.mmap(self.ctx, mm, len, prot);
+        self.ctx.leave();
+        self.ctx.leave();
+        result
     }
 
     /// `mmap` with `MAP_FIXED` at `addr`.
     pub fn mmap_fixed(&mut self, addr: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        self.ctx.enter(Symbol::EntrySyscall);
         self.syscall_entry();
         let mm = self.mm();
-        self.core.k.mmap_fixed(self.ctx, mm, addr, len, prot)
+        self.ctx.enter(Symbol::DoMmap);
+        let result = self.core.k.mmap_fixed(self.ctx, mm, addr, len, prot);
+        self.ctx.leave();
+        self.ctx.leave();
+        result
     }
 
     /// `mkstemp` in `/tmp` (tmpfs) and `ftruncate(fd, size)`.
@@ -709,9 +723,14 @@ impl<T> Sys<'_, T> {
     }
 
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        self.ctx.enter(Symbol::EntrySyscall);
         self.syscall_entry();
         let mm = self.mm();
-        self.core.k.munmap(self.ctx, mm, addr, len)
+        self.ctx.enter(Symbol::DoMunmap);
+        let result = self.core.k.munmap(self.ctx, mm, addr, len);
+        self.ctx.leave();
+        self.ctx.leave();
+        result
     }
 
     /// `mremap(addr, old_len, new_len, flags, new_addr)` (`mm::mremap`):
@@ -732,22 +751,35 @@ impl<T> Sys<'_, T> {
     /// `munmap` in pieces (see [`Kernel::munmap_begin`]): the system call's
     /// entry, `mmap_lock` and the detach; returns the ranges to zap.
     pub fn munmap_begin(&mut self, addr: u64, len: u64) -> Result<Vec<(u64, u64)>, Errno> {
+        self.ctx.enter(Symbol::EntrySyscall);
         self.syscall_entry();
         let mm = self.mm();
-        self.core.k.munmap_begin(self.ctx, mm, addr, len)
+        self.ctx.enter(Symbol::DoMunmap);
+        let result = self.core.k.munmap_begin(self.ctx, mm, addr, len);
+        self.ctx.leave();
+        self.ctx.leave();
+        result
     }
 
     /// One piece of the zap of a [`Sys::munmap_begin`].
     pub fn munmap_zap(&mut self, start: u64, end: u64) {
         let mm = self.mm();
-        self.core.k.munmap_zap(self.ctx, mm, start, end)
+        self.ctx.enter(Symbol::EntrySyscall);
+        self.ctx.enter(Symbol::DoMunmap);
+        self.core.k.munmap_zap(self.ctx, mm, start, end);
+        self.ctx.leave();
+        self.ctx.leave();
     }
 
     /// The end of a [`Sys::munmap_begin`]: tables freed, TLBs flushed,
     /// `mmap_lock` released.
     pub fn munmap_end(&mut self) {
         let mm = self.mm();
-        self.core.k.munmap_end(self.ctx, mm)
+        self.ctx.enter(Symbol::EntrySyscall);
+        self.ctx.enter(Symbol::DoMunmap);
+        self.core.k.munmap_end(self.ctx, mm);
+        self.ctx.leave();
+        self.ctx.leave();
     }
 
     /// A lockless page-table walk of the task's mm at `addr` by `walker`
@@ -759,22 +791,37 @@ impl<T> Sys<'_, T> {
     }
 
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        self.ctx.enter(Symbol::EntrySyscall);
         self.syscall_entry();
         let mm = self.mm();
-        self.core.k.mprotect(self.ctx, mm, addr, len, prot)
+        self.ctx.enter(Symbol::DoMprotectPkey);
+        let result = self.core.k.mprotect(self.ctx, mm, addr, len, prot);
+        self.ctx.leave();
+        self.ctx.leave();
+        result
     }
 
     pub fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+        self.ctx.enter(Symbol::EntrySyscall);
         self.syscall_entry();
         let mm = self.mm();
-        self.core.k.madvise(self.ctx, mm, addr, len, advice)
+        self.ctx.enter(Symbol::Madvise);
+        let result = self.core.k.madvise(self.ctx, mm, addr, len, advice);
+        self.ctx.leave();
+        self.ctx.leave();
+        result
     }
 
     /// `brk`, from the break `old_brk` to `new_brk`.
     pub fn brk(&mut self, old_brk: u64, new_brk: u64) -> Result<(), Errno> {
+        self.ctx.enter(Symbol::EntrySyscall);
         self.syscall_entry();
         let mm = self.mm();
-        self.core.k.sys_brk(self.ctx, mm, old_brk, new_brk)
+        self.ctx.enter(Symbol::SysBrk);
+        let result = self.core.k.sys_brk(self.ctx, mm, old_brk, new_brk);
+        self.ctx.leave();
+        self.ctx.leave();
+        result
     }
 
     /// A user access through `access`, as the allocator's slow path lets
@@ -915,6 +962,9 @@ pub struct Sched<'p, P: Program> {
     /// By node: its kswapd, once first woken.
     kswapd: Vec<Option<TaskId>>,
     progress: &'p mut dyn FnMut(f64),
+    /// By node, the free pages a timeline last recorded (empty unless one
+    /// is being recorded).
+    free_pages_seen: Vec<u64>,
 }
 
 impl<'p, P: Program> Sched<'p, P> {
@@ -926,6 +976,7 @@ impl<'p, P: Program> Sched<'p, P> {
             kernel_threads: Vec::new(),
             kswapd: Vec::new(),
             progress,
+            free_pages_seen: Vec::new(),
         }
     }
 
@@ -1084,6 +1135,34 @@ impl<'p, P: Program> Sched<'p, P> {
     }
 }
 
+/// The call chain of a huge PMD fault, for the half of one that finishes in
+/// a step of its own.
+const FAULT_TO_HUGE_PMD: [Symbol; 4] = [
+    Symbol::AsmExcPageFault,
+    Symbol::PageFault,
+    Symbol::HandleMmFault,
+    Symbol::DoHugePmdAnonymousPage,
+];
+
+impl<P: Program> Sched<'_, P> {
+    /// For a timeline: each zone's free pages, when they changed since the
+    /// last step (sampled at step boundaries, as of the stepped CPU's clock).
+    #[cold]
+    #[inline(never)]
+    fn record_counters(&mut self, ctx: &mut Ctx) {
+        if !ctx.recording_timeline() {
+            return;
+        }
+        let free: Vec<u64> = self.core.k.pa.zone_free_pages().collect();
+        for (node, &pages) in free.iter().enumerate() {
+            if self.free_pages_seen.get(node) != Some(&pages) {
+                ctx.record_counter(|| format!("free pages: node {node} Normal"), pages);
+            }
+        }
+        self.free_pages_seen = free;
+    }
+}
+
 impl<P: Program> Workload for Sched<'_, P> {
     fn step(&mut self, ctx: &mut Ctx) {
         let cpu = ctx.cur();
@@ -1097,7 +1176,21 @@ impl<P: Program> Workload for Sched<'_, P> {
         // step: the swap may have waited long behind other CPUs, and what
         // the task does next must meet the shared objects as of its clock
         // after that wait, in a step of its own.
-        if self.core.k.finish_huge_zero_get(ctx, cpu) {
+        if ctx.recording() {
+            self.record_counters(ctx);
+            if self.core.k.has_deferred_huge_zero_get(cpu) {
+                // The rest of the fault whose read ended the last step,
+                // under its call chain.
+                for frame in FAULT_TO_HUGE_PMD {
+                    ctx.enter(frame);
+                }
+                self.core.k.finish_huge_zero_get(ctx, cpu);
+                for _ in FAULT_TO_HUGE_PMD {
+                    ctx.leave();
+                }
+                return;
+            }
+        } else if self.core.k.finish_huge_zero_get(ctx, cpu) {
             return;
         }
         // Interrupts due by now come first (a step is atomic: they wait
@@ -1106,7 +1199,10 @@ impl<P: Program> Workload for Sched<'_, P> {
         if let Some(task) = self.core.rq.front(cpu) {
             match self.core.entity(task).state {
                 TaskState::Exiting(mm) => {
-                    if self.core.k.exit_mmap_step(ctx, mm) == Teardown::Done {
+                    ctx.enter(Symbol::ExitMmap);
+                    let teardown = self.core.k.exit_mmap_step(ctx, mm);
+                    ctx.leave();
+                    if teardown == Teardown::Done {
                         self.release(task, cpu);
                     }
                 }

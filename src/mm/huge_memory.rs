@@ -118,7 +118,10 @@ impl Kernel {
         if self.mm(mm).test_flag(MMF_HUGE_ZERO_PAGE) {
             return self.huge_zero.page;
         }
-        let page = self.get_huge_zero_page(ctx, Symbol::MmGetHugeZeroPage)?;
+        ctx.enter(Symbol::MmGetHugeZeroPage);
+        let page = self.get_huge_zero_page(ctx, Symbol::MmGetHugeZeroPage);
+        ctx.leave();
+        let page = page?;
         // test_and_set_bit: a thread of this mm that raced us and won keeps
         // its reference; ours goes back. (Threads of one mm are serialised
         // by the step loop, so here the bit is always ours.)
@@ -279,6 +282,14 @@ impl Kernel {
         self.mm_mut(mm).nr_pgtables += 1;
         ctx.count(Event::HugeZeroPmdInstalls, 1);
         true
+    }
+
+    /// Whether `cpu`'s last step read the count of a get it has yet to swap.
+    pub fn has_deferred_huge_zero_get(&self, cpu: CpuId) -> bool {
+        self.huge_zero
+            .deferred
+            .get(cpu.index())
+            .is_some_and(|get| get.is_some())
     }
 
     /// The `cmpxchg` of a get that `cpu`'s last step read, and the PMD's

@@ -36,13 +36,32 @@ impl Kernel {
         addr: u64,
         write: bool,
     ) -> Result<(), Fault> {
+        ctx.enter(Symbol::AsmExcPageFault);
+        ctx.enter(Symbol::PageFault);
+        let result = self.do_page_fault(ctx, mm, addr, write);
+        ctx.leave();
+        ctx.leave();
+        result
+    }
+
+    /// [`Kernel::page_fault`] inside its frames.
+    fn do_page_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        write: bool,
+    ) -> Result<(), Fault> {
         let cost = ctx.machine().costs.page_fault_entry_exit.cycles();
         ctx.charge(Symbol::PageFault, cost);
         self.mm_mut(mm).mmap_lock.down_read(ctx, Symbol::DownRead);
         let result = match self.find_vma(ctx, mm, addr, Symbol::PageFault) {
             Some(vma) if vma.start <= addr && access_allowed(&vma, write) => {
                 ctx.count(Event::Pgfault, 1);
-                self.handle_mm_fault(ctx, mm, &vma, addr, write)
+                ctx.enter(Symbol::HandleMmFault);
+                let result = self.handle_mm_fault(ctx, mm, &vma, addr, write);
+                ctx.leave();
+                result
             }
             _ => Err(Fault::Segv),
         };
@@ -76,10 +95,17 @@ impl Kernel {
         self.charge_walk(ctx, 1);
         let handled = match self.tables.get(pmd, index) {
             Entry::None if self.thp_allowed(vma) && Kernel::huge_window_fits(vma, addr) => {
-                self.do_huge_pmd_anonymous_page(ctx, mm, vma, pmd, index, addr, write)?
+                ctx.enter(Symbol::DoHugePmdAnonymousPage);
+                let handled =
+                    self.do_huge_pmd_anonymous_page(ctx, mm, vma, pmd, index, addr, write);
+                ctx.leave();
+                handled?
             }
             Entry::HugeZero { .. } | Entry::Huge { write: false, .. } if write => {
-                self.do_huge_pmd_wp_page(ctx, mm, vma, pmd, index, addr)?
+                ctx.enter(Symbol::DoHugePmdWpPage);
+                let handled = self.do_huge_pmd_wp_page(ctx, mm, vma, pmd, index, addr);
+                ctx.leave();
+                handled?
             }
             // Already mapped well enough (another thread got here first).
             Entry::HugeZero { .. } | Entry::Huge { .. } => true,
@@ -158,13 +184,32 @@ impl Kernel {
         // do_swap_page runs without the PTE lock until it maps the page
         // (the read may sleep); it takes the lock itself.
         if let Entry::Swap { val } = self.tables.get(pte, index) {
-            return self.do_swap_page(ctx, mm, vma, pte, addr, write, SwapEntry::from_raw(val));
+            ctx.enter(Symbol::DoSwapPage);
+            let result =
+                self.do_swap_page(ctx, mm, vma, pte, addr, write, SwapEntry::from_raw(val));
+            ctx.leave();
+            return result;
         }
         self.ptlock(pte).lock(ctx, Symbol::RawSpinLock);
         let result = match self.tables.get(pte, index) {
-            Entry::None => self.do_anonymous_page(ctx, mm, vma, pte, addr, write),
-            Entry::ZeroPage if write => self.wp_page_copy(ctx, mm, pte, addr, None),
-            Entry::Page { pfn, write: false } if write => self.do_wp_page(ctx, mm, pte, addr, pfn),
+            Entry::None => {
+                ctx.enter(Symbol::DoAnonymousPage);
+                let result = self.do_anonymous_page(ctx, mm, vma, pte, addr, write);
+                ctx.leave();
+                result
+            }
+            Entry::ZeroPage if write => {
+                ctx.enter(Symbol::DoWpPage);
+                let result = self.wp_page_copy(ctx, mm, pte, addr, None);
+                ctx.leave();
+                result
+            }
+            Entry::Page { pfn, write: false } if write => {
+                ctx.enter(Symbol::DoWpPage);
+                let result = self.do_wp_page(ctx, mm, pte, addr, pfn);
+                ctx.leave();
+                result
+            }
             _ => Ok(()),
         };
         self.ptlock(pte).unlock(ctx);

@@ -355,6 +355,7 @@ impl PageAllocator {
     /// `__alloc_pages`: a block of 2^order pages, or None when every zone is
     /// below its min watermark for this order (no reclaim is modelled yet).
     pub fn alloc_pages(&mut self, ctx: &mut Ctx, gfp: Gfp, order: Order) -> Option<Pfn> {
+        ctx.enter(Symbol::AllocPages);
         let cost = ctx.machine().costs.alloc_pages_entry.cycles();
         ctx.charge(Symbol::AllocPages, cost);
         let page = self
@@ -391,6 +392,7 @@ impl PageAllocator {
             }
             None => ctx.count(Event::AllocFailed, 1),
         }
+        ctx.leave();
         page
     }
 
@@ -462,6 +464,7 @@ impl PageAllocator {
         } else {
             Symbol::FreePagesOk
         };
+        ctx.enter(symbol);
         ctx.charge(symbol, cost);
         // free_pages_prepare writes the struct page: a transfer if another
         // CPU (the allocator, say) wrote it last.
@@ -475,6 +478,7 @@ impl PageAllocator {
         } else {
             zone.free_pages_ok(ctx, idx, order, mt);
         }
+        ctx.leave();
     }
 
     /// The compound-page half of `split_huge_page` (`clear_compound_head`
@@ -522,6 +526,11 @@ impl PageAllocator {
         for zone in &self.zones {
             zone.check();
         }
+    }
+
+    /// Each zone's free pages (`NR_FREE_PAGES`), by node.
+    pub fn zone_free_pages(&self) -> impl Iterator<Item = u64> + '_ {
+        self.zones.iter().map(|z| z.nr_free_pages)
     }
 
     pub fn nr_free_pages(&self) -> u64 {
@@ -839,7 +848,9 @@ impl Zone {
             };
             count_alloc_lock(ctx, order);
             ctx.count(Event::PcpAllocRefill, 1);
+            ctx.enter(Symbol::RmqueueBulk);
             let alloced = self.rmqueue_bulk(ctx, order, count, mt, pindex);
+            ctx.leave();
             self.pcp[cpu].count += alloced << order.0;
         } else {
             ctx.count(Event::PcpAllocHit, 1);
@@ -1175,7 +1186,9 @@ impl Zone {
             } else {
                 batch
             };
+            ctx.enter(Symbol::FreePcppagesBulk);
             self.free_pcppages_bulk(ctx, cpu, count);
+            ctx.leave();
         }
         LocalLock::unlock_irqrestore(ctx);
     }

@@ -10,11 +10,13 @@
 
 pub mod compare;
 pub mod counters;
+pub mod html;
 pub mod json;
 pub mod plot;
 pub mod profile;
 pub mod table;
 pub mod text;
+pub mod timeline;
 pub mod units;
 
 pub use compare::{format_percent, gain_percent};

@@ -8,6 +8,7 @@ use std::ops::ControlFlow;
 
 use super::engine::Ctx;
 use super::event::Event;
+use super::record::WaitKind;
 use super::symbol::Symbol;
 use super::timeline::{Span, Timeline};
 use crate::machine::Distance;
@@ -496,6 +497,16 @@ impl CacheLine {
             }
         };
         let waited = start - now;
+        if waited > Cycles::ZERO && ctx.rec.is_some() {
+            let holder =
+                self.transfers
+                    .first_spans(begun)
+                    .next_back()
+                    .map(|span| match span.data {
+                        Access::Modify(cpu) | Access::Read(cpu) => cpu,
+                    });
+            ctx.record_wait(WaitKind::Line, symbol, now, start, holder);
+        }
         ctx.charge(symbol, waited + cost);
         waited
     }

@@ -12,6 +12,7 @@ use super::clock_queue::ClockQueue;
 use super::dram::{CHUNK_BYTES, Dram};
 use super::event::Event;
 use super::ipi::{self, PendingIpis};
+use super::record::{Recording, Request, WaitKind};
 use super::rng::Rng;
 use super::stats::Stats;
 use super::symbol::Symbol;
@@ -175,6 +176,10 @@ pub struct Ctx {
     /// worked out once: every page-table page is cleared, and the float
     /// division and rounding cost about 1% of a run's host instructions.
     clear_page_cycles: Cycles,
+    /// What is being recorded for looking at the run afterwards
+    /// (`record.rs`), if anything: every hook tests this and nothing more
+    /// when it is None.
+    pub(crate) rec: Option<Box<Recording>>,
 }
 
 impl Ctx {
@@ -203,6 +208,128 @@ impl Ctx {
             dram,
             places,
             clear_page_cycles,
+            rec: None,
+        }
+    }
+
+    /// Starts recording what `request` asks for (from the next charge on).
+    pub fn start_recording(&mut self, request: Request) {
+        self.rec = Some(Box::new(Recording::new(request, self.cpus.len())));
+    }
+
+    /// The recording, finished, if one was started.
+    pub fn take_recording(&mut self) -> Option<Box<Recording>> {
+        let mut rec = self.rec.take()?;
+        rec.finish();
+        Some(rec)
+    }
+
+    /// Whether anything is being recorded.
+    #[inline]
+    pub fn recording(&self) -> bool {
+        self.rec.is_some()
+    }
+
+    /// Whether a timeline is being recorded (for samples that cost
+    /// something to take, such as a zone's free pages).
+    #[inline]
+    pub fn recording_timeline(&self) -> bool {
+        self.rec.as_ref().is_some_and(|r| r.wants_timeline())
+    }
+
+    /// Records a counter's value at the current CPU's clock, if a
+    /// timeline is being recorded.
+    pub fn record_counter(&mut self, name: impl FnOnce() -> String, value: u64) {
+        let now = self.now();
+        if let Some(r) = self.rec.as_deref_mut()
+            && r.wants_timeline()
+        {
+            r.counter(name(), now, value);
+        }
+    }
+
+    /// Enters a frame of the current CPU's shadow call stack: what is
+    /// charged until the matching [`Ctx::leave`] was spent under `frame`
+    /// (Linux's caller of it). Nothing unless a recording asked for stacks.
+    #[inline]
+    pub fn enter(&mut self, frame: Symbol) {
+        if self.rec.is_some() {
+            self.record_enter(frame);
+        }
+    }
+
+    /// Leaves the frame [`Ctx::enter`] entered last on this CPU.
+    #[inline]
+    pub fn leave(&mut self) {
+        if self.rec.is_some() {
+            self.record_leave();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_enter(&mut self, frame: Symbol) {
+        let (cur, now) = (self.cur, self.now());
+        if let Some(r) = self.rec.as_deref_mut() {
+            r.enter(cur, now, frame);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_leave(&mut self) {
+        let (cur, now) = (self.cur, self.now());
+        if let Some(r) = self.rec.as_deref_mut() {
+            r.leave(cur, now);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_charge(&mut self, symbol: Symbol, cycles: Cycles) {
+        let (cur, now) = (self.cur, self.now());
+        if let Some(r) = self.rec.as_deref_mut() {
+            r.charge(cur, now, symbol, cycles);
+        }
+    }
+
+    /// Records that the current CPU waited from `start` to now for a lock
+    /// (named by the frame it is in, or `symbol`) or a line (named by
+    /// `symbol`), last held by `holder`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn record_wait(
+        &mut self,
+        kind: WaitKind,
+        symbol: Symbol,
+        start: Cycles,
+        end: Cycles,
+        holder: Option<CpuId>,
+    ) {
+        let cur = self.cur;
+        if let Some(r) = self.rec.as_deref_mut() {
+            let object = match kind {
+                WaitKind::Lock => r.top(cur).unwrap_or(symbol),
+                WaitKind::Line => symbol,
+            };
+            r.wait(cur, kind, object, start, end, holder);
+        }
+    }
+
+    /// Records time charged to `cpu` outside its own steps (an interrupt
+    /// handler run there, a sender's late acknowledgement), under `chain`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn record_irq_charge(
+        &mut self,
+        cpu: CpuId,
+        start: Cycles,
+        chain: &[Symbol],
+        symbol: Symbol,
+        cycles: Cycles,
+    ) {
+        if let Some(r) = self.rec.as_deref_mut() {
+            r.charge_irq(cpu, start, chain, symbol, cycles);
         }
     }
 
@@ -289,6 +416,9 @@ impl Ctx {
     /// Spends `cycles` of the current CPU's time in `symbol`.
     #[inline]
     pub fn charge(&mut self, symbol: Symbol, cycles: Cycles) {
+        if self.rec.is_some() {
+            self.record_charge(symbol, cycles);
+        }
         self.cpus[self.cur.index()].clock += cycles;
         self.stats.add_cycles(symbol, cycles);
     }

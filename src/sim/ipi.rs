@@ -7,7 +7,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::cacheline::transfer_cost;
-use super::engine::{Ctx, RunState};
+use super::engine::{Ctx, IrqEntry, RunState};
 use super::event::Event;
 use super::symbol::Symbol;
 use crate::types::{CpuId, Cycles};
@@ -198,7 +198,7 @@ pub fn smp_call_function_many(
                 call: Arc::clone(&call),
             });
         } else {
-            take_ipi(ctx, target, delivered, handler);
+            take_ipi(ctx, target, delivered, handler, me);
         }
         // The target's clock may have passed other IPIs' delivery times.
         flush(ctx, target);
@@ -209,7 +209,13 @@ pub fn smp_call_function_many(
 /// Runs `handler` on `target` for an interrupt delivered at `delivered`:
 /// when interrupts are next on there, or at once if the target is idle then.
 /// Adds the handler's time to the target's clock and returns when it ended.
-fn take_ipi(ctx: &mut Ctx, target: CpuId, delivered: Cycles, handler: IpiHandler) -> Cycles {
+fn take_ipi(
+    ctx: &mut Ctx,
+    target: CpuId,
+    delivered: Cycles,
+    handler: IpiHandler,
+    sender: CpuId,
+) -> Cycles {
     let entry_exit = ctx.machine().costs.ipi_handler_entry_exit.cycles();
     let cpu = &mut ctx.cpus[target.index()];
     let start = cpu.irqs_on_at(delivered);
@@ -228,12 +234,53 @@ fn take_ipi(ctx: &mut Ctx, target: CpuId, delivered: Cycles, handler: IpiHandler
     ctx.stats
         .add_cycles(Symbol::FlushSmpCallFunctionQueue, entry_exit);
     ctx.stats.add_cycles(handler.symbol, handler.cycles);
+    if ctx.rec.is_some() {
+        record_ipi(
+            ctx, target, start, entry, irq_entry, handler, sender, delivered,
+        );
+    }
     if target == ctx.cur() {
         ctx.idle_until(clock);
     } else {
         ctx.push_clock_of(target, clock);
     }
     finished
+}
+
+/// Records an IPI's handler on `target` (its entry, the call-function
+/// entry and exit, the handler), under the interrupt's chain, and the IPI
+/// itself from `sender`.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn record_ipi(
+    ctx: &mut Ctx,
+    target: CpuId,
+    start: Cycles,
+    entry: Cycles,
+    irq_entry: Option<IrqEntry>,
+    handler: IpiHandler,
+    sender: CpuId,
+    delivered: Cycles,
+) {
+    let entry_exit = ctx.machine().costs.ipi_handler_entry_exit.cycles();
+    let sent = delivered.saturating_sub(ctx.machine().costs.ipi_delivery.cycles());
+    let mut at = start;
+    if let Some(e) = irq_entry {
+        ctx.record_irq_charge(target, at, &[], e.symbol, e.cycles);
+    }
+    at += entry;
+    let chain = [
+        Symbol::AsmSysvecCallFunction,
+        Symbol::FlushSmpCallFunctionQueue,
+    ];
+    ctx.record_irq_charge(target, at, &chain[..1], chain[1], entry_exit);
+    at += entry_exit;
+    ctx.record_irq_charge(target, at, &chain, handler.symbol, handler.cycles);
+    let end = at + handler.cycles;
+    if let Some(r) = ctx.rec.as_deref_mut() {
+        r.ipi(sender, target, sent, start, end, handler.symbol);
+    }
 }
 
 /// Takes the IPIs pending on `cpu` whose delivery time its clock has passed,
@@ -265,7 +312,7 @@ fn take_due(ctx: &mut Ctx, cpu: CpuId) {
             return;
         };
         let call = &pending.call;
-        let finished = take_ipi(ctx, cpu, pending.delivered, call.handler);
+        let finished = take_ipi(ctx, cpu, pending.delivered, call.handler, call.sender);
         if let Some(waiter) = call.waiter {
             let acked = finished + transfer_cost(ctx, cpu, call.sender);
             correct_sender(ctx, call.sender, waiter, acked);
@@ -289,6 +336,10 @@ fn correct_sender(ctx: &mut Ctx, sender: CpuId, waiter: Waiter, acked: Cycles) {
     } else {
         let clock = ctx.clock_of(sender) + late;
         ctx.stats.add_cycles(Symbol::SmpCallFunctionMany, late);
+        if ctx.rec.is_some() {
+            let at = ctx.clock_of(sender);
+            ctx.record_irq_charge(sender, at, &[], Symbol::SmpCallFunctionMany, late);
+        }
         ctx.push_clock_of(sender, clock);
         flush(ctx, sender);
     }

@@ -13,6 +13,7 @@ mod engine;
 mod event;
 mod ipi;
 mod local_lock;
+pub mod record;
 mod rng;
 mod rwsem;
 mod spinlock;

@@ -5,6 +5,7 @@
 
 use super::cacheline::CacheLine;
 use super::engine::Ctx;
+use super::record::WaitKind;
 use super::symbol::Symbol;
 use super::timeline::{Span, Timeline};
 use crate::types::{CpuId, Cycles};
@@ -110,6 +111,14 @@ impl SpinLock {
         if free > now {
             spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);
             transfer_symbol = Symbol::QueuedSpinLockSlowpath;
+            if ctx.rec.is_some() {
+                // The hold that ended last before the lock came free.
+                let holder = (self.holds.spans().iter())
+                    .filter(|s| s.end <= free)
+                    .max_by_key(|s| s.end)
+                    .map(|s| s.data);
+                ctx.record_wait(WaitKind::Lock, symbol, now, free, holder);
+            }
         }
         let line_wait = self.line.rmw(ctx, transfer_symbol);
         self.holder = Some(Holder {

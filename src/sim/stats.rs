@@ -3,6 +3,7 @@
 //! of `perf report -g caller`).
 
 use super::event::Event;
+use super::record::Recording;
 use super::symbol::Symbol;
 use crate::types::Cycles;
 
@@ -30,6 +31,9 @@ pub struct Stats {
     /// The workload's memory cgroup at the end of the run (`--memcg`;
     /// empty without): `MemCgroup::figures`, in pages and calls.
     pub memcg: Vec<(&'static str, u64)>,
+    /// What was recorded for looking at the run (`record.rs`): folded
+    /// stacks, waits, a timeline. None unless asked for.
+    pub recording: Option<Box<Recording>>,
 }
 
 /// One device's figures (`SwapDevice::stats`).
@@ -55,6 +59,7 @@ impl Stats {
             dmesg: Vec::new(),
             devices: Vec::new(),
             memcg: Vec::new(),
+            recording: None,
         }
     }
 
@@ -134,6 +139,11 @@ impl Stats {
         self.dmesg.extend(other.dmesg.iter().cloned());
         self.devices.extend(other.devices.iter().cloned());
         self.memcg.extend(other.memcg.iter().copied());
+        match (&mut self.recording, &other.recording) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.recording = Some(theirs.clone()),
+            _ => {}
+        }
     }
 }
 

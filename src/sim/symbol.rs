@@ -81,6 +81,10 @@ symbols! {
     KfreeSkb => "kfree_skb",
     CopyUserEnhancedFastString => "copy_user_enhanced_fast_string",
     EntrySyscall => "entry_SYSCALL_64",
+    // Entry points that are only frames of a recorded call chain (never
+    // charged): the page-fault exception and the call-function IPI.
+    AsmExcPageFault => "asm_exc_page_fault",
+    AsmSysvecCallFunction => "asm_sysvec_call_function",
     // Page faults and address spaces (mm/memory.c, mm/huge_memory.c, mm/mmap.c).
     PageFault => "__do_page_fault",
     FindVma => "find_vma",

@@ -1,0 +1,534 @@
+//! A run's timeline as Chrome trace-event JSON, which the Perfetto UI (and
+//! the older `chrome://tracing` viewers) open: one process per run (two for
+//! a comparison), one track per simulated CPU and one for the interrupt
+//! handlers it ran, the charged functions as slices inside the frames of
+//! the call chain, waits on locks and lines as slices with a flow arrow
+//! from the CPU that held them, IPIs as flows from sender to handler, and
+//! counter tracks: each zone's free pages and each waited-on object's
+//! queue (how many CPUs wait on it).
+//!
+//! Times are virtual: microseconds since boot (`ts`, `dur`), worked out
+//! exactly from cycles at the machine's clock (to the picosecond); each
+//! charge slice also carries its `cycles`, so totals can be checked against
+//! the profile without rounding. The output depends only on the recording,
+//! so one seed gives one file, byte for byte.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::sim::record::{Item, Timeline};
+use crate::sim::{CpuId, Cycles};
+
+/// One run's timeline, with what labels it.
+pub struct TimelineRun<'a> {
+    /// The process name Perfetto shows (`usemem before`).
+    pub label: String,
+    pub timeline: &'a Timeline,
+    pub nr_cpus: u32,
+    pub frequency_mhz: u64,
+}
+
+/// Microseconds as text, exact to the picosecond: `12.345678`.
+fn micros(cycles: Cycles, mhz: u64) -> String {
+    let ps = (cycles.0 as u128 * 1_000_000) / mhz.max(1) as u128;
+    format!("{}.{:06}", ps / 1_000_000, ps % 1_000_000)
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
+}
+
+/// The track of a CPU's tasks, and of its interrupt handlers.
+fn tid(cpu: CpuId, irq: bool) -> u32 {
+    cpu.0 * 2 + irq as u32
+}
+
+/// The trace-event document for `runs`, one process each (pid 1, 2, ...).
+pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
+    let mut events: Vec<String> = Vec::new();
+    let mut other = Vec::new();
+    let mut flow = 0u64;
+    for (i, run) in runs.iter().enumerate() {
+        let pid = i as u32 + 1;
+        let mhz = run.frequency_mhz;
+        let us = |c: Cycles| micros(c, mhz);
+        events.push(format!(
+            r#"{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":{}}}}}"#,
+            json_str(&run.label)
+        ));
+        events.push(format!(
+            r#"{{"ph":"M","name":"process_sort_index","pid":{pid},"tid":0,"args":{{"sort_index":{pid}}}}}"#
+        ));
+        // A track for every CPU; one for its interrupts only if it took any.
+        let irq_used: Vec<bool> = (0..run.nr_cpus)
+            .map(|cpu| {
+                run.timeline.items.iter().any(|item| match item {
+                    Item::Charge { cpu: c, irq, .. } => *irq && c.0 == cpu,
+                    Item::Ipi { to, .. } => to.0 == cpu,
+                    _ => false,
+                })
+            })
+            .collect();
+        for cpu in 0..run.nr_cpus {
+            for irq in [false, true] {
+                if irq && !irq_used[cpu as usize] {
+                    continue;
+                }
+                let t = tid(CpuId(cpu), irq);
+                let name = if irq {
+                    format!("CPU {cpu} irq")
+                } else {
+                    format!("CPU {cpu}")
+                };
+                events.push(format!(
+                    r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{t},"args":{{"name":"{name}"}}}}"#
+                ));
+                events.push(format!(
+                    r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{t},"args":{{"sort_index":{t}}}}}"#
+                ));
+            }
+        }
+        // Slices and flows, then counters, each in a fixed order: by
+        // track, then time, then what was recorded first.
+        let mut slices: Vec<((u32, Cycles, Cycles, usize), String)> = Vec::new();
+        let mut queues: BTreeMap<String, Vec<(Cycles, i64)>> = BTreeMap::new();
+        let mut counters: Vec<(String, Cycles, u64)> = Vec::new();
+        for (n, item) in run.timeline.items.iter().enumerate() {
+            match item {
+                Item::Charge {
+                    cpu,
+                    irq,
+                    symbol,
+                    start,
+                    cycles,
+                } => {
+                    let t = tid(*cpu, *irq);
+                    // Longer first at one start, so an enclosing slice
+                    // comes before what it encloses.
+                    slices.push((
+                        (t, *start, Cycles(u64::MAX - cycles.0), n),
+                        format!(
+                            r#"{{"ph":"X","cat":"charge","name":{},"pid":{pid},"tid":{t},"ts":{},"dur":{},"args":{{"cycles":{}}}}}"#,
+                            json_str(symbol.name()),
+                            us(*start),
+                            micros_dur(*start, *cycles, mhz),
+                            cycles.0
+                        ),
+                    ));
+                }
+                Item::Frame {
+                    cpu,
+                    symbol,
+                    start,
+                    end,
+                } => {
+                    let t = tid(*cpu, false);
+                    slices.push((
+                        (t, *start, Cycles(u64::MAX - (*end - *start).0), n),
+                        format!(
+                            r#"{{"ph":"X","cat":"frame","name":{},"pid":{pid},"tid":{t},"ts":{},"dur":{}}}"#,
+                            json_str(symbol.name()),
+                            us(*start),
+                            micros_dur(*start, *end - *start, mhz),
+                        ),
+                    ));
+                }
+                Item::Wait {
+                    cpu,
+                    kind,
+                    object,
+                    start,
+                    end,
+                    holder,
+                } => {
+                    let t = tid(*cpu, false);
+                    let object_name = format!("{} {}", kind.name(), object.name());
+                    let holder_arg = holder.map_or("null".to_string(), |h| h.0.to_string());
+                    slices.push((
+                        (t, *start, Cycles(u64::MAX - (*end - *start).0), n),
+                        format!(
+                            r#"{{"ph":"X","cat":"wait","name":{},"pid":{pid},"tid":{t},"ts":{},"dur":{},"args":{{"cycles":{},"holder_cpu":{holder_arg}}}}}"#,
+                            json_str(&format!("wait: {object_name}")),
+                            us(*start),
+                            micros_dur(*start, *end - *start, mhz),
+                            (*end - *start).0,
+                        ),
+                    ));
+                    if let Some(h) = holder
+                        && h != cpu
+                    {
+                        flow += 1;
+                        // From the holder as it lets go (a cycle before the
+                        // waiter gets it), to the waiter's slice.
+                        let from = end.saturating_sub(Cycles(1)).max(*start);
+                        slices.push((
+                            (tid(*h, false), from, Cycles(u64::MAX), n),
+                            format!(
+                                r#"{{"ph":"s","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{},"ts":{}}}"#,
+                                tid(*h, false),
+                                us(from)
+                            ),
+                        ));
+                        slices.push((
+                            (t, from, Cycles(u64::MAX), n),
+                            format!(
+                                r#"{{"ph":"f","bp":"e","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{t},"ts":{}}}"#,
+                                us(from)
+                            ),
+                        ));
+                    }
+                    let q = queues.entry(object_name).or_default();
+                    q.push((*start, 1));
+                    q.push((*end, -1));
+                }
+                Item::Ipi {
+                    from,
+                    to,
+                    sent,
+                    start,
+                    end: _,
+                    handler,
+                } => {
+                    flow += 1;
+                    let (ft, tt) = (tid(*from, false), tid(*to, true));
+                    slices.push((
+                        (ft, *sent, Cycles(u64::MAX), n),
+                        format!(
+                            r#"{{"ph":"s","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{ft},"ts":{}}}"#,
+                            json_str(&format!("IPI {}", handler.name())),
+                            us(*sent)
+                        ),
+                    ));
+                    slices.push((
+                        (tt, *start, Cycles(u64::MAX), n),
+                        format!(
+                            r#"{{"ph":"f","bp":"e","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{tt},"ts":{}}}"#,
+                            json_str(&format!("IPI {}", handler.name())),
+                            us(*start)
+                        ),
+                    ));
+                }
+                Item::Counter { name, at, value } => counters.push((name.clone(), *at, *value)),
+            }
+        }
+        slices.sort_by_key(|a| a.0);
+        events.extend(slices.into_iter().map(|(_, e)| e));
+        counters.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        for (name, at, value) in counters {
+            events.push(format!(
+                r#"{{"ph":"C","name":{},"pid":{pid},"tid":0,"ts":{},"args":{{"pages":{value}}}}}"#,
+                json_str(&name),
+                us(at)
+            ));
+        }
+        for (object, mut changes) in queues {
+            // At one instant, the ends before the starts.
+            changes.sort();
+            let mut waiting = 0i64;
+            let mut i = 0;
+            while i < changes.len() {
+                let at = changes[i].0;
+                while i < changes.len() && changes[i].0 == at {
+                    waiting += changes[i].1;
+                    i += 1;
+                }
+                events.push(format!(
+                    r#"{{"ph":"C","name":{},"pid":{pid},"tid":0,"ts":{},"args":{{"waiting":{waiting}}}}}"#,
+                    json_str(&format!("queue: {object}")),
+                    us(at)
+                ));
+            }
+        }
+        let t = run.timeline;
+        let mut note = format!(
+            r#"{{"run":{},"window_start_us":{},"window_end_us":{},"max_events":{},"events_recorded":{}"#,
+            json_str(&run.label),
+            us(t.request.start),
+            if t.request.end == Cycles(u64::MAX) {
+                "null".to_string()
+            } else {
+                us(t.request.end)
+            },
+            t.request.max_events,
+            t.events
+        );
+        match t.truncated_at {
+            Some(at) => write!(note, r#","truncated_at_us":{}}}"#, us(at)),
+            None => write!(note, r#","truncated_at_us":null}}"#),
+        }
+        .expect("writing to a string");
+        other.push(note);
+    }
+    let mut out = String::from(
+        "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"mmsim\",\"runs\":[",
+    );
+    out.push_str(&other.join(","));
+    out.push_str("]},\"traceEvents\":[\n");
+    out.push_str(&events.join(",\n"));
+    out.push_str("\n]}\n");
+    out
+}
+
+/// A duration from `start` as the difference of the two rounded ends, so
+/// that slices that meet in cycles meet in the file too.
+fn micros_dur(start: Cycles, len: Cycles, mhz: u64) -> String {
+    let ps = |c: Cycles| (c.0 as u128 * 1_000_000) / mhz.max(1) as u128;
+    let d = ps(start + len) - ps(start);
+    format!("{}.{:06}", d / 1_000_000, d % 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::features::{Feature, Features};
+    use crate::sim::record::{Request, with_request};
+    use crate::sim::{Stats, Symbol};
+    use crate::workload::{self, RunOutput};
+
+    /// Seed 000's "before" in small: 8 CPUs read-faulting the huge zero
+    /// page with 4.8's global count.
+    fn usemem(request: Option<Request>) -> RunOutput {
+        usemem_of("64M", request)
+    }
+
+    fn usemem_of(size: &str, request: Option<Request>) -> RunOutput {
+        let machine = crate::machine::builtin("haswell-ep-2s").unwrap();
+        let info = workload::find("usemem").unwrap();
+        let args: Vec<String> = ["-n", "8", "--readonly", "-j", "0x200000", size]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        let parsed = workload::parse(info, &args).unwrap();
+        let features = Features::mainline().with(Feature::HugeZeroMmFlag, false);
+        with_request(request, || parsed.run(&machine, features, 1, &mut |_| {})).unwrap()
+    }
+
+    fn full() -> Request {
+        Request {
+            stacks: true,
+            timeline: Some(TimelineRequest {
+                start: Cycles::ZERO,
+                end: Cycles(u64::MAX),
+                max_events: usize::MAX,
+            }),
+        }
+    }
+
+    use crate::sim::record::TimelineRequest;
+
+    fn json_of(run: &RunOutput) -> String {
+        let t = run
+            .stats
+            .recording
+            .as_ref()
+            .unwrap()
+            .timeline
+            .as_ref()
+            .unwrap();
+        timeline_json(&[TimelineRun {
+            label: "usemem".to_string(),
+            timeline: t,
+            nr_cpus: run.machine.topology.nr_cpus(),
+            frequency_mhz: run.machine.topology.frequency_mhz,
+        }])
+    }
+
+    /// What the recording leaves of a run's figures: the run without it.
+    fn without_recording(stats: &Stats) -> Stats {
+        let mut s = stats.clone();
+        s.recording = None;
+        s
+    }
+
+    #[test]
+    fn recording_changes_nothing_the_run_does() {
+        let plain = usemem(None);
+        assert!(plain.stats.recording.is_none());
+        let recorded = usemem(Some(full()));
+        assert_eq!(without_recording(&recorded.stats), plain.stats);
+        assert_eq!(recorded.elapsed, plain.elapsed);
+        assert_eq!(recorded.lines, plain.lines);
+    }
+
+    #[test]
+    fn folded_stacks_add_up_to_the_profile_symbol_by_symbol() {
+        let run = usemem(Some(Request {
+            stacks: true,
+            timeline: None,
+        }));
+        let rec = run.stats.recording.as_ref().unwrap();
+        assert!(rec.timeline.is_none());
+        assert_eq!(rec.total(), run.stats.total_cycles().0);
+        let mut by_leaf: BTreeMap<Symbol, u64> = BTreeMap::new();
+        for (chain, n) in &rec.folded {
+            *by_leaf.entry(*chain.last().unwrap()).or_default() += n;
+        }
+        for &symbol in Symbol::ALL {
+            let leaf = by_leaf.get(&symbol).copied().unwrap_or(0);
+            assert_eq!(leaf, run.stats.cycles(symbol).0, "{}", symbol.name());
+        }
+        // The huge zero page's get is charged under the fault's chain.
+        let chain = [
+            Symbol::AsmExcPageFault,
+            Symbol::PageFault,
+            Symbol::HandleMmFault,
+            Symbol::DoHugePmdAnonymousPage,
+            Symbol::GetHugeZeroPage,
+        ];
+        assert_eq!(
+            rec.folded.get(&chain[..]).copied(),
+            Some(run.stats.cycles(Symbol::GetHugeZeroPage).0)
+        );
+        let text = rec.folded_text();
+        assert!(text.contains(
+            "asm_exc_page_fault;__do_page_fault;handle_mm_fault;do_huge_pmd_anonymous_page;get_huge_zero_page "
+        ));
+        // The children view: the fault's entry holds everything under it.
+        let children = rec.children();
+        let page_fault: u64 = rec
+            .folded
+            .iter()
+            .filter(|(c, _)| c[0] == Symbol::AsmExcPageFault)
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(children[&Symbol::AsmExcPageFault], (page_fault, 0));
+    }
+
+    #[test]
+    fn the_timeline_is_well_formed_and_adds_up_to_the_profile() {
+        // 128 MiB a CPU: long enough for all eight to fault at once.
+        let run = usemem_of("1G", Some(full()));
+        let text = json_of(&run);
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("the timeline is JSON");
+        let events = doc["traceEvents"].as_array().unwrap();
+        let mut charged: BTreeMap<String, u64> = BTreeMap::new();
+        let mut tracks: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+        let mut flows: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+        let mut counters: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut most_waiting = 0;
+        for e in events {
+            let ph = e["ph"].as_str().expect("every event has ph");
+            assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
+            assert!(e["name"].is_string(), "{e}");
+            if ph == "M" {
+                continue;
+            }
+            let ts = e["ts"].as_f64().expect("ts");
+            assert!(ts >= 0.0);
+            let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            match ph {
+                "X" => {
+                    let dur = e["dur"].as_f64().expect("a complete event has dur");
+                    assert!(dur >= 0.0);
+                    // In picoseconds, as written: exact.
+                    let ps = |us: f64| (us * 1e6).round() as u64;
+                    tracks
+                        .entry(track)
+                        .or_default()
+                        .push((ps(ts), ps(ts) + ps(dur)));
+                    if e["cat"] == "charge" {
+                        *charged
+                            .entry(e["name"].as_str().unwrap().to_string())
+                            .or_default() += e["args"]["cycles"].as_u64().unwrap();
+                    }
+                }
+                "s" | "f" => {
+                    let f = flows.entry(e["id"].as_u64().unwrap()).or_default();
+                    if ph == "s" { f.0 += 1 } else { f.1 += 1 }
+                }
+                "C" => {
+                    let name = e["name"].as_str().unwrap().to_string();
+                    if name == "queue: line get_huge_zero_page" {
+                        most_waiting = most_waiting.max(e["args"]["waiting"].as_i64().unwrap());
+                    }
+                    counters.entry(name).or_default().push(ts);
+                }
+                other => panic!("unexpected phase {other}"),
+            }
+        }
+        // Every charged cycle is on a track, symbol by symbol.
+        for &symbol in Symbol::ALL {
+            let on_tracks = charged.get(symbol.name()).copied().unwrap_or(0);
+            assert_eq!(on_tracks, run.stats.cycles(symbol).0, "{}", symbol.name());
+        }
+        // Slices on a track nest (each begins after the last ends, or
+        // inside it), in time order; they are written in that order.
+        for (track, slices) in &tracks {
+            let mut open: Vec<u64> = Vec::new();
+            let mut last_start = 0;
+            for &(start, end) in slices {
+                assert!(start >= last_start, "{track:?}: out of order at {start}");
+                last_start = start;
+                while open.last().is_some_and(|&e| e <= start) {
+                    open.pop();
+                }
+                if let Some(&outer) = open.last() {
+                    assert!(
+                        end <= outer,
+                        "{track:?}: [{start}, {end}) overlaps a slice ending {outer}"
+                    );
+                }
+                open.push(end);
+            }
+        }
+        // Every flow has its two ends; counters move forward in time.
+        assert!(!flows.is_empty());
+        for (id, (s, f)) in &flows {
+            assert_eq!((*s, *f), (1, 1), "flow {id}");
+        }
+        for (name, times) in &counters {
+            assert!(times.windows(2).all(|w| w[0] <= w[1]), "{name}");
+        }
+        assert!(counters.contains_key("free pages: node 0 Normal"));
+        // Seed 000's before, in small: every other CPU queues behind the
+        // one that has the huge zero page's count.
+        assert_eq!(most_waiting, 7);
+    }
+
+    #[test]
+    fn one_seed_gives_one_timeline_and_a_window_bounds_it() {
+        let a = json_of(&usemem(Some(full())));
+        let b = json_of(&usemem(Some(full())));
+        assert_eq!(a, b);
+        let mut windowed = full();
+        windowed.timeline = Some(TimelineRequest {
+            start: Cycles(1_000_000),
+            end: Cycles(2_000_000),
+            max_events: usize::MAX,
+        });
+        let run = usemem(Some(windowed));
+        let t = run
+            .stats
+            .recording
+            .as_ref()
+            .unwrap()
+            .timeline
+            .as_ref()
+            .unwrap();
+        for item in &t.items {
+            if let crate::sim::record::Item::Charge { start, cycles, .. } = item {
+                assert!(*start >= Cycles(1_000_000) && *start + *cycles <= Cycles(2_000_000));
+            }
+        }
+        let mut capped = full();
+        capped.timeline = Some(TimelineRequest {
+            start: Cycles::ZERO,
+            end: Cycles(u64::MAX),
+            max_events: 1000,
+        });
+        let run = usemem(Some(capped));
+        let t = run
+            .stats
+            .recording
+            .as_ref()
+            .unwrap()
+            .timeline
+            .as_ref()
+            .unwrap();
+        assert!(t.events <= 1000 && t.events > 990);
+        assert!(t.truncated_at.is_some());
+        assert!(json_of(&run).contains("\"truncated_at_us\":"));
+    }
+}

@@ -46,9 +46,11 @@ const FAULTS_PER_STEP: u64 = 8;
 
 /// Host bytes a guest THP costs while mapped (its page metadata, page
 /// tables and deposit, the walkers' state): measured as the slope of peak
-/// RSS between `run qemu-munmap 32G` and `128G` on power9-2s (50,260 and
-/// 184,208 KB, `/usr/bin/time`, session 12), 2,725 KiB per thousand THPs.
-const HOST_BYTES_PER_THP: u64 = 2_790;
+/// RSS between `run qemu-munmap 32G` and `128G` on power9-2s (10,592 and
+/// 25,412 KB, `/usr/bin/time`, commit c9ce1a0), 301 KiB per thousand THPs,
+/// rounded up. (2,790 before a THP head's page info stopped taking a
+/// 64-page chunk's array.)
+const HOST_BYTES_PER_THP: u64 = 320;
 
 /// Huge PMDs the munmap zaps per step: one, as `zap_pmd_range` reaches
 /// `cond_resched()` after each; other CPUs' walks interleave with it.

@@ -1765,6 +1765,6 @@ fn seed_002s_qemu_unmaps_its_guest_and_bad_flags_are_one_line() {
     // An x86 guest's VM exits have no sourced cost: refused in one line.
     fails_with(
         &["run", "qemu-munmap", "16M", "--machine", "haswell-ep-2s"],
-        "qemu-munmap: models a KVM guest on powerpc64 only",
+        "qemu-munmap: run failed: models a KVM guest on powerpc64 only",
     );
 }

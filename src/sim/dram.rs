@@ -275,7 +275,7 @@ fn stream_alone(
     // own = q * chunks + r, upto(k + 1) - upto(k) is q, plus 1 when the
     // running remainder r * k mod chunks wraps.
     let (q, r) = (own.0 / chunks, own.0 % chunks);
-    let mut at = upto(from_new);
+    let mut at = start + upto(from_new);
     let mut rem = ((u128::from(r) * u128::from(from_new)) % u128::from(chunks)) as u64;
     node.spans.extend((from_new..chunks).map(|k| {
         let len = if k + 1 == chunks { last_len } else { full_len };

@@ -633,8 +633,7 @@ impl Engine {
         if self.queue.push_many_pays(requeue.len()) && entries().all(|(at, _)| at < limit) {
             self.queue.push_many(entries());
         } else {
-            for i in 0..requeue.len() {
-                let other = requeue[i];
+            for &other in &requeue {
                 if other == cpu {
                     continue;
                 }

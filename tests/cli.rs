@@ -1751,8 +1751,21 @@ fn seed_002s_qemu_unmaps_its_guest_and_bad_flags_are_one_line() {
         "--busy: 5 is more than the 2 vCPUs",
     );
     fails_with(
-        &["run", "qemu-munmap", "16M", "--vcpus", "4096"],
+        &[
+            "run",
+            "qemu-munmap",
+            "16M",
+            "--vcpus",
+            "4096",
+            "--machine",
+            "power9-2s",
+        ],
         "need 4098 CPUs",
+    );
+    // An x86 guest's VM exits have no sourced cost: refused in one line.
+    fails_with(
+        &["run", "qemu-munmap", "16M", "--machine", "haswell-ep-2s"],
+        "qemu-munmap: run failed: models a KVM guest on powerpc64 only",
     );
 }
 

@@ -215,19 +215,27 @@ pub fn serialize_against_pte_lookup(
         return 0;
     }
     ctx.count(Event::SerializePteLookup, 1);
-    let targets = match serialize {
-        Serialize::Always => super::other_cpus(cpumask, ctx.cur()),
+    let me = ctx.cur();
+    // `smp_call_function_many` passes over the sender itself, so the whole
+    // mask goes to it as it is (no list of the others is built per round).
+    let busy;
+    let targets: &[CpuId] = match serialize {
+        Serialize::Always => cpumask,
         Serialize::Count => {
             if walks.count_now(ctx) == 0 {
-                Vec::new()
+                &[]
             } else {
-                super::other_cpus(cpumask, ctx.cur())
+                cpumask
             }
         }
-        Serialize::PerCpu => walks.percpu_now(ctx, cpumask),
+        Serialize::PerCpu => {
+            busy = walks.percpu_now(ctx, cpumask);
+            &busy
+        }
         Serialize::Never => unreachable!(),
     };
-    if targets.is_empty() {
+    let nr_targets = targets.len() - usize::from(targets.binary_search(&me).is_ok());
+    if nr_targets == 0 {
         if serialize != Serialize::Always {
             ctx.count(Event::SerializePteLookupSkipped, 1);
         }
@@ -237,8 +245,8 @@ pub fn serialize_against_pte_lookup(
         symbol: Symbol::DoNothing,
         cycles: Cycles(0),
     };
-    smp_call_function_many(ctx, &targets, handler, true);
-    targets.len()
+    smp_call_function_many(ctx, targets, handler, true);
+    nr_targets
 }
 
 /// `mm_is_thread_local`: the mask is exactly this CPU. Any other mask, an

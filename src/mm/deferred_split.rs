@@ -207,9 +207,7 @@ impl Kernel {
         if self.pa.page(head).compound_mapcount != 0 {
             return;
         }
-        let mapped = (0..HPAGE_PMD_NR)
-            .filter(|&i| self.pa.page(Pfn(head.0 + i)).mapcount() > 0)
-            .count() as u64;
+        let mapped = self.pa.count_mapped(head, HPAGE_PMD_NR);
         if mapped > 0 && mapped < HPAGE_PMD_NR {
             self.deferred_split_huge_page(ctx, head, true);
         }

@@ -515,6 +515,13 @@ impl PageAllocator {
         self.zones[z].map.get(idx)
     }
 
+    /// How many of the `nr` pages from `pfn` (within one zone) are mapped
+    /// by a page-table entry of their own ([`PageMap::count_mapped`]).
+    pub fn count_mapped(&self, pfn: Pfn, nr: u64) -> u64 {
+        let (z, idx) = self.zone_of(pfn);
+        self.zones[z].map.count_mapped(idx, nr)
+    }
+
     /// The `struct page` of `pfn`, to change the mm layer's counts.
     pub fn page_mut(&mut self, pfn: Pfn) -> &mut PageMeta {
         let (z, idx) = self.zone_of(pfn);

@@ -13,6 +13,7 @@
 //! ([`PageInfos::check_chunks`] sorts): its order cannot leak.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::mmzone::Pfn;
@@ -128,10 +129,53 @@ impl PageInfo {
 const CHUNK_SHIFT: u32 = 6;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
 
-struct Chunk {
+/// The pages of one chunk that have state. Most chunks of a THP-backed
+/// address space hold one page (a THP's head keeps its flags for all 512),
+/// so a chunk starts as that one page inline and takes the whole array only
+/// when a second page of it gets state: a guest of 496 GB in THPs keeps
+/// about 60 bytes a THP here, not the array's 2.5 KiB.
+enum Chunk {
+    /// One page, at this offset in the chunk, not at its default.
+    One(u8, PageInfo),
+    Many(Box<Full>),
+}
+
+struct Full {
     pages: [PageInfo; CHUNK],
     /// Pages in `pages` that are not [`PageInfo::DEFAULT`].
     used: u32,
+}
+
+impl Chunk {
+    fn used(&self) -> u32 {
+        match self {
+            Chunk::One(..) => 1,
+            Chunk::Many(full) => full.used,
+        }
+    }
+
+    fn get(&self, off: usize) -> PageInfo {
+        match self {
+            Chunk::One(o, page) if *o as usize == off => *page,
+            Chunk::One(..) => PageInfo::DEFAULT,
+            Chunk::Many(full) => full.pages[off],
+        }
+    }
+
+    /// Sets page `off` to `page` (not the default): the chunk's array is
+    /// made when a second page needs it.
+    fn upgrade(&mut self, off: usize, page: PageInfo) {
+        let Chunk::One(o, first) = *self else {
+            unreachable!("only a one-page chunk upgrades")
+        };
+        let mut full = Box::new(Full {
+            pages: [PageInfo::DEFAULT; CHUNK],
+            used: 2,
+        });
+        full.pages[o as usize] = first;
+        full.pages[off] = page;
+        *self = Chunk::Many(full);
+    }
 }
 
 /// The hash of a chunk number: one multiplication (Fibonacci hashing).
@@ -160,7 +204,7 @@ impl Hasher for ChunkHasher {
 /// Every page's reclaim half, stored sparsely.
 #[derive(Default)]
 pub struct PageInfos {
-    chunks: HashMap<u64, Box<Chunk>, BuildHasherDefault<ChunkHasher>>,
+    chunks: HashMap<u64, Chunk, BuildHasherDefault<ChunkHasher>>,
 }
 
 impl PageInfos {
@@ -169,7 +213,7 @@ impl PageInfos {
     pub fn get(&self, pfn: Pfn) -> PageInfo {
         self.chunks
             .get(&(pfn.0 >> CHUNK_SHIFT))
-            .map_or(PageInfo::DEFAULT, |c| c.pages[pfn.0 as usize % CHUNK])
+            .map_or(PageInfo::DEFAULT, |c| c.get(pfn.0 as usize % CHUNK))
     }
 
     /// Changes the page's reclaim half through `f`; a page left at its
@@ -177,35 +221,100 @@ impl PageInfos {
     #[inline]
     pub fn update<R>(&mut self, pfn: Pfn, f: impl FnOnce(&mut PageInfo) -> R) -> R {
         let key = pfn.0 >> CHUNK_SHIFT;
-        let chunk = self.chunks.entry(key).or_insert_with(|| {
-            Box::new(Chunk {
-                pages: [PageInfo::DEFAULT; CHUNK],
-                used: 0,
-            })
-        });
-        let page = &mut chunk.pages[pfn.0 as usize % CHUNK];
-        let was_default = *page == PageInfo::DEFAULT;
-        let result = f(page);
-        let is_default = *page == PageInfo::DEFAULT;
-        match (was_default, is_default) {
-            (true, false) => chunk.used += 1,
-            (false, true) => chunk.used -= 1,
-            _ => {}
+        let off = pfn.0 as usize % CHUNK;
+        match self.chunks.entry(key) {
+            Entry::Vacant(vacant) => {
+                let mut page = PageInfo::DEFAULT;
+                let result = f(&mut page);
+                if page != PageInfo::DEFAULT {
+                    vacant.insert(Chunk::One(off as u8, page));
+                }
+                result
+            }
+            Entry::Occupied(mut occupied) => {
+                let chunk = occupied.get_mut();
+                let result;
+                match chunk {
+                    Chunk::One(o, page) if *o as usize == off => {
+                        result = f(page);
+                        if *page == PageInfo::DEFAULT {
+                            occupied.remove();
+                        }
+                    }
+                    Chunk::One(..) => {
+                        let mut page = PageInfo::DEFAULT;
+                        result = f(&mut page);
+                        if page != PageInfo::DEFAULT {
+                            chunk.upgrade(off, page);
+                        }
+                    }
+                    Chunk::Many(full) => {
+                        let page = &mut full.pages[off];
+                        let was_default = *page == PageInfo::DEFAULT;
+                        result = f(page);
+                        let is_default = *page == PageInfo::DEFAULT;
+                        match (was_default, is_default) {
+                            (true, false) => full.used += 1,
+                            (false, true) => full.used -= 1,
+                            _ => {}
+                        }
+                        if full.used == 0 {
+                            occupied.remove();
+                        }
+                    }
+                }
+                result
+            }
         }
-        if chunk.used == 0 {
-            self.chunks.remove(&key);
+    }
+
+    /// Puts the `nr` pages from `pfn` back to their default: what freeing
+    /// a block does to its pages' reclaim half. One look-up a chunk, not a
+    /// page.
+    pub fn reset_range(&mut self, pfn: Pfn, nr: u64) {
+        let (start, end) = (pfn.0, pfn.0 + nr);
+        let mut key = start >> CHUNK_SHIFT;
+        while key << CHUNK_SHIFT < end {
+            let base = key << CHUNK_SHIFT;
+            let lo = start.max(base) - base;
+            let hi = end.min(base + CHUNK as u64) - base;
+            if let Entry::Occupied(mut occupied) = self.chunks.entry(key) {
+                let empty = match occupied.get_mut() {
+                    Chunk::One(o, _) => (lo..hi).contains(&u64::from(*o)),
+                    Chunk::Many(full) => {
+                        for page in &mut full.pages[lo as usize..hi as usize] {
+                            if *page != PageInfo::DEFAULT {
+                                *page = PageInfo::DEFAULT;
+                                full.used -= 1;
+                            }
+                        }
+                        full.used == 0
+                    }
+                };
+                if empty {
+                    occupied.remove();
+                }
+            }
+            key += 1;
         }
-        result
     }
 
     /// Pages with any reclaim state.
     pub fn nr_pages(&self) -> u64 {
-        self.chunks.values().map(|c| c.used as u64).sum()
+        self.chunks.values().map(|c| u64::from(c.used())).sum()
     }
 
     /// Host bytes held.
     pub fn host_bytes(&self) -> usize {
-        self.chunks.len() * (std::mem::size_of::<Chunk>() + 32)
+        let full = self
+            .chunks
+            .values()
+            .filter(|c| matches!(c, Chunk::Many(_)))
+            .count();
+        // A hash-table slot of key and chunk, a control byte, and the
+        // table's slack.
+        self.chunks.len() * (std::mem::size_of::<(u64, Chunk)>() * 8 / 7 + 1)
+            + full * std::mem::size_of::<Full>()
     }
 
     /// Every page with reclaim state, in pfn order (for the invariant
@@ -217,13 +326,14 @@ impl PageInfos {
         for key in keys {
             let chunk = &self.chunks[&key];
             let mut used = 0;
-            for (i, page) in chunk.pages.iter().enumerate() {
-                if *page != PageInfo::DEFAULT {
+            for i in 0..CHUNK {
+                let page = chunk.get(i);
+                if page != PageInfo::DEFAULT {
                     used += 1;
-                    out.push((Pfn((key << CHUNK_SHIFT) + i as u64), *page));
+                    out.push((Pfn((key << CHUNK_SHIFT) + i as u64), page));
                 }
             }
-            assert_eq!(used, chunk.used, "page-info chunk {key}: used count");
+            assert_eq!(used, chunk.used(), "page-info chunk {key}: used count");
         }
         out
     }
@@ -249,6 +359,36 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].0, Pfn(70));
         infos.update(Pfn(70), |p| *p = PageInfo::DEFAULT);
+        assert_eq!(infos.host_bytes(), 0);
+    }
+
+    /// A chunk holds one page inline and takes its array at the second;
+    /// `reset_range` clears exactly the range, chunk by chunk.
+    #[test]
+    fn a_chunk_grows_at_its_second_page_and_ranges_reset() {
+        let mut infos = PageInfos::default();
+        let anon = |n: u32| move |p: &mut PageInfo| p.anon_vma = n;
+        infos.update(Pfn(64), anon(1));
+        assert!(matches!(infos.chunks[&1], Chunk::One(0, _)));
+        // Reading or leaving another page at its default adds nothing.
+        infos.update(Pfn(65), |p| p.clear(PageFlags::LRU));
+        assert!(matches!(infos.chunks[&1], Chunk::One(0, _)));
+        infos.update(Pfn(100), anon(2));
+        assert!(matches!(infos.chunks[&1], Chunk::Many(_)));
+        infos.update(Pfn(130), anon(3));
+        assert_eq!(infos.nr_pages(), 3);
+        assert_eq!(infos.get(Pfn(64)).anon_vma, 1);
+        assert_eq!(infos.get(Pfn(100)).anon_vma, 2);
+        assert_eq!(infos.get(Pfn(65)), PageInfo::DEFAULT);
+        // 65..129 holds 100 but not 64 or 130.
+        infos.reset_range(Pfn(65), 64);
+        assert_eq!(infos.nr_pages(), 2);
+        assert_eq!(infos.get(Pfn(100)), PageInfo::DEFAULT);
+        assert_eq!(infos.get(Pfn(64)).anon_vma, 1);
+        assert_eq!(infos.get(Pfn(130)).anon_vma, 3);
+        assert_eq!(infos.check_chunks().len(), 2);
+        infos.reset_range(Pfn(0), 512);
+        assert_eq!(infos.nr_pages(), 0);
         assert_eq!(infos.host_bytes(), 0);
     }
 }

@@ -304,6 +304,33 @@ impl PageMap {
         }
     }
 
+    /// How many of the `nr` pages from `idx` have a mapcount (are mapped
+    /// by a page-table entry of their own). A pageblock without per-page
+    /// metadata answers from its head alone: every other page in it is a
+    /// [`PageMeta::TAIL`], mapped by none. So a THP never mapped by PTEs
+    /// costs one look-up, not 512.
+    pub fn count_mapped(&self, idx: u32, nr: u64) -> u64 {
+        let end = idx as u64 + nr;
+        let mut i = idx as u64;
+        let mut mapped = 0;
+        while i < end {
+            let (b, off) = Self::split(i as u32);
+            let block_end = end.min((b as u64 + 1) * PB_PAGES as u64);
+            match self.blocks.get(b).map(|block| &block.pages) {
+                Some(Some(pages)) => {
+                    let to = off + (block_end - i) as usize;
+                    mapped += pages[off..to].iter().filter(|p| p.mapcount() > 0).count() as u64;
+                }
+                // Only the head (offset 0) can have a count; untouched
+                // memory is free, so mapped by none.
+                Some(None) => mapped += u64::from(off == 0 && self.get(i as u32).mapcount() > 0),
+                None => {}
+            }
+            i = block_end;
+        }
+        mapped
+    }
+
     /// The struct page of an untouched page: the head of a free max-order
     /// block, or one of its tails.
     #[cold]

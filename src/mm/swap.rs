@@ -9,7 +9,7 @@ use super::kernel::Kernel;
 use super::mm_inline::{LruList, Lruvec, page_lru};
 use super::mm_types::Vma;
 use super::mmzone::{Order, Pfn};
-use super::page_flags::{PageFlags, PageInfo};
+use super::page_flags::PageFlags;
 use crate::sim::{CpuId, Ctx, Event, IpiHandler, LineAccess, Symbol, touch_line};
 use crate::types::Cycles;
 
@@ -629,13 +629,12 @@ impl Kernel {
             self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);
         }
         self.contents.clear_range(head, order.nr_pages());
-        for sub in 0..order.nr_pages() {
-            let sub = Pfn(head.0 + sub);
-            debug_assert_eq!(self.pa.page(sub).mapcount(), 0, "{sub} freed while mapped");
-            if self.pages.get(sub) != PageInfo::DEFAULT {
-                self.pages.update(sub, |p| *p = PageInfo::DEFAULT);
-            }
-        }
+        debug_assert_eq!(
+            self.pa.count_mapped(head, order.nr_pages()),
+            0,
+            "{head} freed while mapped"
+        );
+        self.pages.reset_range(head, order.nr_pages());
         self.pa.free_pages(ctx, head, order);
     }
 }

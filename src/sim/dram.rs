@@ -110,11 +110,8 @@ impl NodeBusy {
     /// after `t` (and the floor) at which `[s, s + len)` meets no span, and
     /// records it. Returns the end of the use.
     fn occupy(&mut self, t: Cycles, len: Cycles, horizon: Cycles) -> Cycles {
-        let gone = self
-            .spans
-            .iter()
-            .take_while(|&&(_, end)| end <= horizon)
-            .count();
+        // Ends are in order (the spans are disjoint): a prefix is gone.
+        let gone = self.spans.partition_point(|&(_, end)| end <= horizon);
         if gone > 0 {
             self.spans.drain(..gone);
         }
@@ -243,11 +240,9 @@ fn stream_alone(
         return None;
     }
     let node = &mut ctx.dram.nodes[stream.node as usize];
-    let gone = node
-        .spans
-        .iter()
-        .take_while(|&&(_, end)| end <= horizon)
-        .count();
+    // The spans' ends are in order: those gone are a prefix (a full list of
+    // a step's earlier THPs, 4,096 spans, when the step began after them).
+    let gone = node.spans.partition_point(|&(_, end)| end <= horizon);
     if node.spans.back().is_some_and(|&(_, end)| end >= start) || node.floor > start {
         return None;
     }
@@ -276,9 +271,24 @@ fn stream_alone(
     if from_new > 0 {
         node.floor = node.floor.max(span(from_new - 1).1);
     }
-    for k in from_new..chunks {
-        node.spans.push_back(span(k));
-    }
+    // `upto(k)` for k = from_new.. stepped without a division: with
+    // own = q * chunks + r, upto(k + 1) - upto(k) is q, plus 1 when the
+    // running remainder r * k mod chunks wraps.
+    let (q, r) = (own.0 / chunks, own.0 % chunks);
+    let mut at = start + upto(from_new);
+    let mut rem = ((u128::from(r) * u128::from(from_new)) % u128::from(chunks)) as u64;
+    node.spans.extend((from_new..chunks).map(|k| {
+        let len = if k + 1 == chunks { last_len } else { full_len };
+        debug_assert_eq!(span(k), (at, at + len));
+        let this = (at, at + len);
+        at += Cycles(q);
+        rem += r;
+        if rem >= chunks {
+            rem -= chunks;
+            at += Cycles(1);
+        }
+        this
+    }));
     ctx.count(Event::DramBytes, bytes * stream.bytes_per_byte);
     ctx.charge(symbol, own);
     ctx.count(Event::DramWaitCycles, 0);

@@ -167,6 +167,9 @@ pub struct Ctx {
     /// CPUs whose clock or state another CPU changed during the current
     /// step (woken, or charged an interrupt), to be queued again after it.
     requeue: Vec<CpuId>,
+    /// `smp_call_function_many`'s list of the IPIs of a round, kept between
+    /// rounds so that a round allocates nothing.
+    pub(crate) ipi_scratch: Vec<(CpuId, Cycles, bool)>,
     /// Every node's memory bandwidth in use (`dram.rs`).
     pub(crate) dram: Dram,
     /// Each CPU's core and socket, worked out once: cache-line transfers
@@ -205,6 +208,7 @@ impl Ctx {
             stats: Stats::new(),
             rng: Rng::new(seed),
             requeue: Vec::new(),
+            ipi_scratch: Vec::new(),
             dram,
             places,
             clear_page_cycles,
@@ -741,6 +745,37 @@ impl Engine {
         true
     }
 
+    /// Queues again the CPUs other than `cpu` whose clock or state the step
+    /// moved, each at its clock of now. Many of them (an IPI round's
+    /// targets, each listed once per IPI) replay the queue's tree once; a
+    /// clock past the queue's range takes the one-by-one path, which stops
+    /// the run.
+    fn requeue_others(&mut self, cpu: CpuId) {
+        let mut requeue = std::mem::take(&mut self.ctx.requeue);
+        let cpus = &self.ctx.cpus;
+        let limit = self.queue.clock_limit();
+        let entries = || {
+            requeue
+                .iter()
+                .filter(move |&&other| other != cpu)
+                .filter_map(|&other| cpus[other.index()].queued_at().map(|at| (at, other)))
+        };
+        if self.queue.push_many_pays(requeue.len()) && entries().all(|(at, _)| at < limit) {
+            self.queue.push_many(entries());
+        } else {
+            for &other in &requeue {
+                if other == cpu {
+                    continue;
+                }
+                if let Some(at) = self.ctx.cpus[other.index()].queued_at() {
+                    self.queue_at(at, other);
+                }
+            }
+        }
+        requeue.clear();
+        self.ctx.requeue = requeue;
+    }
+
     /// Runs one step of `cpu`; returns it if it is still runnable, for the
     /// caller to queue (other CPUs the step changed are queued here).
     fn step_one<W: Workload + ?Sized>(&mut self, workload: &mut W, cpu: CpuId) -> Option<CpuId> {
@@ -764,16 +799,7 @@ impl Engine {
         // IPIs delivered during the step are taken now, at the times its
         // interrupts-off sections allow.
         ipi::flush(&mut self.ctx, cpu);
-        for i in 0..self.ctx.requeue.len() {
-            let other = self.ctx.requeue[i];
-            if other == cpu {
-                continue;
-            }
-            if let Some(at) = self.ctx.cpus[other.index()].queued_at() {
-                self.queue_at(at, other);
-            }
-        }
-        self.ctx.requeue.clear();
+        self.requeue_others(cpu);
         // A CPU blocked on its timer is queued at the timer.
         self.ctx.cpus[cpu.index()].queued_at().map(|_| cpu)
     }

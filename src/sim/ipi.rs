@@ -148,8 +148,13 @@ pub fn smp_call_function_many(
     // First the sends, which only the sender's clock sees, and when each
     // target will be done as far as is known now; then the effects on the
     // targets, once the sender's wait (and so its assumption) is known.
-    let mut sent = Vec::with_capacity(targets.len());
-    let mut done = ctx.now();
+    // The sends are charged together after the loop: the n-th leaves at
+    // n sends past the start, as one charge per send would have it.
+    let mut sent = std::mem::take(&mut ctx.ipi_scratch);
+    sent.clear();
+    let start = ctx.now();
+    let mut done = start;
+    let mut nr_sent = 0;
     for &target in targets {
         assert!(
             target.index() < ctx.cpus.len(),
@@ -158,9 +163,8 @@ pub fn smp_call_function_many(
         if target == me {
             continue;
         }
-        ctx.charge(Symbol::SmpCallFunctionMany, send);
-        ctx.count(Event::IpiSent, 1);
-        let delivered = ctx.now() + delivery;
+        nr_sent += 1;
+        let delivered = start + Cycles(send.0 * nr_sent) + delivery;
         let cpu = &ctx.cpus[target.index()];
         let behind = cpu.state == RunState::Runnable && cpu.clock < delivered;
         // A target that is behind is assumed to have interrupts on at
@@ -174,6 +178,8 @@ pub fn smp_call_function_many(
         done = done.max(start + entry + handler_cycles + transfer_cost(ctx, target, me));
         sent.push((target, delivered, behind));
     }
+    ctx.charge(Symbol::SmpCallFunctionMany, Cycles(send.0 * nr_sent));
+    ctx.count(Event::IpiSent, nr_sent);
     let waited = if wait {
         ctx.charge_until(Symbol::SmpCallFunctionMany, done)
     } else {
@@ -183,19 +189,24 @@ pub fn smp_call_function_many(
         done_assumed: ctx.now(),
         late_seen: ctx.cpus[me.index()].ipi_late,
     });
-    let call = Arc::new(Call {
-        handler,
-        sender: me,
-        waiter,
-    });
-    for (target, delivered, behind) in sent {
+    // Made only for a target that is behind: the others run the handler
+    // now and need no record of the call.
+    let mut call: Option<Arc<Call>> = None;
+    for &(target, delivered, behind) in &sent {
         if behind {
+            let call = call.get_or_insert_with(|| {
+                Arc::new(Call {
+                    handler,
+                    sender: me,
+                    waiter,
+                })
+            });
             let limit = PENDING_IPIS_PER_CPU * ctx.cpus.len().max(256);
             let pending = &mut ctx.cpus[target.index()].pending_ipis;
             assert!(pending.len() < limit, "{target} has {limit} IPIs pending");
             pending.push(PendingIpi {
                 delivered,
-                call: Arc::clone(&call),
+                call: Arc::clone(call),
             });
         } else {
             take_ipi(ctx, target, delivered, handler, me);
@@ -203,6 +214,7 @@ pub fn smp_call_function_many(
         // The target's clock may have passed other IPIs' delivery times.
         flush(ctx, target);
     }
+    ctx.ipi_scratch = sent;
     waited
 }
 

@@ -80,7 +80,7 @@ impl<T> UdpSock<T> {
                 return None;
             }
             // Refill the reader queue with everything queued so far.
-            self.reader_queue.append(&mut self.receive_queue);
+            self.splice_receive_queue();
         }
         let (skb, truesize) = self.reader_queue.pop_front()?;
         self.rmem_release(truesize);
@@ -97,7 +97,18 @@ impl<T> UdpSock<T> {
         self.rmem_alloc -= std::mem::take(&mut self.forward_deficit);
         // While holding the receive queue's lock for the release, it moves
         // that queue onto the reader's too.
-        self.reader_queue.append(&mut self.receive_queue);
+        self.splice_receive_queue();
+    }
+
+    /// `skb_queue_splice_tail_init` of the receive queue onto the reader
+    /// queue. Onto an empty reader queue (a reader that keeps up: every
+    /// datagram) the two swap, which spares the host a copy.
+    fn splice_receive_queue(&mut self) {
+        if self.reader_queue.is_empty() {
+            std::mem::swap(&mut self.reader_queue, &mut self.receive_queue);
+        } else if !self.receive_queue.is_empty() {
+            self.reader_queue.append(&mut self.receive_queue);
+        }
     }
 
     /// `sk_rmem_alloc`.

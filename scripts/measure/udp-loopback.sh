@@ -21,4 +21,5 @@ awk -v sent=$sent -v line="$(cat /tmp/udp-loopback.out.$$)" '
  END { printf "%s\n   per 1000 datagrams:", line; for (o=0;o<4;o++) printf " o%d alloc %.2f free %.2f zonelocked %.2f;", o, 1000*a[o]/sent, 1000*f[o]/sent, 1000*z[o]/sent; printf "\n" }' $I/trace
 grep -c . $I/per_cpu/cpu0/stats >/dev/null; grep overrun $I/per_cpu/cpu*/stats | tr '\n' ' '; echo
 rm /tmp/udp-loopback.out.$$
-rmdir $I
+echo 0 > $I/options/event-fork; echo > $I/set_event; echo > $I/set_event_pid
+rmdir $I 2>/dev/null || echo "# $I is left; remove it with: rmdir $I"

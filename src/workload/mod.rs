@@ -9,6 +9,7 @@ pub mod page_alloc_bench;
 pub mod pageout;
 pub mod qemu_munmap;
 pub mod trace;
+pub mod udp_sock;
 pub mod usemem;
 pub mod will_it_scale;
 

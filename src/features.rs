@@ -579,11 +579,11 @@ pub struct Features {
     /// (cgroup v2, no limit), and its pages are charged to it
     /// (`mm/memcontrol.rs`). A run configuration, not a [`Feature`].
     pub memcg: bool,
-    /// `--find-vma-cost lines`: `find_vma` is charged by the cache lines it
-    /// touches, each found where a per-CPU model of recent kernel lines
-    /// says (`mm/klines.rs`), instead of `find_vma_node` per VMA or slot
-    /// looked at. A run configuration of the machine model, not a
-    /// [`Feature`].
+    /// `find_vma` is charged by the cache lines it touches, each found
+    /// where a per-CPU model of recent kernel lines says (`mm/klines.rs`):
+    /// the default. `--find-vma-cost nodes` charges `find_vma_node` per VMA
+    /// or slot looked at instead (the model before lines, kept to compare).
+    /// A run configuration of the machine model, not a [`Feature`].
     pub find_vma_lines: bool,
 }
 
@@ -594,7 +594,7 @@ impl Features {
         thp: ThpConfig::DEFAULT,
         swap: None,
         memcg: false,
-        find_vma_lines: false,
+        find_vma_lines: true,
     };
 
     /// The defaults: every feature on (current behaviour).

@@ -58,10 +58,10 @@ options:
                   (cgroup v2, no limit): its pages are charged as 5.14
                   charges them, and the report adds '## memory cgroup'
   --find-vma-cost nodes|lines
-                  charge find_vma find_vma_node per VMA or cache slot looked
-                  at (nodes, the default), or by the cache lines it touches,
-                  each found where a per-CPU model of recent kernel lines
-                  says (lines; docs/mm.md, klines.rs)
+                  charge find_vma by the cache lines it touches, each found
+                  where a per-CPU model of recent kernel lines says (lines,
+                  the default; docs/mm.md, klines.rs), or find_vma_node per
+                  VMA or cache slot looked at (nodes, the older model)
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE

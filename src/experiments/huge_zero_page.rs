@@ -19,7 +19,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     carried: &[],
     config_off: &[],
     memcg: false,
-    find_vma_lines: false,
     cases: &[Case {
         name: "",
         workload: "usemem",

@@ -181,11 +181,6 @@ pub struct Experiment {
     /// Both runs' workload runs in a memory cgroup (`--memcg`), as the
     /// author's did.
     pub memcg: bool,
-    /// Both runs charge `find_vma` by the cache lines it touches
-    /// (`--find-vma-cost lines`, `mm/klines.rs`) instead of per VMA looked
-    /// at. The experiment whose figures are `find_vma`'s own uses it; the
-    /// others keep the figures they were reviewed with.
-    pub find_vma_lines: bool,
     /// The benchmark's cases, run one after another, each before and after.
     pub cases: &'static [Case],
     /// Other workloads run before and after on the same machine and
@@ -284,7 +279,6 @@ impl Experiment {
             .iter()
             .fold(carried, |f, &off| f.with(off, false));
         base.memcg = self.memcg;
-        base.find_vma_lines = self.find_vma_lines;
         base
     }
 

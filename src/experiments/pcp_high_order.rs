@@ -35,7 +35,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     carried: &[Feature::PcpBurst],
     config_off: &[],
     memcg: false,
-    find_vma_lines: false,
     cases: &[Case {
         name: "",
         workload: "netperf-udp",

@@ -18,7 +18,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     carried: &[],
     config_off: &[],
     memcg: false,
-    find_vma_lines: true,
     cases: &[Case {
         name: "",
         workload: "ebizzy",

@@ -240,7 +240,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     carried: &[],
     config_off: &[Feature::ThpSwap],
     memcg: true,
-    find_vma_lines: false,
     cases: &[
         Case {
             name: "zram best",

@@ -33,8 +33,8 @@ pub fn format_thp(features: Features) -> String {
         .swap
         .map_or(String::new(), |s| format!(" swap={s}"));
     let memcg = if features.memcg { " memcg=child" } else { "" };
-    let lines = if features.find_vma_lines {
-        " find-vma-cost=lines"
+    let lines = if !features.find_vma_lines {
+        " find-vma-cost=nodes"
     } else {
         ""
     };

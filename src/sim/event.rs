@@ -111,7 +111,7 @@ events! {
     UserLines => "mmsim_user_lines", "cache lines user runs touched (each line once per run)",
     UserLineHits => "mmsim_user_line_hits", "user lines found in the CPU's cache model",
     UserStreamedLines => "mmsim_user_streamed_lines", "user lines that missed in a sequential run and were streamed from DRAM at the core's bandwidth",
-    KernelLineL1 => "mmsim_kernel_line_l1", "kernel lines find_vma touched that were in the CPU's L1 (--find-vma-cost lines)",
+    KernelLineL1 => "mmsim_kernel_line_l1", "kernel lines find_vma touched that were in the CPU's L1",
     KernelLineL2 => "mmsim_kernel_line_l2", "kernel lines find_vma touched that were in the CPU's L2",
     KernelLineLlc => "mmsim_kernel_line_llc", "kernel lines find_vma touched that came from the last-level cache",
     KernelLineOtherCpu => "mmsim_kernel_line_other_cpu", "kernel lines find_vma touched that came from another CPU's cache (modified there, or on another socket)",

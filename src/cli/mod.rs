@@ -8,6 +8,7 @@
 
 mod args;
 mod explore;
+pub mod fuzz;
 mod help;
 mod host_memory;
 mod list;

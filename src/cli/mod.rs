@@ -15,6 +15,7 @@ mod list;
 mod progress;
 mod reproduce;
 mod run;
+mod soak;
 mod trace;
 
 use std::fmt;
@@ -104,8 +105,9 @@ pub fn execute(args: &[String]) -> Result<String, CliError> {
         "workloads" => list::workloads_command(rest),
         "trace" => trace::trace_command(rest),
         "explore" => explore::explore_command(rest),
+        "soak" => soak::soak_command(rest),
         other => Err(CliError::new(format!(
-            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, explore, help)",
+            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, explore, soak, help)",
             escape(other)
         ))),
     }

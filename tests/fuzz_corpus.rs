@@ -37,7 +37,12 @@ fn every_target_is_a_cargo_fuzz_target() {
     let manifest = fs::read_to_string(fuzz.join("Cargo.toml")).expect("fuzz/Cargo.toml");
     let mut files: Vec<String> = fs::read_dir(fuzz.join("fuzz_targets"))
         .expect("fuzz/fuzz_targets")
-        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     files.sort();
     let mut names: Vec<String> = mmsim::cli::fuzz::TARGETS
@@ -49,10 +54,15 @@ fn every_target_is_a_cargo_fuzz_target() {
     for target in mmsim::cli::fuzz::TARGETS {
         let name = target.name;
         assert!(
-            manifest.contains(&format!("name = \"{name}\"\npath = \"fuzz_targets/{name}.rs\"")),
+            manifest.contains(&format!(
+                "name = \"{name}\"\npath = \"fuzz_targets/{name}.rs\""
+            )),
             "fuzz/Cargo.toml: no [[bin]] {name}"
         );
         let body = fs::read_to_string(fuzz.join(format!("fuzz_targets/{name}.rs"))).unwrap();
-        assert!(body.contains(&format!("target(\"{name}\")")), "{name}.rs runs another target");
+        assert!(
+            body.contains(&format!("target(\"{name}\")")),
+            "{name}.rs runs another target"
+        );
     }
 }

@@ -71,10 +71,7 @@ pub fn target(name: &str) -> Option<&'static Target> {
 /// Fails unless `error` reads as one non-empty line.
 pub fn one_line(what: &str, error: &impl Display) {
     let text = error.to_string();
-    assert!(
-        !text.trim().is_empty(),
-        "{what}: an empty error message"
-    );
+    assert!(!text.trim().is_empty(), "{what}: an empty error message");
     assert!(
         !text.contains(['\n', '\r']),
         "{what}: an error of more than one line: {text:?}"
@@ -110,7 +107,10 @@ pub fn trace_file(data: &[u8]) {
     let again = trace::serialize_with(&events, meta);
     let reread = trace::parse("again.trace", &again)
         .unwrap_or_else(|e| panic!("a trace written from a parsed one does not parse: {e}"));
-    assert_eq!(reread, events, "a trace written back parses to other events");
+    assert_eq!(
+        reread, events,
+        "a trace written back parses to other events"
+    );
     assert_eq!(
         trace::Meta::parse("again.trace", &again).ok(),
         Some(meta),

@@ -37,7 +37,13 @@ const OPS_DEFAULT: u64 = 1000;
 const OPS_MAX: u64 = 1_000_000_000;
 const SEEDS_MAX: u64 = 1_000_000;
 
-fn number(parsed: &super::args::Parsed, name: &str, default: u64, min: u64, max: u64) -> Result<u64, CliError> {
+fn number(
+    parsed: &super::args::Parsed,
+    name: &str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, CliError> {
     let Some(text) = parsed.last(name) else {
         return Ok(default);
     };
@@ -67,7 +73,9 @@ pub fn soak_command(args: &[String]) -> Result<String, CliError> {
     let mut plan = Plan::new(seed, number(&parsed, "ops", OPS_DEFAULT, 0, OPS_MAX)?);
     if let Some(list) = parsed.last("keep") {
         if parsed.has("ops") {
-            return Err(CliError::new("--keep and --ops contradict each other: --keep lists the operations made"));
+            return Err(CliError::new(
+                "--keep and --ops contradict each other: --keep lists the operations made",
+            ));
         }
         let keep = soak::parse_list(list).map_err(CliError::new)?;
         plan.ops = keep.last().map_or(0, |&l| l + 1);
@@ -97,14 +105,18 @@ pub fn soak_command(args: &[String]) -> Result<String, CliError> {
         })?);
     }
     if seeds > 1 && plan.keep.is_some() {
-        return Err(CliError::new("--keep replays one seed's operations: no --seeds with it"));
+        return Err(CliError::new(
+            "--keep replays one seed's operations: no --seeds with it",
+        ));
     }
     if std::env::var_os(CHILD_ENV).is_some() {
         return Ok(run_child(&plan));
     }
     if parsed.has("trace") {
         if seeds > 1 {
-            return Err(CliError::new("--trace prints one seed's operations: no --seeds with it"));
+            return Err(CliError::new(
+                "--trace prints one seed's operations: no --seeds with it",
+            ));
         }
         return Ok(soak::run(&plan, true).format(plan.seed));
     }
@@ -113,7 +125,10 @@ pub fn soak_command(args: &[String]) -> Result<String, CliError> {
     let start = Instant::now();
     let mut total_ops = 0;
     for seed in seed..seed.saturating_add(seeds) {
-        let plan = Plan { seed, ..plan.clone() };
+        let plan = Plan {
+            seed,
+            ..plan.clone()
+        };
         let began = Instant::now();
         let text = match run_in_child(&plan)? {
             Ok(text) => text,
@@ -134,7 +149,9 @@ pub fn soak_command(args: &[String]) -> Result<String, CliError> {
             "mmsim soak: {total_ops} operations over {seeds} seeds in {secs:.1} s of host time ({:.0} a second)",
             total_ops as f64 / secs
         );
-        out.push_str(&format!("{seeds} seeds, {total_ops} operations: no failure\n"));
+        out.push_str(&format!(
+            "{seeds} seeds, {total_ops} operations: no failure\n"
+        ));
     }
     Ok(out)
 }
@@ -159,11 +176,7 @@ fn run_child(plan: &Plan) -> String {
 /// The arguments that make `plan` again.
 fn plan_args(plan: &Plan) -> Vec<String> {
     let command = plan.command();
-    command
-        .split(' ')
-        .skip(1)
-        .map(str::to_string)
-        .collect()
+    command.split(' ').skip(1).map(str::to_string).collect()
 }
 
 /// Runs `plan` in a child: its output, or where and why it failed.

@@ -144,7 +144,12 @@ pub fn format_list(ops: &[u64]) -> String {
 /// Reads [`format_list`]'s form back: ascending, no repeats.
 pub fn parse_list(text: &str) -> Result<Vec<u64>, String> {
     let mut out: Vec<u64> = Vec::new();
-    let bad = || format!("invalid --keep '{}' (e.g. 0-3,7,9)", crate::util::escape(text));
+    let bad = || {
+        format!(
+            "invalid --keep '{}' (e.g. 0-3,7,9)",
+            crate::util::escape(text)
+        )
+    };
     for part in text.split(',') {
         let (first, last) = match part.split_once('-') {
             Some((a, b)) => (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?),
@@ -227,8 +232,8 @@ impl Config {
         while let Some((feature, _)) = features.missing_requirement() {
             features.set(feature, false);
         }
-        features.thp.enabled = [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never]
-            [rng.below(3) as usize];
+        features.thp.enabled =
+            [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never][rng.below(3) as usize];
         features.thp.use_zero_page = rng.below(4) != 0;
         features.thp.max_ptes_none = [511, 511, 255, 0][rng.below(4) as usize];
         features.memcg = rng.below(4) == 0;
@@ -291,7 +296,11 @@ impl Config {
             f.thp.enabled.name(),
             if f.thp.use_zero_page { "on" } else { "off" },
             f.thp.max_ptes_none,
-            if f.has(Feature::ThpSwap) { ", THP swap" } else { "" },
+            if f.has(Feature::ThpSwap) {
+                ", THP swap"
+            } else {
+                ""
+            },
             if f.memcg { ", memcg" } else { "" },
         )
     }
@@ -386,7 +395,7 @@ pub fn run(plan: &Plan, trace: bool) -> Summary {
     world.verify(world::FULL_CHECK_EVERY - 1);
     world.exit_all();
     let cycles = (0..world.ctx.nr_cpus())
-        .map(|c| world.ctx.clock_of(crate::sim::CpuId(c as u32)).0)
+        .map(|c| world.ctx.clock_of(crate::sim::CpuId(c)).0)
         .max()
         .unwrap_or(0);
     Summary {

@@ -55,13 +55,33 @@ fn an_injected_fault_is_caught_and_shrunk() {
         attempt(p).err().map(|f| f.op)
     });
     let ops = shrunk.op_list();
-    assert!(ops.len() <= 5, "shrunk to {} operations: {}", ops.len(), shrunk.command());
+    assert!(
+        ops.len() <= 5,
+        "shrunk to {} operations: {}",
+        ops.len(),
+        shrunk.command()
+    );
     assert!(runs <= SHRINK_RUNS_MAX);
-    assert_eq!(shrunk.memory_per_node, Some(MEMORY_MIN), "{}", shrunk.command());
+    assert_eq!(
+        shrunk.memory_per_node,
+        Some(MEMORY_MIN),
+        "{}",
+        shrunk.command()
+    );
     assert_eq!(shrunk.cpus, Some(1), "{}", shrunk.command());
-    assert!(attempt(&shrunk).is_err(), "the replay fails: {}", shrunk.command());
+    assert!(
+        attempt(&shrunk).is_err(),
+        "the replay fails: {}",
+        shrunk.command()
+    );
     // Without the fault the same operations pass.
-    assert!(attempt(&Plan { fault: None, ..shrunk }).is_ok());
+    assert!(
+        attempt(&Plan {
+            fault: None,
+            ..shrunk
+        })
+        .is_ok()
+    );
 }
 
 #[test]

@@ -202,7 +202,7 @@ impl World {
         let task = ts
             .new_process(&mut k, &mut ctx)
             .expect("memory for the first mm");
-        let nr_cpus = ctx.nr_cpus() as u32;
+        let nr_cpus = ctx.nr_cpus();
         let nr_nodes = ctx.machine().topology.numa_nodes;
         let first = Proc::new(&ts, task, Shadow::default());
         World {
@@ -467,14 +467,14 @@ impl World {
             // No task sees another's memory: a frame one process may write
             // is mapped by no other (copy on write gave each its own).
             for &page in proc.shadow.pages.keys() {
-                if let Some(pfn) = writable_frame(&self.k, proc.mm, page) {
-                    if let Some(other) = writable.insert(pfn, proc.mm) {
-                        assert_eq!(
-                            other, proc.mm,
-                            "{pfn} writable in mm {} and mm {}",
-                            other.0, proc.mm.0
-                        );
-                    }
+                if let Some(pfn) = writable_frame(&self.k, proc.mm, page)
+                    && let Some(other) = writable.insert(pfn, proc.mm)
+                {
+                    assert_eq!(
+                        other, proc.mm,
+                        "{pfn} writable in mm {} and mm {}",
+                        other.0, proc.mm.0
+                    );
                 }
             }
         }
@@ -609,14 +609,18 @@ impl World {
         let start = start & !(P - 1);
         let len = (1 + rng.below(64)) * P;
         let pages = self.procs[p].shadow.pages.len() as u64;
-        if pages + len / P > MAPPED_PAGES_MAX || start < WINDOW_START || start + len > MMAP_BASE
-        {
+        if pages + len / P > MAPPED_PAGES_MAX || start < WINDOW_START || start + len > MMAP_BASE {
             return;
         }
         let prot = self.random_prot(rng);
         let mm = self.procs[p].mm;
         let got = self.k.mmap_fixed(&mut self.ctx, mm, start, len, prot);
-        self.note(|| format!("mm {}: mmap_fixed({start:#x}, {len:#x}, {prot}) = {got:?}", mm.0));
+        self.note(|| {
+            format!(
+                "mm {}: mmap_fixed({start:#x}, {len:#x}, {prot}) = {got:?}",
+                mm.0
+            )
+        });
         assert_eq!(got, Ok(()), "mm {}: mmap_fixed({start:#x}, {len:#x})", mm.0);
         self.procs[p].shadow.map(start, len, prot, true);
     }
@@ -685,9 +689,18 @@ impl World {
         }
         let mm = self.procs[p].mm;
         let got = self.k.mprotect(&mut self.ctx, mm, start, len, prot);
-        self.note(|| format!("mm {}: mprotect({start:#x}, {len:#x}, {prot:#x}) = {got:?}", mm.0));
+        self.note(|| {
+            format!(
+                "mm {}: mprotect({start:#x}, {len:#x}, {prot:#x}) = {got:?}",
+                mm.0
+            )
+        });
         let want = self.procs[p].shadow.mprotect(start, len, prot);
-        assert_eq!(got, want, "mm {}: mprotect({start:#x}, {len:#x}, {prot:#x})", mm.0);
+        assert_eq!(
+            got, want,
+            "mm {}: mprotect({start:#x}, {len:#x}, {prot:#x})",
+            mm.0
+        );
     }
 
     fn madvise(&mut self, rng: &mut Rng, p: usize) {
@@ -744,9 +757,18 @@ impl World {
     fn madvise_range(&mut self, p: usize, start: u64, len: u64, advice: Advice) {
         let mm = self.procs[p].mm;
         let got = self.k.madvise(&mut self.ctx, mm, start, len, advice);
-        self.note(|| format!("mm {}: madvise({start:#x}, {len:#x}, {advice:?}) = {got:?}", mm.0));
+        self.note(|| {
+            format!(
+                "mm {}: madvise({start:#x}, {len:#x}, {advice:?}) = {got:?}",
+                mm.0
+            )
+        });
         let want = self.procs[p].shadow.madvise(start, len, advice);
-        assert_eq!(got, want, "mm {}: madvise({start:#x}, {len:#x}, {advice:?})", mm.0);
+        assert_eq!(
+            got, want,
+            "mm {}: madvise({start:#x}, {len:#x}, {advice:?})",
+            mm.0
+        );
     }
 
     /// A value no other process writes: the process's mm in the top bits,
@@ -1009,7 +1031,12 @@ fn check_layout(k: &Kernel, proc: &Proc) {
             .filter(|vma| vma.start <= page)
             .unwrap_or_else(|| panic!("mm {}: no VMA maps {page:#x}, the shadow does", mm.0));
         let prot = (vma.flags.0 & VmFlags::PROT_MASK.0) as u32;
-        assert_eq!(sp.prot, prot & PROT_ALL, "mm {}: protection of {page:#x} in {vma}", mm.0);
+        assert_eq!(
+            sp.prot,
+            prot & PROT_ALL,
+            "mm {}: protection of {page:#x} in {vma}",
+            mm.0
+        );
     }
     let nr_vma_pages: u64 = k.mm(mm).vmas.iter().map(|vma| vma.len() / P).sum();
     assert_eq!(

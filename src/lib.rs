@@ -16,6 +16,7 @@ pub mod machine;
 pub mod mm;
 pub mod report;
 pub mod sim;
+pub mod soak;
 pub mod trace;
 pub mod types;
 pub mod util;

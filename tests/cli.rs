@@ -1798,3 +1798,61 @@ fn find_vma_cost_is_a_run_configuration() {
     bad.extend(["--find-vma-cost", "lanes"]);
     fails_with(&bad, "invalid --find-vma-cost 'lanes' (nodes or lines)");
 }
+
+/// `mmsim soak`: the same command prints the same stdout (host speed goes
+/// to stderr), and a deliberate bug is caught, reported with its seed and
+/// operation, and shrunk to a short replay that fails again.
+#[test]
+fn soak_is_deterministic_and_shrinks_an_injected_fault() {
+    let run = || {
+        let out = mmsim(&["soak", "--seed", "2", "--seeds", "2", "--ops", "120"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("operations in"),
+            "host speed on stderr"
+        );
+        text(&out.stdout)
+    };
+    let first = run();
+    assert!(
+        first.contains("seed 2: ") && first.contains("seed 3: "),
+        "{first}"
+    );
+    assert!(
+        first.ends_with("2 seeds, 240 operations: no failure\n"),
+        "{first}"
+    );
+    assert_eq!(first, run(), "two runs of one soak differ");
+
+    let out = mmsim(&[
+        "soak",
+        "--seed",
+        "1",
+        "--ops",
+        "300",
+        "--inject-fault",
+        "skip-swap-free",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("seed 1 failed at operation "), "{stderr}");
+    let last = stderr.lines().last().expect("an error line");
+    let replay = last
+        .split_once("shrunk replay: mmsim ")
+        .unwrap_or_else(|| panic!("no shrunk replay: {last}"))
+        .1;
+    let args: Vec<&str> = replay.split(' ').collect();
+    assert!(
+        args.contains(&"--keep") && args.contains(&"--memory"),
+        "{replay}"
+    );
+    let keep = args[args.iter().position(|&a| a == "--keep").unwrap() + 1];
+    let ops = mmsim::soak::parse_list(keep).expect("a list of operations");
+    assert!(ops.len() <= 5, "{replay}");
+    let again = mmsim(&args);
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "the replay fails again: {replay}"
+    );
+}

@@ -24,6 +24,7 @@ const LAYERS: &[&str] = &[
     "report",
     "experiments",
     "explore",
+    "soak",
     "cli",
 ];
 

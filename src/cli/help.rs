@@ -17,6 +17,7 @@ commands:
   experiments                 list the experiments 'reproduce' can run (--json too)
   trace import --strace F ... convert strace (and perf) output of a real run into a trace
   explore PROTOCOL [flags]    search a protocol's schedules for a race, print one step by step
+  soak [--seed S] [--ops N]   a random whole-system run of the kernel model, checked after every operation
   help [command [workload]]   show this help, a command's, or a workload's (help run W)
 
 options:
@@ -248,6 +249,7 @@ pub fn of(command: &str) -> Option<&'static str> {
         "trace" => TRACE,
         "explore" => EXPLORE,
         "sweep" => SWEEP,
+        "soak" => SOAK,
         _ => return None,
     })
 }
@@ -370,4 +372,33 @@ options:
 Without --out the rows go to stdout as NDJSON. A run that fails gives a row
 with 'error'; a point that 'mmsim run' would refuse stops the sweep before
 any run.
+";
+
+pub const SOAK: &str = "\
+usage: mmsim soak [options]
+
+From one seed, draws a machine (x86_64 or powerpc64, 1 to 16 CPUs, one or
+two nodes, 8 MiB to 1 TiB a node), a kernel (a release's features, some
+flipped; THP mode, huge zero page, max_ptes_none; a memory cgroup) and a
+swap device, then makes N operations of up to four processes of up to four
+threads: mmap, MAP_FIXED, munmap, mprotect, madvise, loads and stores,
+fork, clone, exec, exit, LRU operations, reclaim and kswapd. After every
+operation it checks the kernel model's invariants, every word written (and
+every byte every 64 operations) against a shadow copy, that no frame one
+process may write is mapped by another, and page and swap accounting. A
+failure prints the seed and operation, then a shrunk replay (fewest
+operations, smallest machine). The same command prints the same output;
+host speed goes to stderr. docs/soak.md.
+
+options:
+  --seed S          the first seed (default: 1)
+  --seeds K         seeds S to S+K-1, one after another (default: 1)
+  --ops N           operations per seed (default: 1000)
+  --keep LIST       make only these operations of the seed, e.g. 0-3,17
+                    (what a shrunk replay gives)
+  --memory SIZE     memory per node instead of the drawn size (a multiple of 4M)
+  --cpus N          CPUs instead of the drawn number
+  --inject-fault F  a deliberate bug, to see the soak catch it: skip-swap-free
+  --no-shrink       report a failure without shrinking it
+  --trace           print every operation (one seed, no shrinking)
 ";

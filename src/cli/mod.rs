@@ -8,6 +8,7 @@
 
 mod args;
 mod explore;
+pub mod fuzz;
 mod help;
 mod host_memory;
 mod list;
@@ -16,6 +17,7 @@ mod record;
 mod reproduce;
 mod run;
 mod see;
+mod soak;
 pub mod sweep;
 mod trace;
 
@@ -107,8 +109,9 @@ pub fn execute(args: &[String]) -> Result<String, CliError> {
         "trace" => trace::trace_command(rest),
         "explore" => explore::explore_command(rest),
         "sweep" => sweep::sweep_command(rest),
+        "soak" => soak::soak_command(rest),
         other => Err(CliError::new(format!(
-            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, explore, sweep, help)",
+            "unknown command '{}' (commands: run, compare, reproduce, machines, features, workloads, experiments, trace, explore, sweep, soak, help)",
             escape(other)
         ))),
     }

@@ -183,6 +183,13 @@ pub fn compare_command(
     Ok(format_comparison(feature, &before, &after, setup.top) + &children)
 }
 
+/// Checks a `run` (or, with `compare`, a `compare`) command line as far as
+/// the command does before a run starts: the fuzz target `run_args`.
+pub(super) fn check_command_line(args: &[String], compare: bool) -> Result<(), CliError> {
+    let mode = if compare { Mode::Compare } else { Mode::Run };
+    prepare(args, crate::workload::WORKLOADS, mode).map(|_| ())
+}
+
 /// Checks the command line in a fixed order: a workload name comes first;
 /// then `--help` (the workload's help, whatever else is there); then
 /// mmsim's own options (seed, top, features, the compared feature, the

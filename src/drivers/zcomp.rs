@@ -47,7 +47,8 @@ impl Algorithm {
             .ok_or_else(|| {
                 let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
                 format!(
-                    "unknown zram compression algorithm '{name}' (choose one of: {})",
+                    "unknown zram compression algorithm '{}' (choose one of: {})",
+                    crate::util::escape(name),
                     names.join(", ")
                 )
             })

@@ -103,7 +103,7 @@ pub fn run<P: Program>(
 /// The swap device of the run's configuration, set up and enabled as an
 /// init script would (`zramctl` or `mkswap`, then `swapon`). Its size
 /// defaults to the machine's memory.
-fn swapon_at_boot(
+pub fn swapon_at_boot(
     k: &mut Kernel,
     ctx: &mut Ctx,
     machine: &Machine,

@@ -1046,6 +1046,10 @@ pub struct SwapDevices {
     /// Whether a memory cgroup charges swap (`memcontrol.rs`): devices
     /// then queue their freed ranges for it.
     pub memcg: bool,
+    /// A deliberate bug, set only by `mmsim soak --inject-fault
+    /// skip-swap-free` (the test that the soak catches one): dropping a
+    /// swap PTE's reference leaves the count as it was.
+    pub inject_skip_swap_free: bool,
 }
 
 impl SwapDevices {
@@ -1063,6 +1067,7 @@ impl SwapDevices {
                 SWAPFILE_CLUSTER_NO_THP
             },
             memcg: false,
+            inject_skip_swap_free: false,
         }
     }
 
@@ -1372,12 +1377,17 @@ impl SwapDevices {
     /// freeing CPU's slot cache (`free_swap_slot`).
     fn swap_entry_free_ref(&mut self, ctx: &mut Ctx, entry: SwapEntry) -> Result<u8, SwapError> {
         let offset = entry.swp_offset();
+        let skip = self.inject_skip_swap_free;
         let si = self.device(entry)?;
         si.check_in_use(offset)?;
         let ci = si.lock_cluster_or_swap_info(ctx, offset);
         let cost = ctx.machine().costs.swap_slot_op.cycles();
         ctx.charge(Symbol::SwapEntryFree, cost);
-        let left = si.swap_entry_free_locked(offset, 1);
+        let left = if skip {
+            Ok(si.swap_map[offset as usize])
+        } else {
+            si.swap_entry_free_locked(offset, 1)
+        };
         si.unlock_cluster_or_swap_info(ctx, ci);
         let left = left?;
         if left == 0 {

@@ -109,7 +109,14 @@ pub struct PerfError {
 
 impl fmt::Display for PerfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.problem)
+        // The problem quotes the line, which may hold any character.
+        write!(
+            f,
+            "{}:{}: {}",
+            crate::util::escape(&self.file),
+            self.line,
+            crate::util::escape(&self.problem)
+        )
     }
 }
 
@@ -184,7 +191,10 @@ impl Fields {
             "brcntr",
         ];
         if let Some(bad) = names.iter().find(|n| !KNOWN.contains(n)) {
-            return Err(format!("--perf-fields: unknown perf script field '{bad}'"));
+            return Err(format!(
+                "--perf-fields: unknown perf script field '{}'",
+                crate::util::escape(bad)
+            ));
         }
         let has = |name: &str| names.contains(&name);
         if !(has("pid") || has("tid")) || !has("time") || !has("addr") {

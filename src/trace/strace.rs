@@ -97,7 +97,14 @@ pub struct StraceError {
 
 impl fmt::Display for StraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.problem)
+        // The problem quotes the line, which may hold any character.
+        write!(
+            f,
+            "{}:{}: {}",
+            crate::util::escape(&self.file),
+            self.line,
+            crate::util::escape(&self.problem)
+        )
     }
 }
 

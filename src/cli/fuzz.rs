@@ -130,18 +130,11 @@ fn imported_parses(events: &[trace::Event]) {
     }
 }
 
-/// strace output (`mmsim trace import --strace`), imported alone, strictly
-/// and with `--allow-drops`.
-pub fn strace_import(data: &[u8]) {
-    let Some(text) = text("strace", data) else {
-        return;
-    };
-    let recorded = match strace::parse("fuzz.strace", &text) {
-        Ok(recorded) => recorded,
-        Err(e) => return one_line("strace", &e),
-    };
+/// Imports strictly and with `--allow-drops`: what is made must parse,
+/// and the summary and each of its lines must be one line.
+fn import_both_ways(recorded: &strace::Strace, perf: Option<&perf::Perf>) {
     for allow_drops in [false, true] {
-        match import::import(&recorded, None, import::Options { allow_drops }) {
+        match import::import(recorded, perf, import::Options { allow_drops }) {
             Ok((events, summary)) => {
                 imported_parses(&events);
                 one_line("summary", &summary);
@@ -154,6 +147,19 @@ pub fn strace_import(data: &[u8]) {
     }
 }
 
+/// strace output (`mmsim trace import --strace`), imported alone, strictly
+/// and with `--allow-drops`.
+pub fn strace_import(data: &[u8]) {
+    let Some(text) = text("strace", data) else {
+        return;
+    };
+    let recorded = match strace::parse("fuzz.strace", &text) {
+        Ok(recorded) => recorded,
+        Err(e) => return one_line("strace", &e),
+    };
+    import_both_ways(&recorded, None);
+}
+
 /// `perf trace` output: its syscall and fault lines in one stream.
 pub fn perf_trace_import(data: &[u8]) {
     let Some(text) = text("perf trace", data) else {
@@ -163,18 +169,7 @@ pub fn perf_trace_import(data: &[u8]) {
         Ok(parsed) => parsed,
         Err(e) => return one_line("perf trace", &e),
     };
-    for allow_drops in [false, true] {
-        match import::import(&recorded, Some(&perf), import::Options { allow_drops }) {
-            Ok((events, summary)) => {
-                imported_parses(&events);
-                one_line("summary", &summary);
-                for line in summary.lost().iter().chain(&summary.warnings()) {
-                    one_line("summary line", line);
-                }
-            }
-            Err(e) => one_line("import", &e),
-        }
-    }
+    import_both_ways(&recorded, Some(&perf));
 }
 
 /// `perf script` output with the strace output of the same run: the input
@@ -209,15 +204,7 @@ pub fn perf_script_import(data: &[u8]) {
         Ok(recorded) => recorded,
         Err(e) => return one_line("strace", &e),
     };
-    for allow_drops in [false, true] {
-        match import::import(&recorded, Some(&samples), import::Options { allow_drops }) {
-            Ok((events, summary)) => {
-                imported_parses(&events);
-                one_line("summary", &summary);
-            }
-            Err(e) => one_line("import", &e),
-        }
-    }
+    import_both_ways(&recorded, Some(&samples));
 }
 
 /// A machine profile (`--machine FILE.toml`).

@@ -20,6 +20,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 seconds=${MMSIM_FUZZ_SECONDS:-8}
+# A fixed seed, so a failure in CI is found again by the same command
+# (MMSIM_FUZZ_SEED=N to explore others).
+seed=${MMSIM_FUZZ_SEED:-1}
 tools=$PWD/target/fuzz-tools
 export PATH=$tools/bin:$PATH
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
@@ -45,7 +48,7 @@ for target in $targets; do
     mkdir -p "$work/$target"
     log="$work/$target.log"
     if "${fuzz[@]}" run "${fuzz_flags[@]}" "$target" "$work/$target" "fuzz/corpus/$target" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -max_total_time="$seconds" -seed="$seed" -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$work/artifacts/$target-" -print_final_stats=1 >"$log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
         echo "fuzz: $target: ${runs:-?} runs in ${seconds} s, no failure"

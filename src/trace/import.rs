@@ -172,7 +172,7 @@ impl fmt::Display for Summary {
             let ignored: Vec<String> = s
                 .ignored
                 .iter()
-                .map(|(name, n)| format!("{name} x{n}"))
+                .map(|(name, n)| format!("{} x{n}", crate::util::escape(name)))
                 .collect();
             write!(f, "; calls with no trace op: {}", ignored.join(", "))?;
         }

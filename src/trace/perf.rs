@@ -199,7 +199,8 @@ impl Fields {
         let has = |name: &str| names.contains(&name);
         if !(has("pid") || has("tid")) || !has("time") || !has("addr") {
             return Err(format!(
-                "--perf-fields '{list}' lacks pid (or tid), time or addr: the import needs all three"
+                "--perf-fields '{}' lacks pid (or tid), time or addr: the import needs all three",
+                crate::util::escape(list)
             ));
         }
         if names.iter().any(|n| {
@@ -219,7 +220,8 @@ impl Fields {
             )
         }) {
             return Err(format!(
-                "--perf-fields '{list}': only comm, pid, tid, time, cpu, event, addr, ip, sym, dso and symoff can be read"
+                "--perf-fields '{}': only comm, pid, tid, time, cpu, event, addr, ip, sym, dso and symoff can be read",
+                crate::util::escape(list)
             ));
         }
         Ok(Fields {

@@ -303,9 +303,15 @@ impl Kernel {
         let Some(entry) = self.swap.get_swap_page(ctx, huge) else {
             return false;
         };
+        let nr = self.thp_nr_pages(head);
+        // A slot freed since the last notification and handed out again:
+        // its device must drop the old copy (and its memcg the old charge)
+        // now, not after this page's contents are written there.
+        if self.swap.freed_pending(entry, nr) {
+            self.swap_slot_free_notify(ctx);
+        }
         // get_swap_page's mem_cgroup_try_charge_swap (no swap limit: it
         // cannot fail).
-        let nr = self.thp_nr_pages(head);
         self.mem_cgroup_try_charge_swap(ctx, head, entry, nr);
         self.add_to_swap_cache(ctx, head, entry);
         // An anonymous page in the swap cache is dirty until written: its

@@ -1202,6 +1202,23 @@ impl SwapDevices {
         out
     }
 
+    /// Whether a slot of `entry`'s `nr` is still queued as freed (for the
+    /// device's notification or the memcg's uncharge) though it has just
+    /// been handed out again. Linux tells both inside `swap_range_free`,
+    /// before a slot can be reused; mmsim queues them, so a slot reused
+    /// first must have them delivered before it is charged and written.
+    pub fn freed_pending(&self, entry: SwapEntry, nr: u64) -> bool {
+        let Some(si) = self.si.get(entry.swp_type()) else {
+            return false;
+        };
+        let (first, end) = (entry.swp_offset(), entry.swp_offset() + nr);
+        si.freed.iter().any(|&off| (first..end).contains(&off))
+            || si
+                .memcg_freed
+                .iter()
+                .any(|&(off, n)| off < end && first < off + n)
+    }
+
     /// The offsets of device `ty` freed since the last call, oldest first
     /// (devices swapped on with [`SwpFlags::FREE_NOTIFY`]: zram drops its
     /// copy of each, as `zram_slot_free_notify` does).

@@ -550,3 +550,91 @@ fn the_swap_cache_and_writeback_are_charged_as_5_13_runs_them() {
     let node = ctx.stats.cycles(Symbol::ModNodePageState) - node_before;
     assert!(node.0 >= 7 * stat.0, "{node:?}");
 }
+
+/// A slot reclaim frees and hands out again in one pass keeps what is
+/// written to it. Slot A's page is left in the swap cache with no PTE (its
+/// mm unmapped it while the disk wrote it), slot B is taken: the device is
+/// full. One `shrink_page_list` frees A's page (`__remove_mapping`, slot A
+/// free) and swaps a third page out: A is the only free slot. Linux tells
+/// the device of a free inside `swap_range_free`; mmsim queues it, so it
+/// must be told before A is written again, not after (soak seed 206: the
+/// queued free reached the disk after the write and the word read back 0).
+#[test]
+fn a_slot_freed_and_reused_in_one_reclaim_pass_keeps_its_new_contents() {
+    let (mut k, mut ctx) = THP_NEVER.boot(6);
+    let profile = DiskProfile::by_name_or_path("hdd").unwrap();
+    let mhz = ctx.machine().topology.frequency_mhz;
+    // Three slots: the header's and two for pages.
+    k.swapon_device(&mut ctx, Box::new(Disk::new(&profile, mhz, 3)))
+        .unwrap();
+    assert_eq!(k.swap.nr_swap_pages(), 2);
+    let (mm, a) = process(&mut k, &mut ctx, 3);
+    let pfns: Vec<Pfn> = (0..3).map(|i| pfn_at(&k, mm, a + i * P)).collect();
+    // Page 0 to slot A; munmap while the disk writes it leaves the page in
+    // the swap cache, its slot the cache's alone.
+    k.lru_add_drain_all(&mut ctx);
+    assert!(k.add_to_swap(&mut ctx, pfns[0]));
+    let slot_a = SwapEntry::from_raw(k.pages.get(pfns[0]).private);
+    assert!(!k.try_to_unmap(&mut ctx, pfns[0], TtuFlags(0)).still_mapped);
+    assert_eq!(
+        k.swap_writepage(&mut ctx, pfns[0]),
+        PageoutResult::Writeback
+    );
+    k.munmap(&mut ctx, mm, a, P).unwrap();
+    for io in k.take_pending_io() {
+        ctx.idle_until(io.at);
+        k.complete_io(&mut ctx, io.at, io.id);
+    }
+    assert_eq!(k.swap.swap_count_total(slot_a), 0);
+    assert!(k.swap.has_cache(slot_a));
+    // Page 1 to slot B: no slot left.
+    let slot_b = swap_out(&mut k, &mut ctx, pfns[1], false);
+    assert_ne!(slot_b, slot_a);
+    assert_eq!(k.swap.nr_swap_pages(), 0);
+    k.check();
+    // One pass over page 0 (taken first) and page 2.
+    assert!(k.isolate_lru_page(&mut ctx, pfns[2]));
+    assert!(k.isolate_lru_page(&mut ctx, pfns[0]));
+    // Taken from the end: page 0 first.
+    let (back, stat) = k.shrink_page_list(&mut ctx, vec![pfns[2], pfns[0]], true);
+    assert_eq!(stat.nr_reclaimed, 1, "page 0");
+    assert_eq!(stat.nr_pageout, 1, "page 2, under writeback");
+    assert_eq!(back, [pfns[2]]);
+    k.putback_lru_page(&mut ctx, pfns[2]);
+    assert_eq!(
+        pte_at(&k, mm, a + 2 * P),
+        Entry::Swap {
+            val: slot_a.to_raw()
+        }
+    );
+    assert_eq!(k.swap_cache.get(slot_a), Some(pfns[2]));
+    assert_eq!(k.swap.nr_swap_pages(), 0);
+    for io in k.take_pending_io() {
+        ctx.idle_until(io.at);
+        k.complete_io(&mut ctx, io.at, io.id);
+    }
+    k.check();
+    // The device holds page 2's words in slot A.
+    let mut bytes = [0u8; P as usize];
+    k.swap_device(slot_a.swp_type())
+        .peek_page(slot_a.swp_offset())
+        .to_bytes(&mut bytes);
+    for w in WORDS {
+        let at = w as usize;
+        let got = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        assert_eq!(got, value(2, w), "slot A, word {w}");
+    }
+    // Page 2 leaves the cache, written; it and page 1 come back from the
+    // device.
+    k.lru_add_drain_all(&mut ctx);
+    assert!(k.isolate_lru_page(&mut ctx, pfns[2]));
+    let (back, stat) = k.shrink_page_list(&mut ctx, vec![pfns[2]], true);
+    assert!(back.is_empty());
+    assert_eq!((stat.nr_reclaimed, stat.nr_pageout), (1, 0));
+    assert_eq!(k.swap_cache.nr_pages(), 0);
+    let pswpin = event(&ctx, Event::Pswpin);
+    assert_contents(&mut k, &mut ctx, mm, a, 2);
+    assert_contents(&mut k, &mut ctx, mm, a, 1);
+    assert_eq!(event(&ctx, Event::Pswpin), pswpin + 2);
+    k.check();
+}

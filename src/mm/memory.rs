@@ -149,7 +149,7 @@ impl Kernel {
     /// [`Kernel::ensure_table`] for an entry that holds no table yet.
     #[cold]
     #[inline(never)]
-    fn alloc_table_at(
+    pub(super) fn alloc_table_at(
         &mut self,
         ctx: &mut Ctx,
         mm: MmId,

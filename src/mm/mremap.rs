@@ -460,17 +460,11 @@ impl Kernel {
         level: Level,
         addr: u64,
     ) -> Result<TableId, Fault> {
-        let index = level.index(addr);
-        match self.tables.get(parent, index) {
+        // `ensure_table` without its walk charge: `move_page_tables`
+        // charges its own steps.
+        match self.tables.get(parent, level.index(addr)) {
             Entry::Table(next) => Ok(next),
-            Entry::None => {
-                let next_level = level.next().expect("a table level");
-                let table = self.alloc_table(ctx, next_level)?;
-                self.tables.set(parent, index, Entry::Table(table));
-                self.mm_mut(mm).nr_pgtables += 1;
-                Ok(table)
-            }
-            other => panic!("{level:?} entry for {addr:#x} is {other:?}, not a table"),
+            _ => self.alloc_table_at(ctx, mm, parent, level, addr),
         }
     }
 

@@ -318,15 +318,19 @@ mod tests {
 
     use crate::sim::record::TimelineRequest;
 
-    fn json_of(run: &RunOutput) -> String {
-        let t = run
-            .stats
+    /// The run's recorded timeline.
+    fn timeline_of(run: &RunOutput) -> &crate::sim::record::Timeline {
+        run.stats
             .recording
             .as_ref()
             .unwrap()
             .timeline
             .as_ref()
-            .unwrap();
+            .unwrap()
+    }
+
+    fn json_of(run: &RunOutput) -> String {
+        let t = timeline_of(run);
         timeline_json(&[TimelineRun {
             label: "usemem".to_string(),
             timeline: t,
@@ -499,14 +503,7 @@ mod tests {
             max_events: usize::MAX,
         });
         let run = usemem(Some(windowed));
-        let t = run
-            .stats
-            .recording
-            .as_ref()
-            .unwrap()
-            .timeline
-            .as_ref()
-            .unwrap();
+        let t = timeline_of(&run);
         for item in &t.items {
             if let crate::sim::record::Item::Charge { start, cycles, .. } = item {
                 assert!(*start >= Cycles(1_000_000) && *start + *cycles <= Cycles(2_000_000));
@@ -519,14 +516,7 @@ mod tests {
             max_events: 1000,
         });
         let run = usemem(Some(capped));
-        let t = run
-            .stats
-            .recording
-            .as_ref()
-            .unwrap()
-            .timeline
-            .as_ref()
-            .unwrap();
+        let t = timeline_of(&run);
         assert!(t.events <= 1000 && t.events > 990);
         assert!(t.truncated_at.is_some());
         assert!(json_of(&run).contains("\"truncated_at_us\":"));

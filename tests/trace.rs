@@ -8,7 +8,22 @@ use std::process::Command;
 use mmsim::features::Features;
 use mmsim::machine::builtin;
 use mmsim::trace::{self, import, perf, perf_trace, strace};
-use mmsim::workload::trace::{EndCheck, replay};
+use mmsim::workload::trace::{EndCheck, Replayed, replay};
+
+/// `events` replayed on x86-2s-server with every feature, seed 1, the
+/// kernel checked at the end.
+fn replay_checked(events: &[trace::Event]) -> Replayed {
+    let machine = builtin("x86-2s-server").unwrap();
+    replay(
+        events,
+        &machine,
+        Features::all(),
+        1,
+        EndCheck::Check,
+        &mut |_| {},
+    )
+    .unwrap()
+}
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -121,16 +136,7 @@ fn replay_counts_segv_and_failed_calls() {
 12 3 3 access 0x5555555f0000 r
 ";
     let events = trace::parse("t", text).unwrap();
-    let machine = builtin("x86-2s-server").unwrap();
-    let done = replay(
-        &events,
-        &machine,
-        Features::all(),
-        1,
-        EndCheck::Check,
-        &mut |_| {},
-    )
-    .unwrap();
+    let done = replay_checked(&events);
     let c = &done.counts;
     assert_eq!(c.events, 13);
     // A write to a read-only page, a read of nothing, a read after munmap,
@@ -237,16 +243,7 @@ fn perf_trace_with_fault_tracepoints_imports_every_event() {
     assert!(writes > 256, "the 1 MiB memset is written: {writes}");
     let again = trace::parse("again", &trace::serialize(&events)).unwrap();
     assert_eq!(again, events);
-    let machine = builtin("x86-2s-server").unwrap();
-    let done = replay(
-        &events,
-        &machine,
-        Features::all(),
-        1,
-        EndCheck::Check,
-        &mut |_| {},
-    )
-    .unwrap();
+    let done = replay_checked(&events);
     // perf trace shows no mapping execve makes (the program, its loader,
     // the stack): the two mprotects of their RELRO pages fail, and the 32
     // faults there are SIGSEGVs in the replay.

@@ -355,7 +355,7 @@ fn server_recording_imports_to_the_kept_trace_without_segv() {
     let done = replay_checked(&events);
     let c = &done.counts;
     assert_eq!((c.segv, c.oom, c.failed.len()), (0, 0, 0), "{c:?}");
-    assert_eq!(done.ctx.stats.event(mmsim::sim::Event::Pgfault), 20235);
+    assert_eq!(done.ctx.stats.event(mmsim::sim::Event::Pgfault), 20234);
 }
 
 /// The JVM recording (`java -Xmx64m Work`, OpenJDK 17, 24 threads of one
@@ -389,7 +389,7 @@ fn jvm_recording_imports_to_the_kept_trace_and_replays() {
     let c = &done.counts;
     assert_eq!((c.tasks, c.processes), (24, 1), "{c:?}");
     assert_eq!((c.segv, c.oom, c.failed.len()), (3, 0, 0), "{c:?}");
-    assert_eq!(done.ctx.stats.event(mmsim::sim::Event::Pgfault), 0);
+    assert_eq!(done.ctx.stats.event(mmsim::sim::Event::Pgfault), 2551);
 }
 
 /// `perf trace -F all --no-syscalls`: faults alone, the root's.

@@ -282,6 +282,116 @@ fn perf_trace_pf_faults_in_files_mapped_by_exec_are_counted_as_lost() {
     assert_eq!(again, events);
 }
 
+/// What `mmsim trace record` runs where perf trace works: `perf trace -i
+/// DATA -T` of `perf trace record -d` data, and `perf script
+/// --show-mmap-events` of it. perf's mapping records give the mappings
+/// execve made (the program, the loader, the stack, the vDSO), so no
+/// fault of the replay falls outside a VMA and no mprotect of a RELRO
+/// page fails, where the calls alone left 32 SIGSEGVs and 2 failures.
+#[test]
+fn perf_trace_record_with_perf_script_has_the_mappings_execve_made() {
+    let calls_text = perf_trace_text("mr-record-calls.txt.gz");
+    let script_text = perf_trace_text("mr-record-script.txt.gz");
+    let (mut calls, mut faults) = perf_trace::parse("calls", &calls_text).unwrap();
+    assert_eq!(faults.faults(), 0, "perf trace -i prints no fault");
+    let script = perf::parse("script", &script_text, None).unwrap();
+    perf_trace::add_perf_script(&mut calls, &mut faults, script).unwrap();
+    let strict = import::Options::default();
+    let (events, summary) = import::import(&calls, Some(&faults), strict).unwrap();
+    assert!(summary.lost().is_empty(), "{summary}");
+    let fault_lines = script_text
+        .lines()
+        .filter(|l| l.contains("exceptions:page_fault_"))
+        .count() as u64;
+    assert_eq!(fault_lines, 365);
+    assert_eq!(summary.faults, fault_lines, "{summary}");
+    // stack, mr x4, ld.so x4, vdso, vvar, vvar_vclock.
+    assert_eq!(summary.exec_mappings, 12, "{summary}");
+    assert_eq!(summary.perf_mappings_not_exec, 17, "{summary}");
+    assert_eq!(summary.calls, 31, "{summary}");
+    // raw_syscalls records, which perf trace -i printed as the calls.
+    assert_eq!(summary.perf_skipped.other_events, 112, "{summary}");
+    let again = trace::parse("again", &trace::serialize(&events)).unwrap();
+    assert_eq!(again, events);
+    let done = replay_checked(&events);
+    let c = &done.counts;
+    assert_eq!((c.segv, c.failed.len()), (0, 0), "{c:?}");
+    // Without the perf script file: the mappings execve made are missing.
+    let (calls, faults) = perf_trace::parse("calls", &calls_text).unwrap();
+    let (events, _) = import::import(&calls, Some(&faults), strict).unwrap();
+    let done = replay_checked(&events);
+    assert_eq!(done.counts.failed.get("mprotect"), Some(&2));
+}
+
+/// The server recording (18 threads of one process) imports from its raw
+/// strace and perf files into the kept trace, and its replay has no
+/// SIGSEGV. The 320 it had came from strace's timing of a split call at
+/// its start: a thread's `mmap(...) <unfinished ...>`, then another
+/// thread's `munmap` of the range, then `<... mmap resumed>) = ADDR` of
+/// that range; timed at its start the mmap came before the munmap, which
+/// then unmapped it, and the thread's 64 faults there were SIGSEGVs (five
+/// times). Such an mmap is now timed at its return.
+#[test]
+fn server_recording_imports_to_the_kept_trace_without_segv() {
+    let s = strace::parse(
+        "server.strace",
+        &trace::read_text(&data("server.strace.xz")).unwrap(),
+    )
+    .unwrap();
+    let p = perf::parse(
+        "server.perf",
+        &trace::read_text(&data("server.perf.xz")).unwrap(),
+        None,
+    )
+    .unwrap();
+    let (events, summary) = import::import(&s, Some(&p), import::Options::default()).unwrap();
+    assert!(summary.lost().is_empty(), "{summary}");
+    assert_eq!(
+        (summary.events, summary.faults),
+        (20970, 20262),
+        "{summary}"
+    );
+    assert_eq!(trace::load(&data("server.trace.gz")).unwrap(), events);
+    let done = replay_checked(&events);
+    let c = &done.counts;
+    assert_eq!((c.segv, c.oom, c.failed.len()), (0, 0, 0), "{c:?}");
+    assert_eq!(done.ctx.stats.event(mmsim::sim::Event::Pgfault), 20234);
+}
+
+/// The JVM recording (`java -Xmx64m Work`, OpenJDK 17, 24 threads of one
+/// process; tests/data/README.md) imports from its raw `perf trace -i -T`
+/// and `perf script` files into the kept trace, losing nothing. Its replay
+/// has three SIGSEGVs, as the recorded run had: the JVM reads address 0
+/// once (an implicit null check, whose signal it handles) and two threads
+/// read its armed safepoint polling page (`---`).
+#[test]
+fn jvm_recording_imports_to_the_kept_trace_and_replays() {
+    let calls_text = trace::read_text(&data("jvm.perf-trace.xz")).unwrap();
+    let script_text = trace::read_text(&data("jvm.perf-script.xz")).unwrap();
+    let (mut calls, mut faults) = perf_trace::parse("jvm.perf-trace", &calls_text).unwrap();
+    let script = perf::parse("jvm.perf-script", &script_text, None).unwrap();
+    perf_trace::add_perf_script(&mut calls, &mut faults, script).unwrap();
+    let (events, summary) =
+        import::import(&calls, Some(&faults), import::Options::default()).unwrap();
+    assert!(summary.lost().is_empty(), "{summary}");
+    assert_eq!(
+        (
+            summary.events,
+            summary.calls,
+            summary.faults,
+            summary.exec_mappings
+        ),
+        (8182, 586, 7572, 12),
+        "{summary}"
+    );
+    assert_eq!(trace::load(&data("jvm.trace.gz")).unwrap(), events);
+    let done = replay_checked(&events);
+    let c = &done.counts;
+    assert_eq!((c.tasks, c.processes), (24, 1), "{c:?}");
+    assert_eq!((c.segv, c.oom, c.failed.len()), (3, 0, 0), "{c:?}");
+    assert_eq!(done.ctx.stats.event(mmsim::sim::Event::Pgfault), 2551);
+}
+
 /// `perf trace -F all --no-syscalls`: faults alone, the root's.
 #[test]
 fn perf_trace_faults_only_imports_the_roots_faults() {
@@ -375,7 +485,7 @@ fn cli_recorded_traces_run_from_any_directory() {
     assert_eq!(unknown.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&unknown.stderr),
-        "mmsim: error: trace: --recorded: no trace named 'nope' (recorded: make, python, pipeline, build, boot, server)\n"
+        "mmsim: error: trace: --recorded: no trace named 'nope' (recorded: make, python, pipeline, build, boot, server, jvm)\n"
     );
 }
 
@@ -511,6 +621,97 @@ fn a_streamed_replay_is_the_replay_of_the_parsed_trace() {
     }
 }
 
+/// `mmsim trace record` of `true`, its output and its trace, or `None`
+/// (with the one-line error checked) where perf cannot trace here.
+fn record_true(name: &str, flags: &[&str], path: Option<&Path>) -> Option<(String, String)> {
+    let dir = std::env::temp_dir().join(format!("mmsim-record-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("true.trace");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmsim"));
+    cmd.args(["trace", "record"])
+        .args(flags)
+        .arg("-o")
+        .arg(&out);
+    if let Some(path) = path {
+        let old = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![path.to_path_buf()];
+        paths.extend(std::env::split_paths(&old));
+        cmd.env("PATH", std::env::join_paths(paths).unwrap());
+    }
+    let run = cmd.args(["--", "true"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    if !run.status.success() {
+        eprintln!("skipped: perf cannot trace here: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("trace record:"), "{stderr}");
+        let _ = std::fs::remove_dir_all(&dir);
+        return None;
+    }
+    let text = trace::read_text(&out).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    Some((String::from_utf8_lossy(&run.stdout).into_owned(), text))
+}
+
+/// A recording of `true`: the program's exec, the mappings execve made,
+/// its calls and faults, nothing lost, and a replay without SIGSEGV.
+fn check_recorded_true(stdout: &str, text: &str) {
+    let events = trace::parse("true.trace", text).unwrap();
+    assert_eq!(events[0].op, trace::Op::Exec);
+    assert!(
+        stdout.contains("0 faults of traced tasks outside their lifetime"),
+        "{stdout}"
+    );
+    let summary = stdout.lines().nth(1).unwrap_or("");
+    assert!(!summary.contains(" 0 mappings made by execve"), "{stdout}");
+    let done = replay_checked(&events);
+    let c = &done.counts;
+    assert_eq!((c.segv, c.failed.len()), (0, 0), "{stdout}\n{c:?}");
+    assert!(done.ctx.stats.event(mmsim::sim::Event::Pgfault) > 10);
+}
+
+/// `mmsim trace record --strace` forces the fallback, strace under `perf
+/// record`, which a host without perf trace gets too: a `perf` earlier in
+/// PATH that lacks the trace subcommand.
+#[test]
+fn trace_record_falls_back_to_strace_under_perf_record() {
+    let Some((stdout, text)) = record_true("strace", &["--strace"], None) else {
+        return;
+    };
+    assert!(
+        stdout.starts_with("recorded with strace under perf record\n"),
+        "{stdout}"
+    );
+    check_recorded_true(&stdout, &text);
+
+    let dir = std::env::temp_dir().join(format!("mmsim-noperftrace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let real = ["/usr/bin/perf", "/usr/local/bin/perf", "/bin/perf"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(real) = real else {
+        eprintln!("skipped: no perf binary to wrap");
+        return;
+    };
+    let wrapper = dir.join("perf");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = trace ]; then echo \"perf: 'trace' is not a perf-command. See 'perf --help'.\" >&2; exit 1; fi\nexec {real} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let recorded = record_true("wrapped", &[], Some(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (stdout, text) = recorded.expect("recorded with the strace fallback");
+    assert!(
+        stdout.starts_with("recorded with strace under perf record\n"),
+        "{stdout}"
+    );
+    check_recorded_true(&stdout, &text);
+}
+
 /// `mmsim trace record -- true` where perf can trace here: a trace whose
 /// header holds this host's kernel and THP modes and the command, with
 /// the program's exec, calls and faults, and nothing lost. Where perf is
@@ -558,8 +759,9 @@ fn trace_record_of_true() {
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
-        stdout.contains("0 faults of traced tasks outside their lifetime"),
+        stdout.starts_with("recorded with perf trace record\n"),
         "{stdout}"
     );
+    check_recorded_true(&stdout, &text);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -256,14 +256,15 @@ pub fn of(command: &str) -> Option<&'static str> {
 
 pub const TRACE: &str = "\
 usage: mmsim trace import --strace FILE [--perf FILE] -o OUT [flags]
-       mmsim trace import --perf-trace FILE -o OUT [flags]
-       mmsim trace record [-o OUT] -- CMD ARGS...
+       mmsim trace import --perf-trace FILE [--perf FILE] -o OUT [flags]
+       mmsim trace record [--strace] [-o OUT] -- CMD ARGS...
 
-'record' runs CMD here under perf trace (its memory calls and the fault
-tracepoints, one stream), or under strace with perf record where perf trace
-is missing, and writes the imported trace (default CMD.trace.gz) with the
-kernel, page size, THP enabled and defrag, and the command in its header.
-It needs root or perf's permissions (perf_event_paranoid).
+'record' runs CMD here under 'perf trace record -d' (its system calls, the
+fault tracepoints and perf's records of mappings, among them those execve
+makes), or under strace with perf record where perf trace is missing (or
+with --strace), and writes the imported trace (default CMD.trace.gz) with
+the kernel, page size, THP enabled and defrag, and the command in its
+header. It needs root or perf's permissions (perf_event_paranoid).
 
 Converts the output of one recorded run into an mmsim trace
 (docs/trace-format.md), which 'mmsim run trace OUT' replays. Record with
@@ -283,7 +284,10 @@ of tasks no traced task created) are an error unless --allow-drops.
 flags:
   --strace FILE        strace -f -ttt (or -tt) output; plain, gzip, xz or zstd
   --perf FILE          perf script output of the same run; plain, gzip, xz or zstd
-  --perf-trace FILE    perf trace output: calls and faults in one stream
+  --perf-trace FILE    perf trace output: calls and faults in one stream; with
+                       --perf, 'perf trace -i DATA -T' of 'perf trace record -d'
+                       data, whose perf script output gives the mappings made
+                       by execve and the faults (docs/trace-format.md)
   --perf-fields LIST   the -F list perf script was given, for lines without an
                        event name whose fields cannot be told by their shape
   --thp-enabled MODE   always, madvise or never: the recording kernel's

@@ -1,8 +1,16 @@
-//! `mmsim trace record [-o FILE] -- CMD ARGS...`: runs a command on this
-//! host under `perf trace` (system calls and the fault tracepoints, one
-//! stream from one run), or under strace with `perf record` of its page
-//! faults where perf trace is missing, and imports the result with a
-//! header of the kernel, page size, THP modes and command.
+//! `mmsim trace record [--strace] [-o FILE] -- CMD ARGS...`: runs a
+//! command on this host under `perf trace record -d` (system calls, the
+//! fault tracepoints and perf's records of mappings, from one run on one
+//! clock), or under strace with `perf record` of its page faults where
+//! perf trace is missing (or with `--strace`), and imports the result with
+//! a header of the kernel, page size, THP modes and command.
+//!
+//! The mappings `execve` makes inside the kernel (the program, its loader,
+//! the stack, the vDSO) are in no system call: perf's own mapping records
+//! (`PERF_RECORD_MMAP2`, all of them with `-d`) give them, in the same
+//! data as the calls, so a recording made anywhere perf runs has them.
+//! `/proc/PID/maps` read at the exec would need the task stopped there
+//! (ptrace), and a layout made up from the faults would be a guess.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,11 +19,9 @@ use super::CliError;
 use super::trace::finish_import;
 use crate::trace::{self, import, perf, perf_trace, strace};
 
-/// The calls a trace holds, by the names perf trace and strace know.
-const CALLS: &str = "mmap,munmap,mremap,mprotect,brk,madvise,execve,execveat,exit,exit_group,clone,clone3,fork,vfork";
-
 pub fn record_command(args: &[String]) -> Result<String, CliError> {
     let mut out = None;
+    let mut with_strace = false;
     let mut iter = args.iter();
     let mut command = Vec::new();
     while let Some(arg) = iter.next() {
@@ -28,13 +34,14 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
                         .ok_or_else(|| CliError::new("trace record: -o needs a value"))?,
                 )
             }
+            "--strace" => with_strace = true,
             "--" => {
                 command = iter.cloned().collect();
                 break;
             }
             other => {
                 return Err(CliError::new(format!(
-                    "trace record: unknown argument '{}' (usage: mmsim trace record [-o FILE] -- CMD ARGS...)",
+                    "trace record: unknown argument '{}' (usage: mmsim trace record [--strace] [-o FILE] -- CMD ARGS...)",
                     crate::util::escape(other)
                 )));
             }
@@ -42,7 +49,7 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
     }
     if command.is_empty() {
         return Err(CliError::new(
-            "trace record: no command (usage: mmsim trace record [-o FILE] -- CMD ARGS...)",
+            "trace record: no command (usage: mmsim trace record [--strace] [-o FILE] -- CMD ARGS...)",
         ));
     }
     let out = out.unwrap_or_else(|| {
@@ -55,7 +62,8 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
     let dir = std::env::temp_dir().join(format!("mmsim-record-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::new(format!("trace record: {}: {e}", dir.display())))?;
-    let result = if has_perf_trace() {
+    let use_perf_trace = !with_strace && has_perf_trace();
+    let result = if use_perf_trace {
         record_perf_trace(&dir, &command)
     } else {
         record_strace_perf(&dir, &command)
@@ -65,7 +73,15 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
     let options = import::Options::default();
     let (events, summary) = import::import(&calls, Some(&faults), options)
         .map_err(|e| CliError::new(format!("trace record: {e}")))?;
-    finish_import(&out, &events, &summary, &meta)
+    let how = if use_perf_trace {
+        "recorded with perf trace record"
+    } else {
+        "recorded with strace under perf record"
+    };
+    Ok(format!(
+        "{how}\n{}",
+        finish_import(&out, &events, &summary, &meta)?
+    ))
 }
 
 /// Does `perf trace` run here (perf installed, and built with it)?
@@ -102,23 +118,63 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `perf trace record -d` writes every system call, the fault tracepoints
+/// and perf's mapping records (`-d`: data mappings too, the stack among
+/// them); `perf trace -i -T` prints the calls with perf's timestamps and
+/// `perf script --show-mmap-events` the mappings and faults on the same
+/// clock.
 fn record_perf_trace(
     dir: &Path,
     command: &[String],
 ) -> Result<(strace::Strace, perf::Perf), CliError> {
-    let file = dir.join("perf-trace.txt");
-    let events = format!("{CALLS},exceptions:page_fault_user,exceptions:page_fault_kernel");
+    let data = dir.join("perf.data");
+    let calls_file = dir.join("perf-trace.txt");
+    let script_file = dir.join("perf-script.txt");
     run(
         Command::new("perf")
-            .args(["trace", "-o"])
-            .arg(&file)
-            .args(["-e", &events, "--"])
+            .args(["trace", "record", "-q", "-d", "-o"])
+            .arg(&data)
+            .args([
+                "-e",
+                "exceptions:page_fault_user,exceptions:page_fault_kernel",
+                "--",
+            ])
             .args(command),
-        "perf trace",
+        "perf trace record",
     )?;
-    let text = read(&file)?;
-    perf_trace::parse(&file.display().to_string(), &text)
-        .map_err(|e| CliError::new(format!("trace record: {e}")))
+    run(
+        Command::new("perf")
+            .args(["trace", "-T", "-i"])
+            .arg(&data)
+            .arg("-o")
+            .arg(&calls_file),
+        "perf trace -i",
+    )?;
+    let script = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&data)
+        .args([
+            "-F",
+            "comm,pid,tid,time,event,trace",
+            "--ns",
+            "--show-mmap-events",
+        ])
+        .output()
+        .map_err(|e| CliError::new(format!("trace record: perf script: {e}")))?;
+    std::fs::write(&script_file, &script.stdout)
+        .map_err(|e| CliError::new(format!("trace record: {e}")))?;
+    let text = read(&calls_file)?;
+    let (mut calls, mut faults) = perf_trace::parse(&calls_file.display().to_string(), &text)
+        .map_err(|e| CliError::new(format!("trace record: {e}")))?;
+    let mappings = perf::parse(
+        &script_file.display().to_string(),
+        &read(&script_file)?,
+        None,
+    )
+    .map_err(|e| CliError::new(format!("trace record: {e}")))?;
+    perf_trace::add_perf_script(&mut calls, &mut faults, mappings)
+        .map_err(|e| CliError::new(format!("trace record: {e}")))?;
+    Ok((calls, faults))
 }
 
 fn record_strace_perf(

@@ -106,13 +106,27 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
         }
     };
     if perf_trace {
-        if args.perf.is_some() || args.perf_fields.is_some() {
+        let (mut strace, mut perf) = perf_trace::parse(&strace_file, &strace_text)
+            .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+        // `perf script --show-mmap-events` of the same `perf trace
+        // record` data: the mappings execve makes, and the faults.
+        if let Some(file) = &args.perf {
+            let fields = match &args.perf_fields {
+                Some(list) => Some(
+                    perf::Fields::parse(list)
+                        .map_err(|e| CliError::new(format!("trace import: {e}")))?,
+                ),
+                None => None,
+            };
+            let script = perf::parse(file, &read(file)?, fields)
+                .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+            perf_trace::add_perf_script(&mut strace, &mut perf, script)
+                .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+        } else if args.perf_fields.is_some() {
             return Err(CliError::new(
-                "trace import: perf trace output holds the faults already: give it without --perf",
+                "trace import: --perf-fields describes a --perf file, and none was given",
             ));
         }
-        let (strace, perf) = perf_trace::parse(&strace_file, &strace_text)
-            .map_err(|e| CliError::new(format!("trace import: {e}")))?;
         let options = import::Options {
             allow_drops: args.allow_drops,
         };

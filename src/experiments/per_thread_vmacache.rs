@@ -65,6 +65,16 @@ pub const EXPERIMENT: Experiment = Experiment {
         },
         ExtraRun {
             workload: "trace",
+            args: &["--recorded", "jvm"],
+            swap: None,
+            with: &[],
+            features: None,
+            what: "java -Xmx64m Work (OpenJDK 17): a pool of 4 threads filling int arrays into hash maps, beside the JVM's own threads (compilers, GC, service); 24 threads of one process",
+            metrics: TRACE_METRICS,
+            seed_alike: Some(&ORACLE),
+        },
+        ExtraRun {
+            workload: "trace",
             args: &["--recorded", "make"],
             swap: None,
             with: &[],

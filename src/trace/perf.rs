@@ -12,6 +12,10 @@
 //! whether a fault was a read or a write: every fault is
 //! `Access::Unknown`.
 //!
+//! x86's fault tracepoints (`-e exceptions:page_fault_user`, as `perf
+//! trace record` takes them) are faults too, with the error code's write
+//! bit.
+//!
 //! Other field lists are read too: a `[CPU]` field before the time; lines
 //! without the event name (`-F pid,tid,time,addr,ip,sym`), whose samples
 //! are taken as faults (the recording had the one event) and whose first
@@ -355,6 +359,9 @@ fn parse_line(
     let named = rest.first().is_some_and(|f| f.ends_with(':'));
     let addr_text = match (given, rest) {
         (Some(Fields { event: true, .. }), [event, ..]) | (None, [event, ..]) if named => {
+            if event.starts_with("exceptions:page_fault_") {
+                return tracepoint_fault(rest, time_ns, pid, tid, kernel_task);
+            }
             if !FAULT_EVENTS.contains(event) {
                 return Ok(Line::OtherEvent);
             }
@@ -404,6 +411,43 @@ fn parse_line(
             addr,
             access: super::Access::Unknown,
         },
+    }))
+}
+
+/// x86's fault tracepoint, `exceptions:page_fault_user: address=0x...
+/// ip=0x... error_code=0x6` (or `page_fault_kernel`, the kernel touching
+/// user memory): the error code's bit 1 says a write.
+fn tracepoint_fault(
+    rest: &[&str],
+    time_ns: u64,
+    pid: u32,
+    tid: u32,
+    kernel_task: bool,
+) -> Result<Line, String> {
+    let field = |key: &str| {
+        rest.iter()
+            .find_map(|f| f.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+    };
+    let addr = field("address")
+        .and_then(hex)
+        .ok_or("a fault tracepoint without 'address=' (print with -F ...,event,trace)")?;
+    let code = field("error_code").and_then(hex).unwrap_or(0);
+    if addr >= USER_ADDR_END {
+        return Ok(Line::KernelFault);
+    }
+    if kernel_task {
+        return Ok(Line::Kernel);
+    }
+    let access = if code & 2 != 0 {
+        super::Access::Write
+    } else {
+        super::Access::Read
+    };
+    Ok(Line::Record(PerfRecord {
+        time_ns,
+        pid,
+        tid,
+        sample: Sample::Fault { addr, access },
     }))
 }
 

@@ -93,7 +93,14 @@ pub fn parse(file: &str, text: &str) -> Result<(Strace, Perf), StraceError> {
         if line.trim().is_empty() {
             continue;
         }
-        let (time_ns, tid, body) = split_line(line).map_err(error)?;
+        let (time_ns, duration_ns, tid, body) = split_line(line).map_err(error)?;
+        // When the call returned, if perf timed it: no later than that,
+        // as perf rounds the start and the duration each to the nearest
+        // microsecond (the task's own first fault after the return may
+        // be within a microsecond of it).
+        let exit_ns = time_ns
+            .zip(duration_ns)
+            .map(|(t, d)| (t + d).saturating_sub(1_000).max(t));
         let time_ns = match time_ns {
             Some(t) => {
                 reader.last_ns = reader.last_ns.max(t);
@@ -117,14 +124,14 @@ pub fn parse(file: &str, text: &str) -> Result<(Strace, Perf), StraceError> {
                 pending: false,
             } => {
                 reader
-                    .call(&mut strace, time_ns, tid, &text)
+                    .call(&mut strace, time_ns, exit_ns, tid, &text)
                     .map_err(error)?;
             }
             Body::Continued { name, ret } => match reader.pending.remove(&tid) {
                 Some((start_ns, begun)) => {
                     let text = format!("{begun} = {ret}");
                     reader
-                        .call(&mut strace, start_ns, tid, &text)
+                        .call(&mut strace, start_ns, exit_ns, tid, &text)
                         .map_err(error)?;
                 }
                 // The root's execve began before the recording did.
@@ -162,7 +169,7 @@ pub fn parse(file: &str, text: &str) -> Result<(Strace, Perf), StraceError> {
 fn first_calls(lines: &[&str]) -> BTreeMap<u32, String> {
     let mut first = BTreeMap::new();
     for line in lines {
-        if let Ok((_, tid, Body::Call { text, .. })) = split_line(line) {
+        if let Ok((_, _, tid, Body::Call { text, .. })) = split_line(line) {
             let name = text.split('(').next().unwrap_or("").to_string();
             first.entry(tid).or_insert(name);
         }
@@ -194,11 +201,13 @@ impl Reader {
         strace.records.push(Record { time_ns, tid, call });
     }
 
-    /// A whole call, `name(key: value, ...) = ret`.
+    /// A whole call, `name(key: value, ...) = ret`, begun at `time_ns`
+    /// and returned at `exit_ns` (if perf timed it).
     fn call(
         &mut self,
         strace: &mut Strace,
         time_ns: u64,
+        exit_ns: Option<u64>,
         tid: u32,
         text: &str,
     ) -> Result<(), String> {
@@ -298,6 +307,14 @@ impl Reader {
                 format!("clone3({flags}) = {ret_token}")
             }
             _ => format!("{name}() = {ret}"),
+        };
+        // A range the kernel placed (mmap, mremap, brk) exists from the
+        // call's return: another thread's munmap that freed the address
+        // may have begun after this call did, and the first fault there
+        // comes after the return. Other calls keep their start.
+        let time_ns = match (name, exit_ns) {
+            ("mmap" | "mremap" | "brk", Some(exit_ns)) => exit_ns,
+            _ => time_ns,
         };
         match parse_call(&strace_text)? {
             Parsed::Call(call) => {
@@ -435,8 +452,10 @@ fn number(text: &str) -> Option<u64> {
     }
 }
 
-/// `TIME ( DUR ms): COMM/TID BODY` into its time, thread and body.
-fn split_line(line: &str) -> Result<(Option<u64>, u32, Body<'_>), String> {
+/// `TIME ( DUR ms): COMM/TID BODY` into its time, duration (for a call
+/// that returned), thread and body.
+#[allow(clippy::type_complexity)]
+fn split_line(line: &str) -> Result<(Option<u64>, Option<u64>, u32, Body<'_>), String> {
     let trimmed = line.trim_start();
     let (time_text, after) = trimmed
         .split_once(' ')
@@ -446,9 +465,16 @@ fn split_line(line: &str) -> Result<(Option<u64>, u32, Body<'_>), String> {
     } else {
         Some(ms_to_ns(time_text).ok_or_else(|| format!("bad time '{time_text}'"))?)
     };
-    let (_, rest) = after
+    let (duration, rest) = after
         .split_once("): ")
         .ok_or_else(|| format!("no '(duration): ' in '{}'", short(line)))?;
+    // `( 0.017 ms` or `(         ` (an event, or a call that never
+    // returned).
+    let duration_ns = duration
+        .trim_start_matches('(')
+        .trim()
+        .strip_suffix("ms")
+        .and_then(|d| ms_to_ns(d.trim()));
     let (tid, body) =
         split_task(rest).ok_or_else(|| format!("no COMM/TID in '{}'", short(line)))?;
     let body = body.trim();
@@ -494,7 +520,7 @@ fn split_line(line: &str) -> Result<(Option<u64>, u32, Body<'_>), String> {
     } else {
         Body::Other
     };
-    Ok((time_ns, tid, parsed))
+    Ok((time_ns, duration_ns, tid, parsed))
 }
 
 /// `name(args)   = ret` (perf pads the return value into a column) as
@@ -547,4 +573,64 @@ fn ms_to_ns(text: &str) -> Option<u64> {
 fn short(text: &str) -> &str {
     let end = text.char_indices().nth(60).map_or(text.len(), |(i, _)| i);
     &text[..end]
+}
+
+/// Adds what `perf script --show-mmap-events` printed of the `perf trace
+/// record` data that `perf trace -i DATA -T` printed the calls of: perf's
+/// own records of mappings, among them those `execve` makes inside the
+/// kernel (the program, its loader, the stack, the vDSO), which no system
+/// call shows, and the fault tracepoints (`perf trace -i` does not print
+/// them). Both are on perf's clock: `-T` prints the calls' full
+/// timestamps, in ms.
+///
+/// A recording starts inside the root's `execve`, so its first line is
+/// untimed: its start is placed at the earliest time of the rest, before
+/// the mappings the `execve` made.
+pub fn add_perf_script(strace: &mut Strace, perf: &mut Perf, script: Perf) -> Result<(), String> {
+    let (script_faults, own_faults) = (script.faults(), perf.faults());
+    if script_faults > 0 && own_faults > 0 {
+        return Err(format!(
+            "both files hold faults ({own_faults} in perf trace's, {script_faults} in perf script's): give perf trace's without faults (perf trace -i of 'perf trace record' data prints none)"
+        ));
+    }
+    let untimed_start =
+        matches!(strace.records.first(), Some(r) if r.call == Call::Exec && r.time_ns == 0);
+    let span = |times: &mut dyn Iterator<Item = u64>| {
+        times.fold(None, |acc: Option<(u64, u64)>, t| {
+            Some(acc.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
+        })
+    };
+    let skip = usize::from(untimed_start);
+    let traced: std::collections::BTreeSet<u32> = strace.records.iter().map(|r| r.tid).collect();
+    let calls = span(&mut strace.records.iter().skip(skip).map(|r| r.time_ns));
+    let samples = span(
+        &mut script
+            .records
+            .iter()
+            .filter(|r| traced.contains(&r.tid))
+            .map(|r| r.time_ns),
+    );
+    if let (Some((c0, c1)), Some((s0, s1))) = (calls, samples)
+        && (s1 < c0 || c1 < s0)
+    {
+        return Err(format!(
+            "perf script's records ({s0} ns to {s1} ns) do not overlap perf trace's calls ({c0} ns to {c1} ns): print the calls with 'perf trace -i DATA -T' (full timestamps), of the same data"
+        ));
+    }
+    if untimed_start {
+        let first = [calls.map(|c| c.0), samples.map(|s| s.0)]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(first) = first {
+            strace.records[0].time_ns = first;
+        }
+    }
+    perf.other_events += script.other_events;
+    perf.kernel_faults += script.kernel_faults;
+    perf.kernel_records += script.kernel_records;
+    perf.callchain_lines += script.callchain_lines;
+    perf.file_faults_unplaced += script.file_faults_unplaced;
+    perf.records.extend(script.records);
+    Ok(())
 }

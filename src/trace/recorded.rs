@@ -37,6 +37,10 @@ pub const RECORDED: &[Recorded] = &[
         name: "server",
         gz: include_bytes!("../../tests/data/server.trace.gz"),
     },
+    Recorded {
+        name: "jvm",
+        gz: include_bytes!("../../tests/data/jvm.trace.gz"),
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static Recorded> {

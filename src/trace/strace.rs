@@ -5,7 +5,9 @@
 //! `name(args) = ret`, or split over two lines as `name(args <unfinished
 //! ...>` and later `<... name resumed>args) = ret`; a split call is
 //! timed at its start, so a `clone` comes before the first line of the
-//! child it creates. Calls that failed (`= -1 ENOMEM (...)`) changed
+//! child it creates, except an `mmap` or `mremap` of a process with
+//! several threads, timed at its return (another thread's `munmap` begun
+//! meanwhile may have freed the address it returns). Calls that failed (`= -1 ENOMEM (...)`) changed
 //! nothing and are skipped; `+++ exited with N +++` and `+++ killed by
 //! SIG +++` end the task.
 
@@ -133,6 +135,7 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
     let mut latest_of_day = 0;
     let mut day_ns = 0;
     let mut wrapped_at = None;
+    let mut threads = Threads::default();
     for (index, line) in text.lines().enumerate() {
         let error = |problem: String| StraceError {
             file: file.to_string(),
@@ -201,13 +204,30 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
             let (start_ns, head) = pending
                 .remove(&tid)
                 .ok_or_else(|| error(format!("resumed call of task {tid} was never begun")))?;
-            (start_ns, format!("{head}{tail}"))
+            // An address the kernel chose (mmap, mremap) is taken at some
+            // moment before the call returns, and another thread of the
+            // process may have freed it (munmap) after this call began:
+            // in a process of several threads such a call is timed at
+            // its return, so that it follows the munmap. A process of one
+            // thread has no other task in its address space, and its
+            // calls keep their start (as the kept recordings have them).
+            let name = head.split('(').next().unwrap_or("");
+            let placed = matches!(name, "mmap" | "mmap2" | "mremap");
+            let at_ns = if placed && threads.shared(tid) {
+                time_ns
+            } else {
+                start_ns
+            };
+            (at_ns, format!("{head}{tail}"))
         } else {
             (time_ns, call_text.to_string())
         };
         let (time_ns, text) = whole;
         match parse_call(&text).map_err(error)? {
-            Parsed::Call(call) => out.records.push(Record { time_ns, tid, call }),
+            Parsed::Call(call) => {
+                threads.note(tid, &call);
+                out.records.push(Record { time_ns, tid, call })
+            }
             Parsed::Failed => out.skipped.failed += 1,
             Parsed::Ignored(name) => *out.skipped.ignored.entry(name).or_default() += 1,
             Parsed::Other => out.skipped.other += 1,
@@ -217,6 +237,53 @@ pub fn parse(file: &str, text: &str) -> Result<Strace, StraceError> {
     out.clock = clock.unwrap_or(Clock::Epoch);
     out.midnight_line = wrapped_at;
     Ok(out)
+}
+
+/// Which tasks share an address space, as far as the calls read so far
+/// say: each thread's process (its first thread), and each process's live
+/// threads.
+#[derive(Default)]
+struct Threads {
+    leader: BTreeMap<u32, u32>,
+    live: BTreeMap<u32, std::collections::BTreeSet<u32>>,
+}
+
+impl Threads {
+    fn leader(&self, tid: u32) -> u32 {
+        self.leader.get(&tid).copied().unwrap_or(tid)
+    }
+
+    /// Does `tid`'s process have another live thread?
+    fn shared(&self, tid: u32) -> bool {
+        self.live
+            .get(&self.leader(tid))
+            .is_some_and(|threads| threads.len() > 1)
+    }
+
+    fn note(&mut self, tid: u32, call: &Call) {
+        let leader = self.leader(tid);
+        match *call {
+            Call::Thread { child } => {
+                self.leader.insert(child, leader);
+                let threads = self.live.entry(leader).or_default();
+                threads.insert(tid);
+                threads.insert(child);
+            }
+            Call::Fork { child } => {
+                self.leader.remove(&child);
+                self.live.remove(&child);
+            }
+            Call::Exec | Call::ExitGroup => {
+                self.live.remove(&leader);
+            }
+            Call::ExitThread => {
+                if let Some(threads) = self.live.get_mut(&leader) {
+                    threads.remove(&tid);
+                }
+            }
+            Call::Memory(_) => {}
+        }
+    }
 }
 
 /// `PID rest`, `[pid PID] rest`, or `rest` (the unnamed root).

@@ -187,7 +187,7 @@ fn an_exec_ends_the_other_threads() {
 
 mod import_tests {
     use super::super::import::{ImportError, Options, import};
-    use super::super::{perf, strace};
+    use super::super::{perf, perf_trace, strace};
     use super::*;
 
     /// strace -f -ttt output on stderr: the root unprefixed, a clone split
@@ -621,6 +621,113 @@ mod import_tests {
         assert_eq!(
             e,
             "t.bz2: bzip2-compressed: decompress it first ('bzip2 -d t.bz2'), or compress it with gzip"
+        );
+    }
+
+    /// One thread's mmap is split by another thread's munmap that freed
+    /// the address it returns (as in the recorded server): in a process of
+    /// several threads the mmap is timed at its return, after the munmap;
+    /// in a process of one thread a split call keeps its start.
+    #[test]
+    fn a_split_mmap_of_a_threaded_process_is_timed_at_its_return() {
+        let text = "\
+100 1700000000.000100 execve(\"/bin/x\", [\"x\"], 0x7ffc /* 1 vars */) = 0
+100 1700000000.000200 clone(child_stack=0x7f, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 101
+101 1700000000.000300 mmap(NULL, 262144, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000
+100 1700000000.000400 mmap(NULL, 262144, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+101 1700000000.000500 munmap(0x7f0000000000, 262144) = 0
+100 1700000000.000600 <... mmap resumed>) = 0x7f0000000000
+101 1700000000.000700 exit(0) = ?
+100 1700000000.000800 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+100 1700000000.000900 <... mmap resumed>) = 0x7f0000100000
+";
+        let s = strace::parse("s", text).unwrap();
+        let (events, _) = import(&s, None, STRICT).unwrap();
+        let body: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            body,
+            [
+                "0 100 100 exec",
+                "100000 100 100 clone 101",
+                "200000 100 101 mmap 0x7f0000000000 0x40000 rw-",
+                "400000 100 101 munmap 0x7f0000000000 0x40000",
+                "500000 100 100 mmap 0x7f0000000000 0x40000 rw-",
+                "600000 100 101 exit",
+                // One thread again: timed at its start.
+                "700000 100 100 mmap 0x7f0000100000 0x2000 r--",
+            ]
+        );
+    }
+
+    /// `perf trace -i DATA -T` of `perf trace record -d` data, with what
+    /// `perf script --show-mmap-events` printed of it: the untimed start
+    /// of the root's execve goes before the mappings it made, mmap is
+    /// timed at its return (less perf's rounding), the fault tracepoints
+    /// are faults with the write bit, and the rest is counted.
+    #[test]
+    fn perf_trace_calls_with_perf_script_mappings_and_faults() {
+        let calls = "\
+         ? (         ): x/100  ... [continued]: execve())                = 0
+  1000.000 ( 0.010 ms): x/100 mmap(len: 8192, prot: READ|WRITE, flags: PRIVATE|ANONYMOUS) = 0x7f0000000000
+  1000.020 ( 0.003 ms): x/100 munmap(addr: 0x7f0000000000, len: 8192) = 0
+  1000.040 (         ): x/100 exit_group()                           = ?
+";
+        let script = "\
+ swapper     0/0         0.000000000: PERF_RECORD_MMAP -1/0: [0xffffffff81000000(0x1276508) @ 0xffffffff81000000]: x [kernel.kallsyms]_text
+       x   100/100   1.000000500: PERF_RECORD_MMAP2 100/100: [0x7ffe695e4000(0x21000) @ 0x7ffffffde000 00:00 0 0]: rw-p [stack]
+       x   100/100   1.000001000:     raw_syscalls:sys_enter: NR 9 (0, 2000, 3, 22, ffffffff, 0)
+       x   100/100   1.000009500: exceptions:page_fault_user: address=0x7f0000000010 ip=0x55550000 error_code=0x6
+       x   100/100   1.000011000: PERF_RECORD_MMAP2 100/100: [0x7f0000000000(0x2000) @ 0x7f0000000000 00:00 0 0]: rw-p //anon
+       x   100/100   1.000030000: exceptions:page_fault_kernel: address=0x7ffe69604ff8 ip=0xffffffff81000000 error_code=0x0
+       x   100/100   1.000031000: exceptions:page_fault_user: address=0xffffffff81000000 ip=0xffffffff81000000 error_code=0x0
+";
+        let (mut s, mut p) = perf_trace::parse("calls", calls).unwrap();
+        let sp = perf::parse("script", script, None).unwrap();
+        perf_trace::add_perf_script(&mut s, &mut p, sp).unwrap();
+        let (events, summary) = import(&s, Some(&p), STRICT).unwrap();
+        let body: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            body,
+            [
+                "0 100 100 exec",
+                "0 100 100 mmap 0x7ffe695e4000 0x21000 rw-",
+                "8500 100 100 mmap 0x7f0000000000 0x2000 rw-",
+                "9000 100 100 fault 0x7f0000000010 w",
+                "19500 100 100 munmap 0x7f0000000000 0x2000",
+                "29500 100 100 fault 0x7ffe69604ff8 r",
+                "39500 100 100 exit",
+            ]
+        );
+        assert_eq!(summary.exec_mappings, 1, "{summary}");
+        assert_eq!(summary.perf_mappings_not_exec, 1, "{summary}");
+        let skipped = &summary.perf_skipped;
+        assert_eq!(
+            (
+                skipped.other_events,
+                skipped.kernel_faults,
+                skipped.kernel_records
+            ),
+            (1, 1, 1),
+            "{summary}"
+        );
+        assert!(summary.lost().is_empty(), "{summary}");
+
+        // perf trace's own relative times cannot be put on perf script's.
+        let relative = calls.replace("  1000.0", "     0.0");
+        let (mut s, mut p) = perf_trace::parse("calls", &relative).unwrap();
+        let sp = perf::parse("script", script, None).unwrap();
+        let e = perf_trace::add_perf_script(&mut s, &mut p, sp).unwrap_err();
+        assert!(e.contains("perf trace -i DATA -T"), "{e}");
+        // Faults in both files would be imported twice.
+        let with_fault = format!(
+            "{calls}  1000.050 (         ): x/100 exceptions:page_fault_user(address: 0x7f0000000010, ip: 0x1, error_code: 6)\n"
+        );
+        let (mut s, mut p) = perf_trace::parse("calls", &with_fault).unwrap();
+        let sp = perf::parse("script", script, None).unwrap();
+        let e = perf_trace::add_perf_script(&mut s, &mut p, sp).unwrap_err();
+        assert!(
+            e.starts_with("both files hold faults (1 in perf trace's, 2 in perf script's)"),
+            "{e}"
         );
     }
 }

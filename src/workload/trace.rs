@@ -23,7 +23,7 @@ pub const SUMMARY: &str =
     "replays a recorded trace of real programs (see 'mmsim trace import', docs/trace-format.md)";
 pub const USAGE: &str = "  FILE                 the trace, plain or gzipped
   --recorded NAME      instead of FILE, a trace built into mmsim (tests/data/README.md):
-                       make, python, pipeline, build, boot or server";
+                       make, python, pipeline, build, boot, server or jvm";
 
 /// A checked trace, ready to replay: it is read again, a line at a time,
 /// by each run (`trace::stream`), so a replay holds one event at a time.

@@ -15,7 +15,6 @@
 //! deposit waits in a side map (THPs are real memory, so there are few of
 //! them next to huge zero PMDs, which cost nothing simulated).
 
-
 use super::mmzone::Pfn;
 
 pub const PTRS_PER_TABLE: usize = 512;
@@ -205,7 +204,9 @@ impl PageTables {
     /// The deposit of the THP at entry `index` of table `id`.
     #[inline]
     fn deposit(&self, id: TableId, index: usize) -> Pfn {
-        self.huge_deposits[id.0 as usize].as_ref().expect("a THP's deposit")[index]
+        self.huge_deposits[id.0 as usize]
+            .as_ref()
+            .expect("a THP's deposit")[index]
     }
 
     /// The entries of table `id`, in index order.

@@ -555,7 +555,11 @@ mod tests {
             let (mut runs, mut written) = (0, 0);
             for step in 0..300 {
                 now += rng.below(3000);
-                horizon = horizon.max(now.saturating_sub(rng.below(if round % 2 == 0 { 50_000 } else { 500 })));
+                horizon = horizon.max(now.saturating_sub(rng.below(if round % 2 == 0 {
+                    50_000
+                } else {
+                    500
+                })));
                 let h = Cycles(horizon);
                 if rng.below(8) == 0 {
                     // An ordinary use, a little ahead of now.
@@ -592,7 +596,10 @@ mod tests {
                 );
                 assert_eq!(lazy.len(), eager.spans.len() as u64);
             }
-            assert!(runs > 100 && written > 5, "{runs} runs, {written} written out");
+            assert!(
+                runs > 100 && written > 5,
+                "{runs} runs, {written} written out"
+            );
         }
     }
 

@@ -15,8 +15,6 @@
 //! deposit waits in a side map (THPs are real memory, so there are few of
 //! them next to huge zero PMDs, which cost nothing simulated).
 
-use std::collections::HashMap;
-
 use super::mmzone::Pfn;
 
 pub const PTRS_PER_TABLE: usize = 512;
@@ -115,8 +113,14 @@ pub struct PageTables {
     /// freed table's entries are all None, ready for the next table given
     /// its id.
     entries: Vec<Packed>,
-    /// The deposit of each [`Entry::Huge`], by its place in `entries`.
-    huge_deposits: HashMap<usize, Pfn>,
+    /// The deposit of each [`Entry::Huge`], by table id and then index: a
+    /// table's array is made at its first THP and dropped with the table.
+    /// (A hash map by place in `entries`, SipHash-keyed, was a tenth of the
+    /// host time of seed 002's 253,952-THP guest: a look-up at every walk
+    /// and zap of a huge PMD, and its growth.)
+    huge_deposits: Vec<Option<Box<[Pfn; PTRS_PER_TABLE]>>>,
+    /// THP entries with a deposit, over every table.
+    nr_huge_deposits: usize,
     free_ids: Vec<TableId>,
     live: usize,
     /// Bumped whenever a table is destroyed: a table id remembered under
@@ -150,6 +154,7 @@ impl PageTables {
             }
             None => {
                 self.tables.push(Some(table));
+                self.huge_deposits.push(None);
                 let len = self.entries.len();
                 self.entries.resize(len + PTRS_PER_TABLE, Packed::NONE);
                 TableId(self.tables.len() as u32 - 1)
@@ -166,6 +171,7 @@ impl PageTables {
             "freeing a {:?} table with {} entries in use",
             table.level, table.used
         );
+        self.huge_deposits[id.0 as usize] = None;
         self.free_ids.push(id);
         self.live -= 1;
         self.generation += 1;
@@ -192,7 +198,15 @@ impl PageTables {
     pub fn get(&self, id: TableId, index: usize) -> Entry {
         debug_assert!(self.tables[id.0 as usize].is_some(), "live table");
         let at = entry_at(id, index);
-        self.entries[at].unpack(|| self.huge_deposits[&at])
+        self.entries[at].unpack(|| self.deposit(id, index))
+    }
+
+    /// The deposit of the THP at entry `index` of table `id`.
+    #[inline]
+    fn deposit(&self, id: TableId, index: usize) -> Pfn {
+        self.huge_deposits[id.0 as usize]
+            .as_ref()
+            .expect("a THP's deposit")[index]
     }
 
     /// The entries of table `id`, in index order.
@@ -208,21 +222,26 @@ impl PageTables {
     /// that follows marks it young ([`PageTables::mkyoung`]), as the x86 MMU
     /// does when it retries the faulting access.
     pub fn set(&mut self, id: TableId, index: usize, entry: Entry) {
-        let table = self.tables[id.0 as usize].as_mut().expect("live table");
+        debug_assert!(self.tables[id.0 as usize].is_some(), "live table");
         let at = entry_at(id, index);
         let was = self.entries[at];
-        let old = was.unpack(|| self.huge_deposits[&at]);
+        let old = was.unpack(|| self.deposit(id, index));
+        // A slot's deposit is meaningful only under a Huge entry: a stale
+        // one is never read, so clearing a THP needs no write here.
         if let Entry::Huge { .. } = old {
-            self.huge_deposits.remove(&at);
+            self.nr_huge_deposits -= 1;
         }
         if let Entry::Huge { deposit, .. } = entry {
-            self.huge_deposits.insert(at, deposit);
+            self.huge_deposits[id.0 as usize]
+                .get_or_insert_with(|| Box::new([Pfn(0); PTRS_PER_TABLE]))[index] = deposit;
+            self.nr_huge_deposits += 1;
         }
         let mut packed = Packed::pack(entry);
         if was.maps_same_page(packed) {
             packed.0 |= was.0 & Packed::YOUNG;
         }
         self.entries[at] = packed;
+        let table = self.tables[id.0 as usize].as_mut().expect("live table");
         match (old.is_none(), entry.is_none()) {
             (true, false) => table.used += 1,
             (false, true) => table.used -= 1,
@@ -445,11 +464,11 @@ mod tests {
         for (i, &e) in entries.iter().enumerate() {
             assert_eq!(pt.get(t, i), e, "entry {i}");
         }
-        assert_eq!(pt.huge_deposits.len(), 2);
+        assert_eq!(pt.nr_huge_deposits, 2);
         // Replacing or clearing a THP's PMD forgets its deposit.
         pt.set(t, 5, Entry::HugeZero { deposit: Pfn(5) });
         pt.set(t, 6, Entry::None);
-        assert!(pt.huge_deposits.is_empty());
+        assert_eq!(pt.nr_huge_deposits, 0);
         assert_eq!(pt.get(t, 5), Entry::HugeZero { deposit: Pfn(5) });
         assert_eq!(pt.table(t).used, 8);
     }

@@ -136,7 +136,9 @@ impl PendingIos {
     }
 
     /// The writes, in submission order.
-    pub fn iter(&self) -> PendingIter<std::slice::Iter<'_, (CpuId, u64, usize)>, std::slice::Iter<'_, Cycles>> {
+    pub fn iter(
+        &self,
+    ) -> PendingIter<std::slice::Iter<'_, (CpuId, u64, usize)>, std::slice::Iter<'_, Cycles>> {
         PendingIter {
             runs: self.runs.iter(),
             ats: self.ats.iter(),
@@ -178,7 +180,11 @@ where
             match &mut self.run {
                 Some((cpu, id, left)) if *left > 0 => {
                     let at = *self.ats.next().expect("a time for every write").borrow();
-                    let io = PendingIo { at, cpu: *cpu, id: *id };
+                    let io = PendingIo {
+                        at,
+                        cpu: *cpu,
+                        id: *id,
+                    };
                     *id += 1;
                     *left -= 1;
                     return Some(io);
@@ -191,7 +197,8 @@ where
 
 impl IntoIterator for PendingIos {
     type Item = PendingIo;
-    type IntoIter = PendingIter<std::vec::IntoIter<(CpuId, u64, usize)>, std::vec::IntoIter<Cycles>>;
+    type IntoIter =
+        PendingIter<std::vec::IntoIter<(CpuId, u64, usize)>, std::vec::IntoIter<Cycles>>;
 
     fn into_iter(self) -> Self::IntoIter {
         PendingIter {
@@ -204,7 +211,8 @@ impl IntoIterator for PendingIos {
 
 impl<'a> IntoIterator for &'a PendingIos {
     type Item = PendingIo;
-    type IntoIter = PendingIter<std::slice::Iter<'a, (CpuId, u64, usize)>, std::slice::Iter<'a, Cycles>>;
+    type IntoIter =
+        PendingIter<std::slice::Iter<'a, (CpuId, u64, usize)>, std::slice::Iter<'a, Cycles>>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()

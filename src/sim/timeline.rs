@@ -406,7 +406,11 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 span.end.0,
                 self.floor.0
             );
-            debug_assert_eq!(self.count_begun_by(span.start), self.len(), "not at the back");
+            debug_assert_eq!(
+                self.count_begun_by(span.start),
+                self.len(),
+                "not at the back"
+            );
             self.push_back_unbounded(span);
         }
         let excess = self.len().saturating_sub(SPANS_MAX);
@@ -1099,7 +1103,11 @@ mod tests {
             assert_eq!(folded_one, folded_batched, "round {round}");
         }
         assert_eq!(batched.len(), SPANS_MAX);
-        assert!(folded_batched.len() > SPANS_MAX, "{} folded", folded_batched.len());
+        assert!(
+            folded_batched.len() > SPANS_MAX,
+            "{} folded",
+            folded_batched.len()
+        );
         check_gaps(&batched);
         assert_eq!(fit(&batched, 0, 3), fit(&one, 0, 3));
     }

@@ -140,7 +140,7 @@ pub struct Kernel {
     pub(super) swap_devs: Vec<Box<dyn super::page_io::SwapDevice>>,
     /// Swap writes that complete later, not yet handed to the scheduler
     /// as interrupts (`page_io.rs`).
-    pub(super) io_pending: Vec<super::page_io::PendingIo>,
+    pub(super) io_pending: super::page_io::PendingIos,
     /// Every swap write under way: by (completion time, id), its page.
     pub(super) io_inflight: super::page_io::InFlight,
     pub(super) io_seq: u64,
@@ -206,7 +206,7 @@ impl Kernel {
             ),
             swap_cache: super::swap_state::SwapCache::default(),
             swap_devs: Vec::new(),
-            io_pending: Vec::new(),
+            io_pending: Default::default(),
             io_inflight: super::page_io::InFlight::default(),
             io_seq: 0,
             contents_warm: vec![u64::MAX; machine.topology.nr_cpus() as usize],

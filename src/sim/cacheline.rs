@@ -768,17 +768,26 @@ impl CacheLine {
     }
 
     /// Puts the local atomics kept aside onto the timeline, in order.
+    /// All at the timeline's back, so they are recorded in one batch
+    /// ([`Timeline::push_back_all`]: one forgetting of the oldest, not one
+    /// per atomic, on a line whose timeline is full).
     fn flush_tail(&mut self) {
-        let cpu = self.tail.cpu;
-        for i in 0..self.tail.len {
-            let (start, end) = self.tail.spans[i];
-            let span = Span {
-                start,
-                end,
-                data: Access::Modify(cpu),
-            };
-            self.record(self.transfers.len(), span);
+        let (cpu, len, tail) = (self.tail.cpu, self.tail.len, self.tail.spans);
+        if len == 0 {
+            return;
         }
+        let (owner, sharers, modified) = (
+            &mut self.owner_base,
+            &mut self.sharers_base,
+            &mut self.modified_base,
+        );
+        let spans = tail[..len].iter().map(|&(start, end)| Span {
+            start,
+            end,
+            data: Access::Modify(cpu),
+        });
+        self.transfers
+            .push_back_all(spans, |old| fold(owner, sharers, modified, *old));
         self.tail.len = 0;
     }
 }

@@ -380,11 +380,59 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// remembered one (most do: a busy line's requests queue at its end).
     /// Only the gap before it, if any, joins the index, at its end.
     fn push_back(&mut self, span: Span<T>, fold: impl FnMut(&Span<T>)) {
+        if self.push_back_unbounded(span) {
+            self.forget_beyond_max(fold);
+        }
+    }
+
+    /// Records spans that each begin no earlier than any remembered one,
+    /// in order (a cache line's atomics kept aside), then forgets the
+    /// oldest past [`SPANS_MAX`] at once. The timeline ends as pushing
+    /// each in turn would leave it, with the same spans passed to `fold`
+    /// in the same order: the pushes are all at the back, so each push's
+    /// forgetting takes the oldest of the spans there before the batch, the
+    /// floor is the latest end among them, and the gaps that go are those
+    /// that begin before the first span kept.
+    pub(crate) fn push_back_all(
+        &mut self,
+        spans: impl IntoIterator<Item = Span<T>>,
+        mut fold: impl FnMut(&Span<T>),
+    ) {
+        for span in spans {
+            assert!(
+                span.start < span.end && span.start >= self.floor,
+                "span {}..{} empty or before the floor {}",
+                span.start.0,
+                span.end.0,
+                self.floor.0
+            );
+            debug_assert_eq!(
+                self.count_begun_by(span.start),
+                self.len(),
+                "not at the back"
+            );
+            self.push_back_unbounded(span);
+        }
+        let excess = self.len().saturating_sub(SPANS_MAX);
+        if excess > 0 {
+            let mut floor = self.floor;
+            for old in &self.spans()[..excess] {
+                floor = floor.max(old.end);
+                fold(old);
+            }
+            self.floor = floor;
+            self.forget_oldest(excess);
+        }
+    }
+
+    /// [`Timeline::push_back`] without the forgetting: whether the span was
+    /// added (false: it extended the last one).
+    fn push_back_unbounded(&mut self, span: Span<T>) -> bool {
         if let Some(prev) = self.spans.as_mut_slice().last_mut() {
             if prev.end == span.start && prev.data == span.data {
                 prev.end = span.end;
                 self.finger = Some(self.spans().len() - 1);
-                return;
+                return false;
             }
             if self.sharing == Sharing::Exclusive {
                 assert!(
@@ -399,7 +447,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
         self.spans.push_back(span);
         self.finger = Some(self.spans().len() - 1);
-        self.forget_beyond_max(fold);
+        true
     }
 
     /// For an exclusive timeline: the earliest `s` at or after `t` (and the
@@ -1020,6 +1068,48 @@ mod tests {
     #[should_panic(expected = "overlaps")]
     fn exclusive_spans_must_not_overlap() {
         timeline(&[(100, 200), (150, 250)]);
+    }
+
+    #[test]
+    fn a_batch_at_the_back_ends_as_pushing_each_in_turn() {
+        // Full timelines with gaps here and there, then batches of up to
+        // four spans (some continuing the last, which extends it): the
+        // spans, gaps, floor, finger and what is folded must match.
+        let mut rng = crate::sim::Rng::new(5);
+        let (mut one, mut batched) = (Timeline::default(), Timeline::default());
+        let (mut folded_one, mut folded_batched) = (Vec::new(), Vec::new());
+        let mut at = 0;
+        for round in 0..3 * SPANS_MAX as u64 {
+            let batch: Vec<Span<u64>> = (0..1 + rng.below(4))
+                .map(|_| {
+                    at += rng.below(3) * 7;
+                    let len = 1 + rng.below(9);
+                    let span = Span {
+                        start: Cycles(at),
+                        end: Cycles(at + len),
+                        data: rng.below(2),
+                    };
+                    at += len;
+                    span
+                })
+                .collect();
+            for &span in &batch {
+                one.push(span, |s| folded_one.push(*s));
+            }
+            batched.push_back_all(batch, |s| folded_batched.push(*s));
+            assert_eq!(spans(&one), spans(&batched), "round {round}");
+            assert_eq!(one.gaps(), batched.gaps(), "round {round}");
+            assert_eq!((one.floor(), one.finger), (batched.floor(), batched.finger));
+            assert_eq!(folded_one, folded_batched, "round {round}");
+        }
+        assert_eq!(batched.len(), SPANS_MAX);
+        assert!(
+            folded_batched.len() > SPANS_MAX,
+            "{} folded",
+            folded_batched.len()
+        );
+        check_gaps(&batched);
+        assert_eq!(fit(&batched, 0, 3), fit(&one, 0, 3));
     }
 
     #[test]

@@ -455,12 +455,7 @@ mod tests {
         assert_folded_add_up(&run);
         let rec = run.stats.recording.as_ref().unwrap();
         use Symbol::*;
-        let reclaim = [
-            ShrinkNode,
-            ShrinkLruvec,
-            ShrinkInactiveList,
-            ShrinkPageList,
-        ];
+        let reclaim = [ShrinkNode, ShrinkLruvec, ShrinkInactiveList, ShrinkPageList];
         let pageout = [Pageout, SwapWritepage, ZramBvecWrite, Lzo1x1DoCompress];
         let direct = [
             AsmExcPageFault,
@@ -592,7 +587,8 @@ mod tests {
         let mut same_span = 0;
         for names in at_span.values() {
             let at = |n: &str| names.iter().position(|x| x == n);
-            if let (Some(entry), Some(handler)) = (at("asm_exc_page_fault"), at("__do_page_fault")) {
+            if let (Some(entry), Some(handler)) = (at("asm_exc_page_fault"), at("__do_page_fault"))
+            {
                 assert!(entry < handler, "{names:?}");
                 same_span += 1;
             }

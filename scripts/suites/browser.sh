@@ -109,7 +109,7 @@ done < <(grep '^chart ' "$out/check.txt")
 if grep -q ' no-svg$' "$out/check.txt"; then fail "a chart has no SVG"; fi
 
 # The timeline in DevTools' Performance panel: loaded, with no error.
-if ! timeout 180 python3 scripts/suites/devtools_trace.py "$out/timeline.json" \
+if ! timeout 420 python3 scripts/suites/devtools_trace.py "$out/timeline.json" \
     "$out/timeline.png" >"$out/timeline.txt" 2>&1; then
     cat "$out/timeline.txt"
     fail "the timeline did not load in DevTools' Performance panel"

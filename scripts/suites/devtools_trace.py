@@ -130,7 +130,28 @@ def main():
                         {"expression": load, "awaitPromise": True, "returnByValue": True},
                         session=s)
         status = result.get("result", {}).get("value")
-        time.sleep(4)
+        # loadFromFile returns while the panel still parses the trace
+        # (its status card says so): wait for the card to go.
+        busy = """(() => {
+          const text = (root) => {
+            let t = '';
+            for (const el of root.querySelectorAll('*')) {
+              if (el.shadowRoot) t += text(el.shadowRoot);
+            }
+            return t + ' ' + (root.body ? root.body.innerText : root.textContent);
+          };
+          const t = text(document);
+          return /Processing trace|Loading trace|Initializing/.test(t);
+        })()"""
+        for _ in range(600):
+            still = b.call("Runtime.evaluate", {"expression": busy, "returnByValue": True},
+                           session=s)
+            if not still.get("result", {}).get("value"):
+                break
+            time.sleep(0.5)
+        else:
+            status = "still processing after 300 s"
+        time.sleep(2)
 
         def click(x, y):
             b.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y}, session=s)

@@ -4,7 +4,11 @@
 # the screenshot is not blank, that the console logged nothing (the page
 # has no scripts, so any message is an error), and that every chart
 # (`<figure class="chart">`) holds an SVG that was laid out with a size and
-# has drawn shapes in it. Installs Debian's chromium where it is missing.
+# has drawn shapes in it. Then the timeline: seed 000's before run in small,
+# `--timeline` JSON, opened in the trace viewer Chromium carries (DevTools'
+# Performance panel, devtools_trace.py: Perfetto's UI needs the network),
+# which must load it without an error, and whose screenshot must not be
+# blank. Installs Debian's chromium where it is missing.
 # Keeps its files in target/browser/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +30,9 @@ cargo build --release --quiet
 target/release/mmsim compare usemem -n 8 --readonly -j 0x200000 256M \
     --machine haswell-ep-2s --feature huge-zero-mm-flag \
     --html "$out/report.html" >"$out/compare.txt"
+target/release/mmsim run usemem -n 8 --readonly -j 0x200000 256M \
+    --machine haswell-ep-2s --without huge-zero-mm-flag \
+    --timeline "$out/timeline.json" --timeline-window 0.2ms..0.25ms >"$out/run.txt"
 
 chrome() {
     # A fresh profile each time, and nothing that reaches the network.
@@ -101,9 +108,17 @@ while read -r _ id size _ drawn; do
 done < <(grep '^chart ' "$out/check.txt")
 if grep -q ' no-svg$' "$out/check.txt"; then fail "a chart has no SVG"; fi
 
-# The screenshot: a PNG whose pixels are not all one colour, with a fair
+# The timeline in DevTools' Performance panel: loaded, with no error.
+if ! timeout 420 python3 scripts/suites/devtools_trace.py "$out/timeline.json" \
+    "$out/timeline.png" >"$out/timeline.txt" 2>&1; then
+    cat "$out/timeline.txt"
+    fail "the timeline did not load in DevTools' Performance panel"
+fi
+
+# The screenshots: PNGs whose pixels are not all one colour, with a fair
 # share of them not white (text and bars).
-python3 - "$out/report.png" <<'PY' || fail "the screenshot is blank"
+for png in "$out/report.png" "$out/timeline.png"; do
+python3 - "$png" <<'PY' || fail "the screenshot $png is blank"
 import struct, sys, zlib
 data = open(sys.argv[1], "rb").read()
 assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
@@ -144,8 +159,9 @@ share = inked / (width * height)
 print(f"browser: screenshot {width}x{height}, {share:.1%} of pixels inked")
 sys.exit(0 if share > 0.02 else 1)
 PY
+done
 
 if [ $status -eq 0 ]; then
-    echo "browser: ok ($charts charts drawn; screenshot $out/report.png)"
+    echo "browser: ok ($charts charts drawn; screenshots $out/report.png, $out/timeline.png)"
 fi
 exit $status

@@ -313,36 +313,10 @@ impl Zram {
     fn last_output(&self) -> &[u8] {
         self.zcomp.output()
     }
-}
 
-impl SwapDevice for Zram {
-    fn name(&self) -> &str {
-        "/dev/zram0"
-    }
-
-    fn nr_pages(&self) -> u64 {
-        self.nr_pages
-    }
-
-    fn synchronous(&self) -> bool {
-        true
-    }
-
-    fn solid_state(&self) -> bool {
-        true
-    }
-
-    fn write_page(
-        &mut self,
-        ctx: &mut Ctx,
-        pa: &mut PageAllocator,
-        offset: u64,
-        image: &PageImage,
-    ) -> Result<Completion, IoError> {
-        self.write_page_from(ctx, pa, offset, image, None)
-    }
-
-    fn write_page_from(
+    /// `__zram_bvec_write`: the page same-filled or compressed into the
+    /// pool, in slot `offset`.
+    fn zram_bvec_write(
         &mut self,
         ctx: &mut Ctx,
         pa: &mut PageAllocator,
@@ -408,19 +382,8 @@ impl SwapDevice for Zram {
         Ok(Completion::Done)
     }
 
-    fn peek_page(&self, offset: u64) -> PageImage {
-        match self.table.get(offset as usize).unwrap_or(&Slot::Empty) {
-            Slot::Empty => PageImage::zero(),
-            Slot::Same(word) => PageImage::same(*word),
-            Slot::Stored { image, .. } => image.clone(),
-        }
-    }
-
-    fn pages_held(&self) -> u64 {
-        self.pool.total_pages()
-    }
-
-    fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
+    /// `__zram_bvec_read`: slot `offset`'s page, filled or decompressed.
+    fn zram_bvec_read(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
         self.check_offset(offset);
         let slot = self.table.get(offset as usize).unwrap_or(&Slot::Empty);
         let costs = &ctx.machine().costs;
@@ -454,6 +417,70 @@ impl SwapDevice for Zram {
             None => self.charge_decompression(ctx, &image),
         }
         (image, Completion::Done)
+    }
+}
+
+impl SwapDevice for Zram {
+    fn name(&self) -> &str {
+        "/dev/zram0"
+    }
+
+    fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+
+    fn synchronous(&self) -> bool {
+        true
+    }
+
+    fn solid_state(&self) -> bool {
+        true
+    }
+
+    fn write_page(
+        &mut self,
+        ctx: &mut Ctx,
+        pa: &mut PageAllocator,
+        offset: u64,
+        image: &PageImage,
+    ) -> Result<Completion, IoError> {
+        self.write_page_from(ctx, pa, offset, image, None)
+    }
+
+    fn write_page_from(
+        &mut self,
+        ctx: &mut Ctx,
+        pa: &mut PageAllocator,
+        offset: u64,
+        image: &PageImage,
+        from_node: Option<u32>,
+    ) -> Result<Completion, IoError> {
+        // `__zram_bvec_write` as a frame of the call chain: compression
+        // and zs_malloc are charged under it.
+        ctx.enter(Symbol::ZramBvecWrite);
+        let done = self.zram_bvec_write(ctx, pa, offset, image, from_node);
+        ctx.leave();
+        done
+    }
+
+    fn peek_page(&self, offset: u64) -> PageImage {
+        match self.table.get(offset as usize).unwrap_or(&Slot::Empty) {
+            Slot::Empty => PageImage::zero(),
+            Slot::Same(word) => PageImage::same(*word),
+            Slot::Stored { image, .. } => image.clone(),
+        }
+    }
+
+    fn pages_held(&self) -> u64 {
+        self.pool.total_pages()
+    }
+
+    fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
+        // `__zram_bvec_read` as a frame: decompression is charged under it.
+        ctx.enter(Symbol::ZramBvecRead);
+        let read = self.zram_bvec_read(ctx, offset);
+        ctx.leave();
+        read
     }
 
     fn slot_free(&mut self, ctx: &mut Ctx, pa: &mut PageAllocator, offset: u64) {

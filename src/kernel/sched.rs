@@ -938,7 +938,7 @@ impl<T> Sys<'_, T> {
             let mm = self.mm();
             match access(&mut self.core.k, self.ctx, mm) {
                 Err(Fault::Oom) => {
-                    if self.core.k.try_to_free_pages(self.ctx) > 0 {
+                    if self.direct_reclaim() > 0 {
                         continue;
                     }
                     // Memory being written out comes back when the writes
@@ -958,6 +958,29 @@ impl<T> Sys<'_, T> {
                 result => return result,
             }
         }
+    }
+
+    /// Direct reclaim for a fault whose allocation found no memory. The
+    /// model unwinds the fault and reclaims before trying it again; Linux
+    /// reclaims inside the allocation, so the time is recorded under the
+    /// fault's chain into `__alloc_pages_slowpath` (the frames between
+    /// that the model has no frame for are left out, as everywhere).
+    fn direct_reclaim(&mut self) -> u64 {
+        const CHAIN: [Symbol; 5] = [
+            Symbol::AsmExcPageFault,
+            Symbol::PageFault,
+            Symbol::HandleMmFault,
+            Symbol::AllocPages,
+            Symbol::AllocPagesSlowpath,
+        ];
+        for frame in CHAIN {
+            self.ctx.enter(frame);
+        }
+        let freed = self.core.k.try_to_free_pages(self.ctx);
+        for _ in CHAIN {
+            self.ctx.leave();
+        }
+        freed
     }
 
     /// A user load of the 8-byte word at `addr`, faulting as needed.

@@ -36,6 +36,7 @@ impl Kernel {
     /// Zeroes the block of `order` at `pfn`: `clear_page_erms` for a 4 KiB
     /// page; for a THP `clear_huge_page`, whose stores are `clear_page_erms`'
     /// (perf shows the leaf) and whose own time is the rest.
+    #[inline]
     pub(super) fn clear_pages(&mut self, ctx: &mut Ctx, pfn: Pfn, order: Order) {
         let costs = &ctx.machine().costs;
         let bytes = order.nr_pages() * PAGE_SIZE;

@@ -316,6 +316,7 @@ impl Kernel {
     }
 
     /// The time of [`Kernel::set_huge_pmd`]: the PMD lock and the install.
+    #[inline]
     fn set_huge_pmd_charges(&mut self, ctx: &mut Ctx, pmd: TableId) {
         self.ptlock(pmd).lock(ctx, Symbol::RawSpinLock);
         let cost = ctx.machine().costs.huge_pmd_install.cycles();

@@ -23,7 +23,7 @@ use super::kernel::Kernel;
 use super::mmzone::Order;
 use super::page_alloc::Watermark;
 use super::vmscan::{DEF_PRIORITY, Reclaimer, SWAP_CLUSTER_MAX};
-use crate::sim::{Ctx, Cycles, Event};
+use crate::sim::{Ctx, Cycles, Event, Symbol};
 
 /// `MAX_RECLAIM_RETRIES`: balancing runs that freed nothing before a node
 /// is hopeless and kswapd is no longer woken for it.
@@ -173,7 +173,21 @@ impl Kernel {
     pub fn kswapd_step(&mut self, ctx: &mut Ctx, kswapd: &mut Kswapd) -> KswapdNext {
         let was = std::mem::replace(&mut self.pa.memalloc, true);
         self.current_is_kswapd = true;
+        // The call chain: kswapd's loop, and `balance_pgdat` while a
+        // balance is under way (stalled in it too).
+        let balancing = matches!(
+            kswapd.phase,
+            Phase::Balancing { .. } | Phase::Stalled { .. }
+        );
+        ctx.enter(Symbol::Kswapd);
+        if balancing {
+            ctx.enter(Symbol::BalancePgdat);
+        }
         let next = self.kswapd_step_inner(ctx, kswapd);
+        if balancing {
+            ctx.leave();
+        }
+        ctx.leave();
         self.current_is_kswapd = false;
         self.pa.memalloc = was;
         next
@@ -234,7 +248,9 @@ impl Kernel {
                         .watermark
                         .high
                         .max(SWAP_CLUSTER_MAX);
+                    enter_shrink_node(ctx, Symbol::ShrinkLruvec);
                     let scan_left = self.begin_shrink_lruvec(ctx, node, priority);
+                    leave_shrink_node(ctx);
                     kswapd.phase = Phase::Balancing {
                         order,
                         priority,
@@ -253,7 +269,9 @@ impl Kernel {
                 };
                 if pass.scan_left > 0 && pass.reclaimed < pass.nr_to_reclaim {
                     let batch = pass.scan_left.min(SWAP_CLUSTER_MAX);
+                    enter_shrink_node(ctx, Symbol::ShrinkLruvec);
                     let stat = self.shrink_inactive_list(ctx, node, batch, Reclaimer::Kswapd);
+                    leave_shrink_node(ctx);
                     pass.reclaimed += stat.nr_reclaimed;
                     pass.taken += stat.nr_taken;
                     pass.writeback += stat.nr_writeback;
@@ -270,7 +288,9 @@ impl Kernel {
                 }
                 // shrink_node's shrink_slab after the LRU lists: the
                 // deferred split shrinker.
+                enter_shrink_node(ctx, Symbol::ShrinkSlab);
                 self.shrink_deferred_split(ctx, node);
+                leave_shrink_node(ctx);
                 // The pass is over (`kswapd_shrink_node` returns). Having
                 // reclaimed the compaction gap, a high-order request is
                 // left to compaction and kswapd balances for order 0.
@@ -339,5 +359,21 @@ impl Kernel {
         ctx.count(Event::KswapdHighWmarkHitQuickly, 1);
         self.begin_balance(ctx, kswapd);
         KswapdNext::Run
+    }
+}
+
+/// Enters the frames of `balance_pgdat`'s pass over a node down to
+/// `inner` (`shrink_lruvec` or `shrink_slab`): kswapd's pass runs in
+/// steps, each under the chain Linux's one call would have.
+fn enter_shrink_node(ctx: &mut Ctx, inner: Symbol) {
+    ctx.enter(Symbol::KswapdShrinkNode);
+    ctx.enter(Symbol::ShrinkNode);
+    ctx.enter(inner);
+}
+
+/// Leaves what [`enter_shrink_node`] entered.
+fn leave_shrink_node(ctx: &mut Ctx) {
+    for _ in 0..3 {
+        ctx.leave();
     }
 }

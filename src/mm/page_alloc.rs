@@ -752,6 +752,7 @@ impl Zone {
 
     /// The list work of a buddy list operation and the free area's line;
     /// the struct pages are the caller's.
+    #[inline]
     fn charge_list_op(&mut self, ctx: &mut Ctx, order: u8, symbol: Symbol) {
         let cost = ctx.machine().costs.buddy_list_op.cycles();
         self.charge_list_op_of(ctx, order, symbol, cost);

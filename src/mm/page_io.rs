@@ -465,7 +465,9 @@ impl Kernel {
         page: Pfn,
         entry: SwapEntry,
     ) -> Completion {
+        ctx.enter(Symbol::SwapReadpage);
         let (image, done) = self.swap_devs[entry.swp_type()].read_page(ctx, entry.swp_offset());
+        ctx.leave();
         self.contents.put(page, image);
         ctx.count(crate::sim::Event::Pswpin, 1);
         done

@@ -291,6 +291,18 @@ impl Kernel {
     pub(super) fn shrink_page_list(
         &mut self,
         ctx: &mut Ctx,
+        list: Vec<Pfn>,
+        ignore_references: bool,
+    ) -> (Vec<Pfn>, ReclaimStat) {
+        ctx.enter(Symbol::ShrinkPageList);
+        let result = self.shrink_page_list_framed(ctx, list, ignore_references);
+        ctx.leave();
+        result
+    }
+
+    fn shrink_page_list_framed(
+        &mut self,
+        ctx: &mut Ctx,
         mut list: Vec<Pfn>,
         ignore_references: bool,
     ) -> (Vec<Pfn>, ReclaimStat) {
@@ -386,7 +398,7 @@ impl Kernel {
         }
         let info = self.pages.get(head);
         let anon = info.is_anon() && info.test(PageFlags::SWAPBACKED);
-        if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap(ctx, head) {
+        if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap_framed(ctx, head) {
             if *nr_pages == 1 {
                 return Shrunk::Activate;
             }
@@ -398,7 +410,7 @@ impl Kernel {
             ctx.count(Event::ThpSwpoutFallback, 1);
             stat.nr_scanned -= *nr_pages - 1;
             *nr_pages = 1;
-            if !self.add_to_swap(ctx, head) {
+            if !self.add_to_swap_framed(ctx, head) {
                 return Shrunk::Activate;
             }
         }
@@ -412,7 +424,9 @@ impl Kernel {
             if *nr_pages > 1 {
                 flags = flags | TtuFlags::SPLIT_HUGE_PMD;
             }
+            ctx.enter(Symbol::TryToUnmap);
             let done = self.try_to_unmap(ctx, head, flags);
+            ctx.leave();
             if done.still_mapped {
                 stat.nr_unmap_fail += *nr_pages;
                 return Shrunk::Activate;
@@ -426,7 +440,12 @@ impl Kernel {
                 return Shrunk::Keep;
             }
             self.pages.update(head, |p| p.set(PageFlags::RECLAIM));
-            match self.swap_writepage(ctx, head) {
+            ctx.enter(Symbol::Pageout);
+            ctx.enter(Symbol::SwapWritepage);
+            let written = self.swap_writepage(ctx, head);
+            ctx.leave();
+            ctx.leave();
+            match written {
                 PageoutResult::Done => {
                     self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));
                     stat.nr_pageout += *nr_pages;
@@ -460,6 +479,14 @@ impl Kernel {
         *self.pa.page_mut(head).refcount_mut() = 0;
         self.free_unreferenced_page(ctx, head);
         Shrunk::Freed
+    }
+
+    /// `add_to_swap` in its frame of the call chain.
+    fn add_to_swap_framed(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
+        ctx.enter(Symbol::AddToSwap);
+        let added = self.add_to_swap(ctx, head);
+        ctx.leave();
+        added
     }
 
     /// Splits a THP for reclaim: its tails join `list`. False if it
@@ -513,6 +540,19 @@ impl Kernel {
     /// `pgsteal_*` for `reclaimer`. Returns what it did (`nr_scanned` is
     /// the base pages taken off the list).
     pub(super) fn shrink_inactive_list(
+        &mut self,
+        ctx: &mut Ctx,
+        node: u32,
+        nr_to_scan: u64,
+        reclaimer: Reclaimer,
+    ) -> ReclaimStat {
+        ctx.enter(Symbol::ShrinkInactiveList);
+        let stat = self.shrink_inactive_list_framed(ctx, node, nr_to_scan, reclaimer);
+        ctx.leave();
+        stat
+    }
+
+    fn shrink_inactive_list_framed(
         &mut self,
         ctx: &mut Ctx,
         node: u32,
@@ -587,6 +627,7 @@ impl Kernel {
         priority: u32,
         nr_to_reclaim: u64,
     ) -> u64 {
+        ctx.enter(Symbol::ShrinkLruvec);
         let mut left = self.begin_shrink_lruvec(ctx, node, priority);
         let mut nr_reclaimed = 0;
         while left > 0 && nr_reclaimed < nr_to_reclaim {
@@ -596,6 +637,7 @@ impl Kernel {
                 .nr_reclaimed;
             left -= batch;
         }
+        ctx.leave();
         nr_reclaimed
     }
 
@@ -608,7 +650,9 @@ impl Kernel {
         // `memalloc_noreclaim_save`: reclaim's own allocations (zram's
         // zspages) may use the reserves.
         let was = std::mem::replace(&mut self.pa.memalloc, true);
+        ctx.enter(Symbol::TryToFreePages);
         let nr_reclaimed = self.do_try_to_free_pages(ctx);
+        ctx.leave();
         self.pa.memalloc = was;
         nr_reclaimed
     }
@@ -619,6 +663,7 @@ impl Kernel {
         let mut nr_reclaimed = 0;
         for priority in (0..=DEF_PRIORITY).rev() {
             for node in 0..nodes {
+                ctx.enter(Symbol::ShrinkNode);
                 nr_reclaimed += self.shrink_lruvec(
                     ctx,
                     node,
@@ -626,7 +671,10 @@ impl Kernel {
                     nr_to_reclaim - nr_reclaimed.min(nr_to_reclaim),
                 );
                 // shrink_node's shrink_slab: the deferred split shrinker.
+                ctx.enter(Symbol::ShrinkSlab);
                 self.shrink_deferred_split(ctx, node);
+                ctx.leave();
+                ctx.leave();
                 if nr_reclaimed >= nr_to_reclaim {
                     return nr_reclaimed;
                 }

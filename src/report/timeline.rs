@@ -90,7 +90,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
         }
         // Slices and flows, then counters, each in a fixed order: by
         // track, then time, then what was recorded first.
-        let mut slices: Vec<((u32, Cycles, Cycles, usize), String)> = Vec::new();
+        let mut slices: Vec<((u32, Cycles, Cycles, u8, usize), String)> = Vec::new();
         let mut queues: BTreeMap<String, Vec<(Cycles, i64)>> = BTreeMap::new();
         let mut counters: Vec<(String, Cycles, u64)> = Vec::new();
         for (n, item) in run.timeline.items.iter().enumerate() {
@@ -106,7 +106,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                     // Longer first at one start, so an enclosing slice
                     // comes before what it encloses.
                     slices.push((
-                        (t, *start, Cycles(u64::MAX - cycles.0), n),
+                        (t, *start, Cycles(u64::MAX - cycles.0), 1, n),
                         format!(
                             r#"{{"ph":"X","cat":"charge","name":{},"pid":{pid},"tid":{t},"ts":{},"dur":{},"args":{{"cycles":{}}}}}"#,
                             json_str(symbol.name()),
@@ -123,8 +123,12 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                     end,
                 } => {
                     let t = tid(*cpu, false);
+                    // A frame is kept when it is left, after what it holds
+                    // and after the frames it called: at one start and
+                    // length, the one kept last is the outermost, and
+                    // comes first, before any charge or wait as long.
                     slices.push((
-                        (t, *start, Cycles(u64::MAX - (*end - *start).0), n),
+                        (t, *start, Cycles(u64::MAX - (*end - *start).0), 0, usize::MAX - n),
                         format!(
                             r#"{{"ph":"X","cat":"frame","name":{},"pid":{pid},"tid":{t},"ts":{},"dur":{}}}"#,
                             json_str(symbol.name()),
@@ -145,7 +149,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                     let object_name = format!("{} {}", kind.name(), object.name());
                     let holder_arg = holder.map_or("null".to_string(), |h| h.0.to_string());
                     slices.push((
-                        (t, *start, Cycles(u64::MAX - (*end - *start).0), n),
+                        (t, *start, Cycles(u64::MAX - (*end - *start).0), 1, n),
                         format!(
                             r#"{{"ph":"X","cat":"wait","name":{},"pid":{pid},"tid":{t},"ts":{},"dur":{},"args":{{"cycles":{},"holder_cpu":{holder_arg}}}}}"#,
                             json_str(&format!("wait: {object_name}")),
@@ -162,7 +166,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                         // waiter gets it), to the waiter's slice.
                         let from = end.saturating_sub(Cycles(1)).max(*start);
                         slices.push((
-                            (tid(*h, false), from, Cycles(u64::MAX), n),
+                            (tid(*h, false), from, Cycles(u64::MAX), 1, n),
                             format!(
                                 r#"{{"ph":"s","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{},"ts":{}}}"#,
                                 tid(*h, false),
@@ -170,7 +174,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                             ),
                         ));
                         slices.push((
-                            (t, from, Cycles(u64::MAX), n),
+                            (t, from, Cycles(u64::MAX), 1, n),
                             format!(
                                 r#"{{"ph":"f","bp":"e","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{t},"ts":{}}}"#,
                                 us(from)
@@ -192,7 +196,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                     flow += 1;
                     let (ft, tt) = (tid(*from, false), tid(*to, true));
                     slices.push((
-                        (ft, *sent, Cycles(u64::MAX), n),
+                        (ft, *sent, Cycles(u64::MAX), 1, n),
                         format!(
                             r#"{{"ph":"s","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{ft},"ts":{}}}"#,
                             json_str(&format!("IPI {}", handler.name())),
@@ -200,7 +204,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                         ),
                     ));
                     slices.push((
-                        (tt, *start, Cycles(u64::MAX), n),
+                        (tt, *start, Cycles(u64::MAX), 1, n),
                         format!(
                             r#"{{"ph":"f","bp":"e","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{tt},"ts":{}}}"#,
                             json_str(&format!("IPI {}", handler.name())),
@@ -400,6 +404,100 @@ mod tests {
         assert_eq!(children[&Symbol::AsmExcPageFault], (page_fault, 0));
     }
 
+    /// The folded stacks of `run` add up to its profile: in all, and the
+    /// chains ending in each function to that function's cycles.
+    fn assert_folded_add_up(run: &RunOutput) {
+        let rec = run.stats.recording.as_ref().unwrap();
+        assert_eq!(rec.total(), run.stats.total_cycles().0);
+        let mut by_leaf: BTreeMap<Symbol, u64> = BTreeMap::new();
+        for (chain, n) in &rec.folded {
+            *by_leaf.entry(*chain.last().unwrap()).or_default() += n;
+        }
+        for &symbol in Symbol::ALL {
+            let leaf = by_leaf.get(&symbol).copied().unwrap_or(0);
+            assert_eq!(leaf, run.stats.cycles(symbol).0, "{}", symbol.name());
+        }
+    }
+
+    #[test]
+    fn reclaim_kswapd_and_swap_in_are_recorded_under_linux_call_chains() {
+        use crate::features::{SwapDeviceKind, SwapSetup, ThpEnabled, ZramComp};
+        // 32 MiB of memory, one process writing 48 MiB twice with zram
+        // swap: direct reclaim and kswapd write pages out, and the second
+        // pass reads them back.
+        let mut machine = crate::machine::builtin("x86-2s-server").unwrap();
+        machine.topology.numa_nodes = 1;
+        machine.topology.memory_per_node_bytes = 32 << 20;
+        let info = workload::find("usemem").unwrap();
+        let args: Vec<String> = ["-r", "2", "48M"].iter().map(|a| a.to_string()).collect();
+        let parsed = workload::parse(info, &args).unwrap();
+        let mut features = Features::mainline();
+        features.thp.enabled = ThpEnabled::Never;
+        features.swap = Some(SwapSetup {
+            device: SwapDeviceKind::Zram(ZramComp::LzoRle),
+            size_bytes: None,
+        });
+        let request = Request {
+            stacks: true,
+            timeline: None,
+        };
+        let run = with_request(Some(request), || {
+            parsed.run(&machine, features, 1, &mut |_| {})
+        })
+        .unwrap();
+        for event in [
+            crate::sim::Event::PgstealDirect,
+            crate::sim::Event::PgstealKswapd,
+            crate::sim::Event::Pswpin,
+        ] {
+            assert!(run.stats.event(event) > 0, "{event:?}");
+        }
+        assert_folded_add_up(&run);
+        let rec = run.stats.recording.as_ref().unwrap();
+        use Symbol::*;
+        let reclaim = [ShrinkNode, ShrinkLruvec, ShrinkInactiveList, ShrinkPageList];
+        let pageout = [Pageout, SwapWritepage, ZramBvecWrite, Lzo1x1DoCompress];
+        let direct = [
+            AsmExcPageFault,
+            PageFault,
+            HandleMmFault,
+            AllocPages,
+            AllocPagesSlowpath,
+            TryToFreePages,
+        ];
+        let kswapd = [Kswapd, BalancePgdat, KswapdShrinkNode];
+        let swapin = [
+            AsmExcPageFault,
+            PageFault,
+            HandleMmFault,
+            DoSwapPage,
+            SwapReadpage,
+            ZramBvecRead,
+            Lzo1xDecompressSafe,
+        ];
+        let cycles = |parts: &[&[Symbol]]| -> u64 {
+            let chain: Vec<Symbol> = parts.concat();
+            rec.folded.get(&chain).copied().unwrap_or(0)
+        };
+        // Compression under pageout, from both reclaimers.
+        assert!(cycles(&[&direct, &reclaim, &pageout]) > 0);
+        assert!(cycles(&[&kswapd, &reclaim, &pageout]) > 0);
+        // Unmapping, and the swap slot, under shrink_page_list.
+        for from in [&direct[..], &kswapd[..]] {
+            assert!(cycles(&[from, &reclaim, &[TryToUnmap, TryToUnmapOne]]) > 0);
+            assert!(cycles(&[from, &reclaim, &[AddToSwap, AddToSwapCache]]) > 0);
+        }
+        // Decompression under the swap-in fault: every read of the second
+        // pass found a compressed page.
+        let decompressed = run.stats.cycles(Lzo1xDecompressSafe).0;
+        assert!(decompressed > 0);
+        assert_eq!(cycles(&[&swapin]), decompressed);
+        let text = rec.folded_text();
+        assert!(text.contains(
+            "kswapd;balance_pgdat;kswapd_shrink_node;shrink_node;shrink_lruvec;shrink_inactive_list;shrink_page_list;pageout;swap_writepage;__zram_bvec_write;lzo1x_1_do_compress "
+        ));
+    }
+
     #[test]
     fn the_timeline_is_well_formed_and_adds_up_to_the_profile() {
         // 128 MiB a CPU: long enough for all eight to fault at once.
@@ -412,6 +510,8 @@ mod tests {
         let mut flows: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
         let mut counters: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut most_waiting = 0;
+        // The names of the slices at one span of one track, as written.
+        let mut at_span: BTreeMap<(u64, String, String), Vec<String>> = BTreeMap::new();
         for e in events {
             let ph = e["ph"].as_str().expect("every event has ph");
             assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
@@ -432,6 +532,10 @@ mod tests {
                         .entry(track)
                         .or_default()
                         .push((ps(ts), ps(ts) + ps(dur)));
+                    at_span
+                        .entry((track.1, e["ts"].to_string(), e["dur"].to_string()))
+                        .or_default()
+                        .push(e["name"].as_str().unwrap().to_string());
                     if e["cat"] == "charge" {
                         *charged
                             .entry(e["name"].as_str().unwrap().to_string())
@@ -477,6 +581,19 @@ mod tests {
                 open.push(end);
             }
         }
+        // Frames of one span are written caller first, so viewers nest
+        // them that way: the exception's entry holds the fault handler
+        // (which charges its own time, so never spans any longer).
+        let mut same_span = 0;
+        for names in at_span.values() {
+            let at = |n: &str| names.iter().position(|x| x == n);
+            if let (Some(entry), Some(handler)) = (at("asm_exc_page_fault"), at("__do_page_fault"))
+            {
+                assert!(entry < handler, "{names:?}");
+                same_span += 1;
+            }
+        }
+        assert!(same_span > 0);
         // Every flow has its two ends; counters move forward in time.
         assert!(!flows.is_empty());
         for (id, (s, f)) in &flows {

@@ -498,17 +498,22 @@ impl CacheLine {
         };
         let waited = start - now;
         if waited > Cycles::ZERO && ctx.rec.is_some() {
-            let holder =
-                self.transfers
-                    .first_spans(begun)
-                    .next_back()
-                    .map(|span| match span.data {
-                        Access::Modify(cpu) | Access::Read(cpu) => cpu,
-                    });
-            ctx.record_wait(WaitKind::Line, symbol, now, start, holder);
+            self.record_wait(ctx, symbol, begun, now, start);
         }
         ctx.charge(symbol, waited + cost);
         waited
+    }
+
+    /// Records a wait on this line for a timeline: who held it is the CPU
+    /// of the transfer before the `begun`th. Out of line and cold, so the
+    /// access path stays as small as with no recording (docs/report.md).
+    #[cold]
+    #[inline(never)]
+    fn record_wait(&self, ctx: &mut Ctx, symbol: Symbol, begun: usize, now: Cycles, start: Cycles) {
+        let holder = (self.transfers.first_spans(begun).next_back()).map(|span| match span.data {
+            Access::Modify(cpu) | Access::Read(cpu) => cpu,
+        });
+        ctx.record_wait(WaitKind::Line, symbol, now, start, holder);
     }
 
     /// The transfer just before the first `begun` if it is a modification:

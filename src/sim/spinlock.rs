@@ -45,6 +45,7 @@ impl SpinLock {
     /// `spin_unlock`: releases the lock held by the current CPU. Returns the
     /// cycles the hold had to move later because it overlapped another hold
     /// (already charged to the slow path; docs/engine.md, "Notes: spinlock.rs").
+    #[inline]
     pub fn unlock(&mut self, ctx: &mut Ctx) -> Cycles {
         let holder = self.release(ctx);
         assert!(
@@ -96,6 +97,20 @@ impl SpinLock {
         self.holder.is_some()
     }
 
+    /// Records a wait for this lock for a timeline, held by the hold that
+    /// ended last before the lock came free at `free`. Out of line and
+    /// cold, so `acquire` stays as small as with no recording.
+    #[cold]
+    #[inline(never)]
+    fn record_wait(&self, ctx: &mut Ctx, symbol: Symbol, now: Cycles, free: Cycles) {
+        let holder = (self.holds.spans().iter())
+            .filter(|s| s.end <= free)
+            .max_by_key(|s| s.end)
+            .map(|s| s.data);
+        ctx.record_wait(WaitKind::Lock, symbol, now, free, holder);
+    }
+
+    #[inline]
     fn acquire(&mut self, ctx: &mut Ctx, symbol: Symbol, irqsave: bool) -> Cycles {
         let cpu = ctx.cur();
         if let Some(holder) = self.holder {
@@ -112,12 +127,7 @@ impl SpinLock {
             spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);
             transfer_symbol = Symbol::QueuedSpinLockSlowpath;
             if ctx.rec.is_some() {
-                // The hold that ended last before the lock came free.
-                let holder = (self.holds.spans().iter())
-                    .filter(|s| s.end <= free)
-                    .max_by_key(|s| s.end)
-                    .map(|s| s.data);
-                ctx.record_wait(WaitKind::Lock, symbol, now, free, holder);
+                self.record_wait(ctx, symbol, now, free);
             }
         }
         let line_wait = self.line.rmw(ctx, transfer_symbol);

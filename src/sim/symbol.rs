@@ -85,6 +85,21 @@ symbols! {
     // charged): the page-fault exception and the call-function IPI.
     AsmExcPageFault => "asm_exc_page_fault",
     AsmSysvecCallFunction => "asm_sysvec_call_function",
+    // Frames only, too: reclaim's chains from the allocator's slow path
+    // and from kswapd down to the page (mm/page_alloc.c, mm/vmscan.c,
+    // mm/rmap.c, mm/swap_state.c).
+    AllocPagesSlowpath => "__alloc_pages_slowpath",
+    TryToFreePages => "try_to_free_pages",
+    Kswapd => "kswapd",
+    BalancePgdat => "balance_pgdat",
+    KswapdShrinkNode => "kswapd_shrink_node",
+    ShrinkNode => "shrink_node",
+    ShrinkLruvec => "shrink_lruvec",
+    ShrinkSlab => "shrink_slab",
+    ShrinkInactiveList => "shrink_inactive_list",
+    AddToSwap => "add_to_swap",
+    TryToUnmap => "try_to_unmap",
+    Pageout => "pageout",
     // Page faults and address spaces (mm/memory.c, mm/huge_memory.c, mm/mmap.c).
     PageFault => "__do_page_fault",
     FindVma => "find_vma",

@@ -14,9 +14,11 @@ mod costs;
 pub mod detect;
 mod load;
 mod microbench;
+mod range;
 mod topology;
 
 pub use costs::{Cost, CostKind, Costs};
+pub use range::{CostRange, RangeKind};
 pub use load::{LoadError, builtin, builtin_names, load_file, parse};
 pub use topology::{Distance, Topology};
 

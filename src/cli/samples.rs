@@ -47,14 +47,10 @@ pub fn run(
     let mut out = Vec::with_capacity(prepared.len());
     for (experiment, prepared) in prepared {
         let mut bar = ProgressBar::stderr(experiment.id, progress);
-        let rows = uncertainty::run_samples(
-            experiment,
-            &prepared,
-            samples,
-            seed,
-            threads,
-            &mut |f| bar.update(f),
-        )?;
+        let rows =
+            uncertainty::run_samples(experiment, &prepared, samples, seed, threads, &mut |f| {
+                bar.update(f)
+            })?;
         bar.finish();
         let factors: Vec<_> = (0..samples)
             .map(|k| uncertainty::draw_factors(&prepared.machine, seed, k))

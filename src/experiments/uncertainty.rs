@@ -389,7 +389,8 @@ mod tests {
         assert!((rho - 0.8).abs() < 1e-12, "{rho}");
         // Ties take their mean rank: y ranks 1.5 1.5 3 4 5.
         let rho = spearman(&x, &[7.0, 7.0, 8.0, 9.0, 10.0]).unwrap();
-        let expected = 4.5 / (10.0f64 * 9.5).sqrt();
+        // sum of products of deviations 9.5, of squares 10 (x) and 9.5 (y).
+        let expected = 9.5 / (10.0f64 * 9.5).sqrt();
         assert!((rho - expected).abs() < 1e-12, "{rho} vs {expected}");
         assert_eq!(spearman(&x, &[3.0; 5]), None);
         assert_eq!(spearman(&[1.0, 2.0], &[1.0, 2.0]), None);
@@ -418,14 +419,17 @@ mod tests {
 
     #[test]
     fn drivers_find_the_cost_that_moves_a_figure() {
-        // Figure = 2 x the second cost's factor; the first moves at random.
-        let f: Vec<Vec<(&'static str, f64)>> = [(1.0, 1.0), (0.7, 1.5), (1.3, 0.8), (0.9, 1.2)]
+        // Figure = 2 x the second cost's factor; the first moves partly with it.
+        let f: Vec<Vec<(&'static str, f64)>> = [(1.0, 1.0), (1.3, 1.5), (0.7, 0.8), (0.9, 1.2)]
             .iter()
             .map(|&(a, b)| vec![("a", a), ("b", b)])
             .collect();
         let values: Vec<f64> = f.iter().map(|s| 2.0 * s[1].1).collect();
         let d = drivers(&values, &f);
+        // a's ranks 3 4 1 2 against b's 2 4 1 3: rho = 1 - 6*2/(4*15) = 0.8.
         assert_eq!(d[0], ("b", 1.0));
+        assert_eq!(d[1].0, "a");
+        assert!((d[1].1 - 0.8).abs() < 1e-12, "{d:?}");
         assert_eq!(d.len(), 2);
     }
 }

@@ -359,10 +359,9 @@ fn parse_costs(
                 let (lo, hi) = range.ends(converted);
                 for (end, at) in [("low", lo), ("high", hi)] {
                     if let Some(problem) = range_problem(kind, at, topology.frequency_mhz) {
-                        return Err(ctx.err(
-                            &join(&full, "range"),
-                            format!("its {end} end: {problem}"),
-                        ));
+                        return Err(
+                            ctx.err(&join(&full, "range"), format!("its {end} end: {problem}"))
+                        );
                     }
                 }
                 range

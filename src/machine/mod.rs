@@ -18,8 +18,8 @@ mod range;
 mod topology;
 
 pub use costs::{Cost, CostKind, Costs};
-pub use range::{CostRange, RangeKind};
 pub use load::{LoadError, builtin, builtin_names, load_file, parse};
+pub use range::{CostRange, RangeKind};
 pub use topology::{Distance, Topology};
 
 use crate::types::Arch;

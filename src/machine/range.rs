@@ -195,7 +195,10 @@ fn number(text: &str, whole: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("'{whole}': '{}' is not a number", text.trim()))?;
     if !x.is_finite() {
-        return Err(format!("'{whole}': '{}' is not a finite number", text.trim()));
+        return Err(format!(
+            "'{whole}': '{}' is not a finite number",
+            text.trim()
+        ));
     }
     if x < 0.0 {
         return Err(format!("'{whole}': negative"));
@@ -240,13 +243,25 @@ mod tests {
     #[test]
     fn each_error() {
         let err = |text: &str, value: f64| CostRange::parse(text, value).unwrap_err();
-        assert_eq!(err("95..100", 90.0), "'95..100': the low end is above the value 90");
-        assert_eq!(err("80..85", 90.0), "'80..85': the high end is below the value 90");
-        assert_eq!(err("0..100", 90.0), "'0..100': the low end must be positive");
+        assert_eq!(
+            err("95..100", 90.0),
+            "'95..100': the low end is above the value 90"
+        );
+        assert_eq!(
+            err("80..85", 90.0),
+            "'80..85': the high end is below the value 90"
+        );
+        assert_eq!(
+            err("0..100", 90.0),
+            "'0..100': the low end must be positive"
+        );
         assert_eq!(err("-5..100", 90.0), "'-5..100': negative");
         assert_eq!(err("±-5%", 90.0), "'±-5%': negative");
         assert_eq!(err("x-2", 90.0), "'x-2': negative");
-        assert_eq!(err("±100%", 90.0), "'±100%': the percentage must be in 0..100");
+        assert_eq!(
+            err("±100%", 90.0),
+            "'±100%': the percentage must be in 0..100"
+        );
         assert_eq!(err("±5", 90.0), "'±5': a ± range is a percentage, as ±20%");
         assert_eq!(err("x0.5", 90.0), "'x0.5': the factor must be at least 1");
         assert_eq!(

@@ -148,8 +148,11 @@ def sweep(*args, vary=None, counters=None, backend="local", address=None, **opti
     ``backend="local"`` runs on this machine's cores. ``backend="ray"``
     runs each point as a Ray task: on the cluster at ``address`` (or the
     one ``ray.init()`` finds or starts), unless Ray is already initialised.
-    Every node needs this package installed. ``df.attrs["ndjson"]`` holds
-    the rows as ``mmsim sweep`` writes them, byte for byte.
+    Every node needs this package installed. With ``out=``, either backend
+    resumes as ``mmsim sweep --out`` does: rows already in the file (same
+    point, command and mmsim build) are kept and only the others run
+    (``df.attrs["resumed"]`` counts them on Ray). ``df.attrs["ndjson"]``
+    holds the rows as ``mmsim sweep`` writes them, byte for byte.
     """
     argv = _sweep_args(args, vary, counters, options)
     if backend == "local":
@@ -158,7 +161,7 @@ def sweep(*args, vary=None, counters=None, backend="local", address=None, **opti
             with open(options["out"]) as f:
                 ndjson = f.read()
     elif backend == "ray":
-        for unsupported in ("out", "csv", "plot", "jobs"):
+        for unsupported in ("csv", "plot", "jobs"):
             if options.get(unsupported):
                 raise ValueError(f"sweep(backend='ray') does not take {unsupported}=")
         import ray
@@ -166,11 +169,58 @@ def sweep(*args, vary=None, counters=None, backend="local", address=None, **opti
         if not ray.is_initialized():
             ray.init(address=address)
         points = _mmsim.plan(argv)
+        out = options.get("out")
+        # Resumable as `mmsim sweep --out`: the rows already in the file
+        # (same point, command and mmsim build) are kept, the others run.
+        done = dict(_mmsim.done_rows(argv, out)) if out else {}
+        resumed = len(done)
         task = ray.remote(num_cpus=1)(_run_point)
-        lines = ray.get([task.remote(p) for p in points])
-        ndjson = "".join(line + "\n" for line in lines)
+        pending = {task.remote(p): i for i, p in enumerate(points) if i not in done}
+        if out:
+            _write(out, "".join(done[i] + "\n" for i in sorted(done)))
+        # Each row is appended as its task ends, so a stopped sweep keeps it.
+        with open(out, "a") if out else _Discard() as f:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    i = pending.pop(ref)
+                    done[i] = ray.get(ref)
+                    f.write(done[i] + "\n")
+                    f.flush()
+        ndjson = "".join(done[i] + "\n" for i in range(len(points)))
+        if out:
+            _write(out, ndjson)
     else:
         raise ValueError(f"unknown backend {backend!r} (local or ray)")
     frame = sweep_frame(ndjson)
     frame.attrs["ndjson"] = ndjson
+    if backend == "ray":
+        frame.attrs["resumed"] = resumed
     return frame
+
+
+class _Discard:
+    """A file that keeps nothing: the Ray backend without ``out=``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def write(self, text):
+        pass
+
+    def flush(self):
+        pass
+
+
+def _write(path, text):
+    """Replaces ``path`` with ``text`` through a temporary file and a
+    rename, as ``mmsim sweep`` does, so a stop leaves the old or the new."""
+    import os
+
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

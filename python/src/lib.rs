@@ -44,6 +44,14 @@ fn run_point(py: Python<'_>, point: String) -> PyResult<String> {
         .map_err(error)
 }
 
+/// The rows of the file `path` a resumed sweep keeps, as (point index,
+/// row) in the grid's order; `args` as `plan` takes them.
+#[pyfunction]
+fn done_rows(py: Python<'_>, args: Vec<String>, path: String) -> PyResult<Vec<(usize, String)>> {
+    py.detach(|| mmsim::cli::sweep::done_rows(&args, &path))
+        .map_err(error)
+}
+
 /// mmsim's version and the commit it was built from.
 #[pyfunction]
 fn version() -> String {
@@ -55,6 +63,7 @@ fn _mmsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(execute, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(run_point, m)?)?;
+    m.add_function(wrap_pyfunction!(done_rows, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add("MmsimError", m.py().get_type::<MmsimError>())?;
     Ok(())

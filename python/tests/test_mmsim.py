@@ -91,3 +91,23 @@ def test_a_sweep_on_ray_gives_the_local_rows():
         ray.shutdown()
     assert remote.attrs["ndjson"] == local.attrs["ndjson"]
     pd.testing.assert_frame_equal(remote, local)
+
+
+def test_an_interrupted_ray_sweep_resumes(tmp_path):
+    ray = pytest.importorskip("ray")
+    local = mmsim.sweep(*SWEEP_ARGS, vary=VARY, counters=COUNTERS)
+    lines = local.attrs["ndjson"].splitlines(keepends=True)
+    out = tmp_path / "rows.ndjson"
+    # As a stopped sweep leaves its file: two rows in the order their runs
+    # ended, then a third cut short while being written.
+    out.write_text(lines[3] + lines[0] + lines[1][:20])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = mmsim.sweep(*SWEEP_ARGS, vary=VARY, counters=COUNTERS, backend="ray",
+                             out=str(out))
+    finally:
+        ray.shutdown()
+    assert remote.attrs["resumed"] == 2
+    assert remote.attrs["ndjson"] == local.attrs["ndjson"]
+    assert out.read_text() == local.attrs["ndjson"]
+    pd.testing.assert_frame_equal(remote, local)

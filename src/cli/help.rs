@@ -178,6 +178,14 @@ options:
   --json          print every experiment's rows and both runs as JSON
   --html FILE     also write one self-contained HTML page: the figures as
                   charts with their errors, each case's runs side by side
+  --samples N     rerun each experiment under N cost sets drawn from the seed
+                  (sample 0: the profile's own costs; the others each cost
+                  log-uniform within its range, see docs/costs.md) and print
+                  every published figure's before, after and gain as a median
+                  and a 90% interval (5% and 95% quantiles), whether the
+                  published value falls inside, and the 3 costs that move it
+                  most (Spearman rho). Extra runs are not rerun. Same seed,
+                  same bytes, on any host. With --json, as JSON; not with --html
 ";
 
 pub const MACHINES: &str = "\

@@ -16,6 +16,7 @@ mod progress;
 mod record;
 mod reproduce;
 mod run;
+mod samples;
 mod see;
 mod soak;
 pub mod sweep;

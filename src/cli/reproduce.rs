@@ -10,6 +10,7 @@ use super::host_memory;
 use super::list::{Listing, listing_arguments};
 use super::progress::ProgressBar;
 use super::run::set_costs;
+use super::samples;
 use super::see;
 use super::{CliError, DEFAULT_SEED, help};
 use crate::experiments::{
@@ -31,6 +32,7 @@ const REPRODUCE_OPTS: &[Opt] = &[
     Opt::switch("json"),
     Opt::switch("help"),
     Opt::value("html"),
+    Opt::value("samples"),
 ];
 
 pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
@@ -66,6 +68,22 @@ pub fn reproduce_command(args: &[String]) -> Result<String, CliError> {
     }
     let progress = parsed.has("progress");
     let html = parsed.last("html");
+    if let Some(text) = parsed.last("samples") {
+        let samples = samples::parse_samples(text)?;
+        if html.is_some() {
+            return Err(CliError::new(
+                "--html does not go with --samples (the page shows one run per side)",
+            ));
+        }
+        let sampled = samples::run(prepared, samples, seed, samples::THREADS, progress)?;
+        if parsed.has("json") {
+            return Ok(samples::json(&sampled, samples, seed));
+        }
+        if sampled.is_empty() {
+            return Ok("# no experiments are registered yet\n".to_string());
+        }
+        return Ok(samples::format(&sampled, samples, seed));
+    }
     // The page's flame graphs and waits need each run's call chains.
     let request = html.map(|_| Request {
         stacks: true,

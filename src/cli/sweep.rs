@@ -474,6 +474,18 @@ pub fn plan(args: &[String]) -> Result<Vec<String>, CliError> {
         .collect())
 }
 
+/// The rows of `path` a sweep resumed from it as `--out` would keep, for
+/// the sweep `args` describes (as [`plan`] takes them), by the index of
+/// their point, in the grid's order: for a resume outside `mmsim sweep`
+/// (the Python package's Ray backend). No file: none. A row of another
+/// sweep is an error, as for `--out`.
+pub fn done_rows(args: &[String], path: &str) -> Result<Vec<(usize, String)>, CliError> {
+    let parsed = extract(args, SWEEP_OPTS)?;
+    let spec = spec_from(&parsed)?;
+    let points = spec.points()?;
+    Ok(read_done(path, &points)?.into_iter().collect())
+}
+
 /// Runs one point of [`plan`] on the calling thread and returns its row:
 /// the same line `mmsim sweep` writes for it.
 pub fn run_point(point: &str) -> Result<String, CliError> {

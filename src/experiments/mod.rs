@@ -32,6 +32,7 @@ mod lockless_pgtbl_walk_count;
 mod pcp_high_order;
 mod per_thread_vmacache;
 mod thp_split_zero_subpages;
+pub mod uncertainty;
 
 use std::sync::{Condvar, Mutex, mpsc};
 use std::{fmt, thread};

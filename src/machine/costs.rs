@@ -2,6 +2,7 @@
 //! what it means and what kind of quantity it is; every profile must give each
 //! one a value, a unit and a source.
 
+use super::range::CostRange;
 use crate::types::Arch;
 use crate::types::Cycles;
 
@@ -24,6 +25,9 @@ pub struct Cost {
     whole_cycles: Cycles,
     /// A paper, datasheet, measurement or derivation, or `calibrated: <what>`.
     pub source: String,
+    /// How far the value may be off, as factors of it (`range` in the
+    /// profile, or the default for its kind of source).
+    pub range: CostRange,
 }
 
 impl Cost {
@@ -48,6 +52,14 @@ impl Cost {
     #[inline]
     pub fn cycles_for_bytes(&self, bytes: u64) -> Cycles {
         Cycles((bytes as f64 / self.value).round() as u64)
+    }
+
+    /// The cost with its value scaled by `factor` (a draw within its
+    /// range), its source and range kept.
+    pub fn scale(&mut self, factor: f64) {
+        let value = self.value * factor;
+        self.value = value;
+        self.whole_cycles = Cycles(value.round() as u64);
     }
 
     pub fn is_calibrated(&self) -> bool {

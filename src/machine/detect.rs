@@ -732,9 +732,14 @@ pub fn profile_toml(
             .ok_or_else(|| format!("{base_name}: no cost {key}"))?;
         let field = |f: &str| e.get(f).ok_or_else(|| format!("{base_name}: {key}.{f}"));
         let original = field("source")?.as_str().unwrap_or_default();
+        // The base profile's range goes with its value.
+        let range = e
+            .get("range")
+            .and_then(|r| r.as_str())
+            .map_or(String::new(), |r| format!(", range = {}", quoted(r)));
         let _ = writeln!(
             out,
-            "{key} = {{ value = {}, unit = {}, source = {} }}",
+            "{key} = {{ value = {}, unit = {}, source = {}{range} }}",
             field("value")?,
             field("unit")?,
             quoted(&format!("taken from {base_name}: {original}"))

@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::Path;
 
 use super::costs::{CostKind, Costs};
+use super::range::CostRange;
 use super::topology::Topology;
 use super::{Machine, Origin};
 use crate::types::Arch;
@@ -329,7 +330,7 @@ fn parse_costs(
             Some(_) => return Err(ctx.err(&full, "must be a table { value, unit, source }")),
             None => return Err(ctx.err(&full, "missing")),
         };
-        ctx.only_keys(entry, &full, &["value", "unit", "source"])?;
+        ctx.only_keys(entry, &full, &["value", "unit", "source", "range"])?;
         let value = match entry.get("value") {
             Some(toml::Value::Integer(i)) => *i as f64,
             Some(toml::Value::Float(f)) => *f,
@@ -349,8 +350,27 @@ fn parse_costs(
                 CostProblem::Unit(problem) => ctx.err(&join(&full, "unit"), problem),
                 CostProblem::Value(problem) => ctx.err(&join(&full, "value"), problem),
             })?;
+        let range = match entry.get("range") {
+            None => CostRange::default_for(&source),
+            Some(toml::Value::String(text)) => {
+                let range = CostRange::parse(text, value)
+                    .map_err(|problem| ctx.err(&join(&full, "range"), problem))?;
+                // Each end must be a value the cost could be given.
+                let (lo, hi) = range.ends(converted);
+                for (end, at) in [("low", lo), ("high", hi)] {
+                    if let Some(problem) = range_problem(kind, at, topology.frequency_mhz) {
+                        return Err(
+                            ctx.err(&join(&full, "range"), format!("its {end} end: {problem}"))
+                        );
+                    }
+                }
+                range
+            }
+            Some(_) => return Err(ctx.err(&join(&full, "range"), "must be a string")),
+        };
         let cost = costs.get_mut(key).expect("declared parameter");
         cost.set(converted, source);
+        cost.range = range;
     }
     Ok(costs)
 }

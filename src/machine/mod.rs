@@ -14,10 +14,12 @@ mod costs;
 pub mod detect;
 mod load;
 mod microbench;
+mod range;
 mod topology;
 
 pub use costs::{Cost, CostKind, Costs};
 pub use load::{LoadError, builtin, builtin_names, load_file, parse};
+pub use range::{CostRange, RangeKind};
 pub use topology::{Distance, Topology};
 
 use crate::types::Arch;

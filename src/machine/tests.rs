@@ -939,3 +939,68 @@ fn a_profile_file_says_where_it_came_from() {
         "the same values, the same digest"
     );
 }
+
+/// The valid profile with `pcp_list_op` (10 ns = 20 cycles at 2 GHz) given `range`.
+fn with_range(range: toml::Value) -> String {
+    edited(|root| {
+        cost(root, "pcp_list_op").insert("range".into(), range);
+    })
+}
+
+#[test]
+fn ranges_load_as_factors_of_the_value() {
+    let load = |r: &str| {
+        parse(FILE, &with_range(r.into()))
+            .unwrap()
+            .costs
+            .pcp_list_op
+            .range
+    };
+    let r = load("8..15");
+    assert_eq!(r.kind, RangeKind::Explicit);
+    assert_eq!((r.lo, r.hi), (0.8, 1.5));
+    assert_eq!(load("x2").ends(20.0), (10.0, 40.0));
+    // No range: the default for the source's kind ("test" names no
+    // derivation or calibration, so a measurement).
+    let m = parse(FILE, &valid_text()).unwrap();
+    assert_eq!(m.costs.pcp_list_op.range.kind, RangeKind::DefaultMeasured);
+}
+
+#[test]
+fn bad_ranges_are_one_line_errors() {
+    let cases: [(toml::Value, &str); 5] = [
+        (
+            "12..15".into(),
+            "'12..15': the low end is above the value 10",
+        ),
+        ("-1..15".into(), "'-1..15': negative"),
+        (
+            "about right".into(),
+            "'about right': unknown range (±P%, xF, xA..xB or LO..HI in the value's unit)",
+        ),
+        (2.into(), "must be a string"),
+        // 10 ns / 100 = 0.1 ns = 0.2 cycles: no latency can be that short.
+        (
+            "x100".into(),
+            "its low end: 0.2 cycles at 2000 MHz rounds to 0; must be at least one cycle",
+        ),
+    ];
+    for (range, problem) in cases {
+        assert_eq!(
+            error_of(&with_range(range)),
+            format!("test.toml: costs.pcp_list_op.range: {problem}")
+        );
+    }
+}
+
+#[test]
+fn every_builtin_cost_has_an_explicit_range() {
+    for name in builtin_names() {
+        let machine = builtin(name).unwrap();
+        for &(key, _, _) in Costs::parameters_for(machine.arch) {
+            let range = machine.costs.get(key).unwrap().range;
+            assert_eq!(range.kind, RangeKind::Explicit, "{name}: {key}");
+            assert!(!range.is_point(), "{name}: {key} cannot move");
+        }
+    }
+}

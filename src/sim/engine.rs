@@ -377,6 +377,11 @@ impl Ctx {
         self.cpus.len() as u32
     }
 
+    /// How many IPIs wait on `cpu` for its clock to reach them.
+    pub fn nr_pending_ipis(&self, cpu: CpuId) -> usize {
+        self.cpus[cpu.index()].pending_ipis.len()
+    }
+
     /// The CPU being stepped.
     #[inline]
     pub fn cur(&self) -> CpuId {

@@ -85,7 +85,7 @@ impl PendingIpis {
         self.heap.is_empty()
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.heap.len()
     }
 

@@ -317,7 +317,7 @@ pub struct Summary {
     pub cycles: u64,
 }
 
-const EVENTS: [Event; 10] = [
+const EVENTS: [Event; 11] = [
     Event::Pgfault,
     Event::ThpFaultAlloc,
     Event::ThpSplitPage,
@@ -328,6 +328,7 @@ const EVENTS: [Event; 10] = [
     Event::PgstealKswapd,
     Event::Pgactivate,
     Event::AllocFailed,
+    Event::IpiSent,
 ];
 
 impl Summary {

@@ -23,7 +23,7 @@ use crate::mm::mmzone::{PAGE_SIZE, Pfn};
 use crate::mm::pgtable::{Entry, Level};
 use crate::mm::swapfile::SwapEntry;
 use crate::mm::vmscan::Referenced;
-use crate::sim::{CpuId, Ctx, Cycles, Event, Rng};
+use crate::sim::{CpuId, Ctx, Cycles, Event, Rng, RunState};
 
 const P: u64 = PAGE_SIZE;
 const RW: u32 = PROT_READ | PROT_WRITE;
@@ -197,6 +197,15 @@ pub struct World {
 
 impl World {
     pub fn new(k: Kernel, mut ctx: Ctx, has_swap: bool, seed: u64) -> World {
+        // One operation runs at a time, on the CPU `schedule` picks: the
+        // others are idle, and an idle CPU takes an IPI as it arrives (as
+        // the engine's CPUs without work do). Left runnable, a CPU the soak
+        // never steps holds every IPI sent to it until some later operation
+        // runs there, and one direct reclaim that unmaps thousands of dirty
+        // pages sends it thousands (seed 503: `cpu0 has 4096 IPIs pending`).
+        for cpu in 0..ctx.nr_cpus() {
+            ctx.set_state(CpuId(cpu), RunState::Idle);
+        }
         let mut ts = Tasks::new();
         let mut k = k;
         let task = ts
@@ -490,6 +499,11 @@ impl World {
                     );
                 }
             }
+        }
+        // Every IPI sent was taken: the CPUs are idle between operations.
+        for cpu in 0..self.nr_cpus {
+            let pending = self.ctx.nr_pending_ipis(CpuId(cpu));
+            assert_eq!(pending, 0, "cpu{cpu}: {pending} IPIs pending");
         }
         let nr_tasks: usize = self.procs.iter().map(|proc| proc.tasks.len()).sum();
         assert_eq!(self.ts.live().count(), nr_tasks, "live tasks");

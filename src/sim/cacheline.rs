@@ -394,6 +394,49 @@ impl CacheLine {
         })
     }
 
+    /// The `lock cmpxchg` after `read`, without the retry at once that
+    /// [`CacheLine::cmpxchg_swap`] adds to a failed swap: the arbitration
+    /// where a CPU whose swap failed asks for the line again behind every
+    /// request already waiting at its home (first come, first served by
+    /// request time). A failed swap still takes the line exclusive (a
+    /// failed `lock cmpxchg` writes the old value back) and is counted in
+    /// `mmsim_cmpxchg_retries`; it returns what the retry needs: the value
+    /// it read, current as of the swap's end. The caller retries at its
+    /// next step, so that every CPU whose clock comes first is served
+    /// before it (`--cmpxchg-retry requeue`, docs/engine.md, "The
+    /// sync-step approximation"). Returns the wait and, if the swap
+    /// failed, the retry's read.
+    pub fn cmpxchg_swap_requeued(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        read: CmpxchgRead,
+    ) -> (Cycles, Option<CmpxchgRead>) {
+        let cpu = ctx.cur();
+        assert_eq!(
+            cpu, read.cpu,
+            "a cmpxchg swapped on another CPU than its read"
+        );
+        self.forget_before(ctx.horizon());
+        let forgotten = self
+            .modified_base
+            .is_some_and(|(at, by)| by != cpu && at >= read.done);
+        let (waited, failed) = self.access_marked(ctx, symbol, |line, ctx, begun| {
+            let mut swap = line.rmw_need(ctx, cpu, begun);
+            if let Need::Occupy { retried, .. } = &mut swap
+                && (forgotten || line.modified_by_other_since(cpu, read.done, begun))
+            {
+                *retried = true;
+            }
+            swap
+        });
+        let again = failed.then(|| CmpxchgRead {
+            cpu,
+            done: ctx.now(),
+        });
+        (waited, again)
+    }
+
     /// Whether a CPU other than `cpu` began a modification at or after
     /// `since`, among the first `begun` transfers. Walks back from the
     /// latest and stops at the first modification found or at `since`.
@@ -420,6 +463,17 @@ impl CacheLine {
         symbol: Symbol,
         need: impl Fn(&CacheLine, &Ctx, usize) -> Need,
     ) -> Cycles {
+        self.access_marked(ctx, symbol, need).0
+    }
+
+    /// [`CacheLine::access`], also saying whether the access performed was
+    /// marked `retried` (a failed `cmpxchg`).
+    fn access_marked(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        need: impl Fn(&CacheLine, &Ctx, usize) -> Need,
+    ) -> (Cycles, bool) {
         let now = ctx.now();
         self.forget_before(ctx.horizon());
         self.flush_tail();
@@ -435,7 +489,7 @@ impl CacheLine {
         };
         let at_now = need(self, ctx, begun_now);
         if let Need::Free = at_now {
-            return Cycles::ZERO;
+            return (Cycles::ZERO, false);
         }
         // Not inside a transfer, and, if this access occupies the line, not
         // overlapping the next one either.
@@ -467,6 +521,7 @@ impl CacheLine {
             };
             (start, begun, at_start)
         };
+        let marked = matches!(at_start, Need::Occupy { retried: true, .. });
         let cost = match at_start {
             Need::Free => Cycles::ZERO,
             Need::Occupy {
@@ -508,7 +563,7 @@ impl CacheLine {
             ctx.record_wait(WaitKind::Line, symbol, now, start, holder);
         }
         ctx.charge(symbol, waited + cost);
-        waited
+        (waited, marked)
     }
 
     /// The transfer just before the first `begun` if it is a modification:

@@ -152,6 +152,11 @@ enum Access {
     Modify(CpuId),
     /// `cpu` read the line and holds a shared copy.
     Read(CpuId),
+    /// `cpu` took the line exclusive without changing its value: a failed
+    /// `lock cmpxchg` of [`CacheLine::cmpxchg_swap_requeued`], which
+    /// writes the old value back. It moves the line as a modification does
+    /// but makes no other CPU's swap fail.
+    Exclusive(CpuId),
 }
 
 /// Who holds the line at a moment, and what an access there would cost.
@@ -320,7 +325,7 @@ impl CacheLine {
             return self.tail.cpu == cpu;
         }
         match self.transfers.last() {
-            Some(span) => span.data == Access::Modify(cpu),
+            Some(span) => matches!(span.data, Access::Modify(c) | Access::Exclusive(c) if c == cpu),
             None => self.owner_base == Some(cpu) && self.sharers_base.is_empty(),
         }
     }
@@ -423,10 +428,13 @@ impl CacheLine {
             .is_some_and(|(at, by)| by != cpu && at >= read.done);
         let (waited, failed) = self.access_marked(ctx, symbol, |line, ctx, begun| {
             let mut swap = line.rmw_need(ctx, cpu, begun);
-            if let Need::Occupy { retried, .. } = &mut swap
+            if let Need::Occupy {
+                retried, access, ..
+            } = &mut swap
                 && (forgotten || line.modified_by_other_since(cpu, read.done, begun))
             {
                 *retried = true;
+                *access = Access::Exclusive(cpu);
             }
             swap
         });
@@ -558,7 +566,7 @@ impl CacheLine {
                     .first_spans(begun)
                     .next_back()
                     .map(|span| match span.data {
-                        Access::Modify(cpu) | Access::Read(cpu) => cpu,
+                        Access::Modify(cpu) | Access::Exclusive(cpu) | Access::Read(cpu) => cpu,
                     });
             ctx.record_wait(WaitKind::Line, symbol, now, start, holder);
         }
@@ -572,7 +580,7 @@ impl CacheLine {
     /// out without the walk.
     fn modified_last_by(&self, begun: usize) -> Option<CpuId> {
         match self.transfers.first_spans(begun).next_back()?.data {
-            Access::Modify(holder) => Some(holder),
+            Access::Modify(holder) | Access::Exclusive(holder) => Some(holder),
             Access::Read(_) => None,
         }
     }
@@ -736,7 +744,7 @@ impl CacheLine {
         for span in self.transfers.first_spans(begun).rev() {
             match span.data {
                 Access::Read(cpu) => f(cpu)?,
-                Access::Modify(cpu) => {
+                Access::Modify(cpu) | Access::Exclusive(cpu) => {
                     f(cpu)?;
                     return ControlFlow::Continue(Some(cpu));
                 }
@@ -757,7 +765,7 @@ impl CacheLine {
                 .first_spans(begun)
                 .rev()
                 .find_map(|span| match span.data {
-                    Access::Modify(cpu) => Some(cpu),
+                    Access::Modify(cpu) | Access::Exclusive(cpu) => Some(cpu),
                     Access::Read(_) => None,
                 });
         last_modify.or(self.owner_base)
@@ -910,6 +918,10 @@ fn fold(
         Access::Modify(cpu) => {
             *owner = Some(cpu);
             *modified = Some((span.start, cpu));
+            sharers.clear();
+        }
+        Access::Exclusive(cpu) => {
+            *owner = Some(cpu);
             sharers.clear();
         }
         Access::Read(cpu) => sharers.insert(cpu),

@@ -585,6 +585,13 @@ pub struct Features {
     /// or slot looked at instead (the model before lines, kept to compare).
     /// A run configuration of the machine model, not a [`Feature`].
     pub find_vma_lines: bool,
+    /// `--cmpxchg-retry requeue`: a `cmpxchg` loop split across steps (4.8's
+    /// `get_huge_zero_page`) whose swap fails asks for the line again
+    /// behind every request already waiting, first come first served,
+    /// instead of retrying at once while it holds the line (`local`, the
+    /// default). A run configuration of the machine model (docs/engine.md,
+    /// "The sync-step approximation"), not a [`Feature`].
+    pub cmpxchg_requeue: bool,
 }
 
 impl Features {
@@ -595,6 +602,7 @@ impl Features {
         swap: None,
         memcg: false,
         find_vma_lines: true,
+        cmpxchg_requeue: false,
     };
 
     /// The defaults: every feature on (current behaviour).

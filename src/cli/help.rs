@@ -63,6 +63,12 @@ options:
                   where a per-CPU model of recent kernel lines says (lines,
                   the default; docs/mm.md, klines.rs), or find_vma_node per
                   VMA or cache slot looked at (nodes, the older model)
+  --cmpxchg-retry local|requeue
+                  a cmpxchg loop split across steps (4.8's
+                  get_huge_zero_page) whose swap fails retries at once while
+                  it holds the line (local, the default), or asks for the
+                  line again behind every request already waiting (requeue;
+                  docs/engine.md, The sync-step approximation)
   --seed S        the seed choosing everything random (default: 1; 0x hex allowed)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE
@@ -119,9 +125,9 @@ options:
   --thp-enabled E, --thp-zero-page 0|1, --thp-swap on|off,
   --thp-max-ptes-none N
                   the THP knobs and CONFIG_THP_SWAP, as for run
-  --swap S, --memcg, --find-vma-cost C
-                  the swap device, the memory cgroup and find_vma's cost
-                  model, as for run
+  --swap S, --memcg, --find-vma-cost C, --cmpxchg-retry R
+                  the swap device, the memory cgroup, find_vma's cost
+                  model and a failed cmpxchg's retry, as for run
   --seed S        the seed (default: 1)
   --top N         profile lines to show (default: 20)
   --max-host-memory SIZE, --progress

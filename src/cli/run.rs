@@ -35,6 +35,7 @@ const COMPARE_OPTS: &[Opt] = &[
     Opt::value("swap"),
     Opt::switch("memcg"),
     Opt::value("find-vma-cost"),
+    Opt::value("cmpxchg-retry"),
     Opt::value("seed"),
     Opt::value("top"),
     Opt::value("max-host-memory"),
@@ -355,6 +356,18 @@ fn features_from(parsed: &Parsed) -> Result<Features, CliError> {
             other => {
                 return Err(CliError::new(format!(
                     "invalid --find-vma-cost '{}' (nodes or lines)",
+                    escape(other)
+                )));
+            }
+        };
+    }
+    if let Some(value) = parsed.last("cmpxchg-retry") {
+        features.cmpxchg_requeue = match value {
+            "local" => false,
+            "requeue" => true,
+            other => {
+                return Err(CliError::new(format!(
+                    "invalid --cmpxchg-retry '{}' (local or requeue)",
                     escape(other)
                 )));
             }

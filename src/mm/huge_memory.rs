@@ -56,6 +56,11 @@ pub struct HugeZeroPage {
     /// `cmpxchg` ([`Kernel::finish_huge_zero_get`]); set by the scheduler,
     /// whose steps finish it. Off, the get is one step.
     pub split_steps: bool,
+    /// A split get's failed `cmpxchg` asks for the line again at the CPU's
+    /// next step, behind every CPU whose clock comes first, instead of
+    /// retrying at once while the line is still here (`--cmpxchg-retry
+    /// requeue`; [`CacheLine::cmpxchg_swap_requeued`]).
+    pub requeue_failed_swap: bool,
     /// Per CPU, the fault whose get read the count in the CPU's last step
     /// and swaps it at its next.
     deferred: Vec<Option<DeferredGet>>,
@@ -68,6 +73,16 @@ pub struct HugeZeroPage {
 struct DeferredGet {
     read: CmpxchgRead,
     pmd: TableId,
+}
+
+impl HugeZeroPage {
+    /// No page yet; `requeue_failed_swap` as `--cmpxchg-retry` says.
+    pub fn new(requeue_failed_swap: bool) -> HugeZeroPage {
+        HugeZeroPage {
+            requeue_failed_swap,
+            ..HugeZeroPage::default()
+        }
+    }
 }
 
 impl Kernel {
@@ -302,9 +317,22 @@ impl Kernel {
         let Some(get) = slot.take() else {
             return false;
         };
-        self.huge_zero
-            .line
-            .cmpxchg_swap(ctx, Symbol::GetHugeZeroPage, get.read);
+        if self.huge_zero.requeue_failed_swap {
+            let (_, again) =
+                self.huge_zero
+                    .line
+                    .cmpxchg_swap_requeued(ctx, Symbol::GetHugeZeroPage, get.read);
+            if let Some(read) = again {
+                // The retry, with the value the failed swap returned, at
+                // this CPU's next step.
+                self.huge_zero.deferred[cpu.index()] = Some(DeferredGet { read, ..get });
+                return true;
+            }
+        } else {
+            self.huge_zero
+                .line
+                .cmpxchg_swap(ctx, Symbol::GetHugeZeroPage, get.read);
+        }
         self.set_huge_pmd_charges(ctx, get.pmd);
         true
     }

@@ -197,7 +197,7 @@ impl Kernel {
             tlb_gather: Vec::new(),
             tables: PageTables::new(),
             contents: Contents::new(),
-            huge_zero: HugeZeroPage::default(),
+            huge_zero: HugeZeroPage::new(features.cmpxchg_requeue),
             deferred_split: super::deferred_split::DeferredSplit::default(),
             shmem: super::shmem::Shmem::default(),
             swap: super::swapfile::SwapDevices::new(

@@ -38,12 +38,17 @@ pub fn format_thp(features: Features) -> String {
     } else {
         ""
     };
+    let requeue = if features.cmpxchg_requeue {
+        " cmpxchg-retry=requeue"
+    } else {
+        ""
+    };
     let max_ptes_none = match features.thp.max_ptes_none {
         511 => String::new(),
         n => format!(" max_ptes_none={n}"),
     };
     format!(
-        "thp={} use_zero_page={}{max_ptes_none}{swap}{memcg}{lines}",
+        "thp={} use_zero_page={}{max_ptes_none}{swap}{memcg}{lines}{requeue}",
         features.thp.enabled.name(),
         features.thp.use_zero_page as u8
     )

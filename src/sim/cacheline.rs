@@ -152,6 +152,11 @@ enum Access {
     Modify(CpuId),
     /// `cpu` read the line and holds a shared copy.
     Read(CpuId),
+    /// `cpu` took the line exclusive without changing its value: a failed
+    /// `lock cmpxchg` of [`CacheLine::cmpxchg_swap_requeued`], which
+    /// writes the old value back. It moves the line as a modification does
+    /// but makes no other CPU's swap fail.
+    Exclusive(CpuId),
 }
 
 /// Who holds the line at a moment, and what an access there would cost.
@@ -320,7 +325,7 @@ impl CacheLine {
             return self.tail.cpu == cpu;
         }
         match self.transfers.last() {
-            Some(span) => span.data == Access::Modify(cpu),
+            Some(span) => matches!(span.data, Access::Modify(c) | Access::Exclusive(c) if c == cpu),
             None => self.owner_base == Some(cpu) && self.sharers_base.is_empty(),
         }
     }
@@ -394,6 +399,52 @@ impl CacheLine {
         })
     }
 
+    /// The `lock cmpxchg` after `read`, without the retry at once that
+    /// [`CacheLine::cmpxchg_swap`] adds to a failed swap: the arbitration
+    /// where a CPU whose swap failed asks for the line again behind every
+    /// request already waiting at its home (first come, first served by
+    /// request time). A failed swap still takes the line exclusive (a
+    /// failed `lock cmpxchg` writes the old value back) and is counted in
+    /// `mmsim_cmpxchg_retries`; it returns what the retry needs: the value
+    /// it read, current as of the swap's end. The caller retries at its
+    /// next step, so that every CPU whose clock comes first is served
+    /// before it (`--cmpxchg-retry requeue`, docs/engine.md, "The
+    /// sync-step approximation"). Returns the wait and, if the swap
+    /// failed, the retry's read.
+    pub fn cmpxchg_swap_requeued(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        read: CmpxchgRead,
+    ) -> (Cycles, Option<CmpxchgRead>) {
+        let cpu = ctx.cur();
+        assert_eq!(
+            cpu, read.cpu,
+            "a cmpxchg swapped on another CPU than its read"
+        );
+        self.forget_before(ctx.horizon());
+        let forgotten = self
+            .modified_base
+            .is_some_and(|(at, by)| by != cpu && at >= read.done);
+        let (waited, failed) = self.access_marked(ctx, symbol, |line, ctx, begun| {
+            let mut swap = line.rmw_need(ctx, cpu, begun);
+            if let Need::Occupy {
+                retried, access, ..
+            } = &mut swap
+                && (forgotten || line.modified_by_other_since(cpu, read.done, begun))
+            {
+                *retried = true;
+                *access = Access::Exclusive(cpu);
+            }
+            swap
+        });
+        let again = failed.then(|| CmpxchgRead {
+            cpu,
+            done: ctx.now(),
+        });
+        (waited, again)
+    }
+
     /// Whether a CPU other than `cpu` began a modification at or after
     /// `since`, among the first `begun` transfers. Walks back from the
     /// latest and stops at the first modification found or at `since`.
@@ -420,6 +471,17 @@ impl CacheLine {
         symbol: Symbol,
         need: impl Fn(&CacheLine, &Ctx, usize) -> Need,
     ) -> Cycles {
+        self.access_marked(ctx, symbol, need).0
+    }
+
+    /// [`CacheLine::access`], also saying whether the access performed was
+    /// marked `retried` (a failed `cmpxchg`).
+    fn access_marked(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        need: impl Fn(&CacheLine, &Ctx, usize) -> Need,
+    ) -> (Cycles, bool) {
         let now = ctx.now();
         self.forget_before(ctx.horizon());
         self.flush_tail();
@@ -435,7 +497,7 @@ impl CacheLine {
         };
         let at_now = need(self, ctx, begun_now);
         if let Need::Free = at_now {
-            return Cycles::ZERO;
+            return (Cycles::ZERO, false);
         }
         // Not inside a transfer, and, if this access occupies the line, not
         // overlapping the next one either.
@@ -467,6 +529,7 @@ impl CacheLine {
             };
             (start, begun, at_start)
         };
+        let marked = matches!(at_start, Need::Occupy { retried: true, .. });
         let cost = match at_start {
             Need::Free => Cycles::ZERO,
             Need::Occupy {
@@ -501,7 +564,7 @@ impl CacheLine {
             self.record_wait(ctx, symbol, begun, now, start);
         }
         ctx.charge(symbol, waited + cost);
-        waited
+        (waited, marked)
     }
 
     /// Records a wait on this line for a timeline: who held it is the CPU
@@ -511,7 +574,7 @@ impl CacheLine {
     #[inline(never)]
     fn record_wait(&self, ctx: &mut Ctx, symbol: Symbol, begun: usize, now: Cycles, start: Cycles) {
         let holder = (self.transfers.first_spans(begun).next_back()).map(|span| match span.data {
-            Access::Modify(cpu) | Access::Read(cpu) => cpu,
+            Access::Modify(cpu) | Access::Exclusive(cpu) | Access::Read(cpu) => cpu,
         });
         ctx.record_wait(WaitKind::Line, symbol, now, start, holder);
     }
@@ -522,7 +585,7 @@ impl CacheLine {
     /// out without the walk.
     fn modified_last_by(&self, begun: usize) -> Option<CpuId> {
         match self.transfers.first_spans(begun).next_back()?.data {
-            Access::Modify(holder) => Some(holder),
+            Access::Modify(holder) | Access::Exclusive(holder) => Some(holder),
             Access::Read(_) => None,
         }
     }
@@ -686,7 +749,7 @@ impl CacheLine {
         for span in self.transfers.first_spans(begun).rev() {
             match span.data {
                 Access::Read(cpu) => f(cpu)?,
-                Access::Modify(cpu) => {
+                Access::Modify(cpu) | Access::Exclusive(cpu) => {
                     f(cpu)?;
                     return ControlFlow::Continue(Some(cpu));
                 }
@@ -707,7 +770,7 @@ impl CacheLine {
                 .first_spans(begun)
                 .rev()
                 .find_map(|span| match span.data {
-                    Access::Modify(cpu) => Some(cpu),
+                    Access::Modify(cpu) | Access::Exclusive(cpu) => Some(cpu),
                     Access::Read(_) => None,
                 });
         last_modify.or(self.owner_base)
@@ -869,6 +932,10 @@ fn fold(
         Access::Modify(cpu) => {
             *owner = Some(cpu);
             *modified = Some((span.start, cpu));
+            sharers.clear();
+        }
+        Access::Exclusive(cpu) => {
+            *owner = Some(cpu);
             sharers.clear();
         }
         Access::Read(cpu) => sharers.insert(cpu),

@@ -486,6 +486,171 @@ fn a_cmpxchg_split_across_steps_retries_after_a_write_that_came_between() {
     assert_eq!(cpu1, l + c + c + c);
 }
 
+/// cpu1 has just modified the line (a local atomic from cycle 0) and
+/// modifies it again at its first step; cpu2 modifies it once at
+/// `cpu2_at`; cpu0 runs a `cmpxchg` loop split across steps, its read at
+/// its first step, each swap at the next. `requeue`: a failed swap asks
+/// for the line again at cpu0's next step
+/// ([`CacheLine::cmpxchg_swap_requeued`]); otherwise it retries at once
+/// ([`CacheLine::cmpxchg_swap`]). Returns the context and cpu0's clock.
+fn split_cmpxchg_against_two_writes(requeue: bool, cpu2_at: Cycles) -> (Ctx, Cycles) {
+    let mut ctx = ctx_with_cpus(3, 1);
+    let mut line = CacheLine::new();
+    ctx.set_cur(CpuId(1));
+    line.rmw(&mut ctx, RMW);
+    let mut pending: Option<CmpxchgRead> = None;
+    let mut cpu2_waited = false;
+    let engine = run(ctx, |ctx| match ctx.cur() {
+        CpuId(0) => match pending.take() {
+            None => pending = Some(line.cmpxchg_read(ctx, RMW).1),
+            Some(read) if requeue => match line.cmpxchg_swap_requeued(ctx, RMW, read) {
+                (_, Some(again)) => pending = Some(again),
+                (_, None) => ctx.finish(),
+            },
+            Some(read) => {
+                line.cmpxchg_swap(ctx, RMW, read);
+                ctx.finish();
+            }
+        },
+        CpuId(2) if !cpu2_waited => {
+            cpu2_waited = true;
+            ctx.idle_until(cpu2_at);
+        }
+        _ => {
+            line.rmw(ctx, RMW);
+            ctx.finish();
+        }
+    });
+    let clock = engine.ctx.clock_of(CpuId(0));
+    (engine.ctx, clock)
+}
+
+#[test]
+fn a_requeued_cmpxchg_retry_waits_behind_a_write_already_waiting_and_fails_again() {
+    // Hand-counted, with l the local atomic and cij the transfer between
+    // cpu i and cpu j. cpu1's first atomic holds the line over [0, l].
+    // cpu0's read waits for it and fetches a copy over [l, l + c01]; its
+    // step ends. cpu1 (clock l) modifies the line over [l + c01, l + 2c01]
+    // (an upgrade: cpu0's copy invalidated). cpu0's swap (clock l + c01)
+    // comes after it: the value changed since the read, so it fails,
+    // taking the line from cpu1 over [e0, e1 = e0 + c01], e0 = l + 2c01.
+    let ctx = ctx_with_cpus(3, 1);
+    let l = local_rmw(&ctx);
+    let c01 = transfer_cost(&ctx, CpuId(0), CpuId(1));
+    let c02 = transfer_cost(&ctx, CpuId(0), CpuId(2));
+    let (e0, e1) = (l + c01 + c01, l + c01 + c01 + c01);
+    // cpu2 asks for the line at e0 + 1, while cpu0's failed swap holds it.
+    let cpu2_at = e0 + Cycles(1);
+    // Retried at once (the default), the retry is one local atomic more in
+    // the failed swap's occupancy: cpu0 is done at e1 + l, and cpu2's
+    // write comes after, over [e1 + l, e1 + l + c02].
+    let (ctx, cpu0) = split_cmpxchg_against_two_writes(false, cpu2_at);
+    assert_eq!(cpu0, e1 + l);
+    assert_eq!(ctx.stats.event(Event::CmpxchgRetries), 1);
+    assert_eq!(ctx.clock_of(CpuId(2)), e1 + l + c02);
+    // Requeued, the retry asks at cpu0's next step (clock e1), after
+    // cpu2's request (e0 + 1): cpu2 takes the line over [e1, e1 + c02],
+    // the retry finds the value changed again and fails, fetching the line
+    // back over [e1 + c02, e2 = e1 + 2c02], and the third swap, with
+    // nobody left waiting, is a local atomic: [e2, e2 + l].
+    let (ctx, cpu0) = split_cmpxchg_against_two_writes(true, cpu2_at);
+    let e2 = e1 + c02 + c02;
+    assert_eq!(cpu0, e2 + l);
+    assert_eq!(ctx.stats.event(Event::CmpxchgRetries), 2);
+    assert_eq!(ctx.clock_of(CpuId(2)), e1 + c02);
+    // Transfers: cpu0's read, its two failed swaps, cpu2's write (cpu1's
+    // upgrade and cpu0's last, local swap are not transfers).
+    assert_eq!(ctx.stats.event(Event::LineTransfers), 4);
+}
+
+#[test]
+fn a_requeued_cmpxchg_that_nobody_overtakes_costs_what_a_retry_at_once_does() {
+    // cpu2 asks only after cpu0's retry would be done: neither way of
+    // retrying meets it, and both come to the same clock (e1 + l above).
+    let ctx = ctx_with_cpus(3, 1);
+    let l = local_rmw(&ctx);
+    let c01 = transfer_cost(&ctx, CpuId(0), CpuId(1));
+    let late = Cycles(10 * (l + c01 + c01 + c01 + l).0);
+    let (local, at_once) = split_cmpxchg_against_two_writes(false, late);
+    let (requeued, later) = split_cmpxchg_against_two_writes(true, late);
+    assert_eq!(at_once, l + c01 + c01 + c01 + l);
+    assert_eq!(later, at_once);
+    assert_eq!(local.stats.event(Event::CmpxchgRetries), 1);
+    assert_eq!(requeued.stats.event(Event::CmpxchgRetries), 1);
+}
+
+/// `nr_cpus` CPUs each take `gets` references with a `cmpxchg` loop split
+/// across steps (read, then swap at the next step), with `work` cycles
+/// between gets. Returns the context, the successful swaps per CPU and
+/// the most failed swaps in a row of any one get.
+fn split_gets(nr_cpus: u32, gets: u32, work: Cycles, requeue: bool) -> (Ctx, Vec<u32>, u32) {
+    let ctx = ctx_with_cpus(nr_cpus, 1);
+    let mut line = CacheLine::new();
+    let mut pending: Vec<Option<CmpxchgRead>> = vec![None; nr_cpus as usize];
+    let mut done = vec![0u32; nr_cpus as usize];
+    let mut in_a_row = vec![0u32; nr_cpus as usize];
+    let mut worst = 0;
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur().index();
+        if let Some(read) = pending[cpu].take() {
+            let again = if requeue {
+                line.cmpxchg_swap_requeued(ctx, RMW, read).1
+            } else {
+                line.cmpxchg_swap(ctx, RMW, read);
+                None
+            };
+            if let Some(again) = again {
+                pending[cpu] = Some(again);
+                in_a_row[cpu] += 1;
+                worst = worst.max(in_a_row[cpu]);
+                return;
+            }
+            in_a_row[cpu] = 0;
+            done[cpu] += 1;
+            if done[cpu] == gets {
+                ctx.finish();
+                return;
+            }
+        }
+        ctx.charge(WORK, work);
+        pending[cpu] = Some(line.cmpxchg_read(ctx, RMW).1);
+    });
+    (engine.ctx, done, worst)
+}
+
+#[test]
+fn requeued_cmpxchg_retries_end_and_each_success_fails_at_most_every_other_cpu_once() {
+    // Eight CPUs on one line, little work between gets: the line is the
+    // bottleneck and swaps queue. Every get completes (a failed swap means
+    // another CPU's succeeded: the loop is lock-free), and a success can
+    // make each other CPU's pending swap fail at most once, as that CPU's
+    // retry compares with the value after it: retries <= 7 x successes.
+    // Retried at once, a get fails at most once.
+    let (n, gets) = (8u32, 40u32);
+    for requeue in [false, true] {
+        let (ctx, done, worst) = split_gets(n, gets, Cycles(50), requeue);
+        assert_eq!(done, vec![gets; n as usize], "requeue {requeue}");
+        let retries = ctx.stats.event(Event::CmpxchgRetries);
+        let successes = u64::from(n * gets);
+        assert!(retries > 0, "requeue {requeue}: no swap ever failed");
+        if requeue {
+            assert!(retries <= u64::from(n - 1) * successes, "{retries} retries");
+            assert!(worst >= 2, "requeue: no get failed twice in a row");
+            // Queued behind every waiting CPU, a get needs far more
+            // transfers than when its retry stays with the line.
+            let (local, _, _) = split_gets(n, gets, Cycles(50), false);
+            assert!(
+                latest_clock(&ctx) > latest_clock(&local),
+                "requeued {} vs at once {}",
+                latest_clock(&ctx).0,
+                latest_clock(&local).0
+            );
+        } else {
+            assert!(retries <= successes, "{retries} retries");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Spinlocks
 

@@ -98,91 +98,10 @@ struct NodeBusy {
     /// every new span forgets the oldest (short scans of many pages, such
     /// as `memchr_inv`'s, fill it while idle CPUs hold the horizon back).
     spans: std::collections::VecDeque<(Cycles, Cycles)>,
-    /// Lone streams' chunk spans ([`stream_alone`]), each kept as the rule
-    /// that makes them, not span by span: the spans that follow those of
-    /// `spans`, in order. Any search of the node first writes them out
-    /// ([`NodeBusy::materialize`]); a node only THP clears of one CPU use
-    /// (a guest's fault-in) never does, and keeps 8 rules, not 4,096 spans
-    /// rewritten 512 at a time.
-    runs: std::collections::VecDeque<Run>,
     /// Nothing may be placed before this: past [`SPANS_MAX`] spans the
     /// oldest is forgotten and the floor rises to its end, as on a
     /// timeline.
     floor: Cycles,
-}
-
-/// The spans of a lone stream's chunks `from..chunks`: chunk `k` starts
-/// `own * k / chunks` after `start` (its share of the CPU's own time, as
-/// [`share`] splits it) and holds the node for `full_len`, the last chunk
-/// for `last_len`. Every chunk's share exceeds its length, so no two
-/// spans touch.
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    start: Cycles,
-    own: Cycles,
-    chunks: u64,
-    full_len: Cycles,
-    last_len: Cycles,
-    /// The first chunk not yet forgotten.
-    from: u64,
-}
-
-impl Run {
-    /// `share`'s sums, in 64 bits where they fit (a 128-bit division per
-    /// chunk was a tenth of a THP fault's host time).
-    #[inline]
-    fn upto(&self, i: u64) -> Cycles {
-        match self.own.0.checked_mul(i) {
-            Some(product) => Cycles(product / self.chunks),
-            None => Cycles((self.own.0 as u128 * i as u128 / self.chunks as u128) as u64),
-        }
-    }
-
-    /// Chunk `k`'s span.
-    #[inline]
-    fn span(&self, k: u64) -> (Cycles, Cycles) {
-        let t = self.start + self.upto(k);
-        let len = if k + 1 == self.chunks {
-            self.last_len
-        } else {
-            self.full_len
-        };
-        (t, t + len)
-    }
-
-    fn live(&self) -> u64 {
-        self.chunks - self.from
-    }
-
-    fn last_end(&self) -> Cycles {
-        self.span(self.chunks - 1).1
-    }
-
-    /// Appends the live spans to `spans`, `upto(k)` stepped without a
-    /// division: with own = q * chunks + r, upto(k + 1) - upto(k) is q,
-    /// plus 1 when the running remainder r * k mod chunks wraps.
-    fn write_out(&self, spans: &mut std::collections::VecDeque<(Cycles, Cycles)>) {
-        let (q, r) = (self.own.0 / self.chunks, self.own.0 % self.chunks);
-        let mut at = self.start + self.upto(self.from);
-        let wide = u128::from(r) * u128::from(self.from) % u128::from(self.chunks);
-        let mut rem = wide as u64;
-        spans.extend((self.from..self.chunks).map(|k| {
-            let len = if k + 1 == self.chunks {
-                self.last_len
-            } else {
-                self.full_len
-            };
-            debug_assert_eq!(self.span(k), (at, at + len));
-            let this = (at, at + len);
-            at += Cycles(q);
-            rem += r;
-            if rem >= self.chunks {
-                rem -= self.chunks;
-                at += Cycles(1);
-            }
-            this
-        }));
-    }
 }
 
 impl NodeBusy {
@@ -191,9 +110,6 @@ impl NodeBusy {
     /// after `t` (and the floor) at which `[s, s + len)` meets no span, and
     /// records it. Returns the end of the use.
     fn occupy(&mut self, t: Cycles, len: Cycles, horizon: Cycles) -> Cycles {
-        if !self.runs.is_empty() {
-            self.materialize();
-        }
         // Ends are in order (the spans are disjoint): a prefix is gone.
         let gone = self.spans.partition_point(|&(_, end)| end <= horizon);
         if gone > 0 {
@@ -235,114 +151,6 @@ impl NodeBusy {
             }
         }
         end
-    }
-}
-
-impl NodeBusy {
-    /// Writes the runs out as the spans they stand for.
-    #[cold]
-    fn materialize(&mut self) {
-        for run in std::mem::take(&mut self.runs) {
-            run.write_out(&mut self.spans);
-        }
-    }
-
-    /// Spans held, written out or not.
-    fn len(&self) -> u64 {
-        self.spans.len() as u64 + self.runs.iter().map(Run::live).sum::<u64>()
-    }
-
-    /// The end of the last span.
-    fn last_end(&self) -> Option<Cycles> {
-        match self.runs.back() {
-            Some(run) => Some(run.last_end()),
-            None => self.spans.back().map(|&(_, end)| end),
-        }
-    }
-
-    /// Forgets the spans that end by `horizon`: a prefix, as ends are in
-    /// order.
-    fn forget_until(&mut self, horizon: Cycles) {
-        let gone = self.spans.partition_point(|&(_, end)| end <= horizon);
-        self.spans.drain(..gone);
-        if !self.spans.is_empty() {
-            return;
-        }
-        while let Some(run) = self.runs.front_mut() {
-            if run.last_end() <= horizon {
-                self.runs.pop_front();
-                continue;
-            }
-            // The first chunk from `from` that ends after the horizon.
-            let (mut lo, mut hi) = (run.from, run.chunks - 1);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if run.span(mid).1 <= horizon {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            run.from = lo;
-            return;
-        }
-    }
-
-    /// Forgets the `n` oldest spans, raising the floor to the last one's
-    /// end (as [`SPANS_MAX`] makes a timeline forget).
-    fn forget_oldest(&mut self, mut n: u64) {
-        let from_spans = n.min(self.spans.len() as u64) as usize;
-        if from_spans > 0 {
-            self.floor = self.floor.max(self.spans[from_spans - 1].1);
-            self.spans.drain(..from_spans);
-            n -= from_spans as u64;
-        }
-        while n > 0 {
-            let run = self.runs.front_mut().expect("fewer spans than forgotten");
-            let k = n.min(run.live());
-            self.floor = self.floor.max(run.span(run.from + k - 1).1);
-            run.from += k;
-            n -= k;
-            if run.live() == 0 {
-                self.runs.pop_front();
-            }
-        }
-    }
-
-    /// Records a lone stream's chunks, `run`, as the chunk-by-chunk loop
-    /// would place them if the node is free from the run's start on
-    /// (nothing ends at or after it, the floor is not past it): each chunk
-    /// then starts when the CPU gets to it. False, changing nothing, where
-    /// that does not hold.
-    fn push_run(&mut self, mut run: Run, horizon: Cycles) -> bool {
-        if self.last_end().is_some_and(|end| end >= run.start) || self.floor > run.start {
-            return false;
-        }
-        // Those gone by the horizon (a full list of a step's earlier THPs,
-        // 4,096 spans, when the step began after them), then the oldest
-        // past SPANS_MAX once the run's are counted, raising the floor.
-        self.forget_until(horizon);
-        let popped = (self.len() + run.chunks).saturating_sub(SPANS_MAX as u64);
-        let from_old = popped.min(self.len());
-        self.forget_oldest(from_old);
-        run.from = popped - from_old;
-        if run.from > 0 {
-            self.floor = self.floor.max(run.span(run.from - 1).1);
-        }
-        if run.live() > 0 {
-            self.runs.push_back(run);
-        }
-        true
-    }
-
-    /// Every span, in order (for tests).
-    #[cfg(test)]
-    fn all_spans(&self) -> Vec<(Cycles, Cycles)> {
-        let mut all = self.spans.clone();
-        for run in &self.runs {
-            run.write_out(&mut all);
-        }
-        all.into_iter().collect()
     }
 }
 
@@ -410,12 +218,9 @@ fn stream_chunks(
 /// chunks each take the CPU longer than the node (a THP cleared by one CPU
 /// while nothing else uses the node's memory): every chunk then starts
 /// when the CPU gets to it and never waits, so the stream takes the CPU's
-/// own time, and the node's spans are the chunks' own. A stream of one
-/// chunk (a 4 KiB clear: a THP's deposited page table) on a node free from
-/// now on is its one span whatever its length, and waits for it if the
-/// node takes longer than the CPU. Gives exactly what the chunk-by-chunk
-/// loop would (the same spans, floor and counts) without searching the
-/// node's spans per chunk; None where that does not hold.
+/// own time, and the node's spans are the chunks' own. Gives exactly what
+/// the chunk-by-chunk loop would (the same spans, floor and counts) without
+/// searching the node's spans per chunk; None where that does not hold.
 fn stream_alone(
     ctx: &mut Ctx,
     symbol: Symbol,
@@ -431,30 +236,63 @@ fn stream_alone(
     let last_len = ctx.dram.traffic_len(last_bytes * stream.bytes_per_byte);
     // The smallest share of `own` a chunk gets must exceed the longest
     // chunk: then no chunk's span touches the next one's (no merge).
-    if chunks > 1 && own.0 / chunks <= full_len.0.max(last_len.0) {
+    if chunks < 2 || own.0 / chunks <= full_len.0.max(last_len.0) {
         return None;
     }
-    let run = Run {
-        start,
-        own,
-        chunks,
-        full_len,
-        last_len,
-        from: 0,
-    };
-    if !ctx.dram.nodes[stream.node as usize].push_run(run, horizon) {
+    let node = &mut ctx.dram.nodes[stream.node as usize];
+    // The spans' ends are in order: those gone are a prefix (a full list of
+    // a step's earlier THPs, 4,096 spans, when the step began after them).
+    let gone = node.spans.partition_point(|&(_, end)| end <= horizon);
+    if node.spans.back().is_some_and(|&(_, end)| end >= start) || node.floor > start {
         return None;
     }
-    // Only a lone chunk can outlast the CPU's own time (see above).
-    let waited = if chunks == 1 {
-        last_len.saturating_sub(own)
-    } else {
-        Cycles::ZERO
+    node.spans.drain(..gone);
+    // `share`'s sums, in 64 bits where they fit (a 128-bit division per
+    // chunk was a tenth of a THP fault's host time).
+    let upto = |i: u64| match own.0.checked_mul(i) {
+        Some(product) => Cycles(product / chunks),
+        None => Cycles((own.0 as u128 * i as u128 / chunks as u128) as u64),
     };
+    let span = |k: u64| {
+        let t = start + upto(k);
+        (t, t + if k + 1 == chunks { last_len } else { full_len })
+    };
+    // Pushing every chunk's span, the oldest leaving past SPANS_MAX and
+    // raising the floor to its end: only the last SPANS_MAX are built.
+    let total = node.spans.len() as u64 + chunks;
+    let popped = total.saturating_sub(SPANS_MAX as u64);
+    let from_old = popped.min(node.spans.len() as u64) as usize;
+    if from_old > 0 {
+        let last_end = node.spans[from_old - 1].1;
+        node.floor = node.floor.max(last_end);
+        node.spans.drain(..from_old);
+    }
+    let from_new = popped - from_old as u64;
+    if from_new > 0 {
+        node.floor = node.floor.max(span(from_new - 1).1);
+    }
+    // `upto(k)` for k = from_new.. stepped without a division: with
+    // own = q * chunks + r, upto(k + 1) - upto(k) is q, plus 1 when the
+    // running remainder r * k mod chunks wraps.
+    let (q, r) = (own.0 / chunks, own.0 % chunks);
+    let mut at = start + upto(from_new);
+    let mut rem = ((u128::from(r) * u128::from(from_new)) % u128::from(chunks)) as u64;
+    node.spans.extend((from_new..chunks).map(|k| {
+        let len = if k + 1 == chunks { last_len } else { full_len };
+        debug_assert_eq!(span(k), (at, at + len));
+        let this = (at, at + len);
+        at += Cycles(q);
+        rem += r;
+        if rem >= chunks {
+            rem -= chunks;
+            at += Cycles(1);
+        }
+        this
+    }));
     ctx.count(Event::DramBytes, bytes * stream.bytes_per_byte);
-    ctx.charge(symbol, own + waited);
-    ctx.count(Event::DramWaitCycles, waited.0);
-    Some(waited)
+    ctx.charge(symbol, own);
+    ctx.count(Event::DramWaitCycles, 0);
+    Some(Cycles::ZERO)
 }
 
 /// Chunk `k`'s part of `total` split over `chunks`, so that the parts add up
@@ -529,7 +367,7 @@ mod tests {
             assert_eq!(a, b);
             assert_eq!(fast.now(), slow.now());
             for (x, y) in fast.dram.nodes.iter().zip(&slow.dram.nodes) {
-                assert_eq!((x.all_spans(), x.floor), (y.all_spans(), y.floor));
+                assert_eq!((&x.spans, x.floor), (&y.spans, y.floor));
             }
         }
         for e in [Event::DramBytes, Event::DramWaitCycles] {
@@ -538,69 +376,6 @@ mod tests {
         let sym = Symbol::ClearPageErms;
         assert_eq!(fast.stats.cycles(sym), slow.stats.cycles(sym));
         assert!(shortcuts > 500, "{shortcuts}");
-    }
-
-    /// Runs kept as rules hold exactly the spans and floor that placing
-    /// their chunks one by one gives, through a rising horizon (runs
-    /// forgotten whole and in part), the span limit, and ordinary uses
-    /// between them that write the runs out.
-    #[test]
-    fn runs_hold_the_spans_their_chunks_would() {
-        let mut rng = Rng::new(11);
-        for round in 0..40 {
-            let mut lazy = NodeBusy::default();
-            let mut eager = NodeBusy::default();
-            let mut now = 0u64;
-            let mut horizon = 0u64;
-            let (mut runs, mut written) = (0, 0);
-            for step in 0..300 {
-                now += rng.below(3000);
-                horizon = horizon.max(now.saturating_sub(rng.below(if round % 2 == 0 {
-                    50_000
-                } else {
-                    500
-                })));
-                let h = Cycles(horizon);
-                if rng.below(8) == 0 {
-                    // An ordinary use, a little ahead of now.
-                    let t = Cycles(now + rng.below(200));
-                    let len = Cycles(1 + rng.below(40));
-                    let had_runs = !lazy.runs.is_empty();
-                    assert_eq!(lazy.occupy(t, len, h), eager.occupy(t, len, h));
-                    written += usize::from(had_runs);
-                } else {
-                    let chunks = 1 + rng.below(700);
-                    let full_len = Cycles(1 + rng.below(20));
-                    let run = Run {
-                        start: Cycles(now),
-                        own: Cycles(chunks * (full_len.0 + 1 + rng.below(30))),
-                        chunks,
-                        full_len,
-                        last_len: Cycles(1 + rng.below(full_len.0)),
-                        from: 0,
-                    };
-                    if lazy.push_run(run, h) {
-                        runs += 1;
-                        // The loop: each chunk placed at its share's start.
-                        for k in 0..chunks {
-                            let (start, end) = run.span(k);
-                            assert_eq!(eager.occupy(start, end - start, h), end);
-                        }
-                    }
-                    now = run.last_end().0.max(now + run.own.0);
-                }
-                assert_eq!(
-                    (lazy.all_spans(), lazy.floor),
-                    (eager.spans.iter().copied().collect::<Vec<_>>(), eager.floor),
-                    "round {round} step {step}"
-                );
-                assert_eq!(lazy.len(), eager.spans.len() as u64);
-            }
-            assert!(
-                runs > 100 && written > 5,
-                "{runs} runs, {written} written out"
-            );
-        }
     }
 
     #[test]

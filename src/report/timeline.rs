@@ -90,7 +90,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
         }
         // Slices and flows, then counters, each in a fixed order: by
         // track, then time, then what was recorded first.
-        let mut slices: Vec<((u32, Cycles, Cycles, u8, usize), String)> = Vec::new();
+        let mut slices: Vec<(SliceKey, String)> = Vec::new();
         let mut queues: BTreeMap<String, Vec<(Cycles, i64)>> = BTreeMap::new();
         let mut counters: Vec<(String, Cycles, u64)> = Vec::new();
         for (n, item) in run.timeline.items.iter().enumerate() {
@@ -280,6 +280,10 @@ fn micros_dur(start: Cycles, len: Cycles, mhz: u64) -> String {
     let d = ps(start + len) - ps(start);
     format!("{}.{:06}", d / 1_000_000, d % 1_000_000)
 }
+
+/// How a slice sorts: track, start, then the longer first (`u64::MAX` less
+/// its length), its kind, and the order it was recorded in.
+type SliceKey = (u32, Cycles, Cycles, u8, usize);
 
 #[cfg(test)]
 mod tests {

@@ -150,19 +150,7 @@ fn record_perf_trace(
             .arg(&calls_file),
         "perf trace -i",
     )?;
-    let script = Command::new("perf")
-        .args(["script", "-i"])
-        .arg(&data)
-        .args([
-            "-F",
-            "comm,pid,tid,time,event,trace",
-            "--ns",
-            "--show-mmap-events",
-        ])
-        .output()
-        .map_err(|e| CliError::new(format!("trace record: perf script: {e}")))?;
-    std::fs::write(&script_file, &script.stdout)
-        .map_err(|e| CliError::new(format!("trace record: {e}")))?;
+    perf_script(&data, "comm,pid,tid,time,event,trace", &script_file)?;
     let text = read(&calls_file)?;
     let (mut calls, mut faults) = perf_trace::parse(&calls_file.display().to_string(), &text)
         .map_err(|e| CliError::new(format!("trace record: {e}")))?;
@@ -212,19 +200,7 @@ fn record_strace_perf(
             .args(command),
         "perf record with strace",
     )?;
-    let script = Command::new("perf")
-        .args(["script", "-i"])
-        .arg(&data)
-        .args([
-            "-F",
-            "comm,pid,tid,time,event,addr",
-            "--ns",
-            "--show-mmap-events",
-        ])
-        .output()
-        .map_err(|e| CliError::new(format!("trace record: perf script: {e}")))?;
-    std::fs::write(&perf_file, &script.stdout)
-        .map_err(|e| CliError::new(format!("trace record: {e}")))?;
+    perf_script(&data, "comm,pid,tid,time,event,addr", &perf_file)?;
     let calls = strace::parse(&strace_file.display().to_string(), &read(&strace_file)?)
         .map_err(|e| CliError::new(format!("trace record: {e}")))?;
     let faults = perf::parse(&perf_file.display().to_string(), &read(&perf_file)?, None)
@@ -261,4 +237,20 @@ fn host_meta(command: &[String]) -> trace::Meta {
         page_size,
         command: Some(command.join(" ")),
     }
+}
+
+/// Writes `perf script`'s lines of the recording `data`, with `fields` and
+/// the mapping records (`--show-mmap-events`), to `out`.
+fn perf_script(
+    data: &std::path::Path,
+    fields: &str,
+    out: &std::path::Path,
+) -> Result<(), CliError> {
+    let script = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(data)
+        .args(["-F", fields, "--ns", "--show-mmap-events"])
+        .output()
+        .map_err(|e| CliError::new(format!("trace record: perf script: {e}")))?;
+    std::fs::write(out, &script.stdout).map_err(|e| CliError::new(format!("trace record: {e}")))
 }

@@ -1,15 +1,18 @@
 /*
  * usemem-lite: a small stand-in for vm-scalability's usemem, write and
- * read modes only, for scripts/host-check. Written for mmsim; not
- * vm-scalability's code.
+ * read modes, sequential or random, for scripts/host-check. Written for
+ * mmsim; not vm-scalability's code.
  *
- *   usemem-lite [-n N] [-o] SIZE
+ *   usemem-lite [-n N] [-o] [-R] SIZE
  *
  * N processes (default 1), forked by one parent that takes the start time
  * first. Each maps SIZE bytes anonymous and private, then either writes
  * one 8-byte word per 8 bytes, p[i] = i (default), or, with -o, maps it
  * PROT_READ and reads every word (the zero page, or the huge zero page
- * with THP), as mmsim's usemem --readonly does. Each prints, as usemem's
+ * with THP), as mmsim's usemem --readonly does. With -R each of the
+ * SIZE/8 accesses goes to a word drawn uniformly below SIZE/8 - 1 by
+ * lrand48_r, as usemem -R draws its indices (a fixed seed here; usemem seeds
+ * from the time). Each prints, as usemem's
  * output_statistics does,
  *
  *   BYTES bytes / USECS usecs = KBS KB/s
@@ -20,6 +23,7 @@
  *
  * SIZE takes k, m, g suffixes (powers of 1024).
  */
+#define _DEFAULT_SOURCE
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,16 +59,36 @@ static uint64_t parse_size(const char *s)
 
 static volatile uint64_t sink;
 
-static int child(uint64_t size, int readonly, uint64_t start)
+/* An index below `max`, as usemem's random mode scales lrand48's 31 bits. */
+static uint64_t random_below(uint64_t max, struct drand48_data *rs)
+{
+	long v;
+	lrand48_r(rs, &v);
+	return (uint64_t)((double)max * v / (2147483647 + 1.0));
+}
+
+static int child(uint64_t size, int readonly, int randomise, uint64_t start)
 {
 	uint64_t words = size / 8, i;
+	struct drand48_data rs;
+	srand48_r(getpid(), &rs);
 	int prot = readonly ? PROT_READ : PROT_READ | PROT_WRITE;
 	uint64_t *p = mmap(NULL, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
 		fprintf(stderr, "usemem-lite: mmap: %s\n", strerror(errno));
 		return 1;
 	}
-	if (readonly) {
+	if (randomise && readonly) {
+		uint64_t sum = 0;
+		for (i = 0; i < words; i++)
+			sum += ((volatile uint64_t *)p)[random_below(words - 1, &rs)];
+		sink = sum;
+	} else if (randomise) {
+		for (i = 0; i < words; i++) {
+			uint64_t idx = random_below(words - 1, &rs);
+			p[idx] = idx;
+		}
+	} else if (readonly) {
 		uint64_t sum = 0;
 		for (i = 0; i < words; i++)
 			sum += ((volatile uint64_t *)p)[i];
@@ -87,18 +111,19 @@ static int child(uint64_t size, int readonly, uint64_t start)
 
 int main(int argc, char **argv)
 {
-	int n = 1, readonly = 0, opt, k, failed = 0;
-	while ((opt = getopt(argc, argv, "n:o")) != -1) {
+	int n = 1, readonly = 0, randomise = 0, opt, k, failed = 0;
+	while ((opt = getopt(argc, argv, "n:oR")) != -1) {
 		switch (opt) {
 		case 'n': n = atoi(optarg); break;
 		case 'o': readonly = 1; break;
+		case 'R': randomise = 1; break;
 		default:
-			fprintf(stderr, "usage: usemem-lite [-n N] [-o] SIZE\n");
+			fprintf(stderr, "usage: usemem-lite [-n N] [-o] [-R] SIZE\n");
 			return 1;
 		}
 	}
 	if (optind != argc - 1 || n < 1 || n > 1024) {
-		fprintf(stderr, "usage: usemem-lite [-n N] [-o] SIZE\n");
+		fprintf(stderr, "usage: usemem-lite [-n N] [-o] [-R] SIZE\n");
 		return 1;
 	}
 	uint64_t size = parse_size(argv[optind]) / 8 * 8;
@@ -110,7 +135,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pid == 0)
-			_exit(child(size, readonly, start));
+			_exit(child(size, readonly, randomise, start));
 	}
 	for (k = 0; k < n; k++) {
 		int status;

@@ -1011,6 +1011,13 @@ impl<T> Sys<'_, T> {
     ) -> Result<RunResult, Fault> {
         self.user_access(|k, ctx, mm| k.access_run(ctx, mm, addr, count, stride, kind))
     }
+
+    /// Independent lone accesses, (address, value) pairs loaded or stored
+    /// by `write`, in one step: misses overlap (`Kernel::access_scattered`).
+    /// Stops after an access that faulted; returns how many were done.
+    pub fn access_scattered(&mut self, words: &[(u64, u64)], write: bool) -> Result<usize, Fault> {
+        self.user_access(|k, ctx, mm| k.access_scattered(ctx, mm, words, write))
+    }
 }
 
 /// How a run starts its first tasks, before the machine steps: processes,

@@ -194,6 +194,9 @@ costs! {
     tlbie_broadcast: Latency, "radix__flush_tlb_mm's broadcast invalidation of an mm's PID on every CPU: ptesync; tlbie; eieio; tlbsync; ptesync (powerpc64 only)";
     kvm_guest_exit_entry: Latency, "a CPU running a KVM guest (POWER9, HV, radix) taking a host interrupt: the guest exit to the host and the re-entry after the handler (powerpc64 only)";
     stop_state_wakeup: Latency, "an idle POWER9 CPU leaving the stop state cpuidle put it in when an interrupt arrives, before the handler runs (powerpc64 only)";
+    // Added after the others so that `reproduce --samples` draws every
+    // earlier cost as before (draws go in declaration order).
+    user_access_overlapped: Latency, "a core's time per missed line when its user accesses are independent of one another (addresses not loaded from memory, as usemem -R's): the misses overlap, up to the L1D's fill buffers in flight";
 }
 
 impl Costs {

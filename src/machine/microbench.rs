@@ -190,6 +190,29 @@ pub fn pointer_chase_ns(buffer: &mut Mapping, lines: usize, steps: usize) -> f64
     best * 1e9 / steps as f64
 }
 
+/// The time per store, in ns, of `stores` 8-byte stores to random words
+/// of `buffer` (already faulted in), each address from a generator rather
+/// than from memory, so the core keeps several misses in flight (usemem
+/// -R's writes): best of 3.
+pub fn random_store_ns(buffer: &mut Mapping, stores: usize) -> f64 {
+    let words = buffer.words();
+    write_words(words, 0);
+    let n = words.len();
+    let mut best = f64::INFINITY;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for _ in 0..3 {
+        let start = Instant::now();
+        for _ in 0..stores {
+            let i = rng.below(n);
+            // SAFETY: `i` is below the slice's length.
+            unsafe { *words.get_unchecked_mut(i) = i as u64 };
+        }
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    black_box(&words[0]);
+    best * 1e9 / stores as f64
+}
+
 /// Page faults: mmap `pages` pages (no huge pages), fault each in by a
 /// write of one byte (or, `read`, with the mapping PROT_READ, a read of one
 /// word: the zero page), munmap, `rounds` times. The best round's time of

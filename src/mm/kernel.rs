@@ -672,6 +672,18 @@ impl Kernel {
         addr: u64,
         write: bool,
     ) -> Result<Target, Fault> {
+        self.resolve_noting_fault(ctx, mm, addr, write)
+            .map(|(target, _)| target)
+    }
+
+    /// [`Kernel::resolve`], also saying whether the access faulted.
+    pub(super) fn resolve_noting_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        addr: u64,
+        write: bool,
+    ) -> Result<(Target, bool), Fault> {
         assert!(addr.is_multiple_of(8), "unaligned user access at {addr:#x}");
         // A fault is retried once it is handled; a second miss on the same
         // access would mean the handler did not map the page.
@@ -682,7 +694,7 @@ impl Kernel {
         for attempt in 0..3 {
             if let Some(target) = target {
                 self.mkyoung_leaf(mm, addr);
-                return Ok(target);
+                return Ok((target, attempt > 0));
             }
             self.page_fault(ctx, mm, addr, write)?;
             if attempt < 2 {

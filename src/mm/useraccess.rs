@@ -13,7 +13,10 @@
 //!   in (1 byte of traffic per byte); a store reads it for ownership and
 //!   writes it back later (2).
 //! - Any other missed line (a lone access, a stride past a line) waits the
-//!   full DRAM latency, `user_access`.
+//!   full DRAM latency, `user_access`, unless the accesses are independent
+//!   of one another (`access_scattered`: addresses from no earlier load):
+//!   then the core keeps misses in flight together and each costs
+//!   `user_access_overlapped`, its traffic shared through `dram_stream`.
 //! - Further words in a line already touched by the run cost nothing more:
 //!   a core issues a load or store per cycle or better, faster than any of
 //!   the above serves lines.
@@ -223,6 +226,93 @@ impl Kernel {
         self.klines.arrived(cpu, lines);
     }
 
+    /// The cache-model line of `addr` landing on `target`, and the node whose
+    /// memory serves it.
+    fn line_of(&self, ctx: &Ctx, target: Target, addr: u64) -> (u64, u32) {
+        let line = line_size(ctx.machine().arch);
+        match target {
+            Target::Page(pfn) => (
+                pfn.0 * (PAGE_SIZE / line) + (addr % PAGE_SIZE) / line,
+                self.pa.node_of(pfn),
+            ),
+            // The zero pages: lines by offset in the huge zero page; their
+            // traffic goes to the CPU's own node.
+            Target::Zero => (
+                ZERO_LINES + (addr % HPAGE_PMD_SIZE) / line,
+                ctx.machine().topology.node_of(ctx.cur()),
+            ),
+        }
+    }
+
+    /// Lone 8-byte accesses whose addresses depend on no earlier load
+    /// (usemem -R's, drawn from a random number generator): `words` are
+    /// (address, value) pairs, loads or stores of `value` by `write`. Each
+    /// is resolved and faulted as a lone [`Kernel::access_run`] would be,
+    /// and the batch stops after an access that faulted, so that a fault
+    /// still ends its step. The core keeps such misses in flight together,
+    /// so a missed line costs `user_access_overlapped` rather than the full
+    /// latency, and the lines' traffic goes through `dram_stream`, where
+    /// every CPU's streams share the nodes' bandwidth; a hit costs
+    /// `user_cache_hit`. Returns how many accesses were done: at least one,
+    /// or the first one's fault (so a retry after reclaim redoes nothing).
+    pub fn access_scattered(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        words: &[(u64, u64)],
+        write: bool,
+    ) -> Result<usize, Fault> {
+        let mut misses_by_node: Vec<(u32, u64)> = Vec::new();
+        let (mut hits, mut done) = (0u64, 0usize);
+        let cpu = ctx.cur().index();
+        for &(addr, value) in words {
+            let (target, faulted) = match self.resolve_noting_fault(ctx, mm, addr, write) {
+                Ok(found) => found,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            };
+            if let (true, Target::Page(pfn)) = (write, target) {
+                self.contents
+                    .fill_run(pfn, addr % PAGE_SIZE, 1, 8, value, 0);
+            }
+            let (line, node) = self.line_of(ctx, target, addr);
+            if self.user_caches.touch(cpu, line) {
+                hits += 1;
+            } else {
+                match misses_by_node.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, misses)) => *misses += 1,
+                    None => misses_by_node.push((node, 1)),
+                }
+            }
+            done += 1;
+            if faulted {
+                break;
+            }
+        }
+        let misses: u64 = misses_by_node.iter().map(|&(_, m)| m).sum();
+        self.klines.arrived(cpu, misses);
+        ctx.count(Event::UserRuns, done as u64);
+        ctx.count(Event::UserWords, done as u64);
+        ctx.count(Event::UserLines, done as u64);
+        ctx.count(Event::UserLineHits, hits);
+        let costs = &ctx.machine().costs;
+        let line = line_size(ctx.machine().arch);
+        let per_miss = costs.user_access_overlapped.cycles().max(Cycles(1));
+        ctx.charge(
+            Symbol::UserAccess,
+            Cycles(costs.user_cache_hit.cycles().0 * hits),
+        );
+        for (node, misses) in misses_by_node {
+            let traffic = [Traffic {
+                node,
+                bytes_per_byte: if write { 2 } else { 1 },
+            }];
+            let own = Cycles(per_miss.0 * misses);
+            dram_stream(ctx, Symbol::UserAccess, misses * line, own, &traffic);
+        }
+        Ok(done)
+    }
+
     /// Charges `count` accesses from `addr`, `stride` apart, landing on
     /// `target`, by the rule of the module header; returns what it found.
     pub(super) fn charge_run(
@@ -235,18 +325,7 @@ impl Kernel {
         write: bool,
     ) -> RunCost {
         let line = line_size(ctx.machine().arch);
-        let (base, node) = match target {
-            Target::Page(pfn) => (
-                pfn.0 * (PAGE_SIZE / line) + (addr % PAGE_SIZE) / line,
-                self.pa.node_of(pfn),
-            ),
-            // The zero pages: lines by offset in the huge zero page; their
-            // traffic goes to the CPU's own node.
-            Target::Zero => (
-                ZERO_LINES + (addr % HPAGE_PMD_SIZE) / line,
-                ctx.machine().topology.node_of(ctx.cur()),
-            ),
-        };
+        let (base, node) = self.line_of(ctx, target, addr);
         let first = addr / line;
         let last = (addr + (count - 1) * stride) / line;
         let cpu = ctx.cur().index();

@@ -257,6 +257,7 @@ fn fake_measured() -> Measured {
         node_write_threads: 2,
         clear_page_gbs: 12.0,
         dram_ns: 110.0,
+        random_store_ns: 12.0,
         dram_buffer_mib: 960,
         l2_ns: 5.5,
         l2_buffer_kib: 1024,
@@ -280,6 +281,13 @@ fn the_profile_written_loads_back() {
     let ghz = 2.6;
     assert!((m.costs.user_stream_bandwidth.value() * ghz - 19.0).abs() < 0.01);
     assert!((m.costs.user_access.value() / ghz - 110.0).abs() < 0.5);
+    assert!((m.costs.user_access_overlapped.value() / ghz - 12.0).abs() < 0.5);
+    assert!(
+        m.costs
+            .user_access_overlapped
+            .source
+            .starts_with("measured on this host by mmsim machines detect: ")
+    );
     assert!(
         m.costs
             .user_access

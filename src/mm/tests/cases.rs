@@ -802,6 +802,54 @@ mod user_runs {
     }
 
     #[test]
+    fn scattered_accesses_overlap_their_misses_and_stop_after_a_fault() {
+        let (mut k, mut ctx, mm) = one_process(THP_NEVER, 2);
+        let a = k.mmap(&mut ctx, mm, 8 * P, RW).unwrap();
+        let costs = ctx.machine().costs.clone();
+        let (hit, overlapped) = (
+            costs.user_cache_hit.cycles().0,
+            costs.user_access_overlapped.cycles().0,
+        );
+        assert!(overlapped < costs.user_access.cycles().0);
+        // CPU 0 faults the pages in; CPU 1 has none of their lines.
+        for p in 0..8 {
+            k.write_u64(&mut ctx, mm, a + p * P, 1).unwrap();
+        }
+        ctx.set_cur(CpuId(1));
+        // Six stores: five lines on three pages, one line twice.
+        let words = [
+            (a + P + 8, 11),
+            (a + 3 * P + 128, 12),
+            (a + P + 16, 13),
+            (a + 5 * P, 14),
+            (a + 5 * P + 64, 15),
+            (a + 3 * P + 4096 - 8, 16),
+        ];
+        let s = seen(&mut ctx, |c| {
+            assert_eq!(k.access_scattered(c, mm, &words, true), Ok(6));
+        });
+        assert_eq!((s.words, s.lines, s.hits, s.streamed), (6, 6, 1, 0));
+        assert_eq!(s.cycles, 5 * overlapped + hit);
+        // Each missed line is read for ownership and written back.
+        assert_eq!(s.dram_bytes, 5 * 64 * 2);
+        for (addr, value) in words {
+            assert_eq!(k.read_u64(&mut ctx, mm, addr), Ok(value));
+        }
+        // A batch whose second access faults stops after it: the fault
+        // ends the step, as a run's does.
+        let b = k.mmap(&mut ctx, mm, 2 * P, RW).unwrap();
+        let faulting = [(a + 7 * P, 1), (b + 8, 2), (b + P, 3)];
+        assert_eq!(k.access_scattered(&mut ctx, mm, &faulting, true), Ok(2));
+        assert_eq!(k.read_u64(&mut ctx, mm, b + 8), Ok(2));
+        assert_eq!(k.read_u64(&mut ctx, mm, b + P), Ok(0));
+        // A first access that cannot be made is the batch's error, with
+        // nothing done.
+        let unmapped = [(b + 64 * P, 1), (a, 2)];
+        assert!(k.access_scattered(&mut ctx, mm, &unmapped, true).is_err());
+        assert_eq!(k.read_u64(&mut ctx, mm, a), Ok(1));
+    }
+
+    #[test]
     fn each_cpu_has_its_own_direct_mapped_4096_lines() {
         let mut tags = UserCaches::default();
         let line = 12_345;

@@ -8,7 +8,8 @@
 //! queue (how many CPUs wait on it).
 //!
 //! Times are virtual: microseconds since boot (`ts`, `dur`), worked out
-//! exactly from cycles at the machine's clock (to the picosecond); each
+//! from cycles at the machine's clock to the nanosecond (Perfetto's
+//! resolution; every boundary rounded down alike, so slices nest); each
 //! charge slice also carries its `cycles`, so totals can be checked against
 //! the profile without rounding. The output depends only on the recording,
 //! so one seed gives one file, byte for byte.
@@ -28,10 +29,24 @@ pub struct TimelineRun<'a> {
     pub frequency_mhz: u64,
 }
 
-/// Microseconds as text, exact to the picosecond: `12.345678`.
+/// Whole nanoseconds at `cycles`, rounded down. The file's times are
+/// whole nanoseconds because Perfetto keeps no finer ones: it rounds each
+/// `ts` and `dur` to the nanosecond by itself, and a slice that ended with
+/// its parent in picoseconds could then end a nanosecond after it and be
+/// dropped as overlapping. Rounding every boundary down, the same way,
+/// keeps what nests in cycles nested in the file.
+fn nanos(cycles: Cycles, mhz: u64) -> u64 {
+    ((cycles.0 as u128 * 1_000) / mhz.max(1) as u128) as u64
+}
+
+/// Nanoseconds as microseconds in text: `12.345`.
+fn ns_text(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000, ns % 1_000)
+}
+
+/// Microseconds at `cycles` as text, to the nanosecond: `12.345`.
 fn micros(cycles: Cycles, mhz: u64) -> String {
-    let ps = (cycles.0 as u128 * 1_000_000) / mhz.max(1) as u128;
-    format!("{}.{:06}", ps / 1_000_000, ps % 1_000_000)
+    ns_text(nanos(cycles, mhz))
 }
 
 fn json_str(s: &str) -> String {
@@ -171,22 +186,25 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                         && *end < run.timeline.request.end
                     {
                         flow += 1;
-                        // From the holder as it lets go (a cycle before the
-                        // waiter gets it), to the waiter's slice.
-                        let from = end.saturating_sub(Cycles(1)).max(*start);
+                        // From the holder as it lets go, to the waiter's
+                        // slice: a nanosecond before the wait ends in the
+                        // file, so that both ends fall inside slices that
+                        // are still open (viewers bind a flow's end to the
+                        // slice open on its track).
+                        let from = nanos(*end, mhz).saturating_sub(1).max(nanos(*start, mhz));
                         flows.push((
                             (from, flow, 0),
                             format!(
                                 r#"{{"ph":"s","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{},"ts":{}}}"#,
                                 tid(*h, false),
-                                us(from)
+                                ns_text(from)
                             ),
                         ));
                         flows.push((
                             (from, flow, 1),
                             format!(
                                 r#"{{"ph":"f","bp":"e","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{t},"ts":{}}}"#,
-                                us(from)
+                                ns_text(from)
                             ),
                         ));
                     }
@@ -205,7 +223,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                     flow += 1;
                     let (ft, tt) = (tid(*from, false), tid(*to, true));
                     flows.push((
-                        (*sent, flow, 0),
+                        (nanos(*sent, mhz), flow, 0),
                         format!(
                             r#"{{"ph":"s","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{ft},"ts":{}}}"#,
                             json_str(&format!("IPI {}", handler.name())),
@@ -213,7 +231,7 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                         ),
                     ));
                     flows.push((
-                        (*start, flow, 1),
+                        (nanos(*start, mhz), flow, 1),
                         format!(
                             r#"{{"ph":"f","bp":"e","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{tt},"ts":{}}}"#,
                             json_str(&format!("IPI {}", handler.name())),
@@ -301,20 +319,18 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
 }
 
 /// A duration from `start` as the difference of the two rounded ends, so
-/// that slices that meet in cycles meet in the file too.
+/// that slices that meet or nest in cycles meet or nest in the file too.
 fn micros_dur(start: Cycles, len: Cycles, mhz: u64) -> String {
-    let ps = |c: Cycles| (c.0 as u128 * 1_000_000) / mhz.max(1) as u128;
-    let d = ps(start + len) - ps(start);
-    format!("{}.{:06}", d / 1_000_000, d % 1_000_000)
+    ns_text(nanos(start + len, mhz) - nanos(start, mhz))
 }
 
 /// How a slice sorts: track, start, then the longer first (`u64::MAX` less
 /// its length), its kind, and the order it was recorded in.
 type SliceKey = (u32, Cycles, Cycles, u8, usize);
 
-/// How a flow event sorts: its time, its flow, then the start (0) before
-/// the end (1).
-type FlowKey = (Cycles, u64, u8);
+/// How a flow event sorts: its time (ns), its flow, then the start (0)
+/// before the end (1).
+type FlowKey = (u64, u64, u8);
 
 /// Where an item ends in virtual time.
 fn item_end(item: &Item) -> Cycles {
@@ -657,14 +673,20 @@ mod tests {
         for (id, (s, f)) in &flows {
             assert_eq!((*s, *f), (1, 1), "flow {id}");
         }
-        // Both ends of every flow fall in a slice of their track (ends
-        // included), which the viewer binds them to.
+        // Both ends of every flow fall in a slice of their track that is
+        // still open then (a slice's end is not in it), which the viewer
+        // binds them to.
         for (track, at) in &flow_ends {
             let slices = &tracks[track];
             assert!(
-                slices.iter().any(|&(s, e)| s <= *at && *at <= e),
-                "{track:?}: a flow at {at} ps is in no slice"
+                slices.iter().any(|&(s, e)| s <= *at && *at < e),
+                "{track:?}: a flow at {at} ps is in no open slice"
             );
+        }
+        // Whole nanoseconds, as Perfetto keeps them: what nests here nests
+        // there.
+        for slices in tracks.values() {
+            assert!(slices.iter().all(|&(s, e)| s % 1000 == 0 && e % 1000 == 0));
         }
         for (name, times) in &counters {
             assert!(times.windows(2).all(|w| w[0] <= w[1]), "{name}");

@@ -53,9 +53,11 @@ fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string serialises")
 }
 
-/// The track of a CPU's tasks, and of its interrupt handlers.
+/// The track of a CPU's tasks, and of its interrupt handlers. From 1:
+/// Perfetto reads a thread id of 0 as the process's own, which would put
+/// CPU 0's tasks on the same track as another CPU's interrupts.
 fn tid(cpu: CpuId, irq: bool) -> u32 {
-    cpu.0 * 2 + irq as u32
+    cpu.0 * 2 + irq as u32 + 1
 }
 
 /// The trace-event document for `runs`, one process each (pid 1, 2, ...).
@@ -585,6 +587,9 @@ mod tests {
             assert!(ts >= 0.0);
             let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
             match ph {
+                // No CPU's track is thread 0, which Perfetto reads as the
+                // process's main thread, another id.
+                "X" | "s" | "f" if track.1 == 0 => panic!("a CPU's track is tid 0: {e}"),
                 "X" => {
                     let dur = e["dur"].as_f64().expect("a complete event has dur");
                     assert!(dur >= 0.0);

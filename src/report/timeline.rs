@@ -8,7 +8,8 @@
 //! queue (how many CPUs wait on it).
 //!
 //! Times are virtual: microseconds since boot (`ts`, `dur`), worked out
-//! exactly from cycles at the machine's clock (to the picosecond); each
+//! from cycles at the machine's clock to the nanosecond (Perfetto's
+//! resolution; every boundary rounded down alike, so slices nest); each
 //! charge slice also carries its `cycles`, so totals can be checked against
 //! the profile without rounding. The output depends only on the recording,
 //! so one seed gives one file, byte for byte.
@@ -28,19 +29,35 @@ pub struct TimelineRun<'a> {
     pub frequency_mhz: u64,
 }
 
-/// Microseconds as text, exact to the picosecond: `12.345678`.
+/// Whole nanoseconds at `cycles`, rounded down. The file's times are
+/// whole nanoseconds because Perfetto keeps no finer ones: it rounds each
+/// `ts` and `dur` to the nanosecond by itself, and a slice that ended with
+/// its parent in picoseconds could then end a nanosecond after it and be
+/// dropped as overlapping. Rounding every boundary down, the same way,
+/// keeps what nests in cycles nested in the file.
+fn nanos(cycles: Cycles, mhz: u64) -> u64 {
+    ((cycles.0 as u128 * 1_000) / mhz.max(1) as u128) as u64
+}
+
+/// Nanoseconds as microseconds in text: `12.345`.
+fn ns_text(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000, ns % 1_000)
+}
+
+/// Microseconds at `cycles` as text, to the nanosecond: `12.345`.
 fn micros(cycles: Cycles, mhz: u64) -> String {
-    let ps = (cycles.0 as u128 * 1_000_000) / mhz.max(1) as u128;
-    format!("{}.{:06}", ps / 1_000_000, ps % 1_000_000)
+    ns_text(nanos(cycles, mhz))
 }
 
 fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string serialises")
 }
 
-/// The track of a CPU's tasks, and of its interrupt handlers.
+/// The track of a CPU's tasks, and of its interrupt handlers. From 1:
+/// Perfetto reads a thread id of 0 as the process's own, which would put
+/// CPU 0's tasks on the same track as another CPU's interrupts.
 fn tid(cpu: CpuId, irq: bool) -> u32 {
-    cpu.0 * 2 + irq as u32
+    cpu.0 * 2 + irq as u32 + 1
 }
 
 /// The trace-event document for `runs`, one process each (pid 1, 2, ...).
@@ -88,9 +105,14 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                 ));
             }
         }
-        // Slices and flows, then counters, each in a fixed order: by
-        // track, then time, then what was recorded first.
+        // Slices, then flows, then counters, each in a fixed order: slices
+        // by track, then time, then what was recorded first; flows by time,
+        // each start before its end (viewers bind a flow's end only to a
+        // start they have already read: catapult's trace viewer, which is
+        // chrome://tracing, reads events of one time in file order and
+        // drops an end whose start comes later in the file).
         let mut slices: Vec<(SliceKey, String)> = Vec::new();
+        let mut flows: Vec<(FlowKey, String)> = Vec::new();
         let mut queues: BTreeMap<String, Vec<(Cycles, i64)>> = BTreeMap::new();
         let mut counters: Vec<(String, Cycles, u64)> = Vec::new();
         for (n, item) in run.timeline.items.iter().enumerate() {
@@ -158,26 +180,33 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                             (*end - *start).0,
                         ),
                     ));
+                    // A wait cut off by the window's end was not over
+                    // there: the holder let go later, out of the window,
+                    // so it gets no arrow.
                     if let Some(h) = holder
                         && h != cpu
+                        && *end < run.timeline.request.end
                     {
                         flow += 1;
-                        // From the holder as it lets go (a cycle before the
-                        // waiter gets it), to the waiter's slice.
-                        let from = end.saturating_sub(Cycles(1)).max(*start);
-                        slices.push((
-                            (tid(*h, false), from, Cycles(u64::MAX), 1, n),
+                        // From the holder as it lets go, to the waiter's
+                        // slice: a nanosecond before the wait ends in the
+                        // file, so that both ends fall inside slices that
+                        // are still open (viewers bind a flow's end to the
+                        // slice open on its track).
+                        let from = nanos(*end, mhz).saturating_sub(1).max(nanos(*start, mhz));
+                        flows.push((
+                            (from, flow, 0),
                             format!(
                                 r#"{{"ph":"s","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{},"ts":{}}}"#,
                                 tid(*h, false),
-                                us(from)
+                                ns_text(from)
                             ),
                         ));
-                        slices.push((
-                            (t, from, Cycles(u64::MAX), 1, n),
+                        flows.push((
+                            (from, flow, 1),
                             format!(
                                 r#"{{"ph":"f","bp":"e","cat":"wait","name":"held","id":{flow},"pid":{pid},"tid":{t},"ts":{}}}"#,
-                                us(from)
+                                ns_text(from)
                             ),
                         ));
                     }
@@ -195,16 +224,16 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
                 } => {
                     flow += 1;
                     let (ft, tt) = (tid(*from, false), tid(*to, true));
-                    slices.push((
-                        (ft, *sent, Cycles(u64::MAX), 1, n),
+                    flows.push((
+                        (nanos(*sent, mhz), flow, 0),
                         format!(
                             r#"{{"ph":"s","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{ft},"ts":{}}}"#,
                             json_str(&format!("IPI {}", handler.name())),
                             us(*sent)
                         ),
                     ));
-                    slices.push((
-                        (tt, *start, Cycles(u64::MAX), 1, n),
+                    flows.push((
+                        (nanos(*start, mhz), flow, 1),
                         format!(
                             r#"{{"ph":"f","bp":"e","cat":"ipi","name":{},"id":{flow},"pid":{pid},"tid":{tt},"ts":{}}}"#,
                             json_str(&format!("IPI {}", handler.name())),
@@ -217,13 +246,31 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
         }
         slices.sort_by_key(|a| a.0);
         events.extend(slices.into_iter().map(|(_, e)| e));
+        flows.sort_by_key(|a| a.0);
+        events.extend(flows.into_iter().map(|(_, e)| e));
         counters.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        for (name, at, value) in counters {
+        // Viewers draw a counter's sample up to the next one, so each
+        // series ends with its last value again where the recording ends
+        // (the last item's end): else a zone whose free pages changed once
+        // in the window shows nothing at all.
+        let recorded_end = run.timeline.items.iter().map(item_end).max();
+        for (i, (name, at, value)) in counters.iter().enumerate() {
             events.push(format!(
                 r#"{{"ph":"C","name":{},"pid":{pid},"tid":0,"ts":{},"args":{{"pages":{value}}}}}"#,
-                json_str(&name),
-                us(at)
+                json_str(name),
+                us(*at)
             ));
+            let last_of_series = counters.get(i + 1).is_none_or(|next| next.0 != *name);
+            if let Some(end) = recorded_end
+                && last_of_series
+                && end > *at
+            {
+                events.push(format!(
+                    r#"{{"ph":"C","name":{},"pid":{pid},"tid":0,"ts":{},"args":{{"pages":{value}}}}}"#,
+                    json_str(name),
+                    us(end)
+                ));
+            }
         }
         for (object, mut changes) in queues {
             // At one instant, the ends before the starts.
@@ -274,16 +321,27 @@ pub fn timeline_json(runs: &[TimelineRun<'_>]) -> String {
 }
 
 /// A duration from `start` as the difference of the two rounded ends, so
-/// that slices that meet in cycles meet in the file too.
+/// that slices that meet or nest in cycles meet or nest in the file too.
 fn micros_dur(start: Cycles, len: Cycles, mhz: u64) -> String {
-    let ps = |c: Cycles| (c.0 as u128 * 1_000_000) / mhz.max(1) as u128;
-    let d = ps(start + len) - ps(start);
-    format!("{}.{:06}", d / 1_000_000, d % 1_000_000)
+    ns_text(nanos(start + len, mhz) - nanos(start, mhz))
 }
 
 /// How a slice sorts: track, start, then the longer first (`u64::MAX` less
 /// its length), its kind, and the order it was recorded in.
 type SliceKey = (u32, Cycles, Cycles, u8, usize);
+
+/// How a flow event sorts: its time (ns), its flow, then the start (0)
+/// before the end (1).
+type FlowKey = (u64, u64, u8);
+
+/// Where an item ends in virtual time.
+fn item_end(item: &Item) -> Cycles {
+    match item {
+        Item::Charge { start, cycles, .. } => *start + *cycles,
+        Item::Frame { end, .. } | Item::Wait { end, .. } | Item::Ipi { end, .. } => *end,
+        Item::Counter { at, .. } => *at,
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -512,6 +570,8 @@ mod tests {
         let mut charged: BTreeMap<String, u64> = BTreeMap::new();
         let mut tracks: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
         let mut flows: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+        let mut flow_at: BTreeMap<u64, ((u64, u64), f64)> = BTreeMap::new();
+        let mut flow_ends: Vec<((u64, u64), u64)> = Vec::new();
         let mut counters: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut most_waiting = 0;
         // The names of the slices at one span of one track, as written.
@@ -527,6 +587,9 @@ mod tests {
             assert!(ts >= 0.0);
             let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
             match ph {
+                // No CPU's track is thread 0, which Perfetto reads as the
+                // process's main thread, another id.
+                "X" | "s" | "f" if track.1 == 0 => panic!("a CPU's track is tid 0: {e}"),
                 "X" => {
                     let dur = e["dur"].as_f64().expect("a complete event has dur");
                     assert!(dur >= 0.0);
@@ -547,8 +610,20 @@ mod tests {
                     }
                 }
                 "s" | "f" => {
-                    let f = flows.entry(e["id"].as_u64().unwrap()).or_default();
-                    if ph == "s" { f.0 += 1 } else { f.1 += 1 }
+                    let id = e["id"].as_u64().unwrap();
+                    let f = flows.entry(id).or_default();
+                    if ph == "s" {
+                        f.0 += 1
+                    } else {
+                        // Its start was read before it (viewers drop an
+                        // end whose start they have not seen), no later.
+                        assert_eq!(f.0, 1, "flow {id} ends before it starts in the file");
+                        assert!(flow_at[&id].1 <= ts, "flow {id} ends before it starts");
+                        f.1 += 1
+                    }
+                    // Where it is bound: the slice around it on its track.
+                    flow_at.insert(id, (track, ts));
+                    flow_ends.push((track, (ts * 1e6).round() as u64));
                 }
                 "C" => {
                     let name = e["name"].as_str().unwrap().to_string();
@@ -603,10 +678,37 @@ mod tests {
         for (id, (s, f)) in &flows {
             assert_eq!((*s, *f), (1, 1), "flow {id}");
         }
+        // Both ends of every flow fall in a slice of their track that is
+        // still open then (a slice's end is not in it), which the viewer
+        // binds them to.
+        for (track, at) in &flow_ends {
+            let slices = &tracks[track];
+            assert!(
+                slices.iter().any(|&(s, e)| s <= *at && *at < e),
+                "{track:?}: a flow at {at} ps is in no open slice"
+            );
+        }
+        // Whole nanoseconds, as Perfetto keeps them: what nests here nests
+        // there.
+        for slices in tracks.values() {
+            assert!(slices.iter().all(|&(s, e)| s % 1000 == 0 && e % 1000 == 0));
+        }
         for (name, times) in &counters {
             assert!(times.windows(2).all(|w| w[0] <= w[1]), "{name}");
         }
+        // Each zone's free pages are drawn to the end of the recording:
+        // the series ends where the last slice does.
+        let last_end = tracks.values().flatten().map(|&(_, e)| e).max().unwrap();
         assert!(counters.contains_key("free pages: node 0 Normal"));
+        for (name, times) in &counters {
+            if name.starts_with("free pages") {
+                assert_eq!(
+                    (times.last().unwrap() * 1e6).round() as u64,
+                    last_end,
+                    "{name}"
+                );
+            }
+        }
         // Seed 000's before, in small: every other CPU queues behind the
         // one that has the huge zero page's count.
         assert_eq!(most_waiting, 7);
@@ -630,6 +732,57 @@ mod tests {
                 assert!(*start >= Cycles(1_000_000) && *start + *cycles <= Cycles(2_000_000));
             }
         }
+        // A window that ends inside a wait: the wait is cut there, and has
+        // no arrow, since its holder let go after the window.
+        let full_run = usemem(Some(full()));
+        let cut = timeline_of(&full_run)
+            .items
+            .iter()
+            .find_map(|item| match item {
+                crate::sim::record::Item::Wait {
+                    cpu,
+                    start,
+                    end,
+                    holder: Some(h),
+                    ..
+                } if h != cpu && *end - *start > Cycles(2) => Some(*start + Cycles(1)),
+                _ => None,
+            })
+            .expect("a wait on another CPU");
+        let mut windowed = full();
+        windowed.timeline = Some(TimelineRequest {
+            start: Cycles::ZERO,
+            end: cut,
+            max_events: usize::MAX,
+        });
+        let run = usemem(Some(windowed));
+        let mut arrows = 0;
+        let mut cut_off = 0;
+        for item in &timeline_of(&run).items {
+            if let crate::sim::record::Item::Wait {
+                cpu,
+                end,
+                holder: Some(h),
+                ..
+            } = item
+                && h != cpu
+            {
+                if *end < cut {
+                    arrows += 1
+                } else {
+                    cut_off += 1
+                }
+            }
+        }
+        assert!(cut_off > 0);
+        let doc: serde_json::Value = serde_json::from_str(&json_of(&run)).unwrap();
+        let ends = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "f" && e["cat"] == "wait")
+            .count();
+        assert_eq!(ends, arrows);
         let mut capped = full();
         capped.timeline = Some(TimelineRequest {
             start: Cycles::ZERO,

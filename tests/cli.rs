@@ -1031,6 +1031,52 @@ fn an_empty_trace_is_an_error_naming_the_file() {
     );
 }
 
+/// A trace is read once, its lines checked as the run replays them: a bad
+/// line far into it is still the one-line error it was when every line was
+/// checked before the run, with nothing on stdout, for `run` and `compare`,
+/// plain or gzipped.
+#[test]
+fn a_bad_line_deep_in_a_trace_is_the_same_one_line_error() {
+    let dir = TempDir::new("deep-trace");
+    let mut text = String::from("# mmsim trace v1\n0 1 1 mmap 0x7f0000000000 0x2000 rw-\n");
+    for t in 1..20_000 {
+        text.push_str(&format!("{t} 1 1 access 0x7f0000000008 w\n"));
+    }
+    let bad = format!("{text}20000 1 1 access 0x7f0000000008 x\n20001 1 1 exit\n");
+    let plain = dir.file("deep.trace", &bad);
+    let expected = format!("trace: {plain}:20002: access 'x' is not r, w or ?");
+    let stderr = fails_with(&["run", "trace", &plain], &expected);
+    assert_eq!(stderr, format!("mmsim: error: {expected}\n"));
+    let compare = [
+        "compare",
+        "trace",
+        &plain,
+        "--feature",
+        "per-thread-vmacache",
+        "--without",
+        "maple-tree",
+    ];
+    assert_eq!(fails_with(&compare, &expected), stderr);
+    let gz = dir.0.join("deep.trace.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut encoder, bad.as_bytes()).unwrap();
+    std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
+    let gz = gz.display().to_string();
+    fails_with(
+        &["run", "trace", &gz],
+        &format!("trace: {gz}:20002: access 'x' is not r, w or ?"),
+    );
+    // A task that exited cannot run again: found by the same check.
+    let late = dir.file(
+        "late.trace",
+        &format!("{text}20000 1 1 exit\n20001 1 1 access 0x7f0000000008 w\n"),
+    );
+    fails_with(
+        &["run", "trace", &late],
+        &format!("trace: {late}:20003: unknown pid 1 tid 1"),
+    );
+}
+
 #[test]
 fn errors_escape_control_and_invisible_characters() {
     let stderr = fails_with(

@@ -127,6 +127,11 @@ pub fn run_command(
                 })
         })
         .map_err(|e| {
+            // Bad input found as the run read it: the error a check before
+            // the run would have given.
+            if let Some(error) = setup.benchmark.input_error() {
+                return CliError::new(error);
+            }
             let name = setup.info.name;
             CliError::new(format!("{name}: run failed: {}", without_name(name, &e)))
         })?;
@@ -167,6 +172,9 @@ pub fn compare_command(
             )
         })
         .map_err(|(side, e)| {
+            if let Some(error) = setup.benchmark.input_error() {
+                return CliError::new(error);
+            }
             let name = setup.info.name;
             CliError::new(format!(
                 "{name}: the {} run failed: {}",

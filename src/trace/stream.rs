@@ -8,10 +8,18 @@
 //! so only its compressed size is saved. A line is read up to
 //! `LINE_BYTES_MAX` bytes: a longer one is skipped to its end if it is a
 //! comment, and an error otherwise, so no line can fill host memory.
+//!
+//! A replay reads the file once: [`Stream::header`] reads only up to the
+//! first event (the header a run needs before it starts), and the run's
+//! own stream checks each line as it replays it. How far through the file
+//! a stream is ([`Stream::read_so_far`]) comes from the bytes read off the
+//! input, so progress needs no count of the events first.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{
     Checker, Event, LINE_BYTES_MAX, LoadError, Meta, ParseError, Problem, XZ_MAGIC, ZSTD_MAGIC,
@@ -26,7 +34,10 @@ const BUFFER_BYTES: usize = 256 << 10;
 /// A trace being read.
 pub struct Stream {
     file: String,
-    reader: Box<dyn BufRead>,
+    reader: Box<dyn BufRead + Send>,
+    /// The bytes read off the input so far (compressed bytes for a
+    /// compressed file), and its size: how far through it the stream is.
+    read: ReadSoFar,
     checker: Checker,
     /// Lines read so far (the number of the last one).
     line: usize,
@@ -35,6 +46,44 @@ pub struct Stream {
     events: u64,
     /// The last line read, at most `LINE_BYTES_MAX + 1` bytes of it.
     buf: Vec<u8>,
+}
+
+/// How far through its input a [`Stream`] is: a handle that stays valid
+/// while the stream is borrowed (for a replay's progress report).
+#[derive(Clone, Debug)]
+pub struct ReadSoFar {
+    bytes: Arc<AtomicU64>,
+    size: u64,
+}
+
+impl ReadSoFar {
+    fn new(size: u64) -> ReadSoFar {
+        ReadSoFar {
+            bytes: Arc::new(AtomicU64::new(0)),
+            size,
+        }
+    }
+
+    /// The fraction of the input read so far, 0 to 1 (read-ahead
+    /// included: for the progress report only).
+    pub fn fraction(&self) -> f64 {
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        (bytes as f64 / self.size.max(1) as f64).min(1.0)
+    }
+}
+
+/// A reader that counts the bytes read through it into a [`ReadSoFar`].
+struct Counted<R> {
+    inner: R,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 /// What one pass over a whole trace found: how many events, the last one's
@@ -54,7 +103,14 @@ impl Stream {
             file: file.clone(),
             error,
         };
-        let mut raw = BufReader::with_capacity(BUFFER_BYTES, File::open(path).map_err(io)?);
+        let opened = File::open(path).map_err(io)?;
+        let size = opened.metadata().map_err(io)?.len();
+        let read = ReadSoFar::new(size);
+        let counted = Counted {
+            inner: opened,
+            bytes: read.bytes.clone(),
+        };
+        let mut raw = BufReader::with_capacity(BUFFER_BYTES, counted);
         let magic = raw.fill_buf().map_err(io)?.to_vec();
         if let Some(name) = other_compression(&magic) {
             // The same one-line error as a whole-file read gives.
@@ -65,7 +121,7 @@ impl Stream {
                     error: std::io::Error::other(format!("{name}-compressed")),
                 }));
         }
-        let reader: Box<dyn BufRead> = if magic.starts_with(&[0x1f, 0x8b]) {
+        let reader: Box<dyn BufRead + Send> = if magic.starts_with(&[0x1f, 0x8b]) {
             Box::new(BufReader::with_capacity(
                 BUFFER_BYTES,
                 flate2::read::MultiGzDecoder::new(raw),
@@ -82,23 +138,38 @@ impl Stream {
             let mut bytes = Vec::new();
             raw.read_to_end(&mut bytes).map_err(io)?;
             let text = super::text_of_bytes(&file, bytes)?;
-            Box::new(Cursor::new(text.into_bytes()))
+            // How far through the text, now that the file is all read.
+            let text = text.into_bytes();
+            let read = ReadSoFar::new(text.len() as u64);
+            let counted = Counted {
+                inner: Cursor::new(text),
+                bytes: read.bytes.clone(),
+            };
+            let reader = BufReader::with_capacity(BUFFER_BYTES, counted);
+            return Ok(Stream::new(file, Box::new(reader), read));
         } else {
             Box::new(raw)
         };
-        Ok(Stream::new(file, reader))
+        Ok(Stream::new(file, reader, read))
     }
 
     /// A trace in gzipped bytes (a recorded trace built into the binary).
     pub fn of_gz(file: String, gz: &'static [u8]) -> Stream {
-        let reader = BufReader::with_capacity(BUFFER_BYTES, flate2::read::MultiGzDecoder::new(gz));
-        Stream::new(file, Box::new(reader))
+        let read = ReadSoFar::new(gz.len() as u64);
+        let counted = Counted {
+            inner: gz,
+            bytes: read.bytes.clone(),
+        };
+        let reader =
+            BufReader::with_capacity(BUFFER_BYTES, flate2::read::MultiGzDecoder::new(counted));
+        Stream::new(file, Box::new(reader), read)
     }
 
-    fn new(file: String, reader: Box<dyn BufRead>) -> Stream {
+    fn new(file: String, reader: Box<dyn BufRead + Send>, read: ReadSoFar) -> Stream {
         Stream {
             file,
             reader,
+            read,
             checker: Checker::default(),
             line: 0,
             meta: Meta::default(),
@@ -220,6 +291,22 @@ impl Stream {
         Ok(any)
     }
 
+    /// How far through its input the stream is (see [`ReadSoFar`]).
+    pub fn read_so_far(&self) -> ReadSoFar {
+        self.read.clone()
+    }
+
+    /// Reads the trace up to its first event, checking each line: the
+    /// header, all there is of it (header lines come before any event). A
+    /// trace with no event is an error. The rest of the file is not read:
+    /// a replay checks each line as it reads it.
+    pub fn header(mut self) -> Result<Meta, LoadError> {
+        if self.next_event()?.is_none() {
+            return Err(LoadError::NoEvents { file: self.file });
+        }
+        Ok(self.meta)
+    }
+
     /// Reads the whole trace, checking every line, holding none: its
     /// events, span and header. A trace with no event is an error.
     pub fn survey(mut self) -> Result<Survey, LoadError> {
@@ -243,7 +330,13 @@ mod tests {
     use super::*;
 
     fn stream(text: &str) -> Stream {
-        Stream::new("t".into(), Box::new(Cursor::new(text.as_bytes().to_vec())))
+        let bytes = text.as_bytes().to_vec();
+        let read = ReadSoFar::new(bytes.len() as u64);
+        let counted = Counted {
+            inner: Cursor::new(bytes),
+            bytes: read.bytes.clone(),
+        };
+        Stream::new("t".into(), Box::new(BufReader::new(counted)), read)
     }
 
     fn all(text: &str) -> Result<Vec<Event>, String> {
@@ -299,7 +392,7 @@ mod tests {
         let parsed = super::super::parse("t", &text).unwrap();
         for capacity in [7, 64, 1 << 10] {
             let reader = BufReader::with_capacity(capacity, Cursor::new(text.clone().into_bytes()));
-            let mut s = Stream::new("t".into(), Box::new(reader));
+            let mut s = Stream::new("t".into(), Box::new(reader), ReadSoFar::new(1));
             let mut read = Vec::new();
             while let Some(e) = s.next_event().unwrap() {
                 read.push(e);
@@ -307,6 +400,36 @@ mod tests {
             assert_eq!(read, parsed, "buffer of {capacity} bytes");
             assert_eq!(s.line, 201);
         }
+    }
+
+    /// The header is read up to the first event and no further: a bad line
+    /// after it is left to the run.
+    #[test]
+    fn the_header_is_read_to_the_first_event() {
+        let text = "# mmsim trace v1\n# thp-enabled: never\n# page-size: 65536\n0 10 10 brk 0x1000\n1 10 10 frob\n";
+        let meta = stream(text).header().unwrap();
+        assert_eq!(meta.thp_enabled, Some("never"));
+        assert_eq!(meta.page_size, Some(65536));
+        let mut s = stream(text);
+        let read = s.read_so_far();
+        assert_eq!(read.fraction(), 0.0);
+        assert!(s.next_event().unwrap().is_some());
+        assert_eq!(read.fraction(), 1.0, "the whole text is in the buffer");
+        let e = s.next_event().unwrap_err().to_string();
+        assert!(e.starts_with("t:5: unknown op 'frob'"), "{e}");
+        let e = stream("# only a comment\n")
+            .header()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no events"), "{e}");
+        let e = stream("# thp-enabled: sometimes\n0 10 10 exit\n")
+            .header()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "t:1: thp-enabled 'sometimes' is not always, madvise or never"
+        );
     }
 
     #[test]

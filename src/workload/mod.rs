@@ -188,6 +188,14 @@ pub trait Benchmark: Sync {
         None
     }
 
+    /// Where a run failed on bad input that `parse` could not see whole
+    /// (a trace's lines are checked as a run reads them, so the file is
+    /// read once): the one-line error `parse` gives for it, which the
+    /// command reports instead of the run's failure.
+    fn input_error(&self) -> Option<String> {
+        None
+    }
+
     /// Host bytes the run will need on the kernel `features` describes
     /// (its swap device, say), where that tells more than
     /// [`Benchmark::host_bytes`], which must not be smaller. For sharing
@@ -210,6 +218,11 @@ impl Parsed {
     /// See [`Benchmark::recorded_thp`].
     pub fn recorded_thp(&self) -> Option<crate::features::ThpEnabled> {
         self.benchmark.recorded_thp()
+    }
+
+    /// See [`Benchmark::input_error`].
+    pub fn input_error(&self) -> Option<String> {
+        self.benchmark.input_error()
     }
 
     /// See [`Benchmark::host_bytes`].

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use super::{Benchmark, FindVmaStats, Metric, Progress, Report, RunError, UsageError, last_clock};
 use crate::features::{Features, ThpEnabled};
@@ -13,10 +14,11 @@ use crate::machine::Machine;
 use crate::mm::current::TaskId;
 use crate::mm::kernel::{Fault, Kernel, MmId};
 use crate::mm::mm_types::{Advice as MmAdvice, VmFlags};
+use crate::mm::useraccess::RunKind;
 use crate::sim::{CpuId, Ctx};
 use crate::trace::recorded::Recorded;
-use crate::trace::stream::{Stream, Survey};
-use crate::trace::{self, Access, Event, LoadError, MremapFlags, Op};
+use crate::trace::stream::Stream;
+use crate::trace::{self, Access, Event, LoadError, Meta, MremapFlags, Op};
 
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
@@ -25,15 +27,19 @@ pub const USAGE: &str = "  FILE                 the trace, plain or gzipped
   --recorded NAME      instead of FILE, a trace built into mmsim (tests/data/README.md):
                        make, python, pipeline, build, boot, server or jvm";
 
-/// A checked trace, ready to replay: it is read again, a line at a time,
-/// by each run (`trace::stream`), so a replay holds one event at a time.
+/// A trace whose header is read, ready to replay: each run reads it a line
+/// at a time (`trace::stream`), checking each line as it goes, so a replay
+/// holds one event at a time and reads the file once.
 pub struct TraceReplay {
     pub file: String,
     source: Source,
-    /// Events, last time and header, from the check.
-    survey: Survey,
+    /// The header, read up to the first event.
+    meta: Meta,
     /// The header's `# thp-enabled:`, if it has one.
     pub thp: Option<ThpEnabled>,
+    /// The first bad line a run found, as the error `parse` gives for a
+    /// bad trace (see [`Benchmark::input_error`]).
+    input_error: Mutex<Option<String>>,
 }
 
 /// Where the trace is read from.
@@ -81,18 +87,21 @@ pub fn parse(args: &[String]) -> Result<Box<dyn Benchmark>, UsageError> {
         (Some(_), Some(_)) => return Err(a.error("FILE and --recorded contradict each other")),
         (None, None) => return Err(a.error("missing FILE (or --recorded NAME)")),
     };
-    // Every line is checked now, so that a bad trace is an error before
-    // any run; the runs read it again.
-    let survey = source
+    // The header is read now (a run needs its THP mode before it starts);
+    // the rest of the file is checked as the run reads it, so that it is
+    // read once (a bad line then ends the run with this same error:
+    // `Benchmark::input_error`).
+    let meta = source
         .open()
-        .and_then(Stream::survey)
+        .and_then(Stream::header)
         .map_err(|e| a.error(e))?;
-    let thp = survey.meta.thp_enabled.and_then(ThpEnabled::from_name);
+    let thp = meta.thp_enabled.and_then(ThpEnabled::from_name);
     Ok(Box::new(TraceReplay {
         file,
         source,
-        survey,
+        meta,
         thp,
+        input_error: Mutex::new(None),
     }))
 }
 
@@ -117,6 +126,8 @@ pub struct Counts {
     pub failed: BTreeMap<&'static str, u64>,
     /// madvise advice mmsim does not model (replayed as nothing).
     pub advice_not_modelled: u64,
+    /// The last event's time: how long the recording was.
+    pub span_ns: u64,
 }
 
 /// A task of the trace, as the replay knows it.
@@ -146,8 +157,9 @@ struct Run<'a> {
     source: &'a mut dyn FnMut() -> Result<Option<Event>, String>,
     /// The event to run now: its task runs it at its next step.
     current: Option<Event>,
-    /// Events in the trace, for the progress report.
-    total: u64,
+    /// How far through the trace a replay is after this many events, 0
+    /// to 1 (the progress report).
+    done: &'a dyn Fn(u64) -> f64,
     next: u64,
     tasks: BTreeMap<u32, Task>,
     brk: BTreeMap<MmId, Brk>,
@@ -332,10 +344,12 @@ impl Run<'_> {
                 vma.is_some_and(|v| v.contains(word) && v.flags.contains(VmFlags::WRITE))
             }
         };
+        // A read is charged as `read_u64` charges it; what it would load
+        // is not wanted, so the page's contents are not looked up.
         let result = if write {
             sys.write_u64(word, word)
         } else {
-            sys.read_u64(word).map(|_| ())
+            sys.access_run(word, 1, 8, RunKind::Read).map(|_| ())
         };
         match result {
             Ok(()) => {}
@@ -346,7 +360,11 @@ impl Run<'_> {
     }
 
     fn count_progress(&mut self, sys: &mut S) {
-        let percent = self.next * 100 / self.total.max(1);
+        // Asked every 256 events: a percent of a long trace is many more.
+        if !self.next.is_multiple_of(256) {
+            return;
+        }
+        let percent = ((self.done)(self.next) * 100.0) as u64;
         if percent > self.reported_percent {
             self.reported_percent = percent;
             sys.progress(percent as f64 / 100.0);
@@ -390,6 +408,7 @@ impl Program for Run<'_> {
         };
         self.next += 1;
         self.counts.events += 1;
+        self.counts.span_ns = event.time_ns;
         self.count_progress(sys);
         self.current = match (self.source)() {
             Ok(next) => next,
@@ -459,12 +478,28 @@ pub fn replay_from(
     end_check: EndCheck,
     progress: Progress,
 ) -> Result<Replayed, RunError> {
+    let done = |n: u64| n as f64 / total.max(1) as f64;
+    replay_streamed(source, &done, machine, features, seed, end_check, progress)
+}
+
+/// [`replay_from`] where the number of events is not known before the
+/// end: `done` says how far through the trace the replay is after so many
+/// events, 0 to 1 (for the progress report only).
+pub fn replay_streamed(
+    source: &mut dyn FnMut() -> Result<Option<Event>, String>,
+    done: &dyn Fn(u64) -> f64,
+    machine: &Machine,
+    features: Features,
+    seed: u64,
+    end_check: EndCheck,
+    progress: Progress,
+) -> Result<Replayed, RunError> {
     let current = source().map_err(|e| RunError(format!("{NAME}: {e}")))?;
     let first = current.map(|e| (e.tid, e.pid));
     let mut program = Run {
         source,
         current,
-        total,
+        done,
         next: 0,
         tasks: BTreeMap::new(),
         brk: BTreeMap::new(),
@@ -511,33 +546,74 @@ impl Benchmark for TraceReplay {
         } else {
             EndCheck::Skip
         };
-        let mut stream = self
-            .source
-            .open()
-            .map_err(|e| RunError(format!("{NAME}: {e}")))?;
-        let mut source = || stream.next_event().map_err(|e| e.to_string());
-        let done = replay_from(
-            &mut source,
-            self.survey.events,
-            machine,
-            features,
-            seed,
-            end_check,
-            progress,
-        )?;
-        Ok(self.output(machine, features, &done))
+        let mut stream = self.source.open().map_err(|e| self.bad_input(e))?;
+        let read = stream.read_so_far();
+        let done = |_: u64| read.fraction();
+        let mut bad = None;
+        let replayed = {
+            let mut source = || {
+                stream.next_event().map_err(|e| {
+                    let why = e.to_string();
+                    bad = Some(e);
+                    why
+                })
+            };
+            replay_streamed(
+                &mut source,
+                &done,
+                machine,
+                features,
+                seed,
+                end_check,
+                progress,
+            )
+        };
+        if let Some(e) = bad {
+            return Err(self.bad_input(e));
+        }
+        let replayed = match replayed {
+            Ok(replayed) => replayed,
+            Err(why) => {
+                // A bad trace is the error, as when every line was checked
+                // before the run: read on for one.
+                loop {
+                    match stream.next_event() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => return Err(why),
+                        Err(e) => return Err(self.bad_input(e)),
+                    }
+                }
+            }
+        };
+        Ok(self.output(machine, features, &replayed))
     }
 
     fn recorded_thp(&self) -> Option<ThpEnabled> {
         self.thp
     }
+
+    fn input_error(&self) -> Option<String> {
+        self.input_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 impl TraceReplay {
+    /// The run's error for a bad line (or a file that cannot be read): the
+    /// message `parse` gives for it, kept for [`Benchmark::input_error`].
+    fn bad_input(&self, e: LoadError) -> RunError {
+        let message = super::args::Args::new(NAME, &[]).error(e).0;
+        let mut first = self.input_error.lock().unwrap_or_else(|e| e.into_inner());
+        first.get_or_insert_with(|| message.clone());
+        RunError(message)
+    }
+
     fn output(&self, machine: &Machine, features: Features, done: &Replayed) -> Report {
         let c = &done.counts;
         let pgfault = done.ctx.stats.event(crate::sim::Event::Pgfault);
-        let span_ns = self.survey.span_ns;
+        let span_ns = c.span_ns;
         let failed: Vec<String> = c.failed.iter().map(|(op, n)| format!("{op} {n}")).collect();
         let find_vma = FindVmaStats::of(&done.ctx.stats);
         let mut lines = vec![
@@ -574,7 +650,7 @@ impl TraceReplay {
                     .to_string(),
             );
         }
-        if let Some(size) = self.survey.meta.page_size
+        if let Some(size) = self.meta.page_size
             && size != 4096
         {
             lines.push(format!(

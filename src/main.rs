@@ -1,20 +1,23 @@
 //! The `mmsim` command. Its one addition to the library is the host
-//! allocator: the system's, with every block of [`ADVISE_FROM`] bytes or
-//! more advised for transparent huge pages.
+//! allocator: the system's, and with `MMSIM_HOST_THP=1` in the environment
+//! every block of [`ADVISE_FROM`] bytes or more advised for transparent
+//! huge pages.
 //!
 //! Why: a simulation's large tables (the sparse page metadata's hash
 //! tables, a page table's deposits, the frame maps) are read at random, one
 //! miss per simulated THP or page, and with 4 KiB host pages each miss is
 //! also a TLB miss (on a VM, a two-level walk). Seed 002's 496 GB unmap
 //! reads `PageInfos`' 29 MiB table once a THP; backed by 2 MiB pages, its
-//! host time falls by about a fifth (README, "Speed and memory"). Small
-//! blocks are left alone (THP would round each up to 2 MiB of host memory),
-//! and so are zeroed ones: a zeroed block may be a sparse array that relies
-//! on untouched pages costing nothing, and a huge page would make each
-//! touch cost 2 MiB. The host's THP setting decides in the end
+//! host CPU time falls by about 8% (user time 13%). Why not always: seed 003's experiment
+//! (`reproduce thp-split-zero-subpages`) then spends 4 s more in the host
+//! kernel (faulting and compacting 2 MiB pages) for no user time saved, 9%
+//! slower in all (README, "Speed and memory"). Small blocks are left alone
+//! (THP would round each up to 2 MiB of host memory), and so are zeroed
+//! ones: a zeroed block may be a sparse array that relies on untouched
+//! pages costing nothing, and a huge page would make each touch cost 2 MiB.
+//! The host's THP setting decides in the end
 //! (`/sys/kernel/mm/transparent_hugepage/enabled`: `never` ignores the
-//! advice, `always` needs none), and `MMSIM_HOST_THP=0` in the environment
-//! turns the advice off (to compare). No result depends on it.
+//! advice). No result depends on it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -28,7 +31,7 @@ const HUGE_PAGE: usize = 2 << 20;
 
 struct HostAlloc;
 
-/// Whether to advise: 0 not yet known, 1 yes, 2 no (`MMSIM_HOST_THP=0`).
+/// Whether to advise: 0 not yet known, 1 yes (`MMSIM_HOST_THP=1`), 2 no.
 static ADVICE: AtomicU8 = AtomicU8::new(0);
 
 /// Reads `MMSIM_HOST_THP` once, with `getenv` (`std::env` would allocate,
@@ -40,12 +43,12 @@ fn advice_on() -> bool {
         _ => {
             // SAFETY: a NUL-terminated name; the value, if any, is a
             // NUL-terminated string the environment owns, only read here.
-            let off = unsafe {
+            let on = unsafe {
                 let value = libc::getenv(c"MMSIM_HOST_THP".as_ptr());
-                !value.is_null() && std::ffi::CStr::from_ptr(value).to_bytes() == b"0"
+                !value.is_null() && std::ffi::CStr::from_ptr(value).to_bytes() == b"1"
             };
-            ADVICE.store(if off { 2 } else { 1 }, Ordering::Relaxed);
-            !off
+            ADVICE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+            on
         }
     }
 }

@@ -133,7 +133,12 @@ pub enum Feature {
     /// a PMD changing under them): clearing a huge PMD (zap, and the
     /// copy-on-write's clear) and `pmdp_invalidate` (split, protection
     /// changes) no longer call `serialize_against_pte_lookup`; only a
-    /// collapse still does. powerpc64 only.
+    /// collapse still does. powerpc64 only. Posted as patch 20/22 of the
+    /// v3 series, Message-Id
+    /// `<20200420124434.47330-21-aneesh.kumar@linux.ibm.com>` (2020-04-20),
+    /// merged in the powerpc-5.8-1 pull; it reverts 13bd817bb884
+    /// ("powerpc/thp: Serialize pmd clear against a linux page table
+    /// walk."), which had added the round.
     PmdClearNoIpi,
 }
 
@@ -232,10 +237,12 @@ impl Feature {
             Feature::ThpMmapAlignPmdSizes => "d4148aeab412",
             Feature::LocklessPgtblWalkCount => "seed 002 (RFC v3-v5, 2019)",
             Feature::LocklessPgtblWalkPercpu => "seed 002's series, per-CPU form (2020-02)",
-            // The hash was not found in the sources searched; the subject
-            // and the release (the powerpc-5.8-1 pull) are certain.
+            // The upstream hash was not found in the sources searched (the
+            // pull request's shortlog names the subject, not the hash); the
+            // subject, the v3 posting's Message-Id and the release (the
+            // powerpc-5.8-1 pull) are certain.
             Feature::PmdClearNoIpi => {
-                "powerpc/mm/book3s64: Avoid sending IPI on clearing PMD (powerpc-5.8-1)"
+                "powerpc/mm/book3s64: Avoid sending IPI on clearing PMD (v3 20/22, <20200420124434.47330-21-aneesh.kumar@linux.ibm.com>; powerpc-5.8-1)"
             }
         }
     }

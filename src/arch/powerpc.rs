@@ -64,7 +64,11 @@ pub enum Serialize {
     /// The series' per-CPU form (`lockless-pgtbl-walk-percpu`): only the
     /// CPUs of the mask whose own counter is not 0; none if none.
     PerCpu,
-    /// 5.8 (`pmd-clear-no-ipi`): clearing a huge PMD does not call it.
+    /// 5.8 (`pmd-clear-no-ipi`): clearing a huge PMD does not call it
+    /// ("powerpc/mm/book3s64: Avoid sending IPI on clearing PMD", v3 patch
+    /// 20/22, Message-Id
+    /// `<20200420124434.47330-21-aneesh.kumar@linux.ibm.com>`, merged in the
+    /// powerpc-5.8-1 pull).
     Never,
 }
 

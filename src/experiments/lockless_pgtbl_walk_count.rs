@@ -22,7 +22,10 @@
 //!
 //! **Also run, unscored**: the series' per-CPU form
 //! (`lockless-pgtbl-walk-percpu`) and 5.8's removal of the round from the
-//! unmap path (`pmd-clear-no-ipi`), each against 5.4's always-IPI.
+//! unmap path (`pmd-clear-no-ipi`: "powerpc/mm/book3s64: Avoid sending IPI
+//! on clearing PMD", v3 patch 20/22, Message-Id
+//! `<20200420124434.47330-21-aneesh.kumar@linux.ibm.com>`, in the powerpc-5.8-1
+//! pull), each against 5.4's always-IPI.
 //!
 //! Nothing is calibrated. docs/experiments.md, "lockless-pgtbl-walk-count
 //! (seed 002)", says how close the times come and why.

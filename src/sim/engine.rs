@@ -47,11 +47,14 @@ pub struct IrqEntry {
     pub event: Event,
 }
 
-/// In declaration order (`repr(C)`): the fields the step loop reads of every
-/// CPU, its clock and state, share the first cache line; the interrupt
-/// windows, a kilobyte, come last.
+/// In declaration order (`repr(C)`), each CPU on cache lines of its own
+/// (`align(64)`): the fields the step loop reads of every CPU, its clock
+/// and state, and those an IPI round reads and writes of each target (the
+/// windows' count and end, the interrupt entry) share the first line; the
+/// interrupt windows, a kilobyte, come last. An IPI storm (seed 002: 129
+/// targets a round) touches the first line and one window of each target.
 #[derive(Clone, Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub(crate) struct CpuState {
     pub(crate) clock: Cycles,
     pub(crate) state: RunState,
@@ -62,6 +65,11 @@ pub(crate) struct CpuState {
     /// or after it is outside all of them, found without a scan (an IPI
     /// storm records a window per IPI on each target).
     irq_windows_end: Cycles,
+    /// What an interrupt costs this CPU before its handler can run, and
+    /// the symbol it is charged to: a guest exit and re-entry while the CPU
+    /// runs a KVM guest, the wake-up from a stop state while it is idle
+    /// (powerpc64; see [`Ctx::set_irq_entry`]). None: nothing.
+    pub(crate) irq_entry: Option<IrqEntry>,
     /// Start of the interrupts-off section the CPU is in, if any.
     irqs_off_since: Option<Cycles>,
     /// Total time this CPU, as an IPI sender, was found to have waited
@@ -73,11 +81,6 @@ pub(crate) struct CpuState {
     /// While blocked: when the CPU's clock event device is programmed to
     /// interrupt it (`tick_nohz` idle with an hrtimer pending), if it is.
     wake_timer: Option<Cycles>,
-    /// What an interrupt costs this CPU before its handler can run, and
-    /// the symbol it is charged to: a guest exit and re-entry while the CPU
-    /// runs a KVM guest, the wake-up from a stop state while it is idle
-    /// (powerpc64; see [`Ctx::set_irq_entry`]). None: nothing.
-    pub(crate) irq_entry: Option<IrqEntry>,
     /// Closed interrupts-off sections since the start of the CPU's last step
     /// (its own, and the interrupt handlers it ran), for IPI delivery:
     /// `irq_windows[..nr_irq_windows]`. In a fixed array, as every
@@ -85,6 +88,11 @@ pub(crate) struct CpuState {
     /// `Vec`'s push carried its growth path into each of them.
     irq_windows: [(Cycles, Cycles); IRQ_WINDOWS_MAX],
 }
+
+// The first line holds what an IPI round touches of a target (above).
+const _: () = assert!(
+    std::mem::offset_of!(CpuState, irq_entry) + std::mem::size_of::<Option<IrqEntry>>() <= 64
+);
 
 impl CpuState {
     fn new() -> CpuState {
@@ -170,6 +178,14 @@ pub struct Ctx {
     /// `smp_call_function_many`'s list of the IPIs of a round, kept between
     /// rounds so that a round allocates nothing.
     pub(crate) ipi_scratch: Vec<(CpuId, Cycles, bool)>,
+    /// Whether an IPI round whose targets are all ahead of their delivery
+    /// may take `ipi.rs`'s whole-round path (always, but in the tests that
+    /// compare it with the per-target path), and how many rounds did.
+    pub(crate) ipi_whole_rounds: bool,
+    pub(crate) ipi_whole_rounds_taken: u64,
+    /// IPIs pending on all CPUs together (`CpuState::pending_ipis`): with
+    /// none, a round need not look at its targets' queues.
+    pub(crate) ipis_pending: usize,
     /// Every node's memory bandwidth in use (`dram.rs`).
     pub(crate) dram: Dram,
     /// Each CPU's core and socket, worked out once: cache-line transfers
@@ -209,6 +225,9 @@ impl Ctx {
             rng: Rng::new(seed),
             requeue: Vec::new(),
             ipi_scratch: Vec::new(),
+            ipi_whole_rounds: true,
+            ipi_whole_rounds_taken: 0,
+            ipis_pending: 0,
             dram,
             places,
             clear_page_cycles,
@@ -448,6 +467,7 @@ impl Ctx {
 
     /// Moves another CPU's clock forward to `clock` (it ran an interrupt
     /// handler, or waited longer than it knew) and queues it again.
+    #[inline]
     pub(crate) fn push_clock_of(&mut self, cpu: CpuId, clock: Cycles) {
         assert_ne!(cpu, self.cur, "push_clock_of is for other CPUs");
         let state = &mut self.cpus[cpu.index()];

@@ -145,6 +145,14 @@ pub fn smp_call_function_many(
     let send = costs.ipi_send_per_target.cycles();
     let delivery = costs.ipi_delivery.cycles();
     let handler_cycles = costs.ipi_handler_entry_exit.cycles() + handler.cycles;
+    let start = ctx.now();
+    if ctx.ipi_whole_rounds
+        && ctx.rec.is_none()
+        && all_ahead(ctx, targets, me, start, send, delivery)
+    {
+        ctx.ipi_whole_rounds_taken += 1;
+        return whole_round(ctx, targets, handler, wait);
+    }
     // First the sends, which only the sender's clock sees, and when each
     // target will be done as far as is known now; then the effects on the
     // targets, once the sender's wait (and so its assumption) is known.
@@ -152,7 +160,6 @@ pub fn smp_call_function_many(
     // n sends past the start, as one charge per send would have it.
     let mut sent = std::mem::take(&mut ctx.ipi_scratch);
     sent.clear();
-    let start = ctx.now();
     let mut done = start;
     let mut nr_sent = 0;
     for &target in targets {
@@ -202,6 +209,7 @@ pub fn smp_call_function_many(
                 })
             });
             let limit = PENDING_IPIS_PER_CPU * ctx.cpus.len().max(256);
+            ctx.ipis_pending += 1;
             let pending = &mut ctx.cpus[target.index()].pending_ipis;
             assert!(pending.len() < limit, "{target} has {limit} IPIs pending");
             pending.push(PendingIpi {
@@ -216,6 +224,89 @@ pub fn smp_call_function_many(
     }
     ctx.ipi_scratch = sent;
     waited
+}
+
+/// Whether no target of a round that starts at `start` is behind its
+/// delivery time and none has IPIs pending: then each takes its IPI at
+/// once, nothing waits on a target and no sender is corrected, so the
+/// round is [`whole_round`].
+fn all_ahead(
+    ctx: &Ctx,
+    targets: &[CpuId],
+    me: CpuId,
+    start: Cycles,
+    send: Cycles,
+    delivery: Cycles,
+) -> bool {
+    let none_pending = ctx.ipis_pending == 0;
+    let mut nr_sent = 0;
+    targets.iter().all(|&target| {
+        assert!(
+            target.index() < ctx.cpus.len(),
+            "IPI to {target}, out of range"
+        );
+        if target == me {
+            return true;
+        }
+        nr_sent += 1;
+        let delivered = start + Cycles(send.0 * nr_sent) + delivery;
+        let cpu = &ctx.cpus[target.index()];
+        let behind = cpu.state == RunState::Runnable && cpu.clock < delivered;
+        !behind && (none_pending || cpu.pending_ipis.is_empty())
+    })
+}
+
+/// A round of [`smp_call_function_many`] that [`all_ahead`] allows, in one
+/// pass over the targets: each takes its IPI as [`take_ipi`] would have it
+/// after the sender's wait (which no target's handling moves, since none
+/// is corrected later), and the handlers' time goes to their symbols once
+/// for the round. The same clocks, windows, counts and symbols as the
+/// per-target path (tested against it); an IPI storm (seed 002: 129
+/// targets a round, 253,952 rounds) spends a third of its host time here.
+fn whole_round(ctx: &mut Ctx, targets: &[CpuId], handler: IpiHandler, wait: bool) -> Cycles {
+    let me = ctx.cur();
+    let costs = &ctx.machine().costs;
+    let send = costs.ipi_send_per_target.cycles();
+    let delivery = costs.ipi_delivery.cycles();
+    let entry_exit = costs.ipi_handler_entry_exit.cycles();
+    let handler_cycles = entry_exit + handler.cycles;
+    let start = ctx.now();
+    let mut done = start;
+    let mut nr_sent = 0;
+    for &target in targets {
+        if target == me {
+            continue;
+        }
+        nr_sent += 1;
+        let delivered = start + Cycles(send.0 * nr_sent) + delivery;
+        let ack = transfer_cost(ctx, target, me);
+        let cpu = &mut ctx.cpus[target.index()];
+        let at = cpu.irqs_on_at(delivered);
+        let irq_entry = cpu.irq_entry;
+        let entry = irq_entry.map_or(Cycles::ZERO, |e| e.cycles);
+        let finished = at + entry + handler_cycles;
+        cpu.record_irq_window(at, finished);
+        let clock = cpu.clock.max(at) + entry + handler_cycles;
+        done = done.max(finished + ack);
+        if let Some(e) = irq_entry {
+            ctx.stats.add_cycles(e.symbol, e.cycles);
+            ctx.count(e.event, 1);
+        }
+        ctx.push_clock_of(target, clock);
+    }
+    ctx.stats.add_cycles(
+        Symbol::FlushSmpCallFunctionQueue,
+        Cycles(entry_exit.0 * nr_sent),
+    );
+    ctx.stats
+        .add_cycles(handler.symbol, Cycles(handler.cycles.0 * nr_sent));
+    ctx.charge(Symbol::SmpCallFunctionMany, Cycles(send.0 * nr_sent));
+    ctx.count(Event::IpiSent, nr_sent);
+    if wait {
+        ctx.charge_until(Symbol::SmpCallFunctionMany, done)
+    } else {
+        Cycles::ZERO
+    }
 }
 
 /// Runs `handler` on `target` for an interrupt delivered at `delivered`:
@@ -323,6 +414,7 @@ fn take_due(ctx: &mut Ctx, cpu: CpuId) {
         else {
             return;
         };
+        ctx.ipis_pending -= 1;
         let call = &pending.call;
         let finished = take_ipi(ctx, cpu, pending.delivered, call.handler, call.sender);
         if let Some(waiter) = call.waiter {

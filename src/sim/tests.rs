@@ -1378,6 +1378,88 @@ fn random_run(seed: u64) -> Ctx {
     engine.ctx
 }
 
+/// Random steps of 16 CPUs, four of them idle and paying a stop-state
+/// wake-up per interrupt, the rest paying a guest exit on some steps: work
+/// with interrupts on or off, and IPI rounds (with and without waiting) to
+/// random masks of every size. `whole_rounds` as `Ctx::ipi_whole_rounds`.
+/// Returns the context and how many rounds were sent.
+fn ipi_rounds_run(seed: u64, whole_rounds: bool) -> (Ctx, u64) {
+    const NR_CPUS: u32 = 16;
+    const STEPS_PER_CPU: u32 = 300;
+    let mut ctx = ctx_with_cpus(NR_CPUS, seed);
+    ctx.ipi_whole_rounds = whole_rounds;
+    let stop = IrqEntry {
+        symbol: Symbol::Power9IdleStop,
+        cycles: Cycles(700),
+        event: Event::StopStateWakeups,
+    };
+    let exit = IrqEntry {
+        symbol: Symbol::KvmGuestExit,
+        cycles: Cycles(9_300),
+        event: Event::KvmGuestExits,
+    };
+    for cpu in 12..NR_CPUS {
+        ctx.set_state(CpuId(cpu), RunState::Idle);
+        ctx.set_irq_entry(CpuId(cpu), Some(stop));
+    }
+    let handler = ipi_handler(&ctx);
+    let mut steps = vec![0; NR_CPUS as usize];
+    let mut rounds = 0;
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        let work = Cycles(ctx.rng.below(40_000) + 1);
+        let guest = ctx.rng.below(2) == 0;
+        ctx.set_irq_entry(cpu, guest.then_some(exit));
+        match ctx.rng.below(4) {
+            0 => ctx.charge(WORK, work),
+            1 => {
+                ctx.local_irq_disable();
+                ctx.charge(WORK, work);
+                ctx.local_irq_enable();
+            }
+            _ => {
+                let mask = ctx.rng.below(1 << NR_CPUS);
+                let targets: Vec<CpuId> = (0..NR_CPUS)
+                    .filter(|c| mask & (1 << c) != 0)
+                    .map(CpuId)
+                    .collect();
+                let wait = ctx.rng.below(4) != 0;
+                smp_call_function_many(ctx, &targets, handler, wait);
+                rounds += 1;
+                ctx.charge(WORK, Cycles(1));
+            }
+        }
+        steps[cpu.index()] += 1;
+        if steps[cpu.index()] == STEPS_PER_CPU {
+            ctx.finish();
+        }
+    });
+    (engine.ctx, rounds)
+}
+
+#[test]
+fn whole_ipi_rounds_give_the_per_target_path_s_clocks_counts_and_symbols() {
+    for seed in 1..=4 {
+        let (whole, rounds) = ipi_rounds_run(seed, true);
+        let (per_target, rounds_per_target) = ipi_rounds_run(seed, false);
+        assert_eq!(rounds, rounds_per_target, "seed {seed}: rounds");
+        let sent = whole.stats.event(Event::IpiSent);
+        assert!(sent > 10_000, "seed {seed}: {sent} IPIs");
+        assert_eq!(clocks(&whole), clocks(&per_target), "seed {seed}: clocks");
+        assert_eq!(whole.stats, per_target.stats, "seed {seed}: stats");
+        assert_eq!(per_target.ipi_whole_rounds_taken, 0);
+        for ctx in [&whole, &per_target] {
+            let pending: usize = cpus(ctx.nr_cpus()).map(|c| ctx.nr_pending_ipis(c)).sum();
+            assert_eq!(ctx.ipis_pending, pending, "seed {seed}");
+        }
+        // Both paths were taken: some rounds whole, some with a target
+        // behind its delivery or with IPIs pending.
+        let taken = whole.ipi_whole_rounds_taken;
+        assert!(taken > 100, "seed {seed}: {taken} whole rounds");
+        assert!(taken + 100 < rounds, "seed {seed}: {taken} of {rounds}");
+    }
+}
+
 fn clocks(ctx: &Ctx) -> Vec<Cycles> {
     (0..ctx.nr_cpus())
         .map(|cpu| ctx.clock_of(CpuId(cpu)))

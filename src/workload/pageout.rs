@@ -208,7 +208,7 @@ fn strerror(e: Errno) -> &'static str {
 /// most of it the table grown to the 16 GiB device): the estimates lie
 /// 2-3% above the zram runs that write every page, more above the others.
 /// The disk figures are session 12's and now lie above the disk runs by
-/// 15-20% (519 MiB measured for the worst case, 627 estimated), which
+/// 18-21% (532 MiB measured for the worst case, 627 estimated), which
 /// keeps a disk worst case from running beside a zram worst case.
 const HOST_BYTES_MAPPED: u64 = 32;
 const HOST_BYTES_WRITTEN_ZRAM: u64 = 56;

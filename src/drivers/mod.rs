@@ -10,4 +10,5 @@ pub mod lzo;
 pub mod lzwork;
 pub mod zcomp;
 pub mod zram;
+mod zram_table;
 pub mod zsmalloc;

@@ -20,10 +20,11 @@
 //! a page not in the CPU's cache (`write_page_from`) is read from its
 //! node's memory at the core's streaming rate.
 //!
-//! Host memory: a slot keeps the page's [`PageImage`] (its compact form:
-//! nothing for a zero page, one rule for a usemem page) and the real
-//! compressed length, not the compressed bytes, so 10 GB of rule pages in
-//! zram stays small. A read gives the kept image back and charges the
+//! Host memory: a slot keeps the page's image (packed: nothing for a zero
+//! page, one word inline for a dirtied byte, one rule for a usemem page)
+//! and the real compressed length, not the compressed bytes, so 10 GB of
+//! rule pages in zram stays small; the table itself is compact
+//! (`zram_table.rs`: 4 bytes a slot, a page of zeros no more). A read gives the kept image back and charges the
 //! decompression the kernel would do. Tests check that the compressed bytes
 //! decode to the page.
 //!
@@ -37,31 +38,15 @@
 
 use super::lzwork::CompressWork;
 use super::zcomp::{Algorithm, Zcomp};
-use super::zsmalloc::{Handle, ZsPool};
-use crate::mm::contents::PageImage;
+use super::zram_table::{Slot, SlotTable};
+use super::zsmalloc::ZsPool;
+use crate::mm::contents::{PackedImage, PageImage};
 use crate::mm::mmzone::PAGE_SIZE;
 use crate::mm::page_alloc::{Gfp, PageAllocator};
 use crate::mm::page_io::{Completion, IoError, SwapDevice};
 use crate::sim::{Ctx, Cycles, LineAccess, NO_WRITER, Symbol, Traffic, dram_stream, touch_line};
 
 const WORDS: usize = (PAGE_SIZE / 8) as usize;
-
-/// What a slot of `zram->table` holds.
-#[derive(Clone, Debug, Default)]
-enum Slot {
-    /// Never written, or freed: reads as zeros.
-    #[default]
-    Empty,
-    /// `ZRAM_SAME`: every word of the page is this one.
-    Same(u64),
-    /// A zsmalloc object of `size` bytes (`PAGE_SIZE` when `ZRAM_HUGE`),
-    /// and the page's contents it stands for.
-    Stored {
-        handle: Handle,
-        size: u16,
-        image: PageImage,
-    },
-}
 
 /// zram's counters (`struct zram_stats`), those `mm_stat` and `io_stat`
 /// show.
@@ -83,8 +68,9 @@ pub struct ZramStats {
 /// One zram device.
 pub struct Zram {
     nr_pages: u64,
-    /// Grown as slots are written: a slot never written costs nothing.
-    table: Vec<Slot>,
+    /// `zram->table`, kept compactly (`zram_table`): a slot never
+    /// written and a zero-filled one cost the host 4 bytes.
+    table: SlotTable,
     zcomp: Zcomp,
     pool: ZsPool,
     stats: ZramStats,
@@ -165,7 +151,7 @@ impl Zram {
         }
         Ok(Zram {
             nr_pages,
-            table: Vec::new(),
+            table: SlotTable::new(),
             zcomp: Zcomp::new(algorithm),
             // zram asks for movable highmem pages (__GFP_HIGHMEM |
             // __GFP_MOVABLE).
@@ -192,10 +178,10 @@ impl Zram {
     /// Host bytes the device keeps: its table, the kept images and the
     /// pool's bookkeeping.
     pub fn host_bytes(&self) -> usize {
-        self.table.capacity() * std::mem::size_of::<Slot>()
+        self.table.host_bytes()
             + self
                 .table
-                .iter()
+                .stored()
                 .map(|s| match s {
                     Slot::Stored { image, .. } => image.host_bytes(),
                     _ => 0,
@@ -214,10 +200,7 @@ impl Zram {
 
     /// `zram_free_page`: drops what the slot holds.
     fn free_slot(&mut self, ctx: &mut Ctx, pa: &mut PageAllocator, offset: u64) {
-        let Some(slot) = self.table.get_mut(offset as usize) else {
-            return;
-        };
-        match std::mem::take(slot) {
+        match self.table.take(offset) {
             Slot::Empty => return,
             Slot::Same(_) => self.stats.same_pages -= 1,
             Slot::Stored { handle, size, .. } => {
@@ -369,15 +352,12 @@ impl Zram {
                 Slot::Stored {
                     handle,
                     size: size as u16,
-                    image: image.clone(),
+                    image: PackedImage::pack(image),
                 }
             }
         };
         self.free_slot(ctx, pa, offset);
-        if self.table.len() <= offset as usize {
-            self.table.resize(offset as usize + 1, Slot::Empty);
-        }
-        self.table[offset as usize] = slot;
+        self.table.set(offset, slot);
         self.stats.pages_stored += 1;
         Ok(Completion::Done)
     }
@@ -385,7 +365,7 @@ impl Zram {
     /// `__zram_bvec_read`: slot `offset`'s page, filled or decompressed.
     fn zram_bvec_read(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
         self.check_offset(offset);
-        let slot = self.table.get(offset as usize).unwrap_or(&Slot::Empty);
+        let slot = self.table.get(offset);
         let costs = &ctx.machine().costs;
         let (image, charge) = match slot {
             // zram_fill_page: the word stored over the page.
@@ -404,13 +384,13 @@ impl Zram {
                 )),
             ),
             Slot::Stored { size, image, .. } if *size as u64 == PAGE_SIZE => (
-                image.clone(),
+                image.unpack(),
                 Some((
                     Symbol::Memcpy,
                     costs.copy_page_bandwidth.cycles_for_bytes(PAGE_SIZE),
                 )),
             ),
-            Slot::Stored { image, .. } => (image.clone(), None),
+            Slot::Stored { image, .. } => (image.unpack(), None),
         };
         match charge {
             Some((symbol, cycles)) => ctx.charge(symbol, cycles),
@@ -464,10 +444,10 @@ impl SwapDevice for Zram {
     }
 
     fn peek_page(&self, offset: u64) -> PageImage {
-        match self.table.get(offset as usize).unwrap_or(&Slot::Empty) {
+        match self.table.get(offset) {
             Slot::Empty => PageImage::zero(),
             Slot::Same(word) => PageImage::same(*word),
-            Slot::Stored { image, .. } => image.clone(),
+            Slot::Stored { image, .. } => image.unpack(),
         }
     }
 
@@ -558,6 +538,42 @@ mod tests {
             costs.zram_write_path.cycles().0 + WRITE_ATOMICS * costs.atomic_rmw_local.cycles().0;
         assert_eq!(path, 80 + 7 * 19);
         path
+    }
+
+    /// Pages of zeros cost the host 4 bytes a slot whatever the device's
+    /// size and wherever its slots lie (a solid-state device's come from
+    /// random 64 MiB trunks), and a page with one dirtied word 32 more;
+    /// every slot reads back what was written, and a freed one as zeros.
+    #[test]
+    fn zero_pages_cost_the_host_four_bytes_a_slot() {
+        let (mut ctx, mut pa) = setup();
+        let mut z = Zram::new(16 << 30, Algorithm::LzoRle).unwrap();
+        let trunk = 16384u64;
+        let trunks = [200u64, 17, 99, 3, 150, 64];
+        for t in trunks {
+            for i in 0..trunk {
+                z.write_page(&mut ctx, &mut pa, t * trunk + i, &PageImage::zero())
+                    .unwrap();
+            }
+        }
+        let pages = trunks.len() as u64 * trunk;
+        assert_eq!(z.zram_stats().same_pages, pages);
+        let table = z.host_bytes() - z.pool().host_bytes();
+        assert!(table <= pages as usize * 4 + 16384, "{table} bytes");
+        let mut dirtied = Contents::new();
+        dirtied.write_u64(Pfn(1), 4088, 0x2a << 56);
+        let dirtied = dirtied.image(Pfn(1));
+        for i in 0..trunk {
+            z.write_page(&mut ctx, &mut pa, 17 * trunk + i, &dirtied)
+                .unwrap();
+        }
+        let more = z.host_bytes() - z.pool().host_bytes() - table;
+        assert!(more <= trunk as usize * 32 * 2, "{more} bytes");
+        assert_eq!(z.peek_page(17 * trunk + 5), dirtied);
+        assert_eq!(z.peek_page(3 * trunk + 5), PageImage::zero());
+        z.slot_free(&mut ctx, &mut pa, 17 * trunk + 5);
+        assert_eq!(z.peek_page(17 * trunk + 5), PageImage::zero());
+        assert_eq!(z.zram_stats().same_pages, pages - trunk);
     }
 
     /// A page that is not in cache is read from its node's memory at the

@@ -599,6 +599,14 @@ impl PackedImage {
         }
     }
 
+    /// Host bytes this holds beyond its own 16.
+    pub fn host_bytes(&self) -> usize {
+        match self {
+            PackedImage::Other(image) => std::mem::size_of::<PageImage>() + image.host_bytes(),
+            _ => 0,
+        }
+    }
+
     pub fn unpack(&self) -> PageImage {
         match self {
             PackedImage::Zero => PageImage::zero(),

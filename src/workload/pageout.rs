@@ -197,18 +197,24 @@ fn strerror(e: Errno) -> &'static str {
 
 /// Host bytes per page of the region, measured (peak RSS of the 10 GiB
 /// runs of seed 003's experiment on x86-2s-server, `/usr/bin/time`, each
-/// case before and after, re-measured in session 12 after the charges of
-/// the swap cache's xarray and zram's write path; the estimates come
-/// within 2% of the runs that write every page and 5% of the others):
-/// for every page mapped (its
-/// `struct page`, PTE, LRU and rmap state); more for each page written
-/// to zram or to a disk (the swap entry, the swap cache while it lasts,
-/// the device's slot and the write in flight); more for each page with a
-/// dirtied byte (its contents while mapped, its image on the device).
+/// case before and after): for every page mapped (its `struct page`, PTE,
+/// LRU and rmap state); more for each page written to zram or to a disk
+/// (the swap entry, the swap cache while it lasts, the device's slot and
+/// the write in flight); more for each page with a dirtied byte (its
+/// contents while mapped, its image on a disk), and on zram more again
+/// for such a page written (its slot's entry, `zram_table.rs`; a page of
+/// zeros takes none). The zram figures were re-measured on 2026-11-26
+/// once the slot table was made compact (127 bytes a written page before,
+/// most of it the table grown to the 16 GiB device): the estimates lie
+/// 2-3% above the zram runs that write every page, more above the others.
+/// The disk figures are session 12's and now lie above the disk runs by
+/// 18-21% (532 MiB measured for the worst case, 627 estimated), which
+/// keeps a disk worst case from running beside a zram worst case.
 const HOST_BYTES_MAPPED: u64 = 32;
-const HOST_BYTES_WRITTEN_ZRAM: u64 = 127;
+const HOST_BYTES_WRITTEN_ZRAM: u64 = 56;
 const HOST_BYTES_WRITTEN_DISK: u64 = 176;
 const HOST_BYTES_DIRTIED: u64 = 43;
+const HOST_BYTES_STORED_ZRAM: u64 = 36;
 
 impl Pageout {
     /// Host bytes of a run that writes every page to swap (`all_written`)
@@ -228,7 +234,12 @@ impl Pageout {
             Some(true) => HOST_BYTES_WRITTEN_DISK,
             _ => HOST_BYTES_WRITTEN_ZRAM,
         };
-        pages * HOST_BYTES_MAPPED + written * per_written + dirtied * HOST_BYTES_DIRTIED
+        // A dirtied page written to zram keeps an entry in its table.
+        let stored = match disk {
+            Some(false) => written.min(dirtied) * HOST_BYTES_STORED_ZRAM,
+            _ => 0,
+        };
+        pages * HOST_BYTES_MAPPED + written * per_written + dirtied * HOST_BYTES_DIRTIED + stored
     }
 }
 

@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::kernel::{Kernel, MMF_HUGE_ZERO_PAGE, MmId};
 use super::memory::HPAGE_PMD_NR;
 use super::mm_inline::{LruList, page_lru};
-use super::mm_types::{AnonVmaId, VmFlags};
+use super::mm_types::{AnonVmaId, VmFlags, Vma};
+use super::mmap::VmaId;
 use super::mmzone::Pfn;
-use super::page_flags::PageFlags;
+use super::page_flags::{PageFlags, PageInfo};
 use super::pagemap::PageState;
 use super::pgtable::{Entry, Level, PTRS_PER_TABLE, TableId};
 use super::rmap::linear_page_index;
@@ -18,7 +19,6 @@ use super::swapfile::{SWAP_HAS_CACHE, SWAP_MAP_BAD, SwapEntry};
 use crate::features::Feature;
 
 /// What the walk of every page table found.
-#[derive(Default)]
 struct Census {
     /// PTEs mapping each 4 KiB page.
     pte_maps: BTreeMap<u64, u32>,
@@ -31,28 +31,100 @@ struct Census {
     swap_ptes: BTreeMap<u64, u64>,
 }
 
+/// The walk's findings as they come, one element per entry: sorted and
+/// counted once at the end ([`Census::take`]), which costs far less than
+/// a map updated at every entry.
+#[derive(Default)]
+struct Walked {
+    pte_maps: Vec<u64>,
+    pmd_maps: Vec<u64>,
+    swap_ptes: Vec<u64>,
+    huge_zero_pmds: u64,
+    table_pages: u64,
+}
+
+/// How many times each value occurs in `values`, by value.
+fn tally(mut values: Vec<u64>) -> BTreeMap<u64, u64> {
+    values.sort_unstable();
+    let mut counted: Vec<(u64, u64)> = Vec::new();
+    for value in values {
+        match counted.last_mut() {
+            Some((last, n)) if *last == value => *n += 1,
+            _ => counted.push((value, 1)),
+        }
+    }
+    // Built from sorted input in one pass.
+    counted.into_iter().collect()
+}
+
+impl Census {
+    /// Walks every live mm's page tables ([`check_mm`] on each).
+    fn take(k: &Kernel) -> Census {
+        let mut walked = Walked::default();
+        for mm in k.live_mms() {
+            check_mm(k, mm, &mut walked);
+        }
+        let narrow = |map: BTreeMap<u64, u64>| -> BTreeMap<u64, u32> {
+            map.into_iter().map(|(k, n)| (k, n as u32)).collect()
+        };
+        Census {
+            pte_maps: narrow(tally(walked.pte_maps)),
+            pmd_maps: narrow(tally(walked.pmd_maps)),
+            huge_zero_pmds: walked.huge_zero_pmds,
+            table_pages: walked.table_pages,
+            swap_ptes: tally(walked.swap_ptes),
+        }
+    }
+}
+
 /// Checks every live mm's mappings; see the module documentation.
 pub fn check_mappings(k: &Kernel) {
-    let mut census = Census::default();
-    for mm in k.live_mms() {
-        check_mm(k, mm, &mut census);
-    }
-    check_pages(k, &census);
+    let census = Census::take(k);
+    check_mappings_with(k, &census, &k.pages.check_chunks());
+}
+
+/// [`check_mappings`] then [`check_no_leaks`], walking the page tables
+/// once: what the soak runs after every operation.
+pub fn check_mappings_and_leaks(k: &Kernel) {
+    let census = Census::take(k);
+    let chunks = k.pages.check_chunks();
+    check_mappings_with(k, &census, &chunks);
+    check_no_leaks_with(k, &census, &chunks);
+}
+
+/// `chunks` is `k.pages.check_chunks()`: every page with reclaim state.
+fn check_mappings_with(k: &Kernel, census: &Census, chunks: &[(Pfn, PageInfo)]) {
+    check_pages(k, census, chunks);
     check_deferred_split(k);
-    check_swap(k, &census);
-    check_huge_zero(k, &census);
+    check_swap(k, census, chunks);
+    check_huge_zero(k, census);
     check_rmap(k);
-    check_lru(k);
-    check_memcg(k, &census);
+    check_lru_with(k, chunks);
+    check_memcg(k, census, chunks);
 }
 
 /// Per mm: mappings inside VMAs with their permissions, RSS and page-table
 /// counts.
-fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
+fn check_mm(k: &Kernel, mm: MmId, census: &mut Walked) {
     let m = k.mm(mm);
     let (mut rss, mut rss_shmem, mut tables, mut swapents) = (0u64, 0u64, 0u64, 0u64);
+    // The VMA of the last entry, with its id and anon_vma chain: the walk
+    // goes up the address space, so most entries fall in the same one.
+    let mut last: Option<(VmaId, Vma, &[AnonVmaId])> = None;
     walk(k, m.pgd, Level::Pgd, 0, &mut |addr, level, entry| {
-        let vma = m.vmas.find_vma(addr).0.filter(|v| v.start <= addr);
+        if let Entry::Table(_) = entry {
+            tables += 1;
+            return;
+        }
+        if !last.is_some_and(|(_, v, _)| v.start <= addr && addr < v.end) {
+            last = m
+                .vmas
+                .find_vma_id(addr)
+                .0
+                .filter(|(_, _, v)| v.start <= addr)
+                .map(|(id, _, v)| (id, v, k.rmap.chain(mm, id)));
+        }
+        let vma = last.as_ref().map(|(_, v, _)| v);
         let in_vma = |write: bool| {
             let v = vma
                 .unwrap_or_else(|| panic!("mm {}: {entry:?} at {addr:#x} outside every VMA", mm.0));
@@ -63,7 +135,7 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
             );
         };
         match entry {
-            Entry::Table(_) => tables += 1,
+            Entry::Table(_) => unreachable!("counted above"),
             Entry::Page { pfn, write } => {
                 assert_eq!(level, Level::Pte, "mm {}: page entry at {level:?}", mm.0);
                 in_vma(write);
@@ -90,10 +162,10 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
                     rss_shmem += 1;
                 } else {
                     assert!(!shared, "mm {}: anonymous {pfn} in shared {v}", mm.0);
-                    check_anon_page(k, mm, addr, pfn);
+                    check_anon_page(k, mm, addr, pfn, last.expect("inside a VMA"));
                     rss += 1;
                 }
-                *census.pte_maps.entry(pfn.0).or_default() += 1;
+                census.pte_maps.push(pfn.0);
             }
             Entry::ZeroPage => in_vma(false),
             Entry::HugeZero { .. } => {
@@ -103,10 +175,10 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
             }
             Entry::Huge { pfn, write, .. } => {
                 in_vma(write);
-                check_anon_page(k, mm, addr, pfn);
+                check_anon_page(k, mm, addr, pfn, last.expect("inside a VMA"));
                 tables += 1;
                 rss += HPAGE_PMD_NR;
-                *census.pmd_maps.entry(pfn.0).or_default() += 1;
+                census.pmd_maps.push(pfn.0);
             }
             // Not present: no page to count. A migration entry's page
             // is locked and its mapcount already dropped, but the mm still
@@ -114,7 +186,7 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
             Entry::Swap { val } => {
                 in_vma(false);
                 swapents += 1;
-                *census.swap_ptes.entry(val).or_default() += 1;
+                census.swap_ptes.push(val);
             }
             Entry::Migration { write, .. } => {
                 in_vma(write);
@@ -149,10 +221,10 @@ fn check_mm(k: &Kernel, mm: MmId, census: &mut Census) {
 
 /// An anonymous page (or THP) mapped at `addr` in `mm`: its head names a
 /// live anon_vma that the VMA is chained to (so the rmap walk finds this
-/// mapping), its index is the address's, and it is swap-backed.
-fn check_anon_page(k: &Kernel, mm: MmId, addr: u64, pfn: Pfn) {
-    let (found, _) = k.mm(mm).vmas.find_vma_id(addr);
-    let (id, _, vma) = found.expect("a mapping inside a VMA");
+/// mapping), its index is the address's, and it is swap-backed. `found`
+/// is the VMA holding `addr`, its id and its chain.
+fn check_anon_page(k: &Kernel, mm: MmId, addr: u64, pfn: Pfn, found: (VmaId, Vma, &[AnonVmaId])) {
+    let (_, vma, chain) = found;
     let head = k.compound_head(pfn);
     let info = k.pages.get(head);
     assert!(
@@ -167,10 +239,9 @@ fn check_anon_page(k: &Kernel, mm: MmId, addr: u64, pfn: Pfn) {
         mm.0
     );
     assert!(
-        k.rmap.chain(mm, id).contains(&av),
-        "mm {}: {pfn} at {addr:#x}: {av:?} is not chained to {vma} ({:?})",
-        mm.0,
-        k.rmap.chain(mm, id)
+        chain.contains(&av),
+        "mm {}: {pfn} at {addr:#x}: {av:?} is not chained to {vma} ({chain:?})",
+        mm.0
     );
     assert_eq!(
         info.index.wrapping_add(pfn.0 - head.0),
@@ -281,7 +352,7 @@ fn walk(k: &Kernel, table: TableId, level: Level, base: u64, f: &mut dyn FnMut(u
 
 /// Every mapped page is allocated, and its mapcounts and refcount match
 /// the mappings found.
-fn check_pages(k: &Kernel, census: &Census) {
+fn check_pages(k: &Kernel, census: &Census, chunks: &[(Pfn, PageInfo)]) {
     let mut head_refs: BTreeMap<u64, u32> = BTreeMap::new();
     for (&pfn, &maps) in &census.pte_maps {
         let page = k.pa.page(Pfn(pfn));
@@ -322,7 +393,7 @@ fn check_pages(k: &Kernel, census: &Census) {
     // The swap cache holds one per base page, each of its entries naming
     // the page (a THP's head) that caches it.
     let mut cached = 0u64;
-    for (pfn, info) in k.pages.check_chunks() {
+    for &(pfn, info) in chunks {
         if !info.test(PageFlags::SWAPCACHE) {
             continue;
         }
@@ -367,7 +438,7 @@ fn check_pages(k: &Kernel, census: &Census) {
 /// first entry in `private`, allocated, and its slots `SWAP_HAS_CACHE`;
 /// a page with a read in flight is locked and in the swap cache; and no
 /// other page is locked between steps.
-fn check_swap(k: &Kernel, census: &Census) {
+fn check_swap(k: &Kernel, census: &Census, chunks: &[(Pfn, PageInfo)]) {
     for (&val, &ptes) in &census.swap_ptes {
         let entry = SwapEntry::from_raw(val);
         assert_eq!(
@@ -414,7 +485,7 @@ fn check_swap(k: &Kernel, census: &Census) {
         );
         cached.insert(head.0);
     }
-    for (pfn, info) in k.pages.check_chunks() {
+    for &(pfn, info) in chunks {
         if info.test(PageFlags::SWAPCACHE) {
             assert!(
                 cached.contains(&pfn.0),
@@ -485,6 +556,10 @@ fn check_huge_zero(k: &Kernel, census: &Census) {
 /// with reclaim state; pages in `lru_add` batches not PG_lru, and every
 /// batched page allocated (its reference is counted by `check_pages`).
 pub fn check_lru(k: &Kernel) {
+    check_lru_with(k, &k.pages.check_chunks());
+}
+
+fn check_lru_with(k: &Kernel, chunks: &[(Pfn, PageInfo)]) {
     let mut listed = BTreeMap::new();
     for (node, lruvec) in k.lru.lruvecs().iter().enumerate() {
         assert!(
@@ -527,7 +602,7 @@ pub fn check_lru(k: &Kernel) {
             assert_eq!(size, lruvec.size(lru), "node {node}: {lru:?} size");
         }
     }
-    for (pfn, info) in k.pages.check_chunks() {
+    for &(pfn, info) in chunks {
         let page = k.pa.page(pfn);
         assert!(
             matches!(page.state, PageState::Allocated | PageState::Tail),
@@ -567,14 +642,12 @@ pub fn check_lru(k: &Kernel) {
 /// node's LRU sizes (every page on an LRU is charged), the swap cache, and
 /// NR_ANON_THPS (512 per PMD-mapped THP). Without `--memcg` no page is
 /// charged.
-fn check_memcg(k: &Kernel, census: &Census) {
+fn check_memcg(k: &Kernel, census: &Census, chunks: &[(Pfn, PageInfo)]) {
     use super::memcontrol::{MEMCG_CHARGE_BATCH, MemcgStat};
-    let charged: Vec<(Pfn, u64)> = k
-        .pages
-        .check_chunks()
-        .into_iter()
+    let charged: Vec<(Pfn, u64)> = chunks
+        .iter()
         .filter(|(_, info)| info.test(PageFlags::MEMCG))
-        .map(|(pfn, _)| (pfn, 1u64 << k.pa.page(pfn).order))
+        .map(|&(pfn, _)| (pfn, 1u64 << k.pa.page(pfn).order))
         .collect();
     let Some(memcg) = k.memcg.as_ref() else {
         assert!(
@@ -683,10 +756,11 @@ fn check_memcg(k: &Kernel, census: &Census) {
 /// page, a page-cache page, a page table, a deposit or the huge zero page:
 /// nothing leaked.
 pub fn check_no_leaks(k: &Kernel) {
-    let mut census = Census::default();
-    for mm in k.live_mms() {
-        check_mm(k, mm, &mut census);
-    }
+    let census = Census::take(k);
+    check_no_leaks_with(k, &census, &k.pages.check_chunks());
+}
+
+fn check_no_leaks_with(k: &Kernel, census: &Census, chunks: &[(Pfn, PageInfo)]) {
     let mut user = 0u64;
     let heads: std::collections::BTreeSet<u64> = census
         .pte_maps
@@ -696,9 +770,8 @@ pub fn check_no_leaks(k: &Kernel) {
         .chain(k.shmem.pages().map(|(_, _, pfn)| pfn.0))
         .chain(k.swap_cache.entries().into_iter().map(|(_, head)| head.0))
         .chain(
-            k.pages
-                .check_chunks()
-                .into_iter()
+            chunks
+                .iter()
                 .filter(|(_, info)| info.test(PageFlags::SWAPCACHE))
                 .map(|(pfn, _)| pfn.0),
         )

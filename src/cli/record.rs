@@ -252,5 +252,16 @@ fn perf_script(
         .args(["-F", fields, "--ns", "--show-mmap-events"])
         .output()
         .map_err(|e| CliError::new(format!("trace record: perf script: {e}")))?;
+    // A failed `perf script` would leave an empty or cut file that the
+    // import then misreads: say what perf said instead.
+    if !script.status.success() {
+        let stderr = String::from_utf8_lossy(&script.stderr);
+        let first = stderr.lines().find(|l| !l.trim().is_empty());
+        return Err(CliError::new(format!(
+            "trace record: perf script failed ({}): {}",
+            script.status,
+            crate::util::escape(first.unwrap_or("no message").trim())
+        )));
+    }
     std::fs::write(out, &script.stdout).map_err(|e| CliError::new(format!("trace record: {e}")))
 }

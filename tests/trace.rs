@@ -633,10 +633,7 @@ fn record_true(name: &str, flags: &[&str], path: Option<&Path>) -> Option<(Strin
         .arg("-o")
         .arg(&out);
     if let Some(path) = path {
-        let old = std::env::var_os("PATH").unwrap_or_default();
-        let mut paths = vec![path.to_path_buf()];
-        paths.extend(std::env::split_paths(&old));
-        cmd.env("PATH", std::env::join_paths(paths).unwrap());
+        cmd.env("PATH", path_with(path));
     }
     let run = cmd.args(["--", "true"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
@@ -650,6 +647,43 @@ fn record_true(name: &str, flags: &[&str], path: Option<&Path>) -> Option<(Strin
     let text = trace::read_text(&out).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     Some((String::from_utf8_lossy(&run.stdout).into_owned(), text))
+}
+
+/// PATH with `dir` searched first.
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    let old = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![dir.to_path_buf()];
+    paths.extend(std::env::split_paths(&old));
+    std::env::join_paths(paths).unwrap()
+}
+
+/// Writes `dir/perf`, which runs this host's perf except for `subcommand`,
+/// where it prints `stderr` (a line each) and exits 1. False, with a note,
+/// where there is no perf to wrap.
+fn wrap_perf(dir: &Path, subcommand: &str, stderr: &[&str]) -> bool {
+    let real = ["/usr/bin/perf", "/usr/local/bin/perf", "/bin/perf"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(real) = real else {
+        eprintln!("skipped: no perf binary to wrap");
+        return false;
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    let echoes: String = stderr
+        .iter()
+        .map(|l| format!("echo \"{l}\" >&2; "))
+        .collect();
+    let wrapper = dir.join("perf");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = {subcommand} ]; then {echoes}exit 1; fi\nexec {real} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    true
 }
 
 /// A recording of `true`: the program's exec, the mappings execve made,
@@ -684,24 +718,10 @@ fn trace_record_falls_back_to_strace_under_perf_record() {
     check_recorded_true(&stdout, &text);
 
     let dir = std::env::temp_dir().join(format!("mmsim-noperftrace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let real = ["/usr/bin/perf", "/usr/local/bin/perf", "/bin/perf"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let Some(real) = real else {
-        eprintln!("skipped: no perf binary to wrap");
+    let message = ["perf: 'trace' is not a perf-command. See 'perf --help'."];
+    if !wrap_perf(&dir, "trace", &message) {
         return;
-    };
-    let wrapper = dir.join("perf");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = trace ]; then echo \"perf: 'trace' is not a perf-command. See 'perf --help'.\" >&2; exit 1; fi\nexec {real} \"$@\"\n"
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let recorded = record_true("wrapped", &[], Some(&dir));
     std::fs::remove_dir_all(&dir).unwrap();
     let (stdout, text) = recorded.expect("recorded with the strace fallback");
@@ -717,39 +737,20 @@ fn trace_record_falls_back_to_strace_under_perf_record() {
 /// line, not with an empty trace or an import error.
 #[test]
 fn trace_record_says_what_a_failing_perf_script_said() {
-    let real = ["/usr/bin/perf", "/usr/local/bin/perf", "/bin/perf"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let Some(real) = real else {
-        eprintln!("skipped: no perf binary to wrap");
-        return;
-    };
     // Only where perf can record at all: otherwise the permission error
     // comes first.
     if record_true("script-ok", &[], None).is_none() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("mmsim-badscript-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let wrapper = dir.join("perf");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = script ]; then echo \"  \" >&2; echo \"perf.data: no such event list\" >&2; exit 1; fi\nexec {real} \"$@\"\n"
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = dir.join("true.trace");
-    let old = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![dir.clone()];
-    paths.extend(std::env::split_paths(&old));
+    if !wrap_perf(&dir, "script", &["  ", "perf.data: no such event list"]) {
+        return;
+    }
     let run = Command::new(env!("CARGO_BIN_EXE_mmsim"))
         .args(["trace", "record", "-o"])
-        .arg(&out)
+        .arg(dir.join("true.trace"))
         .args(["--", "true"])
-        .env("PATH", std::env::join_paths(paths).unwrap())
+        .env("PATH", path_with(&dir))
         .output()
         .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();

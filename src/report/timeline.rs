@@ -430,15 +430,7 @@ mod tests {
         }));
         let rec = run.stats.recording.as_ref().unwrap();
         assert!(rec.timeline.is_none());
-        assert_eq!(rec.total(), run.stats.total_cycles().0);
-        let mut by_leaf: BTreeMap<Symbol, u64> = BTreeMap::new();
-        for (chain, n) in &rec.folded {
-            *by_leaf.entry(*chain.last().unwrap()).or_default() += n;
-        }
-        for &symbol in Symbol::ALL {
-            let leaf = by_leaf.get(&symbol).copied().unwrap_or(0);
-            assert_eq!(leaf, run.stats.cycles(symbol).0, "{}", symbol.name());
-        }
+        assert_folded_add_up(&run);
         // The huge zero page's get is charged under the fault's chain.
         let chain = [
             Symbol::AsmExcPageFault,

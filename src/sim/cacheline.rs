@@ -376,17 +376,7 @@ impl CacheLine {
     /// taking the line within those few cycles) are not modelled. Counted
     /// in `mmsim_cmpxchg_retries`. Returns the wait.
     pub fn cmpxchg_swap(&mut self, ctx: &mut Ctx, symbol: Symbol, read: CmpxchgRead) -> Cycles {
-        let cpu = ctx.cur();
-        assert_eq!(
-            cpu, read.cpu,
-            "a cmpxchg swapped on another CPU than its read"
-        );
-        self.forget_before(ctx.horizon());
-        // A modification the timeline has already forgotten (the swap's
-        // step began after it ended) still changed the value.
-        let forgotten = self
-            .modified_base
-            .is_some_and(|(at, by)| by != cpu && at >= read.done);
+        let (cpu, forgotten) = self.swap_start(ctx, read);
         self.access(ctx, symbol, |line, ctx, begun| {
             let mut swap = line.rmw_need(ctx, cpu, begun);
             if let Need::Occupy { cost, retried, .. } = &mut swap
@@ -397,6 +387,23 @@ impl CacheLine {
             }
             swap
         })
+    }
+
+    /// What a swap does first: checks that `read` was this CPU's, forgets
+    /// what is past, and says whether a modification by another CPU after
+    /// the read is one the timeline has already forgotten (the swap's step
+    /// began after it ended), which still changed the value.
+    fn swap_start(&mut self, ctx: &Ctx, read: CmpxchgRead) -> (CpuId, bool) {
+        let cpu = ctx.cur();
+        assert_eq!(
+            cpu, read.cpu,
+            "a cmpxchg swapped on another CPU than its read"
+        );
+        self.forget_before(ctx.horizon());
+        let forgotten = self
+            .modified_base
+            .is_some_and(|(at, by)| by != cpu && at >= read.done);
+        (cpu, forgotten)
     }
 
     /// The `lock cmpxchg` after `read`, without the retry at once that
@@ -417,15 +424,7 @@ impl CacheLine {
         symbol: Symbol,
         read: CmpxchgRead,
     ) -> (Cycles, Option<CmpxchgRead>) {
-        let cpu = ctx.cur();
-        assert_eq!(
-            cpu, read.cpu,
-            "a cmpxchg swapped on another CPU than its read"
-        );
-        self.forget_before(ctx.horizon());
-        let forgotten = self
-            .modified_base
-            .is_some_and(|(at, by)| by != cpu && at >= read.done);
+        let (cpu, forgotten) = self.swap_start(ctx, read);
         let (waited, failed) = self.access_marked(ctx, symbol, |line, ctx, begun| {
             let mut swap = line.rmw_need(ctx, cpu, begun);
             if let Need::Occupy {

@@ -264,14 +264,14 @@ impl Run<'_> {
         let words = self.u.bytes / 8;
         let step_words = self.u.step / 8;
         let left = (words - i).div_ceil(step_words);
-        let batch: Vec<(u64, u64)> = (0..left.min(RANDOM_BATCH))
-            .map(|_| {
-                let idx = sys.ctx.rng.below(words.saturating_sub(1).max(1));
-                (t.base + idx * 8, idx)
-            })
-            .collect();
+        let mut words_at = [(0, 0); RANDOM_BATCH as usize];
+        let batch = &mut words_at[..left.min(RANDOM_BATCH) as usize];
+        for word in batch.iter_mut() {
+            let idx = sys.ctx.rng.below(words.saturating_sub(1).max(1));
+            *word = (t.base + idx * 8, idx);
+        }
         let write = !self.u.readonly;
-        let done = sys.access_scattered(&batch, write).map_err(|e| {
+        let done = sys.access_scattered(batch, write).map_err(|e| {
             let addr = batch[0].0;
             match write {
                 false => format!("read fault at {addr:#x}: {e}"),

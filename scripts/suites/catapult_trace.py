@@ -31,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from devtools_trace import Browser  # noqa: E402
+from devtools_trace import Browser, view_options  # noqa: E402
 
 # What the viewer holds once it has imported the trace, and its warnings.
 SUMMARY = r"""(() => {
@@ -98,26 +98,14 @@ def main():
         return 2
     page, out = args
     try:
-        width, height = (int(x) for x in opts.get("--size", "1600x1200").split("x"))
-        window = None
-        if "--window" in opts:
-            window = [float(x) for x in opts["--window"].split("..")]
-            if len(window) != 2 or window[0] >= window[1]:
-                raise ValueError("--window wants START_US..END_US")
-        select = int(opts["--select-wait"]) if "--select-wait" in opts else None
+        width, height, window, select = view_options(opts)
     except ValueError as e:
         print(f"catapult_trace.py: {e}", file=sys.stderr)
         return 2
     profile = tempfile.mkdtemp(prefix="catapult-trace.")
     b = Browser(profile, width, height)
     try:
-        target = b.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        s = b.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        b.call("Page.enable", session=s)
-        b.call("Runtime.enable", session=s)
-        b.call("Emulation.setDeviceMetricsOverride",
-               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-               session=s)
+        s = b.new_page(width, height)
         b.call("Page.navigate", {"url": "file://" + os.path.abspath(page)}, session=s)
 
         def js(expr, wait=False):

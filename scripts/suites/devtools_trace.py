@@ -26,6 +26,21 @@ import tempfile
 import time
 
 
+def view_options(opts):
+    """The viewer scripts' shared options, from `opts` (option -> text):
+    the screenshot's (width, height), the --window to zoom to as
+    [start_us, end_us] or None, and the CPU of --select-wait or None.
+    Raises ValueError on a malformed one."""
+    width, height = (int(x) for x in opts.get("--size", "1600x1200").split("x"))
+    window = None
+    if "--window" in opts:
+        window = [float(x) for x in opts["--window"].split("..")]
+        if len(window) != 2 or window[0] >= window[1]:
+            raise ValueError("--window wants START_US..END_US")
+    select = int(opts["--select-wait"]) if "--select-wait" in opts else None
+    return width, height, window, select
+
+
 class Browser:
     """Headless Chromium spoken to over --remote-debugging-pipe."""
 
@@ -59,6 +74,18 @@ class Browser:
             self.buf += chunk
         msg, self.buf = self.buf.split(b"\0", 1)
         return json.loads(msg)
+
+    def new_page(self, width, height):
+        """A blank page of width x height CSS pixels with its Page and
+        Runtime events on; returns its session."""
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        s = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.call("Page.enable", session=s)
+        self.call("Runtime.enable", session=s)
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                  session=s)
+        return s
 
     def call(self, method, params=None, session=None):
         self.next_id += 1
@@ -105,13 +132,7 @@ def main():
                 break
             time.sleep(0.1)
         port = int(open(port_file).read().split()[0])
-        target = b.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        s = b.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        b.call("Page.enable", session=s)
-        b.call("Runtime.enable", session=s)
-        b.call("Emulation.setDeviceMetricsOverride",
-               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-               session=s)
+        s = b.new_page(width, height)
         b.call("Page.navigate",
                {"url": f"http://127.0.0.1:{port}/devtools/devtools_app.html?panel=timeline"},
                session=s)

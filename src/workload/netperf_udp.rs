@@ -230,6 +230,8 @@ struct Iteration {
     sent: u64,
     received: u64,
     dropped: u64,
+    /// The most datagrams queued for netserver at once.
+    max_queued: usize,
     seconds: f64,
     stats: Stats,
 }
@@ -242,13 +244,15 @@ impl Iteration {
         let s = &self.stats;
         let per_1000 = |n: u64| 1000.0 * n as f64 / self.sent.max(1) as f64;
         format!(
-            "# RcvbufErrors {}; per 1000 datagrams: page allocations {:.2} (order 0 {:.2}, orders 1-3 {:.2}), zone->lock {:.2}, new slabs {:.2}",
+            "# RcvbufErrors {}; at most {} queued; per 1000 datagrams: page allocations {:.2} (order 0 {:.2}, orders 1-3 {:.2}), zone->lock {:.2}, new slabs {:.2}, slabs discarded {:.2}",
             self.dropped,
+            self.max_queued,
             per_1000(s.event(Event::AllocOrder0) + s.event(Event::AllocOrder1To3)),
             per_1000(s.event(Event::AllocOrder0)),
             per_1000(s.event(Event::AllocOrder1To3)),
             per_1000(s.event(Event::ZoneLockAcquired)),
             per_1000(s.event(Event::SlabAlloc)),
+            per_1000(s.event(Event::SlabFree)),
         )
     }
 }
@@ -341,6 +345,7 @@ impl NetperfUdp {
             sent: stream.sent,
             received: stream.received,
             dropped: stream.sock.rcvbuf_errors(),
+            max_queued: stream.sock.max_queued(),
             seconds,
             stats: done.ctx.stats,
         })

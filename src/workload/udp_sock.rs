@@ -45,6 +45,9 @@ pub struct UdpSock<T> {
     reader_queue: VecDeque<(T, u64)>,
     /// Datagrams dropped for a full buffer (`UDP_MIB_RCVBUFERRORS`).
     rcvbuf_errors: u64,
+    /// The most datagrams ever queued at once (both queues): how far the
+    /// reader fell behind.
+    max_queued: usize,
 }
 
 impl<T> UdpSock<T> {
@@ -56,6 +59,7 @@ impl<T> UdpSock<T> {
             receive_queue: VecDeque::new(),
             reader_queue: VecDeque::new(),
             rcvbuf_errors: 0,
+            max_queued: 0,
         }
     }
 
@@ -69,6 +73,7 @@ impl<T> UdpSock<T> {
         }
         self.rmem_alloc += truesize;
         self.receive_queue.push_back((skb, truesize));
+        self.max_queued = self.max_queued.max(self.len());
         Ok(())
     }
 
@@ -121,6 +126,11 @@ impl<T> UdpSock<T> {
         self.rcvbuf_errors
     }
 
+    /// The most datagrams that were ever queued and not yet received.
+    pub fn max_queued(&self) -> usize {
+        self.max_queued
+    }
+
     /// Datagrams queued and not yet received.
     pub fn len(&self) -> usize {
         self.receive_queue.len() + self.reader_queue.len()
@@ -163,6 +173,8 @@ mod tests {
         // Order is kept across the two queues.
         let rest: Vec<_> = std::iter::from_fn(|| sock.dequeue()).collect();
         assert_eq!(rest, [2, 3, 4, 5, 8, 9]);
+        // Six at most were ever waiting: 0..=5, then 2..=5 with 8 and 9.
+        assert_eq!(sock.max_queued(), 6);
         assert!(sock.is_empty());
         assert_eq!(sock.rmem_alloc(), 0);
     }
@@ -180,6 +192,7 @@ mod tests {
         }
         assert_eq!(sock.dequeue(), None);
         assert_eq!(sock.rcvbuf_errors(), 0);
+        assert_eq!(sock.max_queued(), 1);
     }
 
     #[test]

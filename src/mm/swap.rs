@@ -256,10 +256,14 @@ impl Kernel {
         let nr = self.thp_nr_pages(head);
         let lruvec = self.lru.lruvec_mut(node);
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU delete without lru_lock");
-        let lru = page_lru(&self.pages.get(head));
-        let [prev, next] = lruvec.del_page_from_lru_list(&mut self.pages, head, nr);
+        // One look-up of the page's flags for the list, the delete and the
+        // cgroup's count: the delete changes only its links.
+        let info = self.pages.get(head);
+        let lru = page_lru(&info);
+        let [prev, next] = lruvec.del_page_from_lru_list_of(&mut self.pages, head, info, nr);
         self.charge_lru_op(ctx, symbol, head, &[prev, next]);
-        self.memcg_update_lru_size(ctx, head, lru, -(nr as i64));
+        let charged = info.test(PageFlags::MEMCG);
+        self.memcg_update_lru_size_of(ctx, head, charged, lru, -(nr as i64));
     }
 
     /// `lru_cache_add`: a reference for the batch, then into this CPU's

@@ -1229,6 +1229,19 @@ impl SwapDevices {
             .unwrap_or_default()
     }
 
+    /// Hands back the vector [`SwapDevices::take_freed_slots`] gave, now
+    /// emptied, for the next frees to fill: its room is kept, where a new
+    /// vector would grow again from nothing every batch.
+    pub fn return_freed_slots(&mut self, ty: usize, mut buffer: Vec<u64>) {
+        buffer.clear();
+        if let Some(si) = self.si.get_mut(ty)
+            && si.freed.is_empty()
+            && si.freed.capacity() < buffer.capacity()
+        {
+            si.freed = buffer;
+        }
+    }
+
     /// The ranges freed on every device since the last call, in device
     /// order and oldest first: each one `swap_entry_free` or a cluster's
     /// `swap_free_cluster`, where Linux calls `mem_cgroup_uncharge_swap`.

@@ -474,16 +474,29 @@ impl Kernel {
     /// `mem_cgroup_uncharge` of a page about to be freed (a head): its
     /// charge back at once, or into the gather of a
     /// `mem_cgroup_uncharge_list` under way (order-0 pages only: Linux
-    /// frees a THP on its own, `free_compound_page`).
-    pub(super) fn mem_cgroup_uncharge(&mut self, ctx: &mut Ctx, head: Pfn) {
+    /// frees a THP on its own, `free_compound_page`). The caller has read
+    /// the page's `PG_memcg` (`charged`) and order, and resets its flags
+    /// as it frees it: `memcg_data` is cleared with them.
+    pub(super) fn mem_cgroup_uncharge(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        charged: bool,
+        order: Order,
+    ) {
+        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        if self.memcg.is_some() && charged {
+            self.uncharge_page(ctx, order);
+        }
+    }
+
+    /// `uncharge_page` of a charged page of `order`, into the gather of a
+    /// `mem_cgroup_uncharge_list` under way or uncharged at once.
+    fn uncharge_page(&mut self, ctx: &mut Ctx, order: Order) {
         let Some(memcg) = self.memcg.as_mut() else {
             return;
         };
-        if !self.pages.get(head).test(PageFlags::MEMCG) {
-            return;
-        }
-        self.pages.update(head, |p| p.clear(PageFlags::MEMCG));
-        let nr = Order(self.pa.page(head).order).nr_pages();
+        let nr = order.nr_pages();
         // uncharge_page: memcg_data cleared, the css reference dropped.
         let cost = ctx.machine().costs.memcg_uncharge_page.cycles();
         ctx.charge(Symbol::UnchargePage, cost);

@@ -625,9 +625,15 @@ impl Kernel {
     /// A page with no reference left: off the LRU if on it, its reclaim
     /// state and contents cleared, back to the page allocator.
     pub(super) fn free_unreferenced_page(&mut self, ctx: &mut Ctx, head: Pfn) {
-        self.page_cache_release(ctx, head);
-        self.mem_cgroup_uncharge(ctx, head);
+        // The page's flags and order read once: releasing it from the LRU
+        // changes only its LRU bits and links, and its flags go back to
+        // their default below (reset_range), PG_memcg with them.
+        let info = self.pages.get(head);
         let order = Order(self.pa.page(head).order);
+        if info.test(PageFlags::LRU) {
+            self.page_cache_release(ctx, head);
+        }
+        self.mem_cgroup_uncharge(ctx, head, info.test(PageFlags::MEMCG), order);
         // free_transhuge_page: off the deferred split queue.
         if order == Order::THP {
             self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);

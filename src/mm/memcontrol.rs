@@ -724,8 +724,16 @@ impl Kernel {
         if self.memcg.is_none() {
             return;
         }
-        for (entry, nr) in self.swap.take_memcg_freed() {
-            self.mem_cgroup_uncharge_swap(ctx, entry, nr);
+        // Device by device, oldest first (as take_memcg_freed orders them),
+        // each device's vector handed back for its next frees: a page
+        // unmapped frees a slot or two, and a new vector a time cost more
+        // host time than the uncharge.
+        for ty in 0..self.swap.nr_swap_types() {
+            let freed = self.swap.take_memcg_freed_of(ty);
+            for &(offset, nr) in &freed {
+                self.mem_cgroup_uncharge_swap(ctx, SwapEntry::new(ty, offset), nr);
+            }
+            self.swap.return_memcg_freed(ty, freed);
         }
     }
 }

@@ -474,9 +474,7 @@ impl Kernel {
         }
         // Under the space's xa_lock_irqsave: page_ref_freeze's cmpxchg,
         // then the page leaves the cache.
-        let held = SwapEntry::from_raw(
-            held_entry.unwrap_or_else(|| self.pages.get(head).private),
-        );
+        let held = SwapEntry::from_raw(held_entry.unwrap_or_else(|| self.pages.get(head).private));
         self.swap_cache_lock(held).lock_irqsave(ctx);
         let freeze = ctx.machine().costs.atomic_rmw_local.cycles();
         ctx.charge(Symbol::ShrinkPageList, freeze);

@@ -608,6 +608,23 @@ mod tests {
         assert_eq!(z.zram_stats().same_pages, pages - trunk);
     }
 
+    /// The memo's hash spreads keys that differ only in a word's top byte
+    /// (a byte dirtied at the end of a word, seed 003's pages) over the
+    /// low bits that pick a bucket, and is the same from run to run.
+    #[test]
+    fn the_memo_hash_spreads_top_bytes_into_the_low_bits() {
+        use std::hash::BuildHasher;
+        let build = BuildHasherDefault::<WordHasher>::default();
+        let low: std::collections::BTreeSet<u64> = (0..256u64)
+            .map(|b| build.hash_one((511u16, b << 56)) & 0xffff)
+            .collect();
+        assert!(low.len() > 250, "{} distinct of 256", low.len());
+        assert_eq!(
+            build.hash_one((3u16, 7u64)),
+            BuildHasherDefault::<WordHasher>::default().hash_one((3u16, 7u64))
+        );
+    }
+
     /// A page that is not in cache is read from its node's memory at the
     /// core's streaming rate: all of it by page_same_filled for a
     /// same-filled page, by the compressor's pass for any other, whose

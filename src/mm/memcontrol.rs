@@ -176,8 +176,11 @@ pub struct MemCgroup {
     pub stock: Vec<MemcgStock>,
     /// Per node: the statistics flushed so far (`lruvec_stats`).
     stats: Vec<[i64; NR_MEMCG_STATS]>,
-    /// Per CPU, per node: deltas not yet flushed (`lruvec_stats_percpu`).
-    stats_percpu: Vec<Vec<[i64; NR_MEMCG_STATS]>>,
+    /// Per CPU, per node (CPU `c`'s node `n` at `c * nr_nodes + n`, one
+    /// flat vector: every page reclaim changes these several times):
+    /// deltas not yet flushed (`lruvec_stats_percpu`).
+    stats_percpu: Vec<[i64; NR_MEMCG_STATS]>,
+    nr_nodes: usize,
     /// `swap_cgroup`: per swap type, per slot, whether the cgroup owns the
     /// slot's swap charge (Linux stores a 2-byte memcg id per slot).
     swap_cgroup: Vec<Vec<u64>>,
@@ -196,7 +199,8 @@ impl MemCgroup {
             swap: vec![PageCounter::default(); levels],
             stock: vec![MemcgStock::default(); nr_cpus],
             stats: vec![[0; NR_MEMCG_STATS]; nr_nodes],
-            stats_percpu: vec![vec![[0; NR_MEMCG_STATS]; nr_nodes]; nr_cpus],
+            stats_percpu: vec![[0; NR_MEMCG_STATS]; nr_nodes * nr_cpus],
+            nr_nodes,
             swap_cgroup: Vec::new(),
             swap_records: 0,
             gather: None,
@@ -224,17 +228,23 @@ impl MemCgroup {
     /// then `lruvec_page_state`); without flushing, for the checker.
     pub fn stat(&self, node: usize, item: MemcgStat) -> i64 {
         let i = item.index();
-        self.stats[node][i] + self.stats_percpu.iter().map(|c| c[node][i]).sum::<i64>()
+        self.stats[node][i]
+            + self
+                .stats_percpu
+                .iter()
+                .skip(node)
+                .step_by(self.nr_nodes)
+                .map(|c| c[i])
+                .sum::<i64>()
     }
 
     /// `cgroup_rstat_flush`: every CPU's deltas into the counters.
     pub fn flush_stats(&mut self) {
-        for cpu in &mut self.stats_percpu {
-            for (node, deltas) in cpu.iter_mut().enumerate() {
-                for (i, d) in deltas.iter_mut().enumerate() {
-                    self.stats[node][i] += *d;
-                    *d = 0;
-                }
+        for (at, deltas) in self.stats_percpu.iter_mut().enumerate() {
+            let node = at % self.nr_nodes;
+            for (i, d) in deltas.iter_mut().enumerate() {
+                self.stats[node][i] += *d;
+                *d = 0;
             }
         }
     }
@@ -384,10 +394,12 @@ impl MemCgroup {
     }
 
     /// `__mod_memcg_lruvec_state`: this CPU's delta of `node`'s `item`.
+    #[inline]
     fn mod_memcg_lruvec_state(&mut self, ctx: &mut Ctx, node: u32, item: MemcgStat, delta: i64) {
         let cost = ctx.machine().costs.memcg_stat_update.cycles();
         ctx.charge(Symbol::ModMemcgLruvecState, cost);
-        self.stats_percpu[ctx.cur().index()][node as usize][item.index()] += delta;
+        let at = ctx.cur().index() * self.nr_nodes + node as usize;
+        self.stats_percpu[at][item.index()] += delta;
     }
 
     fn swap_cgroup_test_and_set(&mut self, entry: SwapEntry, owned: bool) -> bool {
@@ -462,16 +474,29 @@ impl Kernel {
     /// `mem_cgroup_uncharge` of a page about to be freed (a head): its
     /// charge back at once, or into the gather of a
     /// `mem_cgroup_uncharge_list` under way (order-0 pages only: Linux
-    /// frees a THP on its own, `free_compound_page`).
-    pub(super) fn mem_cgroup_uncharge(&mut self, ctx: &mut Ctx, head: Pfn) {
+    /// frees a THP on its own, `free_compound_page`). The caller has read
+    /// the page's `PG_memcg` (`charged`) and order, and resets its flags
+    /// as it frees it: `memcg_data` is cleared with them.
+    pub(super) fn mem_cgroup_uncharge(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        charged: bool,
+        order: Order,
+    ) {
+        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        if self.memcg.is_some() && charged {
+            self.uncharge_page(ctx, order);
+        }
+    }
+
+    /// `uncharge_page` of a charged page of `order`, into the gather of a
+    /// `mem_cgroup_uncharge_list` under way or uncharged at once.
+    fn uncharge_page(&mut self, ctx: &mut Ctx, order: Order) {
         let Some(memcg) = self.memcg.as_mut() else {
             return;
         };
-        if !self.pages.get(head).test(PageFlags::MEMCG) {
-            return;
-        }
-        self.pages.update(head, |p| p.clear(PageFlags::MEMCG));
-        let nr = Order(self.pa.page(head).order).nr_pages();
+        let nr = order.nr_pages();
         // uncharge_page: memcg_data cleared, the css reference dropped.
         let cost = ctx.machine().costs.memcg_uncharge_page.cycles();
         ctx.charge(Symbol::UnchargePage, cost);
@@ -540,6 +565,35 @@ impl Kernel {
         }
     }
 
+    /// Two [`Kernel::mod_lruvec_page_state`] of one page in a row (the
+    /// swap cache's `NR_FILE_PAGES` then `NR_SWAPCACHE`): the same charges
+    /// in the same order, the page's cgroup and node looked up once.
+    pub(super) fn mod_lruvec_page_state2(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        items: [(MemcgStat, i64); 2],
+    ) {
+        let Some(memcg) = self.memcg.as_mut() else {
+            super::vmstat::mod_node_page_state(ctx);
+            super::vmstat::mod_node_page_state(ctx);
+            return;
+        };
+        let node = self
+            .pages
+            .get(head)
+            .test(PageFlags::MEMCG)
+            .then(|| self.pa.node_of(head));
+        let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
+        for (item, delta) in items {
+            super::vmstat::mod_node_page_state(ctx);
+            ctx.charge(Symbol::ModLruvecPageState, cost);
+            if let Some(node) = node {
+                memcg.mod_memcg_lruvec_state(ctx, node, item, delta);
+            }
+        }
+    }
+
     /// `update_lru_size`: the node's and the zone's counts, and a charged
     /// page's lruvec (the cgroup's): `__mod_lruvec_state` ->
     /// `__mod_memcg_lruvec_state`.
@@ -555,6 +609,28 @@ impl Kernel {
         super::vmstat::mod_node_page_state(ctx);
         super::vmstat::mod_zone_page_state(ctx);
         if self.memcg.is_none() || !self.pages.get(head).test(PageFlags::MEMCG) {
+            return;
+        }
+        let node = self.pa.node_of(head);
+        if let Some(memcg) = self.memcg.as_mut() {
+            memcg.mod_memcg_lruvec_state(ctx, node, MemcgStat::Lru(lru), delta);
+        }
+    }
+
+    /// [`Kernel::memcg_update_lru_size`] of a page whose `PG_memcg` the
+    /// caller has read (`charged`).
+    pub(super) fn memcg_update_lru_size_of(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        charged: bool,
+        lru: LruList,
+        delta: i64,
+    ) {
+        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        super::vmstat::mod_node_page_state(ctx);
+        super::vmstat::mod_zone_page_state(ctx);
+        if !charged {
             return;
         }
         let node = self.pa.node_of(head);
@@ -648,8 +724,16 @@ impl Kernel {
         if self.memcg.is_none() {
             return;
         }
-        for (entry, nr) in self.swap.take_memcg_freed() {
-            self.mem_cgroup_uncharge_swap(ctx, entry, nr);
+        // Device by device, oldest first (as take_memcg_freed orders them),
+        // each device's vector handed back for its next frees: a page
+        // unmapped frees a slot or two, and a new vector a time cost more
+        // host time than the uncharge.
+        for ty in 0..self.swap.nr_swap_types() {
+            let freed = self.swap.take_memcg_freed_of(ty);
+            for &(offset, nr) in &freed {
+                self.mem_cgroup_uncharge_swap(ctx, SwapEntry::new(ty, offset), nr);
+            }
+            self.swap.return_memcg_freed(ty, freed);
         }
     }
 }

@@ -234,6 +234,19 @@ impl Lruvec {
         nr_pages: u64,
     ) -> [Option<Pfn>; 2] {
         let page = pages.get(head);
+        self.del_page_from_lru_list_of(pages, head, page, nr_pages)
+    }
+
+    /// [`Lruvec::del_page_from_lru_list`] of a page whose reclaim half the
+    /// caller has just read (`page`): no second look-up.
+    pub fn del_page_from_lru_list_of(
+        &mut self,
+        pages: &mut PageInfos,
+        head: Pfn,
+        page: PageInfo,
+        nr_pages: u64,
+    ) -> [Option<Pfn>; 2] {
+        debug_assert!(page == pages.get(head), "{head}: stale page info");
         let lru = page_lru(&page);
         let list = &mut self.lists[lru as usize];
         let (prev, next) = (page.lru_prev, page.lru_next);

@@ -407,9 +407,12 @@ impl Kernel {
             return;
         }
         self.account_writeback_end(ctx, head);
-        self.pages.update(head, |p| p.clear(PageFlags::WRITEBACK));
+        // PG_writeback and PG_reclaim cleared in one update of the page.
+        self.pages.update(head, |p| {
+            p.clear(PageFlags::WRITEBACK);
+            p.clear(PageFlags::RECLAIM);
+        });
         if info.test(PageFlags::RECLAIM) {
-            self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));
             self.rotate_reclaimable_page(ctx, head);
         }
     }

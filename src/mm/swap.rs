@@ -256,10 +256,14 @@ impl Kernel {
         let nr = self.thp_nr_pages(head);
         let lruvec = self.lru.lruvec_mut(node);
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU delete without lru_lock");
-        let lru = page_lru(&self.pages.get(head));
-        let [prev, next] = lruvec.del_page_from_lru_list(&mut self.pages, head, nr);
+        // One look-up of the page's flags for the list, the delete and the
+        // cgroup's count: the delete changes only its links.
+        let info = self.pages.get(head);
+        let lru = page_lru(&info);
+        let [prev, next] = lruvec.del_page_from_lru_list_of(&mut self.pages, head, info, nr);
         self.charge_lru_op(ctx, symbol, head, &[prev, next]);
-        self.memcg_update_lru_size(ctx, head, lru, -(nr as i64));
+        let charged = info.test(PageFlags::MEMCG);
+        self.memcg_update_lru_size_of(ctx, head, charged, lru, -(nr as i64));
     }
 
     /// `lru_cache_add`: a reference for the batch, then into this CPU's
@@ -621,9 +625,15 @@ impl Kernel {
     /// A page with no reference left: off the LRU if on it, its reclaim
     /// state and contents cleared, back to the page allocator.
     pub(super) fn free_unreferenced_page(&mut self, ctx: &mut Ctx, head: Pfn) {
-        self.page_cache_release(ctx, head);
-        self.mem_cgroup_uncharge(ctx, head);
+        // The page's flags and order read once: releasing it from the LRU
+        // changes only its LRU bits and links, and its flags go back to
+        // their default below (reset_range), PG_memcg with them.
+        let info = self.pages.get(head);
         let order = Order(self.pa.page(head).order);
+        if info.test(PageFlags::LRU) {
+            self.page_cache_release(ctx, head);
+        }
+        self.mem_cgroup_uncharge(ctx, head, info.test(PageFlags::MEMCG), order);
         // free_transhuge_page: off the deferred split queue.
         if order == Order::THP {
             self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);

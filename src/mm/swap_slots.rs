@@ -98,8 +98,8 @@ impl SwapDevices {
     /// (never from the caches; `None` without `CONFIG_THP_SWAP` or when no
     /// cluster is wholly free: the caller splits the THP).
     pub fn get_swap_page(&mut self, ctx: &mut Ctx, huge: bool) -> Option<SwapEntry> {
-        let mut out = Vec::with_capacity(1);
         if huge {
+            let mut out = Vec::new();
             if self.thp_swap() {
                 let cs = self.swapfile_cluster();
                 self.get_swap_pages(ctx, 1, cs, &mut out);
@@ -121,6 +121,9 @@ impl SwapDevices {
                 }
             }
         }
+        // Past the per-CPU cache only: most pages take a cached slot and
+        // allocate nothing here.
+        let mut out = Vec::with_capacity(1);
         self.get_swap_pages(ctx, 1, 1, &mut out);
         out.pop()
     }

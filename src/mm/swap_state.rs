@@ -219,8 +219,14 @@ impl Kernel {
             p.set(PageFlags::SWAPCACHE);
             p.private = entry.to_raw();
         });
-        self.mod_lruvec_page_state(ctx, head, MemcgStat::FilePages, nr as i64);
-        self.mod_lruvec_page_state(ctx, head, MemcgStat::Swapcache, nr as i64);
+        self.mod_lruvec_page_state2(
+            ctx,
+            head,
+            [
+                (MemcgStat::FilePages, nr as i64),
+                (MemcgStat::Swapcache, nr as i64),
+            ],
+        );
         self.swap_cache_lock(entry).unlock_irq(ctx);
     }
 
@@ -273,8 +279,14 @@ impl Kernel {
             p.clear(PageFlags::SWAPCACHE);
             p.private = 0;
         });
-        self.mod_lruvec_page_state(ctx, head, MemcgStat::FilePages, -(nr as i64));
-        self.mod_lruvec_page_state(ctx, head, MemcgStat::Swapcache, -(nr as i64));
+        self.mod_lruvec_page_state2(
+            ctx,
+            head,
+            [
+                (MemcgStat::FilePages, -(nr as i64)),
+                (MemcgStat::Swapcache, -(nr as i64)),
+            ],
+        );
         entry
     }
 
@@ -350,9 +362,11 @@ impl Kernel {
         // swap_free_cluster call it as they free).
         self.memcg_swap_freed(ctx);
         for ty in 0..self.swap_devs.len() {
-            for offset in self.swap.take_freed_slots(ty) {
+            let freed = self.swap.take_freed_slots(ty);
+            for &offset in &freed {
                 self.swap_devs[ty].slot_free(ctx, &mut self.pa, offset);
             }
+            self.swap.return_freed_slots(ty, freed);
         }
     }
 

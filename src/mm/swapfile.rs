@@ -1229,9 +1229,48 @@ impl SwapDevices {
             .unwrap_or_default()
     }
 
+    /// Hands back the vector [`SwapDevices::take_freed_slots`] gave, now
+    /// emptied, for the next frees to fill: its room is kept, where a new
+    /// vector would grow again from nothing every batch.
+    pub fn return_freed_slots(&mut self, ty: usize, mut buffer: Vec<u64>) {
+        buffer.clear();
+        if let Some(si) = self.si.get_mut(ty)
+            && si.freed.is_empty()
+            && si.freed.capacity() < buffer.capacity()
+        {
+            si.freed = buffer;
+        }
+    }
+
     /// The ranges freed on every device since the last call, in device
     /// order and oldest first: each one `swap_entry_free` or a cluster's
     /// `swap_free_cluster`, where Linux calls `mem_cgroup_uncharge_swap`.
+    /// Device `ty`'s ranges of [`SwapDevices::take_memcg_freed`], as
+    /// (offset, pages), oldest first; hand the vector back emptied with
+    /// [`SwapDevices::return_memcg_freed`] to keep its room.
+    pub fn take_memcg_freed_of(&mut self, ty: usize) -> Vec<(u64, u64)> {
+        self.si
+            .get_mut(ty)
+            .map(|si| std::mem::take(&mut si.memcg_freed))
+            .unwrap_or_default()
+    }
+
+    /// Hands back the vector [`SwapDevices::take_memcg_freed_of`] gave.
+    pub fn return_memcg_freed(&mut self, ty: usize, mut buffer: Vec<(u64, u64)>) {
+        buffer.clear();
+        if let Some(si) = self.si.get_mut(ty)
+            && si.memcg_freed.is_empty()
+            && si.memcg_freed.capacity() < buffer.capacity()
+        {
+            si.memcg_freed = buffer;
+        }
+    }
+
+    /// How many swap types were swapped on.
+    pub fn nr_swap_types(&self) -> usize {
+        self.si.len()
+    }
+
     pub fn take_memcg_freed(&mut self) -> Vec<(SwapEntry, u64)> {
         let mut out = Vec::new();
         for si in &mut self.si {

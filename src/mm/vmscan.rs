@@ -253,12 +253,12 @@ impl Kernel {
         page_referenced: &mut PageReferencedFn<'_>,
     ) -> PageReferences {
         let referenced = page_referenced(self, ctx, head);
-        let referenced_page = self.pages.update(head, |p| {
+        // TestClearPageReferenced, and PageSwapBacked read in the same visit.
+        let (referenced_page, swapbacked) = self.pages.update(head, |p| {
             let was = p.test(PageFlags::REFERENCED);
             p.clear(PageFlags::REFERENCED);
-            was
+            (was, p.test(PageFlags::SWAPBACKED))
         });
-        let swapbacked = self.pages.get(head).test(PageFlags::SWAPBACKED);
         if referenced.ptes > 0 {
             self.pages.update(head, |p| p.set(PageFlags::REFERENCED));
             if referenced_page || referenced.ptes > 1 {
@@ -419,6 +419,8 @@ impl Kernel {
             // they stay.
             return Shrunk::Activate;
         }
+        // The page's swap entry, when the write below has read it.
+        let mut held_entry = None;
         if self.page_mapped(head) {
             let mut flags = TtuFlags::BATCH_FLUSH;
             if *nr_pages > 1 {
@@ -447,7 +449,12 @@ impl Kernel {
             ctx.leave();
             match written {
                 PageoutResult::Done => {
-                    self.pages.update(head, |p| p.clear(PageFlags::RECLAIM));
+                    // The write is done: PG_reclaim goes, and the swap entry
+                    // `__remove_mapping` needs is read in the same visit.
+                    held_entry = Some(self.pages.update(head, |p| {
+                        p.clear(PageFlags::RECLAIM);
+                        p.private
+                    }));
                     stat.nr_pageout += *nr_pages;
                 }
                 PageoutResult::Writeback => {
@@ -467,7 +474,7 @@ impl Kernel {
         }
         // Under the space's xa_lock_irqsave: page_ref_freeze's cmpxchg,
         // then the page leaves the cache.
-        let held = SwapEntry::from_raw(self.pages.get(head).private);
+        let held = SwapEntry::from_raw(held_entry.unwrap_or_else(|| self.pages.get(head).private));
         self.swap_cache_lock(held).lock_irqsave(ctx);
         let freeze = ctx.machine().costs.atomic_rmw_local.cycles();
         ctx.charge(Symbol::ShrinkPageList, freeze);

@@ -260,3 +260,50 @@ fn without_memcg_nothing_is_charged() {
         assert_eq!(ctx.stats.cycles(symbol), Cycles::ZERO, "{symbol:?}");
     }
 }
+
+/// The swap cache's paired statistics update (`mod_lruvec_page_state2`)
+/// charges and counts exactly what two `mod_lruvec_page_state` calls do,
+/// with and without a cgroup: the same cycles to each symbol, the same
+/// clock, the same per-node statistics.
+#[test]
+fn paired_lruvec_updates_match_two_single_ones() {
+    for memcg in [true, false] {
+        let run = |paired: bool| {
+            let (mut k, mut ctx, mm) = boot(ThpEnabled::Never, memcg, false);
+            let a = k.mmap(&mut ctx, mm, P, RW).unwrap();
+            k.write_u64(&mut ctx, mm, a, 1).unwrap();
+            let Some(super::super::kernel::Target::Page(pfn)) = k.translate(mm, a, true) else {
+                panic!("the page is mapped");
+            };
+            let items = [(MemcgStat::FilePages, 3), (MemcgStat::Swapcache, -2)];
+            if paired {
+                k.mod_lruvec_page_state2(&mut ctx, pfn, items);
+            } else {
+                for (item, delta) in items {
+                    k.mod_lruvec_page_state(&mut ctx, pfn, item, delta);
+                }
+            }
+            let cycles: Vec<Cycles> = [
+                Symbol::ModNodePageState,
+                Symbol::ModLruvecPageState,
+                Symbol::ModMemcgLruvecState,
+            ]
+            .iter()
+            .map(|&s| ctx.stats.cycles(s))
+            .collect();
+            let stats = k.memcg.as_ref().map(|m| {
+                (
+                    m.stat(0, MemcgStat::FilePages),
+                    m.stat(0, MemcgStat::Swapcache),
+                )
+            });
+            (ctx.now(), cycles, stats)
+        };
+        let (single, paired) = (run(false), run(true));
+        assert_eq!(single, paired, "memcg {memcg}");
+        assert_ne!(single.1[0], Cycles::ZERO, "the node's counter is charged");
+        if memcg {
+            assert_eq!(single.2, Some((3, -2)));
+        }
+    }
+}

@@ -45,13 +45,38 @@ impl<T> Few<T> {
 
 impl<T> IntoIterator for Few<T> {
     type Item = T;
-    type IntoIter = std::iter::Chain<
-        std::iter::Flatten<std::array::IntoIter<Option<T>, 2>>,
-        std::vec::IntoIter<T>,
-    >;
+    type IntoIter = IntoIter<T>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        self.inline.into_iter().flatten().chain(self.more)
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter {
+            inline: self.inline,
+            next: 0,
+            more: self.more.into_iter(),
+        }
+    }
+}
+
+/// [`Few`]'s items by value, in order. Written out rather than chained
+/// adapters (`flatten` and `chain`): the walk iterates one of these per
+/// VMA per page, and the adapters' bookkeeping cost more than the items.
+pub(crate) struct IntoIter<T> {
+    inline: [Option<T>; 2],
+    /// The next place in `inline` to take.
+    next: usize,
+    more: std::vec::IntoIter<T>,
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        if let Some(slot) = self.inline.get_mut(self.next) {
+            self.next += 1;
+            // Places fill in order: an empty one ends the items (and
+            // `more` is empty unless both are full).
+            return slot.take();
+        }
+        self.more.next()
     }
 }
 

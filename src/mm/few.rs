@@ -21,10 +21,12 @@ impl<T> Default for Few<T> {
 }
 
 impl<T> Few<T> {
+    #[inline]
     pub(crate) fn new() -> Few<T> {
         Few::default()
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, item: T) {
         match &mut self.inline {
             [first @ None, _] => *first = Some(item),
@@ -33,8 +35,18 @@ impl<T> Few<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.inline[0].is_none()
+    }
+
+    /// The one item, if there is exactly one.
+    #[inline]
+    pub(crate) fn only(&self) -> Option<&T> {
+        match &self.inline {
+            [Some(item), None] => Some(item),
+            _ => None,
+        }
     }
 
     #[cfg(test)]
@@ -47,6 +59,7 @@ impl<T> IntoIterator for Few<T> {
     type Item = T;
     type IntoIter = IntoIter<T>;
 
+    #[inline]
     fn into_iter(self) -> IntoIter<T> {
         IntoIter {
             inline: self.inline,
@@ -69,6 +82,7 @@ pub(crate) struct IntoIter<T> {
 impl<T> Iterator for IntoIter<T> {
     type Item = T;
 
+    #[inline]
     fn next(&mut self) -> Option<T> {
         if let Some(slot) = self.inline.get_mut(self.next) {
             self.next += 1;
@@ -100,6 +114,7 @@ mod tests {
             let few: Few<u32> = (0..n).collect();
             assert_eq!(few.len(), n as usize);
             assert_eq!(few.is_empty(), n == 0);
+            assert_eq!(few.only(), (n == 1).then_some(&0));
             assert_eq!(few.more.capacity() > 0, n > 2, "{n} items");
             assert_eq!(
                 few.into_iter().collect::<Vec<_>>(),

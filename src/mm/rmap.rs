@@ -492,6 +492,8 @@ impl Kernel {
         compound: bool,
         exclusive: bool,
     ) {
+        // This PTE is the page's first mapping.
+        let mut first = false;
         if compound {
             let head = self.pa.page_mut(pfn);
             head.compound_mapcount = head
@@ -499,15 +501,14 @@ impl Kernel {
                 .checked_add(1)
                 .expect("a THP mapped by more than 65,535 PMDs");
         } else {
-            *self.pa.page_mut(pfn).mapcount_mut() += 1;
+            let page = self.pa.page_mut(pfn);
+            *page.mapcount_mut() += 1;
+            first = page.mapcount() == 1;
         }
         let head = self.compound_head(pfn);
         // The first mapping of the page counts in NR_ANON_MAPPED (a THP's
         // subpage only if no PMD maps the THP).
-        if !compound
-            && self.pa.page(pfn).mapcount() == 1
-            && self.pa.page(head).compound_mapcount == 0
-        {
+        if first && self.pa.page(head).compound_mapcount == 0 {
             self.mod_lruvec_page_state(ctx, head, MemcgStat::AnonMapped, 1);
         }
         if self.pages.get(head).is_anon() {
@@ -606,48 +607,75 @@ impl Kernel {
             return;
         };
         let step = ctx.machine().costs.find_vma_node.cycles();
-        // With one offset (no mremap moved a VMA with pages) the VMAs come
-        // out of each mm in address order already.
-        let in_order = av.pgoff_at_zero.len() == 1;
+        // The VMAs of `mm` the walk keeps for the address range `[start,
+        // end)`: those chained to the anon_vma with page offset `offset`.
+        // A VMA is always chained to its own anon_vma: only another's (a
+        // forked child's) needs the look-up.
+        let chained = |mm: MmId, vma_id: VmaId, vma: &Vma, offset: u64| {
+            let chained = vma.anon.anon_vma == Some(id) || av.chain.contains(&(mm, vma_id));
+            debug_assert_eq!(chained, av.chain.contains(&(mm, vma_id)));
+            chained && vma.pgoff_at_zero() == offset
+        };
+        if let [offset] = av.pgoff_at_zero[..]
+            && av.mms.len() == 1
+        {
+            // Almost every walk: one process's anon_vma, no VMA of it
+            // moved by mremap: one query, its VMAs in address order.
+            let (&mm, _) = av.mms.first_key_value().expect("one mm");
+            let start = first.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
+            let end = start.saturating_add(nr * PAGE_SIZE);
+            for (vma_id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
+                if chained(mm, vma_id, vma, offset) {
+                    ctx.charge(Symbol::RmapWalkAnon, step);
+                    visit(mm, vma_id, vma);
+                }
+            }
+            return;
+        }
+        self.rmap_walk_vmas_general(ctx, info, first, nr, visit);
+    }
+
+    /// [`Kernel::rmap_walk_vmas`] for any anon_vma: every mm chained to it,
+    /// every offset its VMAs have.
+    fn rmap_walk_vmas_general(
+        &self,
+        ctx: &mut Ctx,
+        info: PageInfo,
+        first: u64,
+        nr: u64,
+        mut visit: impl FnMut(MmId, VmaId, &Vma),
+    ) {
+        if !info.is_anon() {
+            return;
+        }
+        let Some(av) = self.rmap.anon_vma(AnonVmaId(info.anon_vma)) else {
+            return;
+        };
+        let step = ctx.machine().costs.find_vma_node.cycles();
+        let chained = |mm: MmId, vma_id: VmaId, vma: &Vma, offset: u64| {
+            av.chain.contains(&(mm, vma_id)) && vma.pgoff_at_zero() == offset
+        };
+        // The addresses of [first, first + nr) in every chained VMA, for
+        // each offset its VMAs have.
         let mut found: Vec<(MmId, VmaId, Vma)> = Vec::new();
-        // The addresses of [first, first + nr) in every chained VMA of
-        // `mm`, for each offset its VMAs have.
-        let mut scan = |ctx: &mut Ctx, mm: MmId| {
+        for &mm in av.mms.keys() {
             for &offset in &av.pgoff_at_zero {
                 let start = first.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
                 let end = start.saturating_add(nr * PAGE_SIZE);
                 for (vma_id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
-                    // A VMA is always chained to its own anon_vma: only
-                    // another's (a forked child's) needs the look-up.
-                    let chained = vma.anon.anon_vma == Some(id) || av.chain.contains(&(mm, vma_id));
-                    debug_assert_eq!(chained, av.chain.contains(&(mm, vma_id)));
-                    if !chained || vma.pgoff_at_zero() != offset {
-                        continue;
-                    }
-                    ctx.charge(Symbol::RmapWalkAnon, step);
-                    if in_order {
-                        visit(mm, vma_id, vma);
-                    } else {
+                    if chained(mm, vma_id, vma, offset) {
+                        ctx.charge(Symbol::RmapWalkAnon, step);
                         found.push((mm, vma_id, *vma));
                     }
                 }
             }
-        };
-        if av.mms.len() == 1 {
-            // Almost every anon_vma: one process's.
-            let (&mm, _) = av.mms.first_key_value().expect("one mm");
-            scan(ctx, mm);
-        } else {
-            for &mm in av.mms.keys() {
-                scan(ctx, mm);
-            }
         }
-        if !in_order {
+        if av.pgoff_at_zero.len() > 1 {
             // Address order within each mm, as one interval query gives.
             found.sort_by_key(|&(mm, _, vma)| (mm, vma.start));
-            for (mm, vma_id, vma) in &found {
-                visit(*mm, *vma_id, vma);
-            }
+        }
+        for (mm, vma_id, vma) in &found {
+            visit(*mm, *vma_id, vma);
         }
     }
 
@@ -702,6 +730,25 @@ impl Kernel {
             ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * reads));
             return out;
         }
+        self.pvmw_windows(ctx, v, head, nr, index, mode)
+    }
+
+    /// [`Kernel::page_vma_mapped_walk`] for any number of pages: one PMD's
+    /// window of PTEs at a time.
+    fn pvmw_windows(
+        &self,
+        ctx: &mut Ctx,
+        v: &WalkVma,
+        head: Pfn,
+        nr: u64,
+        index: u64,
+        mode: PvmwMode,
+    ) -> Few<Mapped> {
+        let level = ctx.machine().costs.pgtable_level.cycles();
+        let mut reads = 0u64;
+        let mut out = Few::new();
+        let start = v.address(index).max(v.start);
+        let end = v.address(index).wrapping_add(nr * PAGE_SIZE).min(v.end);
         let mut addr = start;
         while addr < end {
             let window_end = ((addr / HPAGE_PMD_SIZE) + 1) * HPAGE_PMD_SIZE;
@@ -757,6 +804,17 @@ impl Kernel {
         mode: PvmwMode,
     ) -> Few<(WalkVma, Few<Mapped>)> {
         let vmas = self.rmap_vmas(ctx, t);
+        self.vma_mappings(ctx, vmas, t, mode)
+    }
+
+    /// The walk's second half: what maps `t` in each VMA of `vmas`.
+    fn vma_mappings(
+        &self,
+        ctx: &mut Ctx,
+        vmas: Few<WalkVma>,
+        t: &WalkTarget,
+        mode: PvmwMode,
+    ) -> Few<(WalkVma, Few<Mapped>)> {
         vmas.into_iter()
             .map(|v| {
                 let found = self.page_vma_mapped_walk(ctx, &v, t.head, t.nr, t.index, mode);
@@ -794,31 +852,55 @@ impl Kernel {
         if !self.target_mapped(&t) {
             return result;
         }
-        let cost = ctx.machine().costs.pgtable_level.cycles();
-        for (v, found) in self.rmap_mappings(ctx, &t, PvmwMode::Present) {
-            if found.is_empty() {
-                continue;
-            }
-            if v.flags.contains(VmFlags::LOCKED) {
-                result.vm_flags = result.vm_flags.union(VmFlags::LOCKED);
+        let vmas = self.rmap_vmas(ctx, &t);
+        if let Some(v) = vmas.only() {
+            // One VMA (almost every page): the loop below without the
+            // list of each VMA's mappings.
+            let found = self.page_vma_mapped_walk(ctx, v, t.head, t.nr, t.index, PvmwMode::Present);
+            self.page_referenced_one(ctx, v, found, &mut result);
+            return result;
+        }
+        for (v, found) in self.vma_mappings(ctx, vmas, &t, PvmwMode::Present) {
+            if !self.page_referenced_one(ctx, &v, found, &mut result) {
                 break;
-            }
-            let mut young = false;
-            for m in found {
-                ctx.charge(Symbol::PageReferencedOne, cost);
-                if self.tables.test_and_clear_young(m.table, m.index) {
-                    young = true;
-                    if m.pmd && ctx.machine().arch == crate::types::Arch::X86_64 {
-                        crate::arch::flush_tlb_mm_range(ctx, &self.mm(v.mm).cpumask);
-                    }
-                }
-            }
-            if young {
-                result.referenced += 1;
-                result.vm_flags = result.vm_flags.union(v.flags);
             }
         }
         result
+    }
+
+    /// `page_referenced_one` for the mappings `found` in the VMA `v`:
+    /// counts the VMA in `result` if any was young, clearing the bits;
+    /// false (stop the walk) for a `VM_LOCKED` VMA.
+    fn page_referenced_one(
+        &mut self,
+        ctx: &mut Ctx,
+        v: &WalkVma,
+        found: Few<Mapped>,
+        result: &mut Referenced,
+    ) -> bool {
+        if found.is_empty() {
+            return true;
+        }
+        if v.flags.contains(VmFlags::LOCKED) {
+            result.vm_flags = result.vm_flags.union(VmFlags::LOCKED);
+            return false;
+        }
+        let cost = ctx.machine().costs.pgtable_level.cycles();
+        let mut young = false;
+        for m in found {
+            ctx.charge(Symbol::PageReferencedOne, cost);
+            if self.tables.test_and_clear_young(m.table, m.index) {
+                young = true;
+                if m.pmd && ctx.machine().arch == crate::types::Arch::X86_64 {
+                    crate::arch::flush_tlb_mm_range(ctx, &self.mm(v.mm).cpumask);
+                }
+            }
+        }
+        if young {
+            result.referenced += 1;
+            result.vm_flags = result.vm_flags.union(v.flags);
+        }
+        true
     }
 
     // -----------------------------------------------------------------
@@ -971,16 +1053,21 @@ impl Kernel {
             self.tlb_ubc
                 .resize_with(cpu + 1, TlbflushUnmapBatch::default);
         }
-        // The batch is taken out while the mm's mask is read.
-        let mut batch = std::mem::take(&mut self.tlb_ubc[cpu]);
-        for &c in &self.mm(mm).cpumask {
-            if let Err(at) = batch.cpumask.binary_search(&c) {
-                batch.cpumask.insert(at, c);
+        let batch = &self.tlb_ubc[cpu];
+        let mask = &self.mm(mm).cpumask;
+        if !mask.iter().all(|c| batch.cpumask.binary_search(c).is_ok()) {
+            // The batch is taken out while the mm's mask is read.
+            let mut batch = std::mem::take(&mut self.tlb_ubc[cpu]);
+            for &c in &self.mm(mm).cpumask {
+                if let Err(at) = batch.cpumask.binary_search(&c) {
+                    batch.cpumask.insert(at, c);
+                }
             }
+            self.tlb_ubc[cpu] = batch;
         }
+        let batch = &mut self.tlb_ubc[cpu];
         batch.flush_required = true;
         batch.writable |= writable;
-        self.tlb_ubc[cpu] = batch;
     }
 
     /// `try_to_unmap_flush`: the flush this CPU's unmaps deferred, if
@@ -1087,5 +1174,47 @@ fn pvmw_hit(entry: Entry, mode: PvmwMode) -> Option<Pfn> {
         (Entry::Page { pfn, .. }, PvmwMode::Present) => Some(pfn),
         (Entry::Migration { pfn, .. }, PvmwMode::Migration) => Some(pfn),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+impl Kernel {
+    /// Walks the 4 KiB page `pfn` by the one-mm, one-page fast paths and
+    /// by the general ones ([`Kernel::rmap_walk_vmas_general`],
+    /// [`Kernel::pvmw_windows`]), looking for present PTEs and migration
+    /// entries, and asserts both find the same VMAs and entries and charge
+    /// the same cycles; returns the entries found.
+    pub(super) fn assert_walk_paths_agree(&self, ctx: &mut Ctx, pfn: Pfn) -> usize {
+        let t = self.walk_target(pfn);
+        assert_eq!(t.nr, 1, "{pfn} is a 4 KiB page");
+        let symbols = [Symbol::RmapWalkAnon, Symbol::PageVmaMappedWalk];
+        let mut run = |ctx: &mut Ctx, general: bool| {
+            let before = symbols.map(|s| ctx.stats.cycles(s));
+            let mut vmas = Vec::new();
+            let visit = |mm, id, vma: &Vma| vmas.push((mm, id, *vma));
+            if general {
+                self.rmap_walk_vmas_general(ctx, t.info, t.index, t.nr, visit);
+            } else {
+                self.rmap_walk_vmas(ctx, t.info, t.index, t.nr, visit);
+            }
+            let mut found = Vec::new();
+            for &(mm, _, vma) in &vmas {
+                let v = WalkVma::new(mm, &vma);
+                for mode in [PvmwMode::Present, PvmwMode::Migration] {
+                    let f = if general {
+                        self.pvmw_windows(ctx, &v, t.head, t.nr, t.index, mode)
+                    } else {
+                        self.page_vma_mapped_walk(ctx, &v, t.head, t.nr, t.index, mode)
+                    };
+                    found.extend(f.into_iter().map(|m| (mm, mode, m)));
+                }
+            }
+            let charged = symbols.map(|s| ctx.stats.cycles(s));
+            (vmas, found, [0, 1].map(|i| charged[i].0 - before[i].0))
+        };
+        let fast = run(ctx, false);
+        let general = run(ctx, true);
+        assert_eq!(fast, general, "{pfn}: the fast walk and the general one");
+        fast.1.len()
     }
 }

@@ -1188,7 +1188,7 @@ impl Kernel {
         let t = self.walk_target(pfn);
         assert_eq!(t.nr, 1, "{pfn} is a 4 KiB page");
         let symbols = [Symbol::RmapWalkAnon, Symbol::PageVmaMappedWalk];
-        let mut run = |ctx: &mut Ctx, general: bool| {
+        let run = |ctx: &mut Ctx, general: bool| {
             let before = symbols.map(|s| ctx.stats.cycles(s));
             let mut vmas = Vec::new();
             let visit = |mm, id, vma: &Vma| vmas.push((mm, id, *vma));

@@ -21,10 +21,12 @@ impl<T> Default for Few<T> {
 }
 
 impl<T> Few<T> {
+    #[inline]
     pub(crate) fn new() -> Few<T> {
         Few::default()
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, item: T) {
         match &mut self.inline {
             [first @ None, _] => *first = Some(item),
@@ -33,8 +35,18 @@ impl<T> Few<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.inline[0].is_none()
+    }
+
+    /// The one item, if there is exactly one.
+    #[inline]
+    pub(crate) fn only(&self) -> Option<&T> {
+        match &self.inline {
+            [Some(item), None] => Some(item),
+            _ => None,
+        }
     }
 
     #[cfg(test)]
@@ -45,13 +57,40 @@ impl<T> Few<T> {
 
 impl<T> IntoIterator for Few<T> {
     type Item = T;
-    type IntoIter = std::iter::Chain<
-        std::iter::Flatten<std::array::IntoIter<Option<T>, 2>>,
-        std::vec::IntoIter<T>,
-    >;
+    type IntoIter = IntoIter<T>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        self.inline.into_iter().flatten().chain(self.more)
+    #[inline]
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter {
+            inline: self.inline,
+            next: 0,
+            more: self.more.into_iter(),
+        }
+    }
+}
+
+/// [`Few`]'s items by value, in order. Written out rather than chained
+/// adapters (`flatten` and `chain`): the walk iterates one of these per
+/// VMA per page, and the adapters' bookkeeping cost more than the items.
+pub(crate) struct IntoIter<T> {
+    inline: [Option<T>; 2],
+    /// The next place in `inline` to take.
+    next: usize,
+    more: std::vec::IntoIter<T>,
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if let Some(slot) = self.inline.get_mut(self.next) {
+            self.next += 1;
+            // Places fill in order: an empty one ends the items (and
+            // `more` is empty unless both are full).
+            return slot.take();
+        }
+        self.more.next()
     }
 }
 
@@ -75,6 +114,7 @@ mod tests {
             let few: Few<u32> = (0..n).collect();
             assert_eq!(few.len(), n as usize);
             assert_eq!(few.is_empty(), n == 0);
+            assert_eq!(few.only(), (n == 1).then_some(&0));
             assert_eq!(few.more.capacity() > 0, n > 2, "{n} items");
             assert_eq!(
                 few.into_iter().collect::<Vec<_>>(),

@@ -25,7 +25,7 @@ use super::mm_types::{AnonVmaId, HPAGE_PMD_SIZE, VmFlags, Vma, VmaAnon};
 use super::mmap::{AnonEvent, VmaId};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_flags::{NO_ANON_VMA, PageFlags, PageInfo};
-use super::pagemap::PageState;
+use super::pagemap::{PageMeta, PageState};
 use super::pgtable::{Entry, Level, TableId};
 use super::swapfile::SwapEntry;
 use crate::sim::{CpuId, Ctx, Cycles, Symbol};
@@ -214,20 +214,64 @@ pub fn linear_page_index(vma: &Vma, addr: u64) -> u64 {
     (addr / PAGE_SIZE).wrapping_add(vma.pgoff_at_zero())
 }
 
-/// `vma_address` without the range check: where page `index` would be
-/// mapped in `vma`.
-fn vma_address(vma: &Vma, index: u64) -> u64 {
-    index
-        .wrapping_sub(vma.pgoff_at_zero())
-        .wrapping_mul(PAGE_SIZE)
-}
-
 /// One VMA the rmap walk visited: the mm, the VMA and its identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RmapVma {
     pub mm: MmId,
     pub id: VmaId,
     pub vma: Vma,
+}
+
+/// The page an rmap walk is for, with what the walk reads of it: the
+/// `struct page` and reclaim half are each looked up once per walk (they
+/// were six to nine look-ups, a good part of a page-out's host time).
+#[derive(Clone, Copy, Debug)]
+struct WalkTarget {
+    /// The page walked from: a THP's head covers the whole THP.
+    head: Pfn,
+    /// Pages walked: `HPAGE_PMD_NR` for a THP's head, else 1.
+    nr: u64,
+    /// `compound_head(head)`: a tail page's THP head, else `head`.
+    compound: Pfn,
+    /// The compound head's reclaim half (`mapping`, `index`, flags).
+    info: PageInfo,
+    /// `page_to_pgoff(head)`: a tail page's index is its head's plus its
+    /// place.
+    index: u64,
+    /// `head`'s own mapcount (PTEs mapping it).
+    mapcount: u32,
+}
+
+/// What the walk's callers read of a VMA it visited (a [`Vma`] is larger,
+/// and the walk's list is moved about per page).
+#[derive(Clone, Copy, Debug)]
+struct WalkVma {
+    mm: MmId,
+    start: u64,
+    end: u64,
+    flags: VmFlags,
+    /// [`Vma::pgoff_at_zero`].
+    pgoff_at_zero: u64,
+}
+
+impl WalkVma {
+    fn new(mm: MmId, vma: &Vma) -> WalkVma {
+        WalkVma {
+            mm,
+            start: vma.start,
+            end: vma.end,
+            flags: vma.flags,
+            pgoff_at_zero: vma.pgoff_at_zero(),
+        }
+    }
+
+    /// `vma_address` without the range check: where page `index` would
+    /// be mapped in the VMA.
+    fn address(&self, index: u64) -> u64 {
+        index
+            .wrapping_sub(self.pgoff_at_zero)
+            .wrapping_mul(PAGE_SIZE)
+    }
 }
 
 /// What `page_vma_mapped_walk` found: a PTE (of a 4 KiB page or a THP's
@@ -448,6 +492,8 @@ impl Kernel {
         compound: bool,
         exclusive: bool,
     ) {
+        // This PTE is the page's first mapping.
+        let mut first = false;
         if compound {
             let head = self.pa.page_mut(pfn);
             head.compound_mapcount = head
@@ -455,15 +501,14 @@ impl Kernel {
                 .checked_add(1)
                 .expect("a THP mapped by more than 65,535 PMDs");
         } else {
-            *self.pa.page_mut(pfn).mapcount_mut() += 1;
+            let page = self.pa.page_mut(pfn);
+            *page.mapcount_mut() += 1;
+            first = page.mapcount() == 1;
         }
         let head = self.compound_head(pfn);
         // The first mapping of the page counts in NR_ANON_MAPPED (a THP's
         // subpage only if no PMD maps the THP).
-        if !compound
-            && self.pa.page(pfn).mapcount() == 1
-            && self.pa.page(head).compound_mapcount == 0
-        {
+        if first && self.pa.page(head).compound_mapcount == 0 {
             self.mod_lruvec_page_state(ctx, head, MemcgStat::AnonMapped, 1);
         }
         if self.pages.get(head).is_anon() {
@@ -485,21 +530,44 @@ impl Kernel {
 
     /// `page_mapped`: any PTE or PMD maps the page (or any part of a THP).
     pub fn page_mapped(&self, pfn: Pfn) -> bool {
-        let (head, nr) = self.rmap_target(pfn);
-        if self.pa.page(head).compound_mapcount > 0 && nr > 1 {
-            return true;
+        let page = self.pa.page(pfn);
+        if !heads_thp(&page) {
+            return page.mapcount() > 0;
         }
-        (0..nr).any(|i| self.pa.page(Pfn(head.0 + i)).mapcount() > 0)
+        page.compound_mapcount > 0
+            || (0..HPAGE_PMD_NR).any(|i| self.pa.page(Pfn(pfn.0 + i)).mapcount() > 0)
     }
 
-    /// The pages a walk for `pfn` covers: a whole THP for its head, else
-    /// the one 4 KiB page.
-    fn rmap_target(&self, pfn: Pfn) -> (Pfn, u64) {
+    /// The page a walk for `pfn` is for, with what the walk reads of it,
+    /// each looked up once.
+    fn walk_target(&self, pfn: Pfn) -> WalkTarget {
         let page = self.pa.page(pfn);
-        if page.state == PageState::Allocated && page.order == Order::THP.0 {
-            (pfn, HPAGE_PMD_NR)
+        let (nr, compound) = if heads_thp(&page) {
+            (HPAGE_PMD_NR, pfn)
+        } else if page.state == PageState::Tail {
+            // compound_head
+            (1, Pfn(pfn.0 & !(HPAGE_PMD_NR - 1)))
         } else {
-            (pfn, 1)
+            (1, pfn)
+        };
+        let info = self.pages.get(compound);
+        WalkTarget {
+            head: pfn,
+            nr,
+            compound,
+            info,
+            index: info.index.wrapping_add(pfn.0 - compound.0),
+            mapcount: page.mapcount(),
+        }
+    }
+
+    /// [`Kernel::page_mapped`] of the walk's page, from what
+    /// [`Kernel::walk_target`] read if it is a 4 KiB page.
+    fn target_mapped(&self, t: &WalkTarget) -> bool {
+        if t.nr == 1 {
+            t.mapcount > 0
+        } else {
+            self.page_mapped(t.head)
         }
     }
 
@@ -512,53 +580,111 @@ impl Kernel {
     /// Charged `find_vma_node` per VMA visited: the interval-tree step is
     /// the same work as an rbtree node's (a line and two compares).
     pub fn rmap_walk_anon(&self, ctx: &mut Ctx, pfn: Pfn) -> Vec<RmapVma> {
-        let (head, nr) = self.rmap_target(pfn);
-        let info = self.pages.get(self.compound_head(head));
-        self.rmap_walk_info(ctx, pfn, head, nr, info)
-            .into_iter()
-            .collect()
+        let t = self.walk_target(pfn);
+        let mut out = Vec::new();
+        self.rmap_walk_vmas(ctx, t.info, t.index, t.nr, |mm, id, vma| {
+            out.push(RmapVma { mm, id, vma: *vma });
+        });
+        out
     }
 
-    fn rmap_walk_info(
+    /// [`Kernel::rmap_walk_anon`] for the page `info` describes, covering
+    /// page offsets `[first, first + nr)`: `visit` is called with each VMA
+    /// found, in order, after the walk's charges.
+    fn rmap_walk_vmas(
         &self,
         ctx: &mut Ctx,
-        pfn: Pfn,
-        head: Pfn,
-        nr: u64,
         info: PageInfo,
-    ) -> Few<RmapVma> {
-        let mut out = Few::new();
+        first: u64,
+        nr: u64,
+        mut visit: impl FnMut(MmId, VmaId, &Vma),
+    ) {
         if !info.is_anon() {
-            return out;
+            return;
+        }
+        let id = AnonVmaId(info.anon_vma);
+        let Some(av) = self.rmap.anon_vma(id) else {
+            return;
+        };
+        let step = ctx.machine().costs.find_vma_node.cycles();
+        // The VMAs of `mm` the walk keeps for the address range `[start,
+        // end)`: those chained to the anon_vma with page offset `offset`.
+        // A VMA is always chained to its own anon_vma: only another's (a
+        // forked child's) needs the look-up.
+        let chained = |mm: MmId, vma_id: VmaId, vma: &Vma, offset: u64| {
+            let chained = vma.anon.anon_vma == Some(id) || av.chain.contains(&(mm, vma_id));
+            debug_assert_eq!(chained, av.chain.contains(&(mm, vma_id)));
+            chained && vma.pgoff_at_zero() == offset
+        };
+        if let [offset] = av.pgoff_at_zero[..]
+            && av.mms.len() == 1
+        {
+            // Almost every walk: one process's anon_vma, no VMA of it
+            // moved by mremap: one query, its VMAs in address order.
+            let (&mm, _) = av.mms.first_key_value().expect("one mm");
+            let start = first.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
+            let end = start.saturating_add(nr * PAGE_SIZE);
+            for (vma_id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
+                if chained(mm, vma_id, vma, offset) {
+                    ctx.charge(Symbol::RmapWalkAnon, step);
+                    visit(mm, vma_id, vma);
+                }
+            }
+            return;
+        }
+        self.rmap_walk_vmas_general(ctx, info, first, nr, visit);
+    }
+
+    /// [`Kernel::rmap_walk_vmas`] for any anon_vma: every mm chained to it,
+    /// every offset its VMAs have.
+    fn rmap_walk_vmas_general(
+        &self,
+        ctx: &mut Ctx,
+        info: PageInfo,
+        first: u64,
+        nr: u64,
+        mut visit: impl FnMut(MmId, VmaId, &Vma),
+    ) {
+        if !info.is_anon() {
+            return;
         }
         let Some(av) = self.rmap.anon_vma(AnonVmaId(info.anon_vma)) else {
-            return out;
+            return;
         };
-        // page_to_pgoff: a tail page's index is its head's plus its place.
-        let compound = self.compound_head(pfn);
-        let first = info.index.wrapping_add(head.0 - compound.0);
         let step = ctx.machine().costs.find_vma_node.cycles();
+        let chained = |mm: MmId, vma_id: VmaId, vma: &Vma, offset: u64| {
+            av.chain.contains(&(mm, vma_id)) && vma.pgoff_at_zero() == offset
+        };
         // The addresses of [first, first + nr) in every chained VMA, for
-        // each offset its VMAs have (one, unless mremap moved one).
+        // each offset its VMAs have.
+        let mut found: Vec<(MmId, VmaId, Vma)> = Vec::new();
         for &mm in av.mms.keys() {
             for &offset in &av.pgoff_at_zero {
                 let start = first.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
                 let end = start.saturating_add(nr * PAGE_SIZE);
-                for (id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
-                    if !av.chain.contains(&(mm, id)) || vma.pgoff_at_zero() != offset {
-                        continue;
+                for (vma_id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
+                    if chained(mm, vma_id, vma, offset) {
+                        ctx.charge(Symbol::RmapWalkAnon, step);
+                        found.push((mm, vma_id, *vma));
                     }
-                    ctx.charge(Symbol::RmapWalkAnon, step);
-                    out.push(RmapVma { mm, id, vma: *vma });
                 }
             }
         }
         if av.pgoff_at_zero.len() > 1 {
             // Address order within each mm, as one interval query gives.
-            let mut sorted: Vec<RmapVma> = out.into_iter().collect();
-            sorted.sort_by_key(|v| (v.mm, v.vma.start));
-            return sorted.into_iter().collect();
+            found.sort_by_key(|&(mm, _, vma)| (mm, vma.start));
         }
+        for (mm, vma_id, vma) in &found {
+            visit(*mm, *vma_id, vma);
+        }
+    }
+
+    /// [`Kernel::rmap_walk_vmas`] for `t`, keeping what the callers read.
+    fn rmap_vmas(&self, ctx: &mut Ctx, t: &WalkTarget) -> Few<WalkVma> {
+        let mut out = Few::new();
+        self.rmap_walk_vmas(ctx, t.info, t.index, t.nr, |mm, _, vma| {
+            out.push(WalkVma::new(mm, vma));
+        });
         out
     }
 
@@ -569,7 +695,7 @@ impl Kernel {
     fn page_vma_mapped_walk(
         &self,
         ctx: &mut Ctx,
-        v: &RmapVma,
+        v: &WalkVma,
         head: Pfn,
         nr: u64,
         index: u64,
@@ -578,10 +704,51 @@ impl Kernel {
         let level = ctx.machine().costs.pgtable_level.cycles();
         let mut reads = 0u64;
         let mut out = Few::new();
-        let start = vma_address(&v.vma, index).max(v.vma.start);
-        let end = vma_address(&v.vma, index)
-            .wrapping_add(nr * PAGE_SIZE)
-            .min(v.vma.end);
+        let start = v.address(index).max(v.start);
+        let end = v.address(index).wrapping_add(nr * PAGE_SIZE).min(v.end);
+        if nr == 1 {
+            // The loop below for one page (almost every walk): at most one
+            // PTE, in one PMD's window.
+            if start < end {
+                reads += 3;
+                if let Some(pmd) = self.pmd_table(v.mm, start)
+                    && let Entry::Table(pte) = self.tables.get(pmd, Level::Pmd.index(start))
+                {
+                    reads += 1;
+                    let i = Level::Pte.index(start);
+                    if pvmw_hit(self.tables.get(pte, i), mode) == Some(head) {
+                        out.push(Mapped {
+                            table: pte,
+                            index: i,
+                            addr: start,
+                            pfn: head,
+                            pmd: false,
+                        });
+                    }
+                }
+            }
+            ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * reads));
+            return out;
+        }
+        self.pvmw_windows(ctx, v, head, nr, index, mode)
+    }
+
+    /// [`Kernel::page_vma_mapped_walk`] for any number of pages: one PMD's
+    /// window of PTEs at a time.
+    fn pvmw_windows(
+        &self,
+        ctx: &mut Ctx,
+        v: &WalkVma,
+        head: Pfn,
+        nr: u64,
+        index: u64,
+        mode: PvmwMode,
+    ) -> Few<Mapped> {
+        let level = ctx.machine().costs.pgtable_level.cycles();
+        let mut reads = 0u64;
+        let mut out = Few::new();
+        let start = v.address(index).max(v.start);
+        let end = v.address(index).wrapping_add(nr * PAGE_SIZE).min(v.end);
         let mut addr = start;
         while addr < end {
             let window_end = ((addr / HPAGE_PMD_SIZE) + 1) * HPAGE_PMD_SIZE;
@@ -607,11 +774,7 @@ impl Kernel {
                     while a < next {
                         reads += 1;
                         let i = Level::Pte.index(a);
-                        let hit = match (self.tables.get(pte, i), mode) {
-                            (Entry::Page { pfn, .. }, PvmwMode::Present) => Some(pfn),
-                            (Entry::Migration { pfn, .. }, PvmwMode::Migration) => Some(pfn),
-                            _ => None,
-                        };
+                        let hit = pvmw_hit(self.tables.get(pte, i), mode);
                         if let Some(pfn) = hit.filter(|p| (head.0..head.0 + nr).contains(&p.0)) {
                             out.push(Mapped {
                                 table: pte,
@@ -632,22 +795,29 @@ impl Kernel {
         out
     }
 
-    /// The walk's two halves for the page at `pfn`: each VMA visited with
-    /// what maps the page there.
+    /// The walk's two halves for `t`: every VMA visited, then what maps
+    /// the page in each.
     fn rmap_mappings(
         &self,
         ctx: &mut Ctx,
-        pfn: Pfn,
+        t: &WalkTarget,
         mode: PvmwMode,
-    ) -> Few<(RmapVma, Few<Mapped>)> {
-        let (head, nr) = self.rmap_target(pfn);
-        let compound = self.compound_head(head);
-        let info = self.pages.get(compound);
-        let index = info.index.wrapping_add(head.0 - compound.0);
-        let vmas = self.rmap_walk_info(ctx, pfn, head, nr, info);
+    ) -> Few<(WalkVma, Few<Mapped>)> {
+        let vmas = self.rmap_vmas(ctx, t);
+        self.vma_mappings(ctx, vmas, t, mode)
+    }
+
+    /// The walk's second half: what maps `t` in each VMA of `vmas`.
+    fn vma_mappings(
+        &self,
+        ctx: &mut Ctx,
+        vmas: Few<WalkVma>,
+        t: &WalkTarget,
+        mode: PvmwMode,
+    ) -> Few<(WalkVma, Few<Mapped>)> {
         vmas.into_iter()
             .map(|v| {
-                let found = self.page_vma_mapped_walk(ctx, &v, head, nr, index, mode);
+                let found = self.page_vma_mapped_walk(ctx, &v, t.head, t.nr, t.index, mode);
                 (v, found)
             })
             .collect()
@@ -656,10 +826,11 @@ impl Kernel {
     /// Every mapping of the page, found by the walk: for tests and
     /// callers that only look.
     pub fn rmap_walk(&self, ctx: &mut Ctx, pfn: Pfn) -> Vec<(MmId, Mapped)> {
-        if !self.page_mapped(pfn) {
+        let t = self.walk_target(pfn);
+        if !self.target_mapped(&t) {
             return Vec::new();
         }
-        self.rmap_mappings(ctx, pfn, PvmwMode::Present)
+        self.rmap_mappings(ctx, &t, PvmwMode::Present)
             .into_iter()
             .flat_map(|(v, found)| found.into_iter().map(move |m| (v.mm, m)))
             .collect()
@@ -677,35 +848,59 @@ impl Kernel {
     /// A `VM_LOCKED` VMA stops the walk and reports `VM_LOCKED`.
     pub fn page_referenced(&mut self, ctx: &mut Ctx, pfn: Pfn) -> Referenced {
         let mut result = Referenced::default();
-        if !self.page_mapped(pfn) {
+        let t = self.walk_target(pfn);
+        if !self.target_mapped(&t) {
             return result;
         }
-        let cost = ctx.machine().costs.pgtable_level.cycles();
-        for (v, found) in self.rmap_mappings(ctx, pfn, PvmwMode::Present) {
-            if found.is_empty() {
-                continue;
-            }
-            if v.vma.flags.contains(VmFlags::LOCKED) {
-                result.vm_flags = result.vm_flags.union(VmFlags::LOCKED);
+        let vmas = self.rmap_vmas(ctx, &t);
+        if let Some(v) = vmas.only() {
+            // One VMA (almost every page): the loop below without the
+            // list of each VMA's mappings.
+            let found = self.page_vma_mapped_walk(ctx, v, t.head, t.nr, t.index, PvmwMode::Present);
+            self.page_referenced_one(ctx, v, found, &mut result);
+            return result;
+        }
+        for (v, found) in self.vma_mappings(ctx, vmas, &t, PvmwMode::Present) {
+            if !self.page_referenced_one(ctx, &v, found, &mut result) {
                 break;
-            }
-            let mut young = false;
-            for m in found {
-                ctx.charge(Symbol::PageReferencedOne, cost);
-                if self.tables.test_and_clear_young(m.table, m.index) {
-                    young = true;
-                    if m.pmd && ctx.machine().arch == crate::types::Arch::X86_64 {
-                        let mask = self.mm(v.mm).cpumask.clone();
-                        crate::arch::flush_tlb_mm_range(ctx, &mask);
-                    }
-                }
-            }
-            if young {
-                result.referenced += 1;
-                result.vm_flags = result.vm_flags.union(v.vma.flags);
             }
         }
         result
+    }
+
+    /// `page_referenced_one` for the mappings `found` in the VMA `v`:
+    /// counts the VMA in `result` if any was young, clearing the bits;
+    /// false (stop the walk) for a `VM_LOCKED` VMA.
+    fn page_referenced_one(
+        &mut self,
+        ctx: &mut Ctx,
+        v: &WalkVma,
+        found: Few<Mapped>,
+        result: &mut Referenced,
+    ) -> bool {
+        if found.is_empty() {
+            return true;
+        }
+        if v.flags.contains(VmFlags::LOCKED) {
+            result.vm_flags = result.vm_flags.union(VmFlags::LOCKED);
+            return false;
+        }
+        let cost = ctx.machine().costs.pgtable_level.cycles();
+        let mut young = false;
+        for m in found {
+            ctx.charge(Symbol::PageReferencedOne, cost);
+            if self.tables.test_and_clear_young(m.table, m.index) {
+                young = true;
+                if m.pmd && ctx.machine().arch == crate::types::Arch::X86_64 {
+                    crate::arch::flush_tlb_mm_range(ctx, &self.mm(v.mm).cpumask);
+                }
+            }
+        }
+        if young {
+            result.referenced += 1;
+            result.vm_flags = result.vm_flags.union(v.flags);
+        }
+        true
     }
 
     // -----------------------------------------------------------------
@@ -727,17 +922,18 @@ impl Kernel {
     /// the mappings are dropped (the caller holds its own).
     pub fn try_to_unmap(&mut self, ctx: &mut Ctx, pfn: Pfn, flags: TtuFlags) -> Unmapped {
         let mut result = Unmapped::default();
-        let (head, nr) = self.rmap_target(pfn);
-        let compound = self.compound_head(head);
-        let info = self.pages.get(compound);
-        if !self.page_mapped(pfn) {
+        let t = self.walk_target(pfn);
+        let (head, nr, compound, info, index) = (t.head, t.nr, t.compound, t.info, t.index);
+        if !self.target_mapped(&t) {
             return result;
         }
-        let index = info.index.wrapping_add(head.0 - compound.0);
+        // deferred_split_on_unmap only ever queues a THP: for a 4 KiB
+        // page (not a THP's tail) it would return at once.
+        let in_thp = nr > 1 || compound != head;
         let cost = ctx.machine().costs.zap_pte.cycles();
-        let vmas = self.rmap_walk_info(ctx, pfn, head, nr, info);
+        let vmas = self.rmap_vmas(ctx, &t);
         'vmas: for v in vmas {
-            if v.vma.flags.contains(VmFlags::LOCKED) && !flags.contains(TtuFlags::IGNORE_MLOCK) {
+            if v.flags.contains(VmFlags::LOCKED) && !flags.contains(TtuFlags::IGNORE_MLOCK) {
                 // mlock_vma_page: it stays, on the unevictable list.
                 break;
             }
@@ -747,7 +943,7 @@ impl Kernel {
             // so none is flushed on its own.
             let mut frozen = false;
             if flags.contains(TtuFlags::SPLIT_HUGE_PMD) {
-                let haddr = vma_address(&v.vma, index) & !(HPAGE_PMD_SIZE - 1);
+                let haddr = v.address(index) & !(HPAGE_PMD_SIZE - 1);
                 frozen = self.split_huge_pmd_for(ctx, v.mm, haddr, head)
                     && flags.contains(TtuFlags::MIGRATION);
             }
@@ -806,7 +1002,7 @@ impl Kernel {
                 // A split's own unmapping (migration entries) does not
                 // queue the THP it is splitting (5.14's freeze path would,
                 // to take it off again under the split's lock).
-                if !flags.contains(TtuFlags::MIGRATION) {
+                if in_thp && !flags.contains(TtuFlags::MIGRATION) {
                     self.deferred_split_on_unmap(ctx, sub);
                 }
                 self.put_page(ctx, sub);
@@ -834,7 +1030,7 @@ impl Kernel {
     /// (`should_defer_flush`); else `ptep_clear_flush`'s `flush_tlb_page`.
     fn unmap_flush(&mut self, ctx: &mut Ctx, mm: MmId, flags: TtuFlags, writable: bool) {
         let me = ctx.cur();
-        let mask = self.mm(mm).cpumask.clone();
+        let mask = &self.mm(mm).cpumask;
         let batching = flags.contains(TtuFlags::BATCH_FLUSH)
             && crate::arch::batched_unmap_tlb_flush(ctx.machine().arch);
         if batching {
@@ -849,7 +1045,7 @@ impl Kernel {
         }
         let defer = batching && mask.iter().any(|&c| c != me);
         if !defer {
-            crate::arch::flush_tlb_page(ctx, &mask);
+            crate::arch::flush_tlb_page(ctx, mask);
             return;
         }
         let cpu = me.index();
@@ -857,12 +1053,19 @@ impl Kernel {
             self.tlb_ubc
                 .resize_with(cpu + 1, TlbflushUnmapBatch::default);
         }
-        let batch = &mut self.tlb_ubc[cpu];
-        for c in mask {
-            if let Err(at) = batch.cpumask.binary_search(&c) {
-                batch.cpumask.insert(at, c);
+        let batch = &self.tlb_ubc[cpu];
+        let mask = &self.mm(mm).cpumask;
+        if !mask.iter().all(|c| batch.cpumask.binary_search(c).is_ok()) {
+            // The batch is taken out while the mm's mask is read.
+            let mut batch = std::mem::take(&mut self.tlb_ubc[cpu]);
+            for &c in &self.mm(mm).cpumask {
+                if let Err(at) = batch.cpumask.binary_search(&c) {
+                    batch.cpumask.insert(at, c);
+                }
             }
+            self.tlb_ubc[cpu] = batch;
         }
+        let batch = &mut self.tlb_ubc[cpu];
         batch.flush_required = true;
         batch.writable |= writable;
     }
@@ -914,12 +1117,10 @@ impl Kernel {
         zero: RmpZero,
     ) -> u32 {
         debug_assert!(zero == RmpZero::Remap || old == new, "{old} != {new}");
-        let (head, nr) = self.rmap_target(new);
-        let compound = self.compound_head(head);
-        let info = self.pages.get(compound);
-        let index = info.index.wrapping_add(head.0 - compound.0);
+        let t = self.walk_target(new);
+        let (head, nr, compound, index) = (t.head, t.nr, t.compound, t.index);
         let cost = ctx.machine().costs.pgtable_level.cycles();
-        let vmas = self.rmap_walk_info(ctx, new, head, nr, info);
+        let vmas = self.rmap_vmas(ctx, &t);
         let mut restored = 0;
         for v in vmas {
             // The walk looks for entries naming `old`'s pages.
@@ -932,7 +1133,7 @@ impl Kernel {
                 let page = Pfn(head.0 + (pfn.0 - old.0));
                 let at = MigrationPte {
                     mm: v.mm,
-                    vm_flags: v.vma.flags,
+                    vm_flags: v.flags,
                     table: m.table,
                     index: m.index,
                     page,
@@ -959,4 +1160,61 @@ fn anon_vma_compatible(a: &Vma, b: &Vma) -> bool {
         && a.file == b.file
         && a.anon_pgoff == b.anon_pgoff
         && a.flags.without(VmFlags::PROT_MASK) == b.flags.without(VmFlags::PROT_MASK)
+}
+
+/// Whether the page heads a THP: a walk for it covers the whole THP.
+fn heads_thp(page: &PageMeta) -> bool {
+    page.state == PageState::Allocated && page.order == Order::THP.0
+}
+
+/// What the walk finds at a PTE: the page it maps (present mode) or the
+/// page its migration entry names (migration mode).
+fn pvmw_hit(entry: Entry, mode: PvmwMode) -> Option<Pfn> {
+    match (entry, mode) {
+        (Entry::Page { pfn, .. }, PvmwMode::Present) => Some(pfn),
+        (Entry::Migration { pfn, .. }, PvmwMode::Migration) => Some(pfn),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+impl Kernel {
+    /// Walks the 4 KiB page `pfn` by the one-mm, one-page fast paths and
+    /// by the general ones ([`Kernel::rmap_walk_vmas_general`],
+    /// [`Kernel::pvmw_windows`]), looking for present PTEs and migration
+    /// entries, and asserts both find the same VMAs and entries and charge
+    /// the same cycles; returns the entries found.
+    pub(super) fn assert_walk_paths_agree(&self, ctx: &mut Ctx, pfn: Pfn) -> usize {
+        let t = self.walk_target(pfn);
+        assert_eq!(t.nr, 1, "{pfn} is a 4 KiB page");
+        let symbols = [Symbol::RmapWalkAnon, Symbol::PageVmaMappedWalk];
+        let run = |ctx: &mut Ctx, general: bool| {
+            let before = symbols.map(|s| ctx.stats.cycles(s));
+            let mut vmas = Vec::new();
+            let visit = |mm, id, vma: &Vma| vmas.push((mm, id, *vma));
+            if general {
+                self.rmap_walk_vmas_general(ctx, t.info, t.index, t.nr, visit);
+            } else {
+                self.rmap_walk_vmas(ctx, t.info, t.index, t.nr, visit);
+            }
+            let mut found = Vec::new();
+            for &(mm, _, vma) in &vmas {
+                let v = WalkVma::new(mm, &vma);
+                for mode in [PvmwMode::Present, PvmwMode::Migration] {
+                    let f = if general {
+                        self.pvmw_windows(ctx, &v, t.head, t.nr, t.index, mode)
+                    } else {
+                        self.page_vma_mapped_walk(ctx, &v, t.head, t.nr, t.index, mode)
+                    };
+                    found.extend(f.into_iter().map(|m| (mm, mode, m)));
+                }
+            }
+            let charged = symbols.map(|s| ctx.stats.cycles(s));
+            (vmas, found, [0, 1].map(|i| charged[i].0 - before[i].0))
+        };
+        let fast = run(ctx, false);
+        let general = run(ctx, true);
+        assert_eq!(fast, general, "{pfn}: the fast walk and the general one");
+        fast.1.len()
+    }
 }

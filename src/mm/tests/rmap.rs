@@ -4,6 +4,7 @@
 //! migration entries restored, with the TLB flushes it sends on x86 and
 //! powerpc.
 
+use super::super::mremap::{MREMAP_FIXED, MREMAP_MAYMOVE};
 use super::super::rmap::{Mapped, TtuFlags};
 use super::*;
 use crate::sim::Symbol;
@@ -445,4 +446,42 @@ fn copies_on_write_of_a_private_file_mapping_are_found_at_their_offsets() {
     k.shmem_unlink(&mut ctx, file);
     k.shmem_close(&mut ctx, file).unwrap();
     assert_all_freed(&mut k, &mut ctx);
+}
+
+/// The walk's fast paths (one process's anon_vma, one page) find what the
+/// general ones find and charge the same: for a lone process's pages, for
+/// pages shared after a fork, for a migration entry, and for pages of a
+/// VMA mremap moved (two offsets on the anon_vma).
+#[test]
+fn the_one_page_walk_finds_and_charges_what_the_general_walk_does() {
+    let (mut k, mut ctx) = THP_NEVER.boot(1);
+    let (parent, a) = process_with_pages(&mut k, &mut ctx, 4);
+    let pages: Vec<Pfn> = (0..4).map(|i| pfn_of(&k, parent, a + i * P)).collect();
+    for &page in &pages {
+        assert_eq!(k.assert_walk_paths_agree(&mut ctx, page), 1, "{page}");
+    }
+    // A migration entry is found in migration mode only.
+    let done = k.try_to_unmap(&mut ctx, pages[0], TtuFlags::MIGRATION);
+    assert_eq!(done.migration_entries, 1);
+    assert_eq!(k.assert_walk_paths_agree(&mut ctx, pages[0]), 1);
+    assert_eq!(k.remove_migration_ptes(&mut ctx, pages[0], pages[0]), 1);
+    // After a fork each page is mapped twice, through two mms.
+    let child = k.fork(&mut ctx, parent).unwrap();
+    for &page in &pages {
+        assert_eq!(k.assert_walk_paths_agree(&mut ctx, page), 2, "{page}");
+    }
+    // The child's copy on write is its own anon_vma's, one mm again.
+    k.write_u64(&mut ctx, child, a + P, 9).unwrap();
+    let copy = pfn_of(&k, child, a + P);
+    assert_eq!(k.assert_walk_paths_agree(&mut ctx, copy), 1);
+    // mremap moves the parent's last two pages: their anon_vma has two
+    // offsets now, and each page is still found once per mm.
+    let to = a + 1024 * P;
+    let flags = MREMAP_MAYMOVE | MREMAP_FIXED;
+    let moved = (k.mremap(&mut ctx, parent, a + 2 * P, 2 * P, 2 * P, flags, to)).unwrap();
+    assert_eq!(moved, to);
+    k.check();
+    for &page in &pages[2..] {
+        assert_eq!(k.assert_walk_paths_agree(&mut ctx, page), 2, "{page}");
+    }
 }

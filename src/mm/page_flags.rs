@@ -178,14 +178,15 @@ impl Chunk {
     }
 }
 
-/// The hash of a chunk number: one multiplication (Fibonacci hashing).
-/// Every page on the LRU is looked up several times per list operation,
-/// and SipHash was a tenth of a 4 KiB-fault run's host time. Keys are
-/// chunk numbers, not input an adversary picks.
+/// The hash of a chunk number (or of a page index, for the page
+/// allocator's drain): one multiplication (Fibonacci hashing). Every page
+/// on the LRU is looked up several times per list operation, and SipHash
+/// was a tenth of a 4 KiB-fault run's host time. Keys are chunk numbers
+/// and page indices, not input an adversary picks.
 #[derive(Default)]
-struct ChunkHasher(u64);
+pub(super) struct FibHasher(u64);
 
-impl Hasher for ChunkHasher {
+impl Hasher for FibHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -199,12 +200,16 @@ impl Hasher for ChunkHasher {
     fn write_u64(&mut self, n: u64) {
         self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
 }
 
 /// Every page's reclaim half, stored sparsely.
 #[derive(Default)]
 pub struct PageInfos {
-    chunks: HashMap<u64, Chunk, BuildHasherDefault<ChunkHasher>>,
+    chunks: HashMap<u64, Chunk, BuildHasherDefault<FibHasher>>,
 }
 
 impl PageInfos {

@@ -535,6 +535,13 @@ impl PageAllocator {
         self.zones[z].map.count_mapped(idx, nr)
     }
 
+    /// The sum of the mapcounts of the `nr` pages from `pfn` (within one
+    /// zone) ([`PageMap::sum_mapcount`]).
+    pub fn sum_mapcount(&self, pfn: Pfn, nr: u64) -> u64 {
+        let (z, idx) = self.zone_of(pfn);
+        self.zones[z].map.sum_mapcount(idx, nr)
+    }
+
     /// The `struct page` of `pfn`, to change the mm layer's counts.
     #[inline]
     pub fn page_mut(&mut self, pfn: Pfn) -> &mut PageMeta {

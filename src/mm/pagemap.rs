@@ -331,6 +331,34 @@ impl PageMap {
         mapped
     }
 
+    /// The sum of the mapcounts of the `nr` pages from `idx`: what
+    /// [`PageMap::get`]'s `mapcount` of each would add up to, one pass over
+    /// a pageblock's array instead of a look-up a page.
+    pub fn sum_mapcount(&self, idx: u32, nr: u64) -> u64 {
+        let end = idx as u64 + nr;
+        let mut i = idx as u64;
+        let mut sum = 0;
+        while i < end {
+            let (b, off) = Self::split(i as u32);
+            let block_end = end.min((b as u64 + 1) * PB_PAGES as u64);
+            match self.blocks.get(b).map(|block| &block.pages) {
+                Some(Some(pages)) => {
+                    let to = off + (block_end - i) as usize;
+                    sum += pages[off..to]
+                        .iter()
+                        .map(|p| u64::from(p.mapcount()))
+                        .sum::<u64>();
+                }
+                // Only the head (offset 0) can have a count; untouched
+                // memory is free, so mapped by none.
+                Some(None) if off == 0 => sum += u64::from(self.get(i as u32).mapcount()),
+                Some(None) | None => {}
+            }
+            i = block_end;
+        }
+        sum
+    }
+
     /// The struct page of an untouched page: the head of a free max-order
     /// block, or one of its tails.
     #[cold]

@@ -16,10 +16,35 @@
 //! order: [`FrameMap::values`] sorts the chunk numbers, and
 //! [`FrameMap::remove_range`] removes the same values in any order.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
-use super::page_flags::FibHasher;
+/// The hash of a chunk number (or of a page index, for the page
+/// allocator's drain): one multiplication (Fibonacci hashing), where
+/// SipHash was a tenth of a 4 KiB-fault run's host time. Keys are chunk
+/// numbers and page indices, not input an adversary picks.
+#[derive(Default)]
+pub(super) struct FibHasher(u64);
+
+impl Hasher for FibHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
 
 /// Frames per chunk: one bit each in a `u64`.
 const CHUNK_FRAMES: u64 = 64;
@@ -30,7 +55,10 @@ const CHUNK_FRAMES: u64 = 64;
 #[derive(Clone, Debug)]
 struct Chunk<V> {
     present: u64,
-    values: Vec<V>,
+    /// A deque, not a vector: frames are freed in runs from either end
+    /// (reclaim frees a chunk's pages in order), and taking the first of a
+    /// vector moved all the others down, a `memmove` per page freed.
+    values: VecDeque<V>,
 }
 
 impl<V> Chunk<V> {
@@ -100,7 +128,7 @@ impl<V> FrameMap<V> {
             present: 0,
             // A lone frame takes no more than its own value; runs of
             // neighbours grow the vector by doubling to the 64 a chunk holds.
-            values: Vec::with_capacity(1),
+            values: VecDeque::with_capacity(1),
         });
         let at = c.rank(bit);
         if !c.has(bit) {
@@ -120,7 +148,7 @@ impl<V> FrameMap<V> {
         }
         let at = c.rank(bit);
         c.present &= !(1 << bit);
-        let value = c.values.remove(at);
+        let value = c.values.remove(at).expect("a present frame has a value");
         if c.present == 0 {
             self.chunks.remove(&chunk);
         }

@@ -31,11 +31,11 @@
 use std::collections::{HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 
+use super::frame_map::FibHasher;
 use super::mmzone::{
     MAX_ORDER, MIGRATE_PCPTYPES, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE,
     PAGEBLOCK_NR_PAGES, Pfn, pageblock_order,
 };
-use super::page_flags::FibHasher;
 use super::pagemap::{FreeList, NIL, PageMap, PageMeta, PageState, Taken, detach};
 use crate::features::{Feature, Features};
 use crate::machine::Machine;

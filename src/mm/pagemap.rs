@@ -727,6 +727,40 @@ mod tests {
     }
 
     #[test]
+    fn sum_mapcount_adds_up_what_get_says() {
+        // Four touched pageblocks: one materialised with scattered counts,
+        // one whose head alone has a count, two of tails; then untouched
+        // memory past them.
+        let mut map = PageMap::new_touched(4 * PAGEBLOCK_NR_PAGES);
+        map.get_mut(0).state = PageState::Allocated;
+        for (idx, count) in [(0, 3), (1, 1), (300, 2), (511, 5)] {
+            map.get_mut(idx).state = PageState::Allocated;
+            *map.get_mut(idx).mapcount_mut() = count;
+        }
+        map.get_mut(512).state = PageState::Allocated;
+        *map.get_mut(512).mapcount_mut() = 7;
+        assert_eq!(map.materialized(), 1);
+        let by_get = |from: u32, nr: u64| -> u64 {
+            (from..from + nr as u32)
+                .map(|i| u64::from(map.get(i).mapcount()))
+                .sum()
+        };
+        for (from, nr) in [
+            (0, 512),
+            (1, 300),
+            (300, 1),
+            (2, 298),
+            (0, 2048),
+            (511, 2),
+            (513, 511),
+        ] {
+            assert_eq!(map.sum_mapcount(from, nr), by_get(from, nr), "{from}+{nr}");
+        }
+        assert_eq!(map.sum_mapcount(0, 2048), 18);
+        assert_eq!(map.sum_mapcount(513, 511), 0);
+    }
+
+    #[test]
     fn an_untouched_list_behaves_as_the_list_boot_linked() {
         // 8 max-order blocks: linked one by one as boot did, and untouched.
         let n = 8 * MAX_BLOCK_PAGES;

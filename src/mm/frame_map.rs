@@ -223,7 +223,9 @@ impl<V> FrameMap<V> {
     /// Host bytes the map itself holds beyond its values' own heap data:
     /// each chunk's header and vector capacity, and a table entry a chunk.
     pub fn host_bytes(&self) -> usize {
-        let per_chunk = std::mem::size_of::<(u64, Chunk<V>)>() + 16;
+        // A hash-table slot of key and chunk, a control byte, and the
+        // table's slack.
+        let per_chunk = std::mem::size_of::<(u64, Chunk<V>)>() * 8 / 7 + 1;
         self.chunks
             .values()
             .map(|c| per_chunk + c.values.capacity() * std::mem::size_of::<V>())

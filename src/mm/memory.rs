@@ -472,6 +472,8 @@ impl Kernel {
     }
 
     /// The head of the block `pfn` belongs to: itself, or its THP's head.
+    /// Inline: asked several times a page on every reclaim path.
+    #[inline]
     pub(super) fn compound_head(&self, pfn: Pfn) -> Pfn {
         if self.pa.page(pfn).state == PageState::Tail {
             Pfn(pfn.0 & !(HPAGE_PMD_NR - 1))

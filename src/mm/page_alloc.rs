@@ -28,8 +28,10 @@
 //! with interrupts off (`local_lock_irqsave(&pagesets.lock)`). Lock order:
 //! pagesets.lock, then zone->lock.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 
+use super::frame_map::FibHasher;
 use super::mmzone::{
     MAX_ORDER, MIGRATE_PCPTYPES, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE,
     PAGEBLOCK_NR_PAGES, Pfn, pageblock_order,
@@ -241,11 +243,13 @@ pub struct Zone {
     prefetch_buddy: bool,
     /// Inside `free_pcppages_bulk`'s merges.
     draining: bool,
-    /// The struct pages a drain has in this CPU's cache, sorted: the
-    /// blocks it took off the per-CPU lists, the buddies it prefetched,
-    /// the lines its merges read or wrote. Empty outside
-    /// `free_pcppages_bulk`; kept only to reuse its allocation.
-    cached_lines: Vec<u32>,
+    /// The struct pages a drain has in this CPU's cache: the blocks it
+    /// took off the per-CPU lists, the buddies it prefetched, the lines
+    /// its merges read or wrote. Empty outside `free_pcppages_bulk`; kept
+    /// only to reuse its allocation. A hash set, asked only "is this line
+    /// in it" and never iterated, so its order cannot leak: a sorted
+    /// vector's binary searches and inserts were a tenth of a drain.
+    cached_lines: HashSet<u32, BuildHasherDefault<FibHasher>>,
 }
 
 /// The page allocator of the whole machine.
@@ -334,6 +338,7 @@ impl PageAllocator {
     }
 
     /// The NUMA node whose memory holds `pfn` (`page_to_nid`).
+    #[inline]
     pub fn node_of(&self, pfn: Pfn) -> u32 {
         self.zone_of(pfn).0 as u32
     }
@@ -343,13 +348,20 @@ impl PageAllocator {
         // Most machines have a node or two, and every `struct page` look-up
         // comes here (tens per page paged out): compare before dividing,
         // a 64-bit division being tens of cycles.
-        let node = if pfn.0 < self.pages_per_node {
+        // Node 1 is compared too: a two-socket machine's second node is
+        // half of every look-up there.
+        let ppn = self.pages_per_node;
+        let node = if pfn.0 < ppn {
             0
+        } else if pfn.0 < 2 * ppn {
+            1
         } else {
-            (pfn.0 / self.pages_per_node) as usize
+            (pfn.0 / ppn) as usize
         };
-        assert!(node < self.zones.len(), "{pfn} outside memory");
-        (node, (pfn.0 - self.zones[node].start_pfn) as u32)
+        let Some(zone) = self.zones.get(node) else {
+            panic!("{pfn} outside memory");
+        };
+        (node, (pfn.0 - zone.start_pfn) as u32)
     }
 
     /// `__alloc_pages`: a block of 2^order pages, or None when every zone is
@@ -510,6 +522,7 @@ impl PageAllocator {
     }
 
     /// The `struct page` of `pfn`.
+    #[inline]
     pub fn page(&self, pfn: Pfn) -> PageMeta {
         let (z, idx) = self.zone_of(pfn);
         self.zones[z].map.get(idx)
@@ -522,7 +535,15 @@ impl PageAllocator {
         self.zones[z].map.count_mapped(idx, nr)
     }
 
+    /// The sum of the mapcounts of the `nr` pages from `pfn` (within one
+    /// zone) ([`PageMap::sum_mapcount`]).
+    pub fn sum_mapcount(&self, pfn: Pfn, nr: u64) -> u64 {
+        let (z, idx) = self.zone_of(pfn);
+        self.zones[z].map.sum_mapcount(idx, nr)
+    }
+
     /// The `struct page` of `pfn`, to change the mm layer's counts.
+    #[inline]
     pub fn page_mut(&mut self, pfn: Pfn) -> &mut PageMeta {
         let (z, idx) = self.zone_of(pfn);
         self.zones[z].map.get_mut(idx)
@@ -650,7 +671,7 @@ impl Zone {
             prefetch_buddy: true,
             draining: false,
             drained: Vec::new(),
-            cached_lines: Vec::new(),
+            cached_lines: HashSet::default(),
         };
         // memblock_free_all: every max-order block to the tail of the
         // Movable list, in physical order; the list holds them as one
@@ -1266,14 +1287,12 @@ impl Zone {
         cached.clear();
         if self.prefetch_buddy {
             for (i, &(idx, order)) in freed.iter().enumerate() {
-                cached.push(idx);
+                cached.insert(idx);
                 if i < prefetch_nr {
                     let prefetched = if high_order { order.0 } else { 0 };
-                    cached.push(idx ^ (1u32 << prefetched));
+                    cached.insert(idx ^ (1u32 << prefetched));
                 }
             }
-            cached.sort_unstable();
-            cached.dedup();
         }
         self.cached_lines = cached;
         self.draining = true;
@@ -1401,7 +1420,7 @@ impl Zone {
     /// Whether a drain has the struct page at `idx` in this CPU's cache
     /// ([`Zone::cached_lines`]); `NIL`, no page, needs no line.
     fn line_cached(&self, idx: u32) -> bool {
-        idx == NIL || self.cached_lines.binary_search(&idx).is_ok()
+        idx == NIL || self.cached_lines.contains(&idx)
     }
 
     /// The drain has just read or written the struct page at `idx`.
@@ -1409,9 +1428,7 @@ impl Zone {
         if idx == NIL {
             return;
         }
-        if let Err(at) = self.cached_lines.binary_search(&idx) {
-            self.cached_lines.insert(at, idx);
-        }
+        self.cached_lines.insert(idx);
     }
 
     /// `buddy_merge_likely`: is the buddy of the block one order up free?

@@ -9,12 +9,8 @@
 //! back to its default (free). A THP keeps its flags on the head, as
 //! Linux does for a compound page.
 //!
-//! Chunks are found through a hash map that is never iterated for a result
-//! ([`PageInfos::check_chunks`] sorts): its order cannot leak.
-
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
-use std::hash::{BuildHasherDefault, Hasher};
+//! Chunks are found through a two-level table by chunk number
+//! ([`PageInfos`]), which iterates in pfn order.
 
 use super::mmzone::Pfn;
 
@@ -178,41 +174,100 @@ impl Chunk {
     }
 }
 
-/// The hash of a chunk number: one multiplication (Fibonacci hashing).
-/// Every page on the LRU is looked up several times per list operation,
-/// and SipHash was a tenth of a 4 KiB-fault run's host time. Keys are
-/// chunk numbers, not input an adversary picks.
-#[derive(Default)]
-struct ChunkHasher(u64);
+/// Chunks per leaf of the two-level table: 512 chunks of 64 pages, 128 MiB
+/// of memory a leaf.
+const LEAF_SHIFT: u32 = 9;
+const LEAF_CHUNKS: usize = 1 << LEAF_SHIFT;
 
-impl Hasher for ChunkHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
+/// The chunks of 128 MiB of memory, made when a page in it first gets
+/// state and dropped when the last goes back to its default.
+struct Leaf {
+    chunks: [Option<Chunk>; LEAF_CHUNKS],
+    /// Chunks in `chunks` that are Some.
+    used: u32,
 }
 
-/// Every page's reclaim half, stored sparsely.
+/// Every page's reclaim half, stored sparsely: a vector of leaves indexed by
+/// the top bits of the chunk number. Two indexings a look-up, where a hash
+/// map's probe was a few percent of a page-out run's host time (every
+/// reclaim step asks a page's flags several times). A leaf costs 24 KiB
+/// for each 128 MiB of memory with a page in use, the vector 8 bytes for
+/// each 128 MiB up to the highest such page.
 #[derive(Default)]
 pub struct PageInfos {
-    chunks: HashMap<u64, Chunk, BuildHasherDefault<ChunkHasher>>,
+    leaves: Vec<Option<Box<Leaf>>>,
+    /// Leaves that are Some.
+    nr_leaves: usize,
+}
+
+/// The leaf and the chunk within it of a chunk number.
+#[inline]
+fn leaf_of(key: u64) -> (usize, usize) {
+    (
+        (key >> LEAF_SHIFT) as usize,
+        key as usize & (LEAF_CHUNKS - 1),
+    )
 }
 
 impl PageInfos {
+    /// The chunk of chunk number `key`, if it has one.
+    #[inline]
+    fn chunk(&self, key: u64) -> Option<&Chunk> {
+        let (l, c) = leaf_of(key);
+        match self.leaves.get(l) {
+            Some(Some(leaf)) => leaf.chunks[c].as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The slot of chunk number `key`, if its leaf exists.
+    #[inline]
+    fn slot_mut(&mut self, key: u64) -> Option<&mut Option<Chunk>> {
+        let (l, c) = leaf_of(key);
+        match self.leaves.get_mut(l) {
+            Some(Some(leaf)) => Some(&mut leaf.chunks[c]),
+            _ => None,
+        }
+    }
+
+    /// Puts a new chunk at `key`, making its leaf if needed.
+    #[cold]
+    fn insert_chunk(&mut self, key: u64, chunk: Chunk) {
+        let (l, c) = leaf_of(key);
+        if self.leaves.len() <= l {
+            self.leaves.resize_with(l + 1, || None);
+        }
+        let leaf = self.leaves[l].get_or_insert_with(|| {
+            self.nr_leaves += 1;
+            Box::new(Leaf {
+                chunks: [const { None }; LEAF_CHUNKS],
+                used: 0,
+            })
+        });
+        debug_assert!(leaf.chunks[c].is_none(), "chunk {key} inserted twice");
+        leaf.chunks[c] = Some(chunk);
+        leaf.used += 1;
+    }
+
+    /// Drops the chunk at `key` (which exists), and its leaf with it if it
+    /// was the leaf's last.
+    fn remove_chunk(&mut self, key: u64) {
+        let (l, c) = leaf_of(key);
+        let slot = &mut self.leaves[l];
+        let leaf = slot.as_mut().expect("a chunk's leaf");
+        debug_assert!(leaf.chunks[c].is_some(), "chunk {key} removed twice");
+        leaf.chunks[c] = None;
+        leaf.used -= 1;
+        if leaf.used == 0 {
+            *slot = None;
+            self.nr_leaves -= 1;
+        }
+    }
+
     /// The page's reclaim half ([`PageInfo::DEFAULT`] if it has none).
     #[inline]
     pub fn get(&self, pfn: Pfn) -> PageInfo {
-        self.chunks
-            .get(&(pfn.0 >> CHUNK_SHIFT))
+        self.chunk(pfn.0 >> CHUNK_SHIFT)
             .map_or(PageInfo::DEFAULT, |c| c.get(pfn.0 as usize % CHUNK))
     }
 
@@ -222,50 +277,45 @@ impl PageInfos {
     pub fn update<R>(&mut self, pfn: Pfn, f: impl FnOnce(&mut PageInfo) -> R) -> R {
         let key = pfn.0 >> CHUNK_SHIFT;
         let off = pfn.0 as usize % CHUNK;
-        match self.chunks.entry(key) {
-            Entry::Vacant(vacant) => {
+        let Some(Some(chunk)) = self.slot_mut(key) else {
+            let mut page = PageInfo::DEFAULT;
+            let result = f(&mut page);
+            if page != PageInfo::DEFAULT {
+                self.insert_chunk(key, Chunk::One(off as u8, page));
+            }
+            return result;
+        };
+        let result;
+        let emptied = match chunk {
+            Chunk::One(o, page) if *o as usize == off => {
+                result = f(page);
+                *page == PageInfo::DEFAULT
+            }
+            Chunk::One(..) => {
                 let mut page = PageInfo::DEFAULT;
-                let result = f(&mut page);
+                result = f(&mut page);
                 if page != PageInfo::DEFAULT {
-                    vacant.insert(Chunk::One(off as u8, page));
+                    chunk.upgrade(off, page);
                 }
-                result
+                false
             }
-            Entry::Occupied(mut occupied) => {
-                let chunk = occupied.get_mut();
-                let result;
-                match chunk {
-                    Chunk::One(o, page) if *o as usize == off => {
-                        result = f(page);
-                        if *page == PageInfo::DEFAULT {
-                            occupied.remove();
-                        }
-                    }
-                    Chunk::One(..) => {
-                        let mut page = PageInfo::DEFAULT;
-                        result = f(&mut page);
-                        if page != PageInfo::DEFAULT {
-                            chunk.upgrade(off, page);
-                        }
-                    }
-                    Chunk::Many(full) => {
-                        let page = &mut full.pages[off];
-                        let was_default = *page == PageInfo::DEFAULT;
-                        result = f(page);
-                        let is_default = *page == PageInfo::DEFAULT;
-                        match (was_default, is_default) {
-                            (true, false) => full.used += 1,
-                            (false, true) => full.used -= 1,
-                            _ => {}
-                        }
-                        if full.used == 0 {
-                            occupied.remove();
-                        }
-                    }
+            Chunk::Many(full) => {
+                let page = &mut full.pages[off];
+                let was_default = *page == PageInfo::DEFAULT;
+                result = f(page);
+                let is_default = *page == PageInfo::DEFAULT;
+                match (was_default, is_default) {
+                    (true, false) => full.used += 1,
+                    (false, true) => full.used -= 1,
+                    _ => {}
                 }
-                result
+                full.used == 0
             }
+        };
+        if emptied {
+            self.remove_chunk(key);
         }
+        result
     }
 
     /// Puts the `nr` pages from `pfn` back to their default: what freeing
@@ -278,8 +328,8 @@ impl PageInfos {
             let base = key << CHUNK_SHIFT;
             let lo = start.max(base) - base;
             let hi = end.min(base + CHUNK as u64) - base;
-            if let Entry::Occupied(mut occupied) = self.chunks.entry(key) {
-                let empty = match occupied.get_mut() {
+            if let Some(Some(chunk)) = self.slot_mut(key) {
+                let empty = match chunk {
                     Chunk::One(o, _) => (lo..hi).contains(&u64::from(*o)),
                     Chunk::Many(full) => {
                         for page in &mut full.pages[lo as usize..hi as usize] {
@@ -292,39 +342,48 @@ impl PageInfos {
                     }
                 };
                 if empty {
-                    occupied.remove();
+                    self.remove_chunk(key);
                 }
             }
             key += 1;
         }
     }
 
-    /// Pages with any reclaim state.
-    pub fn nr_pages(&self) -> u64 {
-        self.chunks.values().map(|c| u64::from(c.used())).sum()
+    /// Every chunk, with its number, in number order.
+    fn chunks(&self) -> impl Iterator<Item = (u64, &Chunk)> {
+        self.leaves.iter().enumerate().flat_map(|(l, leaf)| {
+            leaf.iter().flat_map(move |leaf| {
+                leaf.chunks
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(c, chunk)| {
+                        let key = ((l as u64) << LEAF_SHIFT) + c as u64;
+                        chunk.as_ref().map(|chunk| (key, chunk))
+                    })
+            })
+        })
     }
 
-    /// Host bytes held.
+    /// Pages with any reclaim state.
+    pub fn nr_pages(&self) -> u64 {
+        self.chunks().map(|(_, c)| u64::from(c.used())).sum()
+    }
+
+    /// Host bytes held: the leaves and the chunks' arrays (the vector of
+    /// leaves is 8 bytes per 128 MiB of memory, left out).
     pub fn host_bytes(&self) -> usize {
         let full = self
-            .chunks
-            .values()
-            .filter(|c| matches!(c, Chunk::Many(_)))
+            .chunks()
+            .filter(|(_, c)| matches!(c, Chunk::Many(_)))
             .count();
-        // A hash-table slot of key and chunk, a control byte, and the
-        // table's slack.
-        self.chunks.len() * (std::mem::size_of::<(u64, Chunk)>() * 8 / 7 + 1)
-            + full * std::mem::size_of::<Full>()
+        self.nr_leaves * std::mem::size_of::<Leaf>() + full * std::mem::size_of::<Full>()
     }
 
     /// Every page with reclaim state, in pfn order (for the invariant
-    /// checker: sorted, so hash order cannot leak).
+    /// checker).
     pub fn check_chunks(&self) -> Vec<(Pfn, PageInfo)> {
-        let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
-        keys.sort_unstable();
         let mut out = Vec::new();
-        for key in keys {
-            let chunk = &self.chunks[&key];
+        for (key, chunk) in self.chunks() {
             let mut used = 0;
             for i in 0..CHUNK {
                 let page = chunk.get(i);
@@ -334,6 +393,10 @@ impl PageInfos {
                 }
             }
             assert_eq!(used, chunk.used(), "page-info chunk {key}: used count");
+        }
+        for leaf in self.leaves.iter().flatten() {
+            let used = leaf.chunks.iter().filter(|c| c.is_some()).count();
+            assert_eq!(used, leaf.used as usize, "page-info leaf: used count");
         }
         out
     }
@@ -352,9 +415,9 @@ mod tests {
         assert!(infos.get(Pfn(5)).test(PageFlags::ACTIVE));
         assert!(infos.get(Pfn(70)).is_anon());
         assert_eq!(infos.nr_pages(), 2);
-        assert_eq!(infos.chunks.len(), 2);
+        assert_eq!(infos.chunks().count(), 2);
         infos.update(Pfn(5), |p| p.clear(PageFlags::LRU | PageFlags::ACTIVE));
-        assert_eq!(infos.chunks.len(), 1);
+        assert_eq!(infos.chunks().count(), 1);
         let listed = infos.check_chunks();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].0, Pfn(70));
@@ -369,12 +432,12 @@ mod tests {
         let mut infos = PageInfos::default();
         let anon = |n: u32| move |p: &mut PageInfo| p.anon_vma = n;
         infos.update(Pfn(64), anon(1));
-        assert!(matches!(infos.chunks[&1], Chunk::One(0, _)));
+        assert!(matches!(infos.chunk(1).unwrap(), Chunk::One(0, _)));
         // Reading or leaving another page at its default adds nothing.
         infos.update(Pfn(65), |p| p.clear(PageFlags::LRU));
-        assert!(matches!(infos.chunks[&1], Chunk::One(0, _)));
+        assert!(matches!(infos.chunk(1).unwrap(), Chunk::One(0, _)));
         infos.update(Pfn(100), anon(2));
-        assert!(matches!(infos.chunks[&1], Chunk::Many(_)));
+        assert!(matches!(infos.chunk(1).unwrap(), Chunk::Many(_)));
         infos.update(Pfn(130), anon(3));
         assert_eq!(infos.nr_pages(), 3);
         assert_eq!(infos.get(Pfn(64)).anon_vma, 1);

@@ -331,6 +331,34 @@ impl PageMap {
         mapped
     }
 
+    /// The sum of the mapcounts of the `nr` pages from `idx`: what
+    /// [`PageMap::get`]'s `mapcount` of each would add up to, one pass over
+    /// a pageblock's array instead of a look-up a page.
+    pub fn sum_mapcount(&self, idx: u32, nr: u64) -> u64 {
+        let end = idx as u64 + nr;
+        let mut i = idx as u64;
+        let mut sum = 0;
+        while i < end {
+            let (b, off) = Self::split(i as u32);
+            let block_end = end.min((b as u64 + 1) * PB_PAGES as u64);
+            match self.blocks.get(b).map(|block| &block.pages) {
+                Some(Some(pages)) => {
+                    let to = off + (block_end - i) as usize;
+                    sum += pages[off..to]
+                        .iter()
+                        .map(|p| u64::from(p.mapcount()))
+                        .sum::<u64>();
+                }
+                // Only the head (offset 0) can have a count; untouched
+                // memory is free, so mapped by none.
+                Some(None) if off == 0 => sum += u64::from(self.get(i as u32).mapcount()),
+                Some(None) | None => {}
+            }
+            i = block_end;
+        }
+        sum
+    }
+
     /// The struct page of an untouched page: the head of a free max-order
     /// block, or one of its tails.
     #[cold]
@@ -696,6 +724,40 @@ mod tests {
         assert_eq!(map.materialized(), 0);
         assert_eq!(map.get(512).state, PageState::Buddy);
         assert_eq!(map.get(520).state, PageState::Tail);
+    }
+
+    #[test]
+    fn sum_mapcount_adds_up_what_get_says() {
+        // Four touched pageblocks: one materialised with scattered counts,
+        // one whose head alone has a count, two of tails; then untouched
+        // memory past them.
+        let mut map = PageMap::new_touched(4 * PAGEBLOCK_NR_PAGES);
+        map.get_mut(0).state = PageState::Allocated;
+        for (idx, count) in [(0, 3), (1, 1), (300, 2), (511, 5)] {
+            map.get_mut(idx).state = PageState::Allocated;
+            *map.get_mut(idx).mapcount_mut() = count;
+        }
+        map.get_mut(512).state = PageState::Allocated;
+        *map.get_mut(512).mapcount_mut() = 7;
+        assert_eq!(map.materialized(), 1);
+        let by_get = |from: u32, nr: u64| -> u64 {
+            (from..from + nr as u32)
+                .map(|i| u64::from(map.get(i).mapcount()))
+                .sum()
+        };
+        for (from, nr) in [
+            (0, 512),
+            (1, 300),
+            (300, 1),
+            (2, 298),
+            (0, 2048),
+            (511, 2),
+            (513, 511),
+        ] {
+            assert_eq!(map.sum_mapcount(from, nr), by_get(from, nr), "{from}+{nr}");
+        }
+        assert_eq!(map.sum_mapcount(0, 2048), 18);
+        assert_eq!(map.sum_mapcount(513, 511), 0);
     }
 
     #[test]

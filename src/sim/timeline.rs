@@ -237,6 +237,15 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 Some(kept) if count == 1 => {
                     usize::from(self.gaps().first().is_some_and(|&gap| gap < kept.start))
                 }
+                // A few forgotten (a cache line's local atomics pushed in a
+                // batch onto a full timeline): at most `count` gaps go, so
+                // a look at the first `count` is cheaper than a search.
+                Some(kept) if count <= FEW_FORGOTTEN => {
+                    let gaps = self.gaps();
+                    (gaps[..count.min(gaps.len())].iter())
+                        .take_while(|&&gap| gap < kept.start)
+                        .count()
+                }
                 Some(kept) => self.gap_index(kept.start),
                 None => self.gaps().len(),
             };
@@ -398,6 +407,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
         spans: impl IntoIterator<Item = Span<T>>,
         mut fold: impl FnMut(&Span<T>),
     ) {
+        // What `push_back_unbounded` does per span, with the last span kept
+        // at hand rather than looked up, and the finger set once.
+        let mut last = self.spans().last().copied();
+        let mut pushed = false;
         for span in spans {
             assert!(
                 span.start < span.end && span.start >= self.floor,
@@ -411,7 +424,35 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 self.len(),
                 "not at the back"
             );
-            self.push_back_unbounded(span);
+            match last {
+                Some(prev) if prev.end == span.start && prev.data == span.data => {
+                    let extended = Span {
+                        end: span.end,
+                        ..prev
+                    };
+                    *self.spans.as_mut_slice().last_mut().expect("a last span") = extended;
+                    last = Some(extended);
+                    pushed = true;
+                    continue;
+                }
+                Some(prev) if self.sharing == Sharing::Exclusive => {
+                    assert!(
+                        prev.end <= span.start,
+                        "span at {} overlaps the one before",
+                        span.start.0
+                    );
+                    if prev.end < span.start {
+                        self.gaps.push_back(prev.end);
+                    }
+                }
+                _ => {}
+            }
+            self.spans.push_back(span);
+            last = Some(span);
+            pushed = true;
+        }
+        if pushed {
+            self.finger = Some(self.spans().len() - 1);
         }
         let excess = self.len().saturating_sub(SPANS_MAX);
         if excess > 0 {
@@ -572,6 +613,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
     }
 }
 
+/// Up to how many spans forgotten at once [`Timeline::forget_oldest`] counts
+/// the gaps that go with them one by one rather than by a search.
+const FEW_FORGOTTEN: usize = 16;
+
 /// How many back-to-back spans [`Timeline::earliest_fit_from`] steps over
 /// one by one before it looks up the end of their run in the gap index.
 const RUN_STEPS: usize = 8;
@@ -627,9 +672,10 @@ mod slide_queue {
     /// A queue kept as one contiguous slice, so that it is searched and walked
     /// as a plain slice: the live items are `items[head..]`. Items leave at the
     /// front by moving `head` on; the dead prefix this leaves is drained once
-    /// it is as long as the live part (and not tiny), so the vector holds at
-    /// most twice what is live plus [`SlideQueue::DEAD_MIN`], and each item is
-    /// moved by a drain at most once, amortised. An insertion or a removal
+    /// it is [`SlideQueue::DEAD_PER_LIVE`] times as long as the live part
+    /// (and not tiny), so the vector holds at most four times what is live
+    /// plus [`SlideQueue::DEAD_MIN`], and an item leaving costs a third of
+    /// an item moved by a drain, amortised. An insertion or a removal
     /// moves the shorter side, into or out of the dead prefix at the front.
     #[derive(Clone, Debug)]
     pub(super) struct SlideQueue<V> {
@@ -649,6 +695,14 @@ mod slide_queue {
     impl<V: Copy> SlideQueue<V> {
         /// The shortest dead prefix that is drained.
         const DEAD_MIN: usize = 32;
+
+        /// How many times as long as the live part the dead prefix grows
+        /// before it is drained. A full timeline (4,096 spans, a long step
+        /// on a line or lock only its CPU uses) loses its oldest span at
+        /// every push: drained as soon as the dead prefix was as long as the
+        /// live part, the move was 28 instructions a push (half of a
+        /// seed-003 disk run's `memmove`); three times as long, a third.
+        const DEAD_PER_LIVE: usize = 3;
 
         pub(super) fn clear(&mut self) {
             self.items.clear();
@@ -696,14 +750,15 @@ mod slide_queue {
             self.drain_dead();
         }
 
-        /// Drains the dead prefix once it is as long as the live part and at
-        /// least [`SlideQueue::DEAD_MIN`] long (so that a short queue, whose
+        /// Drains the dead prefix once it is [`SlideQueue::DEAD_PER_LIVE`]
+        /// times as long as the live part and at least
+        /// [`SlideQueue::DEAD_MIN`] long (so that a short queue, whose
         /// items come and go one or two at a time, is not moved at every pop).
         fn drain_dead(&mut self) {
             let live = self.items.len() - self.head;
             if live == 0 {
                 self.clear();
-            } else if self.head >= live.max(Self::DEAD_MIN) {
+            } else if self.head >= (live * Self::DEAD_PER_LIVE).max(Self::DEAD_MIN) {
                 self.items.copy_within(self.head.., 0);
                 self.items.truncate(live);
                 self.head = 0;
@@ -780,10 +835,12 @@ mod slide_queue {
                     }
                 }
                 assert!(queue.as_slice().iter().eq(model.iter()), "step {step}");
-                // Memory: the dead prefix never outgrows the live part by more
-                // than the few left before a drain.
+                // Memory: the dead prefix never outgrows three times the live
+                // part by more than the few left before a drain.
                 assert!(
-                    queue.head <= model.len().max(SlideQueue::<u64>::DEAD_MIN),
+                    queue.head
+                        <= (model.len() * SlideQueue::<u64>::DEAD_PER_LIVE)
+                            .max(SlideQueue::<u64>::DEAD_MIN),
                     "step {step}: {} dead, {} live",
                     queue.head,
                     model.len()

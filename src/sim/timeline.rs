@@ -672,10 +672,9 @@ mod slide_queue {
     /// A queue kept as one contiguous slice, so that it is searched and walked
     /// as a plain slice: the live items are `items[head..]`. Items leave at the
     /// front by moving `head` on; the dead prefix this leaves is drained once
-    /// it is [`SlideQueue::DEAD_PER_LIVE`] times as long as the live part
-    /// (and not tiny), so the vector holds at most four times what is live
-    /// plus [`SlideQueue::DEAD_MIN`], and an item leaving costs a third of
-    /// an item moved by a drain, amortised. An insertion or a removal
+    /// it is as long as the live part (and not tiny), so the vector holds at
+    /// most twice what is live plus [`SlideQueue::DEAD_MIN`], and each item is
+    /// moved by a drain at most once, amortised. An insertion or a removal
     /// moves the shorter side, into or out of the dead prefix at the front.
     #[derive(Clone, Debug)]
     pub(super) struct SlideQueue<V> {
@@ -695,14 +694,6 @@ mod slide_queue {
     impl<V: Copy> SlideQueue<V> {
         /// The shortest dead prefix that is drained.
         const DEAD_MIN: usize = 32;
-
-        /// How many times as long as the live part the dead prefix grows
-        /// before it is drained. A full timeline (4,096 spans, a long step
-        /// on a line or lock only its CPU uses) loses its oldest span at
-        /// every push: drained as soon as the dead prefix was as long as the
-        /// live part, the move was 28 instructions a push (half of a
-        /// seed-003 disk run's `memmove`); three times as long, a third.
-        const DEAD_PER_LIVE: usize = 3;
 
         pub(super) fn clear(&mut self) {
             self.items.clear();
@@ -750,15 +741,14 @@ mod slide_queue {
             self.drain_dead();
         }
 
-        /// Drains the dead prefix once it is [`SlideQueue::DEAD_PER_LIVE`]
-        /// times as long as the live part and at least
-        /// [`SlideQueue::DEAD_MIN`] long (so that a short queue, whose
+        /// Drains the dead prefix once it is as long as the live part and at
+        /// least [`SlideQueue::DEAD_MIN`] long (so that a short queue, whose
         /// items come and go one or two at a time, is not moved at every pop).
         fn drain_dead(&mut self) {
             let live = self.items.len() - self.head;
             if live == 0 {
                 self.clear();
-            } else if self.head >= (live * Self::DEAD_PER_LIVE).max(Self::DEAD_MIN) {
+            } else if self.head >= live.max(Self::DEAD_MIN) {
                 self.items.copy_within(self.head.., 0);
                 self.items.truncate(live);
                 self.head = 0;
@@ -835,12 +825,10 @@ mod slide_queue {
                     }
                 }
                 assert!(queue.as_slice().iter().eq(model.iter()), "step {step}");
-                // Memory: the dead prefix never outgrows three times the live
-                // part by more than the few left before a drain.
+                // Memory: the dead prefix never outgrows the live part by more
+                // than the few left before a drain.
                 assert!(
-                    queue.head
-                        <= (model.len() * SlideQueue::<u64>::DEAD_PER_LIVE)
-                            .max(SlideQueue::<u64>::DEAD_MIN),
+                    queue.head <= model.len().max(SlideQueue::<u64>::DEAD_MIN),
                     "step {step}: {} dead, {} live",
                     queue.head,
                     model.len()

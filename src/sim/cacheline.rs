@@ -201,7 +201,7 @@ pub struct CacheLine {
 }
 
 /// How many local atomics a line keeps aside at most.
-const TAIL_MAX: usize = 4;
+pub(super) const TAIL_MAX: usize = 8;
 
 /// Local atomics of one CPU that begin after every transfer on the
 /// timeline, kept aside until another access needs them there. Most lines
@@ -291,6 +291,15 @@ impl CacheLine {
             ctx.charge(symbol, cost);
             return Cycles::ZERO;
         }
+        self.rmw_searched(ctx, symbol)
+    }
+
+    /// [`CacheLine::rmw`] past its local case: the holders walked and the
+    /// line searched. Out of line, so that the local case saves only the
+    /// few registers it uses.
+    #[inline(never)]
+    fn rmw_searched(&mut self, ctx: &mut Ctx, symbol: Symbol) -> Cycles {
+        let cpu = ctx.cur();
         self.access(ctx, symbol, |line, ctx, begun| {
             line.rmw_need(ctx, cpu, begun)
         })
@@ -789,7 +798,11 @@ impl CacheLine {
     /// Forgets the transfers that ended by `horizon`, then, if none is left,
     /// the local atomics kept aside that ended by it. The usual case, where
     /// the oldest of them has not ended, is told apart first: nothing to
-    /// forget.
+    /// forget. Inlined, the forgetting itself out of line: every access
+    /// begins here, and a call that saved the registers the forgetting
+    /// needs cost more than the test (a tenth of a local atomic's host
+    /// instructions on a seed-003 run).
+    #[inline]
     fn forget_before(&mut self, horizon: Cycles) {
         let oldest_end = match self.transfers.first() {
             Some(oldest) => Some(oldest.end),
@@ -801,6 +814,7 @@ impl CacheLine {
     }
 
     /// [`CacheLine::forget_before`] once something has ended.
+    #[inline(never)]
     fn forget_ended(&mut self, horizon: Cycles) {
         if self.transfers.len() > 0 {
             let (owner, sharers, modified) = (
@@ -838,6 +852,7 @@ impl CacheLine {
     /// All at the timeline's back, so they are recorded in one batch
     /// ([`Timeline::push_back_all`]: one forgetting of the oldest, not one
     /// per atomic, on a line whose timeline is full).
+    #[inline(never)]
     fn flush_tail(&mut self) {
         let (cpu, len, tail) = (self.tail.cpu, self.tail.len, self.tail.spans);
         if len == 0 {
@@ -920,7 +935,9 @@ impl CacheLine {
 }
 
 /// Applies a forgotten transfer to the state before the remembered ones.
-#[inline]
+/// Always inlined: a full timeline forgets one span per span pushed, and a
+/// call per span cost more than the fold itself.
+#[inline(always)]
 fn fold(
     owner: &mut Option<CpuId>,
     sharers: &mut CpuSet,

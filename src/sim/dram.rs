@@ -110,16 +110,24 @@ impl NodeBusy {
     /// after `t` (and the floor) at which `[s, s + len)` meets no span, and
     /// records it. Returns the end of the use.
     fn occupy(&mut self, t: Cycles, len: Cycles, horizon: Cycles) -> Cycles {
-        // Ends are in order (the spans are disjoint): a prefix is gone.
-        let gone = self.spans.partition_point(|&(_, end)| end <= horizon);
-        if gone > 0 {
+        // Ends are in order (the spans are disjoint): a prefix is gone. The
+        // oldest still in reach (a step that streams page after page while
+        // the horizon stays at its start) means none is: no search.
+        if self.spans.front().is_some_and(|&(_, end)| end <= horizon) {
+            let gone = self.spans.partition_point(|&(_, end)| end <= horizon);
             self.spans.drain(..gone);
+        }
+        let mut s = t.max(self.floor);
+        let mut at = self.spans.len();
+        // The node free from `s` on (the uncontended case): every span ends
+        // by `s`, so the walk below would pass them all and place the use
+        // at the back, at `s`.
+        if self.spans.back().is_none_or(|&(_, end)| end <= s) {
+            return self.place(at, s, len);
         }
         // Spans that end by `s` are passed; one that `[s, s + len)` meets
         // moves `s` to its end; the first that begins at or after `s + len`
         // is where the use fits, and where it goes in the list.
-        let mut s = t.max(self.floor);
-        let mut at = self.spans.len();
         // The spans are disjoint, so their ends are in order too: those
         // that end by `s` are a prefix, found by a binary search (with a
         // thousand CPUs streaming to a few nodes, a node holds hundreds of
@@ -139,11 +147,23 @@ impl NodeBusy {
             }
             s = end;
         }
+        self.place(at, s, len)
+    }
+
+    /// Records a use of `len` at `s`, to go at index `at` of the spans:
+    /// continuing the span before it if that ends at `s`, else as a span
+    /// of its own, forgetting the oldest past [`SPANS_MAX`]. Returns its end.
+    #[inline]
+    fn place(&mut self, at: usize, s: Cycles, len: Cycles) -> Cycles {
         let end = s + len;
         match at.checked_sub(1).and_then(|i| self.spans.get_mut(i)) {
             Some(prev) if prev.1 == s => prev.1 = end,
             _ => {
-                self.spans.insert(at, (s, end));
+                if at == self.spans.len() {
+                    self.spans.push_back((s, end));
+                } else {
+                    self.spans.insert(at, (s, end));
+                }
                 if self.spans.len() > SPANS_MAX {
                     let (_, oldest_end) = self.spans.pop_front().expect("full");
                     self.floor = self.floor.max(oldest_end);

@@ -25,10 +25,67 @@ pub struct SpinLock {
     holder: Option<Holder>,
     /// Past holds still in reach of some CPU's clock.
     holds: Timeline<CpuId>,
-    /// The hold released last, not yet on `holds`, with how many holds had
-    /// begun by its start: the next acquisition records it
-    /// ([`Timeline::settle`]), exactly as an immediate push would have.
-    pending: Option<(usize, Span<CpuId>)>,
+    /// The last holds released, not yet on `holds` (see [`HoldsAside`]).
+    aside: HoldsAside,
+}
+
+/// How many released holds a lock keeps aside at most.
+pub(super) const ASIDE_MAX: usize = 8;
+
+/// Holds released last that each begin after every hold on the timeline
+/// and after the one before them, kept aside until a use of the lock needs
+/// them there: most are never looked at by another CPU. A lock taken and
+/// released again and again in one long step (`munmap` of a gigabyte frees
+/// every page under the same locks while the horizon stays at the step's
+/// start) fills its timeline, and pushing each hold at once cost a push and
+/// the forgetting of the oldest per hold; kept aside, they go in batches
+/// ([`Timeline::push_back_all`]). Kept so, the lock behaves exactly as if
+/// they were on the timeline: they are pushed there, in order, before any
+/// search of it, and while the timeline is empty those that ended by the
+/// horizon are forgotten, as pruning would forget them (a lock's holds fold
+/// into nothing).
+#[derive(Clone, Debug)]
+struct HoldsAside {
+    len: usize,
+    /// In order; only the first `len` mean anything.
+    spans: [Span<CpuId>; ASIDE_MAX],
+}
+
+impl Default for HoldsAside {
+    fn default() -> Self {
+        let unused = Span {
+            start: Cycles::ZERO,
+            end: Cycles::ZERO,
+            data: CpuId(0),
+        };
+        HoldsAside {
+            len: 0,
+            spans: [unused; ASIDE_MAX],
+        }
+    }
+}
+
+impl HoldsAside {
+    fn last_end(&self) -> Option<Cycles> {
+        let last = self.len.checked_sub(1)?;
+        Some(self.spans[last].end)
+    }
+
+    fn push(&mut self, span: Span<CpuId>) {
+        self.spans[self.len] = span;
+        self.len += 1;
+    }
+
+    fn spans(&self) -> impl Iterator<Item = Span<CpuId>> + '_ {
+        self.spans[..self.len].iter().copied()
+    }
+
+    /// Forgets the first `count`.
+    fn drop_front(&mut self, count: usize) {
+        assert!(count <= self.len, "drop {count} of {}", self.len);
+        self.spans.copy_within(count..self.len, 0);
+        self.len -= count;
+    }
 }
 
 impl SpinLock {
@@ -103,6 +160,7 @@ impl SpinLock {
     #[cold]
     #[inline(never)]
     fn record_wait(&self, ctx: &mut Ctx, symbol: Symbol, now: Cycles, free: Cycles) {
+        debug_assert_eq!(self.aside.len, 0, "holds aside while searching");
         let holder = (self.holds.spans().iter())
             .filter(|s| s.end <= free)
             .max_by_key(|s| s.end)
@@ -116,11 +174,14 @@ impl SpinLock {
         if let Some(holder) = self.holder {
             held(cpu, holder);
         }
-        let horizon = ctx.horizon();
-        let (begun, span) = self.pending.take().unzip();
-        self.holds.settle(span, begun, horizon, |_| {});
+        self.forget_before(ctx.horizon());
         let now = ctx.now();
-        let (free, _) = self.holds.earliest_fit_len(now, Cycles::ZERO);
+        let free = if self.idle_from(now) {
+            now
+        } else {
+            self.flush_aside();
+            self.holds.earliest_fit_len(now, Cycles::ZERO).0
+        };
         let mut spun = Cycles::ZERO;
         let mut transfer_symbol = symbol;
         if free > now {
@@ -158,9 +219,15 @@ impl SpinLock {
     /// the two unlocks: its uncontended case is a few comparisons.
     #[inline]
     fn place(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
-        debug_assert!(self.pending.is_none(), "a hold kept aside under a hold");
         let len = ctx.now() - holder.since;
-        let (start, begun) = self.holds.earliest_fit_len(holder.since, len);
+        let (start, begun) = if self.idle_from(holder.since) {
+            // After every hold, kept aside or not: no search.
+            (holder.since, None)
+        } else {
+            self.flush_aside();
+            let (start, begun) = self.holds.earliest_fit_len(holder.since, len);
+            (start, Some(begun))
+        };
         let late = start - holder.since;
         if late > Cycles::ZERO {
             ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
@@ -171,9 +238,60 @@ impl SpinLock {
                 end: start + len,
                 data: holder.cpu,
             };
-            self.pending = Some((begun, span));
+            match begun {
+                // Placed before some hold already recorded: in its place.
+                Some(begun) if begun < self.holds.len() => {
+                    self.holds.push_at(begun, span, |_| {});
+                }
+                _ => {
+                    if self.aside.len == ASIDE_MAX {
+                        self.flush_aside();
+                    }
+                    self.aside.push(span);
+                }
+            }
         }
         late
+    }
+
+    /// Whether no hold, kept aside or not, is under way at `t` or after it
+    /// (and `t` is not before the floor): a use may begin there at once.
+    #[inline]
+    fn idle_from(&self, t: Cycles) -> bool {
+        match self.aside.last_end() {
+            Some(end) => end <= t && t >= self.holds.floor(),
+            None => self.holds.idle_from(t),
+        }
+    }
+
+    /// Forgets the holds that ended by `horizon`: those on the timeline,
+    /// then, if none is left there, those kept aside (as pruning the
+    /// timeline would, had they been pushed).
+    #[inline]
+    fn forget_before(&mut self, horizon: Cycles) {
+        if self
+            .holds
+            .first()
+            .is_some_and(|oldest| oldest.end <= horizon)
+        {
+            self.holds.prune(horizon, |_| {});
+        }
+        if self.holds.len() == 0 && self.aside.len > 0 {
+            let ended = self.aside.spans().take_while(|s| s.end <= horizon).count();
+            if ended > 0 {
+                self.aside.drop_front(ended);
+            }
+        }
+    }
+
+    /// Puts the holds kept aside onto the timeline, in order, in one batch.
+    #[inline(never)]
+    fn flush_aside(&mut self) {
+        if self.aside.len == 0 {
+            return;
+        }
+        self.holds.push_back_all(self.aside.spans(), |_| {});
+        self.aside.len = 0;
     }
 }
 

@@ -346,13 +346,15 @@ fn a_cpu_finds_another_cpu_s_run_of_local_atomics_as_of_its_own_clock() {
     // finds each of those atomics where it was: it waits out the one under
     // way at its clock and takes the line in the gap after it.
     let every = Cycles(10_000);
-    let times = 6;
+    let times = super::cacheline::TAIL_MAX as u64 + 4;
     for probe in [
         Cycles(500),
         Cycles(20_000),
         Cycles(30_000),
         Cycles(45_000),
         Cycles(70_000),
+        Cycles(105_000),
+        Cycles(200_000),
     ] {
         let mut ctx = ctx_with_cpus(2, 1);
         let mut line = CacheLine::new();
@@ -778,6 +780,64 @@ fn spinlock_is_free_as_of_the_waiters_own_clock() {
         engine.ctx.stats.cycles(Symbol::QueuedSpinLockSlowpath),
         Cycles::ZERO
     );
+}
+
+#[test]
+fn a_cpu_finds_another_cpu_s_run_of_holds_as_of_its_own_clock() {
+    // cpu1 takes and releases the lock alone in one step, every `every`
+    // cycles, more times than a lock keeps aside beside its timeline; cpu0,
+    // at an earlier clock, then finds each of those holds where it was: it
+    // waits out the one under way at its clock, and its own hold, too long
+    // for the gaps between cpu1's, moves after the next one.
+    let every = Cycles(10_000);
+    let times = 2 * super::spinlock::ASIDE_MAX as u64 + 3;
+    let hold = Cycles(3_000);
+    let probes = [500, 20_000, 45_000, 96_000, 500_000].map(Cycles);
+    for probe in probes {
+        let mut ctx = ctx_with_cpus(2, 1);
+        let mut lock = SpinLock::new();
+        ctx.set_cur(CpuId(1));
+        for i in 0..times {
+            ctx.idle_until(Cycles(every.0 * i));
+            assert_eq!(lock.lock(&mut ctx, Symbol::RawSpinLock), Cycles::ZERO);
+            ctx.charge(WORK, hold);
+            assert_eq!(
+                lock.unlock(&mut ctx),
+                Cycles::ZERO,
+                "cpu1 alone is never late"
+            );
+        }
+        // Each of cpu1's holds: from i * every, the lock word's local
+        // atomic and the work.
+        let local = local_rmw(&ctx);
+        let holds: Vec<(Cycles, Cycles)> = (0..times)
+            .map(|i| (Cycles(every.0 * i), Cycles(every.0 * i) + local + hold))
+            .collect();
+        assert_eq!(holds.last().unwrap().1, ctx.clock_of(CpuId(1)));
+        ctx.set_cur(CpuId(0));
+        ctx.idle_until(probe);
+        let free = (holds.iter())
+            .find(|&&(start, end)| start <= probe && probe < end)
+            .map_or(probe, |&(_, end)| end);
+        let waited = lock.lock(&mut ctx, Symbol::RawSpinLock);
+        assert_eq!(waited, free - probe, "cpu0's spin from {probe}");
+        ctx.charge(WORK, Cycles(8_000));
+        let len = ctx.now() - free;
+        let mut fits = free;
+        for &(start, end) in &holds {
+            if start < fits + len && fits < end {
+                fits = end;
+            }
+        }
+        if probe < holds.last().unwrap().0 {
+            assert!(fits > free, "cpu0's hold from {free} fits no gap");
+        }
+        assert_eq!(
+            lock.unlock(&mut ctx),
+            fits - free,
+            "cpu0's hold from {free}"
+        );
+    }
 }
 
 #[test]

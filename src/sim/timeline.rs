@@ -237,6 +237,15 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 Some(kept) if count == 1 => {
                     usize::from(self.gaps().first().is_some_and(|&gap| gap < kept.start))
                 }
+                // A few forgotten (a cache line's local atomics pushed in a
+                // batch onto a full timeline): at most `count` gaps go, so
+                // a look at the first `count` is cheaper than a search.
+                Some(kept) if count <= FEW_FORGOTTEN => {
+                    let gaps = self.gaps();
+                    (gaps[..count.min(gaps.len())].iter())
+                        .take_while(|&&gap| gap < kept.start)
+                        .count()
+                }
                 Some(kept) => self.gap_index(kept.start),
                 None => self.gaps().len(),
             };
@@ -398,6 +407,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
         spans: impl IntoIterator<Item = Span<T>>,
         mut fold: impl FnMut(&Span<T>),
     ) {
+        // What `push_back_unbounded` does per span, with the last span kept
+        // at hand rather than looked up, and the finger set once.
+        let mut last = self.spans().last().copied();
+        let mut pushed = false;
         for span in spans {
             assert!(
                 span.start < span.end && span.start >= self.floor,
@@ -411,7 +424,35 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 self.len(),
                 "not at the back"
             );
-            self.push_back_unbounded(span);
+            match last {
+                Some(prev) if prev.end == span.start && prev.data == span.data => {
+                    let extended = Span {
+                        end: span.end,
+                        ..prev
+                    };
+                    *self.spans.as_mut_slice().last_mut().expect("a last span") = extended;
+                    last = Some(extended);
+                    pushed = true;
+                    continue;
+                }
+                Some(prev) if self.sharing == Sharing::Exclusive => {
+                    assert!(
+                        prev.end <= span.start,
+                        "span at {} overlaps the one before",
+                        span.start.0
+                    );
+                    if prev.end < span.start {
+                        self.gaps.push_back(prev.end);
+                    }
+                }
+                _ => {}
+            }
+            self.spans.push_back(span);
+            last = Some(span);
+            pushed = true;
+        }
+        if pushed {
+            self.finger = Some(self.spans().len() - 1);
         }
         let excess = self.len().saturating_sub(SPANS_MAX);
         if excess > 0 {
@@ -571,6 +612,10 @@ impl<T: Copy + PartialEq> Timeline<T> {
             .max()
     }
 }
+
+/// Up to how many spans forgotten at once [`Timeline::forget_oldest`] counts
+/// the gaps that go with them one by one rather than by a search.
+const FEW_FORGOTTEN: usize = 16;
 
 /// How many back-to-back spans [`Timeline::earliest_fit_from`] steps over
 /// one by one before it looks up the end of their run in the gap index.

@@ -179,28 +179,38 @@ impl Chunk {
 const LEAF_SHIFT: u32 = 9;
 const LEAF_CHUNKS: usize = 1 << LEAF_SHIFT;
 
-/// The chunks of 128 MiB of memory, made when a page in it first gets
-/// state and dropped when the last goes back to its default.
+/// Where the chunks of 128 MiB of memory are in [`PageInfos::store`]: a
+/// slot holds its chunk's index plus one, 0 for none. Made when a page in
+/// it first gets state and dropped when the last goes back to its default.
+/// Slots are 4-byte indices rather than the chunks themselves because
+/// THP-backed memory uses one chunk in eight (a THP's head keeps the state
+/// of all 512 pages): 48-byte slots were 384 bytes a THP, and doubled the
+/// host memory of seed 002's 496 GB guest.
 struct Leaf {
-    chunks: [Option<Chunk>; LEAF_CHUNKS],
-    /// Chunks in `chunks` that are Some.
+    slots: [u32; LEAF_CHUNKS],
+    /// Slots that are not 0.
     used: u32,
 }
 
 /// Every page's reclaim half, stored sparsely: a vector of leaves indexed by
-/// the top bits of the chunk number. Two indexings a look-up, where a hash
-/// map's probe was a few percent of a page-out run's host time (every
-/// reclaim step asks a page's flags several times). A leaf costs 24 KiB
-/// for each 128 MiB of memory with a page in use, the vector 8 bytes for
-/// each 128 MiB up to the highest such page.
+/// the top bits of the chunk number, each slot naming a chunk in `store`.
+/// Three indexings a look-up, where a hash map's probe was a few percent
+/// of a page-out run's host time (every reclaim step asks a page's flags
+/// several times). A leaf costs 2 KiB for each 128 MiB of memory with a
+/// page in use, the vector 8 bytes for each 128 MiB up to the highest such
+/// page, a chunk 48 bytes (and a whole chunk's array 2.5 KiB).
 #[derive(Default)]
 pub struct PageInfos {
     leaves: Vec<Option<Box<Leaf>>>,
     /// Leaves that are Some.
     nr_leaves: usize,
+    /// The chunks; an index in `free` is a hole left by a removed chunk,
+    /// reused by the next insert.
+    store: Vec<Chunk>,
+    free: Vec<u32>,
 }
 
-/// The leaf and the chunk within it of a chunk number.
+/// The leaf and the slot within it of a chunk number.
 #[inline]
 fn leaf_of(key: u64) -> (usize, usize) {
     (
@@ -210,29 +220,41 @@ fn leaf_of(key: u64) -> (usize, usize) {
 }
 
 impl PageInfos {
-    /// The chunk of chunk number `key`, if it has one.
+    /// The index in `store` of chunk number `key`'s chunk, if it has one.
     #[inline]
-    fn chunk(&self, key: u64) -> Option<&Chunk> {
+    fn index(&self, key: u64) -> Option<usize> {
         let (l, c) = leaf_of(key);
         match self.leaves.get(l) {
-            Some(Some(leaf)) => leaf.chunks[c].as_ref(),
+            Some(Some(leaf)) if leaf.slots[c] != 0 => Some(leaf.slots[c] as usize - 1),
             _ => None,
         }
     }
 
-    /// The slot of chunk number `key`, if its leaf exists.
+    /// The chunk of chunk number `key`, if it has one.
     #[inline]
-    fn slot_mut(&mut self, key: u64) -> Option<&mut Option<Chunk>> {
-        let (l, c) = leaf_of(key);
-        match self.leaves.get_mut(l) {
-            Some(Some(leaf)) => Some(&mut leaf.chunks[c]),
-            _ => None,
-        }
+    fn chunk(&self, key: u64) -> Option<&Chunk> {
+        self.index(key).map(|i| &self.store[i])
+    }
+
+    /// The chunk of chunk number `key`, if it has one, to change.
+    #[inline]
+    fn chunk_mut(&mut self, key: u64) -> Option<&mut Chunk> {
+        self.index(key).map(|i| &mut self.store[i])
     }
 
     /// Puts a new chunk at `key`, making its leaf if needed.
     #[cold]
     fn insert_chunk(&mut self, key: u64, chunk: Chunk) {
+        let index = match self.free.pop() {
+            Some(i) => {
+                self.store[i as usize] = chunk;
+                i
+            }
+            None => {
+                self.store.push(chunk);
+                u32::try_from(self.store.len() - 1).expect("under 2^32 chunks of page state")
+            }
+        };
         let (l, c) = leaf_of(key);
         if self.leaves.len() <= l {
             self.leaves.resize_with(l + 1, || None);
@@ -240,12 +262,12 @@ impl PageInfos {
         let leaf = self.leaves[l].get_or_insert_with(|| {
             self.nr_leaves += 1;
             Box::new(Leaf {
-                chunks: [const { None }; LEAF_CHUNKS],
+                slots: [0; LEAF_CHUNKS],
                 used: 0,
             })
         });
-        debug_assert!(leaf.chunks[c].is_none(), "chunk {key} inserted twice");
-        leaf.chunks[c] = Some(chunk);
+        debug_assert!(leaf.slots[c] == 0, "chunk {key} inserted twice");
+        leaf.slots[c] = index + 1;
         leaf.used += 1;
     }
 
@@ -255,12 +277,22 @@ impl PageInfos {
         let (l, c) = leaf_of(key);
         let slot = &mut self.leaves[l];
         let leaf = slot.as_mut().expect("a chunk's leaf");
-        debug_assert!(leaf.chunks[c].is_some(), "chunk {key} removed twice");
-        leaf.chunks[c] = None;
+        debug_assert!(leaf.slots[c] != 0, "chunk {key} removed twice");
+        let index = leaf.slots[c] - 1;
+        leaf.slots[c] = 0;
         leaf.used -= 1;
         if leaf.used == 0 {
             *slot = None;
             self.nr_leaves -= 1;
+        }
+        // Drop a whole chunk's array now; the hole waits for the next insert,
+        // and the store goes with the last chunk, so pages all back at their
+        // default hold no host memory.
+        self.store[index as usize] = Chunk::One(0, PageInfo::DEFAULT);
+        self.free.push(index);
+        if self.free.len() == self.store.len() {
+            self.store = Vec::new();
+            self.free = Vec::new();
         }
     }
 
@@ -277,7 +309,7 @@ impl PageInfos {
     pub fn update<R>(&mut self, pfn: Pfn, f: impl FnOnce(&mut PageInfo) -> R) -> R {
         let key = pfn.0 >> CHUNK_SHIFT;
         let off = pfn.0 as usize % CHUNK;
-        let Some(Some(chunk)) = self.slot_mut(key) else {
+        let Some(chunk) = self.chunk_mut(key) else {
             let mut page = PageInfo::DEFAULT;
             let result = f(&mut page);
             if page != PageInfo::DEFAULT {
@@ -328,7 +360,7 @@ impl PageInfos {
             let base = key << CHUNK_SHIFT;
             let lo = start.max(base) - base;
             let hi = end.min(base + CHUNK as u64) - base;
-            if let Some(Some(chunk)) = self.slot_mut(key) {
+            if let Some(chunk) = self.chunk_mut(key) {
                 let empty = match chunk {
                     Chunk::One(o, _) => (lo..hi).contains(&u64::from(*o)),
                     Chunk::Many(full) => {
@@ -351,14 +383,15 @@ impl PageInfos {
 
     /// Every chunk, with its number, in number order.
     fn chunks(&self) -> impl Iterator<Item = (u64, &Chunk)> {
-        self.leaves.iter().enumerate().flat_map(|(l, leaf)| {
+        self.leaves.iter().enumerate().flat_map(move |(l, leaf)| {
             leaf.iter().flat_map(move |leaf| {
-                leaf.chunks
+                leaf.slots
                     .iter()
                     .enumerate()
-                    .filter_map(move |(c, chunk)| {
+                    .filter(|&(_, &slot)| slot != 0)
+                    .map(move |(c, &slot)| {
                         let key = ((l as u64) << LEAF_SHIFT) + c as u64;
-                        chunk.as_ref().map(|chunk| (key, chunk))
+                        (key, &self.store[slot as usize - 1])
                     })
             })
         })
@@ -369,14 +402,18 @@ impl PageInfos {
         self.chunks().map(|(_, c)| u64::from(c.used())).sum()
     }
 
-    /// Host bytes held: the leaves and the chunks' arrays (the vector of
-    /// leaves is 8 bytes per 128 MiB of memory, left out).
+    /// Host bytes held: the leaves, the chunks with their holes, and the
+    /// chunks' arrays (the vector of leaves is 8 bytes per 128 MiB of
+    /// memory, left out).
     pub fn host_bytes(&self) -> usize {
         let full = self
             .chunks()
             .filter(|(_, c)| matches!(c, Chunk::Many(_)))
             .count();
-        self.nr_leaves * std::mem::size_of::<Leaf>() + full * std::mem::size_of::<Full>()
+        self.nr_leaves * std::mem::size_of::<Leaf>()
+            + self.store.capacity() * std::mem::size_of::<Chunk>()
+            + self.free.capacity() * std::mem::size_of::<u32>()
+            + full * std::mem::size_of::<Full>()
     }
 
     /// Every page with reclaim state, in pfn order (for the invariant
@@ -394,10 +431,17 @@ impl PageInfos {
             }
             assert_eq!(used, chunk.used(), "page-info chunk {key}: used count");
         }
+        let mut slots = 0;
         for leaf in self.leaves.iter().flatten() {
-            let used = leaf.chunks.iter().filter(|c| c.is_some()).count();
+            let used = leaf.slots.iter().filter(|&&slot| slot != 0).count();
             assert_eq!(used, leaf.used as usize, "page-info leaf: used count");
+            slots += used;
         }
+        assert_eq!(
+            slots + self.free.len(),
+            self.store.len(),
+            "page-info chunks: each stored chunk is in a slot or a hole"
+        );
         out
     }
 }
@@ -422,6 +466,25 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].0, Pfn(70));
         infos.update(Pfn(70), |p| *p = PageInfo::DEFAULT);
+        assert_eq!(infos.host_bytes(), 0);
+    }
+
+    /// THP-backed memory uses one chunk in eight (the heads): a THP's state
+    /// costs under 96 host bytes, not the 384 that 48-byte slots for every
+    /// chunk of a leaf took.
+    #[test]
+    fn a_thp_head_costs_a_slot_and_a_chunk() {
+        let mut infos = PageInfos::default();
+        let thps = 1024;
+        for i in 0..thps {
+            infos.update(Pfn(i * 512), |p| p.set(PageFlags::LRU));
+        }
+        assert_eq!(infos.nr_pages(), thps);
+        let per_thp = infos.host_bytes() as u64 / thps;
+        assert!(per_thp < 96, "{per_thp} host bytes a THP");
+        for i in 0..thps {
+            infos.update(Pfn(i * 512), |p| p.clear(PageFlags::LRU));
+        }
         assert_eq!(infos.host_bytes(), 0);
     }
 

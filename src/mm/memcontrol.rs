@@ -729,6 +729,9 @@ impl Kernel {
         // unmapped frees a slot or two, and a new vector a time cost more
         // host time than the uncharge.
         for ty in 0..self.swap.nr_swap_types() {
+            if !self.swap.has_memcg_freed(ty) {
+                continue;
+            }
             let freed = self.swap.take_memcg_freed_of(ty);
             for &(offset, nr) in &freed {
                 self.mem_cgroup_uncharge_swap(ctx, SwapEntry::new(ty, offset), nr);

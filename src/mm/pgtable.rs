@@ -248,6 +248,27 @@ impl PageTables {
             _ => {}
         }
     }
+
+    /// Clears an entry (`pte_clear` of a zap): what `set(id, index,
+    /// Entry::None)` does, without unpacking the old entry or packing the
+    /// new one (munmap clears every PTE of the range).
+    #[inline]
+    pub fn clear(&mut self, id: TableId, index: usize) {
+        debug_assert!(self.tables[id.0 as usize].is_some(), "live table");
+        let at = entry_at(id, index);
+        let kind = self.entries[at].0 & Packed::KIND;
+        if kind == 0 {
+            // Already none (and a none entry never carries the accessed
+            // bit: only present pages get it).
+            return;
+        }
+        if kind == Packed::HUGE {
+            self.nr_huge_deposits -= 1;
+        }
+        self.entries[at] = Packed::NONE;
+        let table = self.tables[id.0 as usize].as_mut().expect("live table");
+        table.used -= 1;
+    }
 }
 
 /// An [`Entry`] in 8 bytes: its kind in the low 3 bits, a PTE's or THP's

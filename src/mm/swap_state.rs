@@ -362,6 +362,9 @@ impl Kernel {
         // swap_free_cluster call it as they free).
         self.memcg_swap_freed(ctx);
         for ty in 0..self.swap_devs.len() {
+            if !self.swap.has_freed_slots(ty) {
+                continue;
+            }
             let freed = self.swap.take_freed_slots(ty);
             for &offset in &freed {
                 self.swap_devs[ty].slot_free(ctx, &mut self.pa, offset);

@@ -395,6 +395,53 @@ mod tests {
     }
 
     #[test]
+    fn clear_does_what_setting_none_does() {
+        // Two tables filled alike, every kind of entry (and a young page);
+        // one is cleared with set(None), the other with clear.
+        let fill = |pt: &mut PageTables, t: TableId| {
+            let kinds = [
+                Entry::Table(TableId(9)),
+                Entry::Page {
+                    pfn: Pfn(7),
+                    write: true,
+                },
+                Entry::ZeroPage,
+                Entry::HugeZero { deposit: Pfn(3) },
+                Entry::Huge {
+                    pfn: Pfn(512),
+                    write: false,
+                    deposit: Pfn(4),
+                },
+                Entry::Swap { val: 77 },
+                Entry::Migration {
+                    pfn: Pfn(8),
+                    write: true,
+                },
+            ];
+            for (i, &e) in kinds.iter().enumerate() {
+                pt.set(t, i, e);
+            }
+            pt.mkyoung(t, 1);
+            pt.mkyoung(t, 4);
+        };
+        let (mut a, mut b) = (PageTables::new(), PageTables::new());
+        let (ta, tb) = (a.create(Level::Pmd, Pfn(1)), b.create(Level::Pmd, Pfn(1)));
+        fill(&mut a, ta);
+        fill(&mut b, tb);
+        assert_eq!(a.nr_huge_deposits, 1);
+        // Index 7 is already none.
+        for i in 0..8 {
+            a.set(ta, i, Entry::None);
+            b.clear(tb, i);
+            assert_eq!(a.entries_of(ta), b.entries_of(tb), "entry {i}");
+            assert_eq!(a.table(ta).used, b.table(tb).used, "entry {i}");
+            assert_eq!(a.nr_huge_deposits, b.nr_huge_deposits, "entry {i}");
+        }
+        assert_eq!(b.table(tb).used, 0);
+        assert_eq!(b.nr_huge_deposits, 0);
+    }
+
+    #[test]
     fn used_entries_are_counted_and_ids_reused() {
         let mut pt = PageTables::new();
         let a = pt.create(Level::Pte, Pfn(10));

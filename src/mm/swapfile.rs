@@ -617,7 +617,13 @@ impl SwapInfo {
         g.add_nr_swap_pages(ctx, n as i64);
         self.inuse_pages -= n;
         if self.flags.contains(SwpFlags::FREE_NOTIFY) {
-            self.freed.extend(offset..=end);
+            // One slot (every swap_entry_free) is a push: extending from
+            // an inclusive range costs the host several times as much.
+            if n == 1 {
+                self.freed.push(offset);
+            } else {
+                self.freed.extend(offset..=end);
+            }
         }
         if self.memcg {
             self.memcg_freed.push((offset, n));

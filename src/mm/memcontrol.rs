@@ -720,8 +720,17 @@ impl Kernel {
     }
 
     /// The slots freed since the last call, swap uncharged (see
-    /// `SwapDevices::take_memcg_freed`).
+    /// `SwapDevices::take_memcg_freed`). Inline, and out at once when
+    /// nothing is queued (most calls).
+    #[inline]
     pub(super) fn memcg_swap_freed(&mut self, ctx: &mut Ctx) {
+        if self.memcg.is_some() && self.swap.any_freed() {
+            self.memcg_swap_freed_queued(ctx);
+        }
+    }
+
+    /// [`Kernel::memcg_swap_freed`] when something may be queued.
+    fn memcg_swap_freed_queued(&mut self, ctx: &mut Ctx) {
         // Device by device, oldest first (as take_memcg_freed orders them),
         // each device's vector handed back for its next frees: a page
         // unmapped frees a slot or two, and a new vector a time cost more

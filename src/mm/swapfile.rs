@@ -1236,6 +1236,16 @@ impl SwapDevices {
                 .any(|&(off, n)| off < end && first < off + n)
     }
 
+    /// Whether any device has freed offsets or ranges queued for
+    /// [`SwapDevices::take_freed_slots`] or
+    /// [`SwapDevices::take_memcg_freed_of`].
+    #[inline]
+    pub fn any_freed(&self) -> bool {
+        self.si
+            .iter()
+            .any(|si| !si.freed.is_empty() || !si.memcg_freed.is_empty())
+    }
+
     /// Whether device `ty` has freed offsets waiting for
     /// [`SwapDevices::take_freed_slots`]: most frees only reach a slot
     /// cache, so most notifications find none, and this answers without

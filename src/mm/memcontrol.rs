@@ -431,6 +431,32 @@ impl MemCgroup {
         was
     }
 
+    /// `mem_cgroup_uncharge_swap` of the freed slots `offset..+nr` of
+    /// device `ty`: their record cleared and, where the cgroup owned them,
+    /// the swap counters uncharged (cgroup v2).
+    fn uncharge_swap(&mut self, ctx: &mut Ctx, ty: usize, offset: u64, nr: u64) {
+        let cost = ctx.machine().costs.swap_cgroup_record.cycles();
+        ctx.charge(Symbol::SwapCgroupRecord, cost);
+        // One slot (swap_entry_free's frees, nearly all of them) needs no
+        // loop.
+        let owned = if nr == 1 {
+            u64::from(self.swap_cgroup_test_and_set(SwapEntry::new(ty, offset), false))
+        } else {
+            (offset..offset + nr)
+                .map(|off| u64::from(self.swap_cgroup_test_and_set(SwapEntry::new(ty, off), false)))
+                .sum()
+        };
+        // swap_cgroup_record hands back the first slot's id; a range is
+        // one owner's (a THP's cluster) or free slots nobody owned.
+        if owned > 0 {
+            MemCgroup::page_counter_uncharge(&mut self.swap, ctx, owned);
+            // mod_memcg_state(MEMCG_SWAP).
+            let cost = ctx.machine().costs.memcg_stat_update.cycles();
+            ctx.charge(Symbol::ModMemcgState, cost);
+            self.counts.swap_uncharged += owned;
+        }
+    }
+
     /// Whether the cgroup owns the swap charge of `entry`
     /// (`lookup_swap_cgroup_id`).
     pub fn owns_swap(&self, entry: SwapEntry) -> bool {
@@ -693,45 +719,32 @@ impl Kernel {
         memcg.counts.swap_charged += nr;
     }
 
-    /// `mem_cgroup_uncharge_swap` of freed slots `entry..+nr`: their record
-    /// cleared and, where the cgroup owned them, the swap counters
-    /// uncharged (cgroup v2).
-    pub(super) fn mem_cgroup_uncharge_swap(&mut self, ctx: &mut Ctx, entry: SwapEntry, nr: u64) {
-        let Some(memcg) = self.memcg.as_mut() else {
-            return;
-        };
-        let cost = ctx.machine().costs.swap_cgroup_record.cycles();
-        ctx.charge(Symbol::SwapCgroupRecord, cost);
-        let mut owned = 0;
-        for i in 0..nr {
-            let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
-            owned += u64::from(memcg.swap_cgroup_test_and_set(e, false));
-        }
-        // swap_cgroup_record hands back the first slot's id; a range is
-        // one owner's (a THP's cluster) or free slots nobody owned.
-        if owned > 0 {
-            MemCgroup::page_counter_uncharge(&mut memcg.swap, ctx, owned);
-            // mod_memcg_state(MEMCG_SWAP).
-            let cost = ctx.machine().costs.memcg_stat_update.cycles();
-            ctx.charge(Symbol::ModMemcgState, cost);
-            memcg.counts.swap_uncharged += owned;
+    /// The slots freed since the last call, swap uncharged (see
+    /// `SwapDevices::take_memcg_freed`). Inline, and out at once when
+    /// nothing is queued (most calls).
+    #[inline]
+    pub(super) fn memcg_swap_freed(&mut self, ctx: &mut Ctx) {
+        if self.memcg.is_some() && self.swap.any_freed() {
+            self.memcg_swap_freed_queued(ctx);
         }
     }
 
-    /// The slots freed since the last call, swap uncharged (see
-    /// `SwapDevices::take_memcg_freed`).
-    pub(super) fn memcg_swap_freed(&mut self, ctx: &mut Ctx) {
-        if self.memcg.is_none() {
-            return;
-        }
+    /// [`Kernel::memcg_swap_freed`] when something may be queued.
+    fn memcg_swap_freed_queued(&mut self, ctx: &mut Ctx) {
         // Device by device, oldest first (as take_memcg_freed orders them),
         // each device's vector handed back for its next frees: a page
         // unmapped frees a slot or two, and a new vector a time cost more
         // host time than the uncharge.
+        let Some(memcg) = self.memcg.as_mut() else {
+            return;
+        };
         for ty in 0..self.swap.nr_swap_types() {
+            if !self.swap.has_memcg_freed(ty) {
+                continue;
+            }
             let freed = self.swap.take_memcg_freed_of(ty);
             for &(offset, nr) in &freed {
-                self.mem_cgroup_uncharge_swap(ctx, SwapEntry::new(ty, offset), nr);
+                memcg.uncharge_swap(ctx, ty, offset, nr);
             }
             self.swap.return_memcg_freed(ty, freed);
         }

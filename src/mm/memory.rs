@@ -554,7 +554,7 @@ impl Kernel {
                 }
                 Entry::Page { pfn, .. } => {
                     self.zap_pte(ctx, symbol);
-                    self.tables.set(table, index, Entry::None);
+                    self.tables.clear(table, index);
                     self.page_remove_rmap(ctx, pfn);
                     self.deferred_split_on_unmap(ctx, pfn);
                     self.dec_rss(mm, pfn);
@@ -567,7 +567,7 @@ impl Kernel {
                 }
                 Entry::ZeroPage => {
                     self.zap_pte(ctx, symbol);
-                    self.tables.set(table, index, Entry::None);
+                    self.tables.clear(table, index);
                 }
                 // zap_pte_range's non-present entries: a migration entry's
                 // page keeps its reference with the migration; a swap
@@ -575,12 +575,12 @@ impl Kernel {
                 // reference (`free_swap_and_cache`, swapin.rs).
                 Entry::Migration { .. } => {
                     self.zap_pte(ctx, symbol);
-                    self.tables.set(table, index, Entry::None);
+                    self.tables.clear(table, index);
                     self.mm_mut(mm).rss_anon -= 1;
                 }
                 Entry::Swap { val } => {
                     self.zap_pte(ctx, symbol);
-                    self.tables.set(table, index, Entry::None);
+                    self.tables.clear(table, index);
                     self.mm_mut(mm).rss_swap -= 1;
                     self.free_swap_and_cache(ctx, SwapEntry::from_raw(val));
                 }

@@ -248,6 +248,27 @@ impl PageTables {
             _ => {}
         }
     }
+
+    /// Clears an entry (`pte_clear` of a zap): what `set(id, index,
+    /// Entry::None)` does, without unpacking the old entry or packing the
+    /// new one (munmap clears every PTE of the range).
+    #[inline]
+    pub fn clear(&mut self, id: TableId, index: usize) {
+        debug_assert!(self.tables[id.0 as usize].is_some(), "live table");
+        let at = entry_at(id, index);
+        let kind = self.entries[at].0 & Packed::KIND;
+        if kind == 0 {
+            // Already none (and a none entry never carries the accessed
+            // bit: only present pages get it).
+            return;
+        }
+        if kind == Packed::HUGE {
+            self.nr_huge_deposits -= 1;
+        }
+        self.entries[at] = Packed::NONE;
+        let table = self.tables[id.0 as usize].as_mut().expect("live table");
+        table.used -= 1;
+    }
 }
 
 /// An [`Entry`] in 8 bytes: its kind in the low 3 bits, a PTE's or THP's
@@ -371,6 +392,53 @@ mod tests {
         assert_eq!(Level::Pud.index(addr), 5);
         assert_eq!(Level::Pmd.index(addr), 7);
         assert_eq!(Level::Pte.index(addr), 9);
+    }
+
+    #[test]
+    fn clear_does_what_setting_none_does() {
+        // Two tables filled alike, every kind of entry (and a young page);
+        // one is cleared with set(None), the other with clear.
+        let fill = |pt: &mut PageTables, t: TableId| {
+            let kinds = [
+                Entry::Table(TableId(9)),
+                Entry::Page {
+                    pfn: Pfn(7),
+                    write: true,
+                },
+                Entry::ZeroPage,
+                Entry::HugeZero { deposit: Pfn(3) },
+                Entry::Huge {
+                    pfn: Pfn(512),
+                    write: false,
+                    deposit: Pfn(4),
+                },
+                Entry::Swap { val: 77 },
+                Entry::Migration {
+                    pfn: Pfn(8),
+                    write: true,
+                },
+            ];
+            for (i, &e) in kinds.iter().enumerate() {
+                pt.set(t, i, e);
+            }
+            pt.mkyoung(t, 1);
+            pt.mkyoung(t, 4);
+        };
+        let (mut a, mut b) = (PageTables::new(), PageTables::new());
+        let (ta, tb) = (a.create(Level::Pmd, Pfn(1)), b.create(Level::Pmd, Pfn(1)));
+        fill(&mut a, ta);
+        fill(&mut b, tb);
+        assert_eq!(a.nr_huge_deposits, 1);
+        // Index 7 is already none.
+        for i in 0..8 {
+            a.set(ta, i, Entry::None);
+            b.clear(tb, i);
+            assert_eq!(a.entries_of(ta), b.entries_of(tb), "entry {i}");
+            assert_eq!(a.table(ta).used, b.table(tb).used, "entry {i}");
+            assert_eq!(a.nr_huge_deposits, b.nr_huge_deposits, "entry {i}");
+        }
+        assert_eq!(b.table(tb).used, 0);
+        assert_eq!(b.nr_huge_deposits, 0);
     }
 
     #[test]

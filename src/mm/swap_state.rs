@@ -356,12 +356,25 @@ impl Kernel {
     }
 
     /// Hands the slots freed since the last call to their devices
-    /// (`swap_slot_free_notify`: zram drops its copy).
+    /// (`swap_slot_free_notify`: zram drops its copy). Inline, and out at
+    /// once when nothing was freed: most frees only reach a slot cache
+    /// (it returns them 64 at a time), so most calls have nothing to do.
+    #[inline]
     pub(super) fn swap_slot_free_notify(&mut self, ctx: &mut Ctx) {
+        if self.swap.any_freed() {
+            self.swap_slot_free_notify_queued(ctx);
+        }
+    }
+
+    /// [`Kernel::swap_slot_free_notify`] when something was freed.
+    fn swap_slot_free_notify_queued(&mut self, ctx: &mut Ctx) {
         // The same frees' mem_cgroup_uncharge_swap (swap_entry_free and
         // swap_free_cluster call it as they free).
         self.memcg_swap_freed(ctx);
         for ty in 0..self.swap_devs.len() {
+            if !self.swap.has_freed_slots(ty) {
+                continue;
+            }
             let freed = self.swap.take_freed_slots(ty);
             for &offset in &freed {
                 self.swap_devs[ty].slot_free(ctx, &mut self.pa, offset);

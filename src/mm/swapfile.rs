@@ -236,6 +236,9 @@ pub struct SwapInfo {
     percpu_cluster: Vec<PercpuCluster>,
     /// `SWAPFILE_CLUSTER`.
     pub cluster_size: u64,
+    /// Its log2 (a power of two): a slot's cluster is a shift away, where
+    /// a division by the field costs the host a divide for every slot.
+    cluster_shift: u32,
     /// `si->lock`.
     pub lock: SpinLock,
     /// Offsets freed since the last [`SwapDevices::take_freed_slots`]
@@ -323,6 +326,7 @@ impl SwapInfo {
         flags: SwpFlags,
         cluster_size: u64,
     ) -> SwapInfo {
+        assert!(cluster_size.is_power_of_two(), "SWAPFILE_CLUSTER");
         let nr_cpus = ctx.nr_cpus() as usize;
         let mut si = SwapInfo {
             ty,
@@ -343,6 +347,7 @@ impl SwapInfo {
             free_clusters: ClusterList::default(),
             percpu_cluster: Vec::new(),
             cluster_size,
+            cluster_shift: cluster_size.trailing_zeros(),
             lock: SpinLock::new(),
             freed: Vec::new(),
             memcg: false,
@@ -402,13 +407,19 @@ impl SwapInfo {
         self.lock.unlock(ctx);
     }
 
+    /// The index of the cluster slot `offset` belongs to.
+    #[inline]
+    fn cluster_of(&self, offset: u64) -> usize {
+        (offset >> self.cluster_shift) as usize
+    }
+
     /// `lock_cluster`: the cluster of `offset`, locked, on devices with
     /// clusters.
     fn lock_cluster(&mut self, ctx: &mut Ctx, offset: u64) -> Option<usize> {
         if !self.has_clusters() {
             return None;
         }
-        let idx = (offset / self.cluster_size) as usize;
+        let idx = self.cluster_of(offset);
         // A cluster is mostly one CPU's: its lock is a locked operation on
         // a line this CPU holds, or the line's transfer from the CPU that
         // took it last. Queueing on it is not modelled (host time: it is
@@ -490,7 +501,7 @@ impl SwapInfo {
         if !self.has_clusters() {
             return;
         }
-        let idx = (page / self.cluster_size) as u32;
+        let idx = self.cluster_of(page) as u32;
         if self.cluster_info[idx as usize].free {
             self.alloc_cluster(idx);
         }
@@ -504,7 +515,7 @@ impl SwapInfo {
         if !self.has_clusters() {
             return;
         }
-        let idx = (page / self.cluster_size) as u32;
+        let idx = self.cluster_of(page) as u32;
         let ci = &mut self.cluster_info[idx as usize];
         assert!(ci.count > 0, "cluster count underflow");
         ci.count -= 1;
@@ -517,7 +528,7 @@ impl SwapInfo {
     /// cluster that is not the head of the free list (taking it would
     /// break `alloc_cluster`'s rule); drops this CPU's cluster if so.
     fn cluster_conflict(&mut self, cpu: usize, offset: u64) -> bool {
-        let idx = (offset / self.cluster_size) as u32;
+        let idx = self.cluster_of(offset) as u32;
         let conflict = self.free_clusters.head.is_some_and(|head| head != idx)
             && self.cluster_info[idx as usize].free;
         if conflict {
@@ -606,7 +617,13 @@ impl SwapInfo {
         g.add_nr_swap_pages(ctx, n as i64);
         self.inuse_pages -= n;
         if self.flags.contains(SwpFlags::FREE_NOTIFY) {
-            self.freed.extend(offset..=end);
+            // One slot (every swap_entry_free) is a push: extending from
+            // an inclusive range costs the host several times as much.
+            if n == 1 {
+                self.freed.push(offset);
+            } else {
+                self.freed.extend(offset..=end);
+            }
         }
         if self.memcg {
             self.memcg_freed.push((offset, n));
@@ -1217,6 +1234,32 @@ impl SwapDevices {
                 .memcg_freed
                 .iter()
                 .any(|&(off, n)| off < end && first < off + n)
+    }
+
+    /// Whether any device has freed offsets or ranges queued for
+    /// [`SwapDevices::take_freed_slots`] or
+    /// [`SwapDevices::take_memcg_freed_of`].
+    #[inline]
+    pub fn any_freed(&self) -> bool {
+        self.si
+            .iter()
+            .any(|si| !si.freed.is_empty() || !si.memcg_freed.is_empty())
+    }
+
+    /// Whether device `ty` has freed offsets waiting for
+    /// [`SwapDevices::take_freed_slots`]: most frees only reach a slot
+    /// cache, so most notifications find none, and this answers without
+    /// moving the vector out and back.
+    #[inline]
+    pub fn has_freed_slots(&self, ty: usize) -> bool {
+        self.si.get(ty).is_some_and(|si| !si.freed.is_empty())
+    }
+
+    /// Whether device `ty` has freed ranges waiting for
+    /// [`SwapDevices::take_memcg_freed_of`] (as [`SwapDevices::has_freed_slots`]).
+    #[inline]
+    pub fn has_memcg_freed(&self, ty: usize) -> bool {
+        self.si.get(ty).is_some_and(|si| !si.memcg_freed.is_empty())
     }
 
     /// The offsets of device `ty` freed since the last call, oldest first

@@ -310,31 +310,21 @@ impl PageMap {
     /// [`PageMeta::TAIL`], mapped by none. So a THP never mapped by PTEs
     /// costs one look-up, not 512.
     pub fn count_mapped(&self, idx: u32, nr: u64) -> u64 {
-        let end = idx as u64 + nr;
-        let mut i = idx as u64;
-        let mut mapped = 0;
-        while i < end {
-            let (b, off) = Self::split(i as u32);
-            let block_end = end.min((b as u64 + 1) * PB_PAGES as u64);
-            match self.blocks.get(b).map(|block| &block.pages) {
-                Some(Some(pages)) => {
-                    let to = off + (block_end - i) as usize;
-                    mapped += pages[off..to].iter().filter(|p| p.mapcount() > 0).count() as u64;
-                }
-                // Only the head (offset 0) can have a count; untouched
-                // memory is free, so mapped by none.
-                Some(None) => mapped += u64::from(off == 0 && self.get(i as u32).mapcount() > 0),
-                None => {}
-            }
-            i = block_end;
-        }
-        mapped
+        self.sum_over(idx, nr, |mapcount| u64::from(mapcount > 0))
     }
 
     /// The sum of the mapcounts of the `nr` pages from `idx`: what
     /// [`PageMap::get`]'s `mapcount` of each would add up to, one pass over
     /// a pageblock's array instead of a look-up a page.
     pub fn sum_mapcount(&self, idx: u32, nr: u64) -> u64 {
+        self.sum_over(idx, nr, u64::from)
+    }
+
+    /// `f` of each of the `nr` pages' mapcounts from `idx`, summed, one
+    /// pass a pageblock; `f(0)` must be 0, since the pages of a block
+    /// without per-page metadata are not visited: only its head (offset 0)
+    /// can have a count, and untouched memory is free, so mapped by none.
+    fn sum_over(&self, idx: u32, nr: u64, f: impl Fn(u32) -> u64) -> u64 {
         let end = idx as u64 + nr;
         let mut i = idx as u64;
         let mut sum = 0;
@@ -344,14 +334,9 @@ impl PageMap {
             match self.blocks.get(b).map(|block| &block.pages) {
                 Some(Some(pages)) => {
                     let to = off + (block_end - i) as usize;
-                    sum += pages[off..to]
-                        .iter()
-                        .map(|p| u64::from(p.mapcount()))
-                        .sum::<u64>();
+                    sum += pages[off..to].iter().map(|p| f(p.mapcount())).sum::<u64>();
                 }
-                // Only the head (offset 0) can have a count; untouched
-                // memory is free, so mapped by none.
-                Some(None) if off == 0 => sum += u64::from(self.get(i as u32).mapcount()),
+                Some(None) if off == 0 => sum += f(self.get(i as u32).mapcount()),
                 Some(None) | None => {}
             }
             i = block_end;

@@ -272,6 +272,17 @@ impl WalkVma {
             .wrapping_sub(self.pgoff_at_zero)
             .wrapping_mul(PAGE_SIZE)
     }
+
+    /// The addresses `[start, end)` of the `nr` pages from file offset
+    /// `index` that lie in this VMA (empty if none does).
+    #[inline]
+    fn range_of(&self, index: u64, nr: u64) -> (u64, u64) {
+        let addr = self.address(index);
+        (
+            addr.max(self.start),
+            addr.wrapping_add(nr * PAGE_SIZE).min(self.end),
+        )
+    }
 }
 
 /// What `page_vma_mapped_walk` found: a PTE (of a 4 KiB page or a THP's
@@ -704,8 +715,7 @@ impl Kernel {
         let level = ctx.machine().costs.pgtable_level.cycles();
         let mut reads = 0u64;
         let mut out = Few::new();
-        let start = v.address(index).max(v.start);
-        let end = v.address(index).wrapping_add(nr * PAGE_SIZE).min(v.end);
+        let (start, end) = v.range_of(index, nr);
         if nr == 1 {
             // The loop below for one page (almost every walk): at most one
             // PTE, in one PMD's window.
@@ -747,8 +757,7 @@ impl Kernel {
         let level = ctx.machine().costs.pgtable_level.cycles();
         let mut reads = 0u64;
         let mut out = Few::new();
-        let start = v.address(index).max(v.start);
-        let end = v.address(index).wrapping_add(nr * PAGE_SIZE).min(v.end);
+        let (start, end) = v.range_of(index, nr);
         let mut addr = start;
         while addr < end {
             let window_end = ((addr / HPAGE_PMD_SIZE) + 1) * HPAGE_PMD_SIZE;

@@ -435,16 +435,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
                     pushed = true;
                     continue;
                 }
-                Some(prev) if self.sharing == Sharing::Exclusive => {
-                    assert!(
-                        prev.end <= span.start,
-                        "span at {} overlaps the one before",
-                        span.start.0
-                    );
-                    if prev.end < span.start {
-                        self.gaps.push_back(prev.end);
-                    }
-                }
+                Some(prev) => self.note_gap(prev.end, span.start),
                 _ => {}
             }
             self.spans.push_back(span);
@@ -466,6 +457,23 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
     }
 
+    /// Before a span starting at `start` goes in after one ending at
+    /// `prev_end`: an exclusive timeline's spans may not overlap, and the
+    /// idle time between them is a gap.
+    #[inline]
+    fn note_gap(&mut self, prev_end: Cycles, start: Cycles) {
+        if self.sharing == Sharing::Exclusive {
+            assert!(
+                prev_end <= start,
+                "span at {} overlaps the one before",
+                start.0
+            );
+            if prev_end < start {
+                self.gaps.push_back(prev_end);
+            }
+        }
+    }
+
     /// [`Timeline::push_back`] without the forgetting: whether the span was
     /// added (false: it extended the last one).
     fn push_back_unbounded(&mut self, span: Span<T>) -> bool {
@@ -475,16 +483,8 @@ impl<T: Copy + PartialEq> Timeline<T> {
                 self.finger = Some(self.spans().len() - 1);
                 return false;
             }
-            if self.sharing == Sharing::Exclusive {
-                assert!(
-                    prev.end <= span.start,
-                    "span at {} overlaps the one before",
-                    span.start.0
-                );
-                if prev.end < span.start {
-                    self.gaps.push_back(prev.end);
-                }
-            }
+            let prev_end = prev.end;
+            self.note_gap(prev_end, span.start);
         }
         self.spans.push_back(span);
         self.finger = Some(self.spans().len() - 1);

@@ -23,12 +23,10 @@ warning (an unbound flow, slices that do not nest, ...) and console error;
 it exits 1 if there was one, or if nothing was imported.
 """
 
-import base64
 import json
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from devtools_trace import Browser, view_options  # noqa: E402
@@ -108,36 +106,14 @@ def main():
         s = b.new_page(width, height)
         b.call("Page.navigate", {"url": "file://" + os.path.abspath(page)}, session=s)
 
-        def js(expr, wait=False):
-            r = b.call("Runtime.evaluate",
-                       {"expression": expr, "awaitPromise": wait, "returnByValue": True},
-                       session=s)
-            if "exceptionDetails" in r:
-                raise RuntimeError(r["exceptionDetails"].get("exception", {})
-                                   .get("description", json.dumps(r)[:300]))
-            return r.get("result", {}).get("value")
-
         ready = "typeof g_timelineViewEl !== 'undefined' && !!g_timelineViewEl.model"
-        for _ in range(600):
-            if js(ready):
-                break
-            time.sleep(0.5)
-        else:
+        if not b.wait_until(s, ready):
             print("not loaded: the viewer had no model after 300 s")
             return 1
-        summary = json.loads(js(SUMMARY))
-        selected = js(f"{VIEW}({json.dumps(window)}, {json.dumps(select)})", wait=True)
-        png = b.call("Page.captureScreenshot", {}, session=s)["data"]
-        with open(out, "wb") as f:
-            f.write(base64.b64decode(png))
-        errors = []
-        for e in b.events:
-            method = e.get("method")
-            if method == "Runtime.exceptionThrown":
-                errors.append(json.dumps(e["params"]["exceptionDetails"])[:300])
-            elif (method == "Runtime.consoleAPICalled"
-                  and e["params"]["type"] in ("error", "assert")):
-                errors.append(json.dumps(e["params"]["args"])[:300])
+        summary = json.loads(b.evaluate(s, SUMMARY))
+        selected = b.evaluate(s, f"{VIEW}({json.dumps(window)}, {json.dumps(select)})", wait=True)
+        b.screenshot(s, out)
+        errors = b.page_errors()
         print(f"loaded: {summary['processes']} processes, {summary['threads']} threads, "
               f"{summary['slices']} slices, {summary['flows']} flow arrows "
               f"({summary['flows_bound']} bound at both ends), "

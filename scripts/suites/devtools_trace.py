@@ -101,6 +101,43 @@ class Browser:
                 return reply["result"]
             self.events.append(reply)
 
+    def evaluate(self, session, expr, wait=False):
+        """The value of JavaScript `expr` in the page (awaited if `wait`);
+        an exception it throws is raised here."""
+        r = self.call("Runtime.evaluate",
+                      {"expression": expr, "awaitPromise": wait, "returnByValue": True},
+                      session=session)
+        if "exceptionDetails" in r:
+            raise RuntimeError(r["exceptionDetails"].get("exception", {})
+                               .get("description", json.dumps(r)[:300]))
+        return r.get("result", {}).get("value")
+
+    def wait_until(self, session, expr, tries=600, pause=0.5):
+        """Whether `expr` became true within `tries` polls `pause` s apart."""
+        for _ in range(tries):
+            if self.evaluate(session, expr):
+                return True
+            time.sleep(pause)
+        return False
+
+    def screenshot(self, session, path):
+        png = self.call("Page.captureScreenshot", {}, session=session)["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(png))
+
+    def page_errors(self, console=True):
+        """Exceptions the pages threw and, with `console`, what they logged
+        as errors or failed assertions, each cut to 300 characters."""
+        errors = []
+        for e in self.events:
+            method = e.get("method")
+            if method == "Runtime.exceptionThrown":
+                errors.append(json.dumps(e["params"]["exceptionDetails"])[:300])
+            elif (console and method == "Runtime.consoleAPICalled"
+                  and e["params"]["type"] in ("error", "assert")):
+                errors.append(json.dumps(e["params"]["args"])[:300])
+        return errors
+
     def close(self):
         try:
             self.call("Browser.close")
@@ -189,16 +226,8 @@ def main():
             click(1571, 77)
             click(250, 129)
             click(259, 146)
-        png = b.call("Page.captureScreenshot", {}, session=s)["data"]
-        with open(out, "wb") as f:
-            f.write(base64.b64decode(png))
-        errors = []
-        for e in b.events:
-            method = e.get("method")
-            if method == "Runtime.exceptionThrown":
-                errors.append(json.dumps(e["params"]["exceptionDetails"])[:300])
-            elif method == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"):
-                errors.append(json.dumps(e["params"]["args"])[:300])
+        b.screenshot(s, out)
+        errors = b.page_errors()
         print(status if status else f"not loaded: {json.dumps(result)[:300]}")
         for err in errors:
             print("error:", err)

@@ -26,7 +26,6 @@ Perfetto kept (dropped slices, unmatched flows, ...); it exits 1 if there
 was one, an exception was thrown, or nothing was imported.
 """
 
-import base64
 import functools
 import http.server
 import json
@@ -161,41 +160,21 @@ def main():
     try:
         s = b.new_page(width, height)
         b.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/"}, session=s)
-
-        def js(expr, wait=False):
-            r = b.call("Runtime.evaluate",
-                       {"expression": expr, "awaitPromise": wait, "returnByValue": True},
-                       session=s)
-            if "exceptionDetails" in r:
-                raise RuntimeError(r["exceptionDetails"].get("exception", {})
-                                   .get("description", json.dumps(r)[:300]))
-            return r.get("result", {}).get("value")
-
         loaded = ("typeof app !== 'undefined' && !!app.trace"
                   " && typeof window.waitForPerfettoIdle === 'function'")
-        for _ in range(600):
-            if js(loaded):
-                break
-            time.sleep(0.5)
-        else:
+        if not b.wait_until(s, loaded):
             print("not loaded: the UI opened no trace in 300 s")
             return 1
-        js("window.waitForPerfettoIdle()", wait=True)
-        summary = json.loads(js(SUMMARY, wait=True))
-        selected = js(f"({VIEW})({json.dumps(window)}, {json.dumps(pins)}, "
-                      f"{json.dumps(select)})", wait=True)
+        b.evaluate(s, "window.waitForPerfettoIdle()", wait=True)
+        summary = json.loads(b.evaluate(s, SUMMARY, wait=True))
+        selected = b.evaluate(s, f"({VIEW})({json.dumps(window)}, {json.dumps(pins)}, "
+                                 f"{json.dumps(select)})", wait=True)
         time.sleep(1)
-        png = b.call("Page.captureScreenshot", {}, session=s)["data"]
-        with open(out, "wb") as f:
-            f.write(base64.b64decode(png))
+        b.screenshot(s, out)
         # The UI probes a native trace processor on a loopback port and a
         # live-reload channel of its own; both fail here, and it says so.
         expected = ("ERR_CONNECTION_REFUSED", "LiveReload")
-        errors = []
-        for e in b.events:
-            method = e.get("method")
-            if method == "Runtime.exceptionThrown":
-                errors.append(json.dumps(e["params"]["exceptionDetails"])[:300])
+        errors = b.page_errors(console=False)
         print(f"loaded: {summary['threads']} CPU threads, {summary['slices']} slices, "
               f"{summary['flows']} flows")
         for c in summary["counters"]:

@@ -95,6 +95,9 @@ def main():
         print(__doc__.split("\n\n")[2], file=sys.stderr)
         return 2
     page, out = args
+    if not os.path.isfile(page):
+        print(f"catapult_trace.py: {page}: no such file", file=sys.stderr)
+        return 2
     try:
         width, height, window, select = view_options(opts)
     except ValueError as e:

@@ -31,13 +31,26 @@ def view_options(opts):
     the screenshot's (width, height), the --window to zoom to as
     [start_us, end_us] or None, and the CPU of --select-wait or None.
     Raises ValueError on a malformed one."""
-    width, height = (int(x) for x in opts.get("--size", "1600x1200").split("x"))
+    size = opts.get("--size", "1600x1200")
+    try:
+        width, height = (int(x) for x in size.split("x"))
+    except ValueError:
+        raise ValueError(f"--size wants WIDTHxHEIGHT, got {size!r}") from None
     window = None
     if "--window" in opts:
-        window = [float(x) for x in opts["--window"].split("..")]
+        try:
+            window = [float(x) for x in opts["--window"].split("..")]
+        except ValueError:
+            window = []
         if len(window) != 2 or window[0] >= window[1]:
-            raise ValueError("--window wants START_US..END_US")
-    select = int(opts["--select-wait"]) if "--select-wait" in opts else None
+            raise ValueError(f"--window wants START_US..END_US, got {opts['--window']!r}")
+    select = None
+    if "--select-wait" in opts:
+        try:
+            select = int(opts["--select-wait"])
+        except ValueError:
+            raise ValueError(
+                f"--select-wait wants a CPU number, got {opts['--select-wait']!r}") from None
     return width, height, window, select
 
 

@@ -1018,7 +1018,7 @@ impl Kernel {
                         result.discarded += 1;
                     }
                 }
-                self.page_remove_rmap(ctx, sub);
+                self.page_remove_rmap_of(ctx, sub, compound, &info);
                 // A split's own unmapping (migration entries) does not
                 // queue the THP it is splitting (5.14's freeze path would,
                 // to take it off again under the split's lock).
@@ -1220,6 +1220,8 @@ impl Kernel {
         };
         let step = ctx.machine().costs.find_vma_node.cycles();
         let level = ctx.machine().costs.pgtable_level.cycles();
+        // Each tail got the head's PG_memcg (split_page_memcg).
+        let charged = t.info.test(PageFlags::MEMCG);
         let mm = plan.mm;
         let vmas: Vec<WalkVma> = plan.vmas.into_iter().collect();
         let mut at = 0;
@@ -1233,6 +1235,7 @@ impl Kernel {
                 debug_assert_eq!((ts.nr, ts.compound), (1, sub), "{sub}: an order-0 page");
                 debug_assert_eq!(ts.info.anon_vma, t.info.anon_vma, "{sub}: anon_vma");
                 debug_assert_eq!(ts.index, index, "{sub}: index");
+                debug_assert_eq!(ts.info.test(PageFlags::MEMCG), charged, "{sub}: PG_memcg");
             }
             let addr = plan.start + i * PAGE_SIZE;
             // The VMAs are disjoint and in address order, and so are the
@@ -1299,7 +1302,41 @@ impl Kernel {
             *self.pa.page_mut(sub).refcount_mut() += 1;
             self.tables
                 .set(pte, pte_index, Entry::Page { pfn: sub, write });
-            self.page_add_anon_rmap(ctx, sub, mm, addr, false, false);
+            // page_add_anon_rmap(sub, addr, not compound, not exclusive)
+            // of an order-0 page that is anonymous already (its mapping
+            // set by the split): only its mapcount and, for its first
+            // mapping, NR_ANON_MAPPED; its PG_memcg is the head's.
+            let page = self.pa.page_mut(sub);
+            *page.mapcount_mut() += 1;
+            if page.mapcount() == 1 && page.compound_mapcount == 0 {
+                self.mod_lruvec_page_state_of(ctx, sub, charged, MemcgStat::AnonMapped, 1);
+            }
+        }
+    }
+
+    /// `page_remove_rmap` (memory.rs) of `sub`, a page of the compound
+    /// page `compound` whose reclaim half the walk read (`info`, still
+    /// its own: nothing on the way changes its mapping or `PG_memcg`).
+    fn page_remove_rmap_of(&mut self, ctx: &mut Ctx, sub: Pfn, compound: Pfn, info: &PageInfo) {
+        debug_assert_eq!(compound, self.compound_head(sub));
+        debug_assert_eq!(info.anon_vma, self.pages.get(compound).anon_vma);
+        debug_assert_eq!(
+            info.flags.0 & PageFlags::MEMCG.0,
+            self.pages.get(compound).flags.0 & PageFlags::MEMCG.0
+        );
+        let page = self.pa.page_mut(sub);
+        assert!(
+            page.mapcount() > 0,
+            "{sub}: unmapping a page that is not mapped"
+        );
+        *page.mapcount_mut() -= 1;
+        if page.mapcount() == 0
+            && self.memcg_enabled()
+            && info.is_anon()
+            && self.pa.page(compound).compound_mapcount == 0
+        {
+            let charged = info.test(PageFlags::MEMCG);
+            self.mod_lruvec_page_state_of(ctx, compound, charged, MemcgStat::AnonMapped, -1);
         }
     }
 

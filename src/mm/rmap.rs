@@ -1389,20 +1389,6 @@ fn pvmw_hit(entry: Entry, mode: PvmwMode) -> Option<Pfn> {
     }
 }
 
-/// Tests' switch to the per-subpage remap, to compare both paths.
-#[cfg(test)]
-pub(super) mod tests_only {
-    use std::cell::Cell;
-
-    thread_local! {
-        /// [`super::Kernel::remove_migration_ptes_split`] walks each
-        /// subpage on its own, as `remap_page` did.
-        pub static PER_PAGE_REMAP: Cell<bool> = const { Cell::new(false) };
-        /// THPs remapped by the batch.
-        pub static BATCHED_REMAPS: Cell<u64> = const { Cell::new(0) };
-    }
-}
-
 #[cfg(test)]
 impl Kernel {
     /// Walks the 4 KiB page `pfn` by the one-mm, one-page fast paths and
@@ -1442,5 +1428,19 @@ impl Kernel {
         let general = run(ctx, true);
         assert_eq!(fast, general, "{pfn}: the fast walk and the general one");
         fast.1.len()
+    }
+}
+
+/// Tests' switch to the per-subpage remap, to compare both paths.
+#[cfg(test)]
+pub(super) mod tests_only {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// [`super::Kernel::remove_migration_ptes_split`] walks each
+        /// subpage on its own, as `remap_page` did.
+        pub static PER_PAGE_REMAP: Cell<bool> = const { Cell::new(false) };
+        /// THPs remapped by the batch.
+        pub static BATCHED_REMAPS: Cell<u64> = const { Cell::new(0) };
     }
 }

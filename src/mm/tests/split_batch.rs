@@ -156,7 +156,7 @@ fn run(
         stats: ctx.stats.clone(),
         batched: BATCHED_REMAPS.get(),
         clocks: (0..ctx.machine().topology.nr_cpus())
-            .map(|c| ctx.clock_of(CpuId(c as u32)))
+            .map(|c| ctx.clock_of(CpuId(c)))
             .collect(),
         folded: rec.folded.clone().into_iter().collect(),
         timeline_items: timeline.items.len(),

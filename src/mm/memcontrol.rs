@@ -591,6 +591,30 @@ impl Kernel {
         }
     }
 
+    /// [`Kernel::mod_lruvec_page_state`] of a page whose `PG_memcg` the
+    /// caller has read (`charged`): the same charges, one look-up fewer.
+    #[inline]
+    pub(super) fn mod_lruvec_page_state_of(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        charged: bool,
+        item: MemcgStat,
+        delta: i64,
+    ) {
+        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        super::vmstat::mod_node_page_state(ctx);
+        let Some(memcg) = self.memcg.as_mut() else {
+            return;
+        };
+        let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
+        ctx.charge(Symbol::ModLruvecPageState, cost);
+        if charged {
+            let node = self.pa.node_of(head);
+            memcg.mod_memcg_lruvec_state(ctx, node, item, delta);
+        }
+    }
+
     /// Two [`Kernel::mod_lruvec_page_state`] of one page in a row (the
     /// swap cache's `NR_FILE_PAGES` then `NR_SWAPCACHE`): the same charges
     /// in the same order, the page's cgroup and node looked up once.

@@ -26,7 +26,7 @@ use super::mmap::{AnonEvent, VmaId};
 use super::mmzone::{Order, PAGE_SIZE, Pfn};
 use super::page_flags::{NO_ANON_VMA, PageFlags, PageInfo};
 use super::pagemap::{PageMeta, PageState};
-use super::pgtable::{Entry, Level, TableId};
+use super::pgtable::{Entry, Level, PMD_SHIFT, TableId};
 use super::swapfile::SwapEntry;
 use crate::sim::{CpuId, Ctx, Cycles, Symbol};
 
@@ -204,6 +204,20 @@ impl AnonVma {
     /// The VMAs chained to it.
     pub fn chain(&self) -> &BTreeSet<(MmId, VmaId)> {
         &self.chain
+    }
+
+    /// The one mm whose VMAs are chained to it and the one page offset
+    /// they have, if there is one of each (one process, no VMA moved by
+    /// `mremap`): the walk's one query in that mm's VMAs.
+    #[inline]
+    fn single_mm_offset(&self) -> Option<(MmId, u64)> {
+        match (&self.pgoff_at_zero[..], self.mms.len()) {
+            ([offset], 1) => {
+                let (&mm, _) = self.mms.first_key_value().expect("one mm");
+                Some((mm, *offset))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -627,12 +641,9 @@ impl Kernel {
             debug_assert_eq!(chained, av.chain.contains(&(mm, vma_id)));
             chained && vma.pgoff_at_zero() == offset
         };
-        if let [offset] = av.pgoff_at_zero[..]
-            && av.mms.len() == 1
-        {
+        if let Some((mm, offset)) = av.single_mm_offset() {
             // Almost every walk: one process's anon_vma, no VMA of it
             // moved by mremap: one query, its VMAs in address order.
-            let (&mm, _) = av.mms.first_key_value().expect("one mm");
             let start = first.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
             let end = start.saturating_add(nr * PAGE_SIZE);
             for (vma_id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
@@ -1007,7 +1018,7 @@ impl Kernel {
                         result.discarded += 1;
                     }
                 }
-                self.page_remove_rmap(ctx, sub);
+                self.page_remove_rmap_of(ctx, sub, compound, &info);
                 // A split's own unmapping (migration entries) does not
                 // queue the THP it is splitting (5.14's freeze path would,
                 // to take it off again under the split's lock).
@@ -1161,6 +1172,198 @@ impl Kernel {
     }
 }
 
+/// What [`Kernel::remove_migration_ptes_split`] reads once for a split
+/// THP's subpages: the one mm, the first subpage's address there, and the
+/// VMAs the rmap walk keeps for the whole range, in address order.
+struct SplitRemap {
+    mm: MmId,
+    start: u64,
+    vmas: Few<WalkVma>,
+}
+
+impl Kernel {
+    /// `remap_page` of a THP just split into the `nr` order-0 pages from
+    /// `head` (each carrying the head's `anon_vma` and `index` plus its
+    /// place): [`Kernel::remove_migration_ptes_zero`]`(sub, sub, zero)` for
+    /// each subpage in turn, with the same charges, counts and events in
+    /// the same order. The anon_vma's VMAs and each PMD's PTE table are
+    /// looked up once for the whole THP rather than once per subpage:
+    /// nothing in the loop changes a VMA, an anon_vma or a PMD, and no
+    /// other CPU runs inside this step. An anon_vma of several mms or page
+    /// offsets (a forked or mremapped THP) takes the per-subpage walk.
+    pub(super) fn remove_migration_ptes_split(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        nr: u64,
+        zero: RmpZero,
+    ) {
+        let t = self.walk_target(head);
+        #[cfg(test)]
+        let forced = tests_only::PER_PAGE_REMAP.get();
+        #[cfg(not(test))]
+        let forced = false;
+        let plan = if forced {
+            None
+        } else {
+            self.split_remap_plan(&t, nr)
+        };
+        #[cfg(test)]
+        tests_only::BATCHED_REMAPS
+            .set(tests_only::BATCHED_REMAPS.get() + u64::from(plan.is_some()));
+        let Some(plan) = plan else {
+            for i in 0..nr {
+                let sub = Pfn(head.0 + i);
+                self.remove_migration_ptes_zero(ctx, sub, sub, zero);
+            }
+            return;
+        };
+        let step = ctx.machine().costs.find_vma_node.cycles();
+        let level = ctx.machine().costs.pgtable_level.cycles();
+        // Each tail got the head's PG_memcg (split_page_memcg).
+        let charged = t.info.test(PageFlags::MEMCG);
+        let mm = plan.mm;
+        let vmas: Vec<WalkVma> = plan.vmas.into_iter().collect();
+        let mut at = 0;
+        // The PTE table of the last PMD window read: (window, table).
+        let mut window: Option<(u64, Option<TableId>)> = None;
+        for i in 0..nr {
+            let sub = Pfn(head.0 + i);
+            let index = t.index.wrapping_add(i);
+            if cfg!(debug_assertions) {
+                let ts = self.walk_target(sub);
+                debug_assert_eq!((ts.nr, ts.compound), (1, sub), "{sub}: an order-0 page");
+                debug_assert_eq!(ts.info.anon_vma, t.info.anon_vma, "{sub}: anon_vma");
+                debug_assert_eq!(ts.index, index, "{sub}: index");
+                debug_assert_eq!(ts.info.test(PageFlags::MEMCG), charged, "{sub}: PG_memcg");
+            }
+            let addr = plan.start + i * PAGE_SIZE;
+            // The VMAs are disjoint and in address order, and so are the
+            // subpages: at most one VMA holds this one, at or after the
+            // last subpage's.
+            while vmas.get(at).is_some_and(|v| v.end <= addr) {
+                at += 1;
+            }
+            let Some(v) = vmas.get(at).filter(|v| v.start < addr + PAGE_SIZE) else {
+                // rmap_walk_anon found nothing: no charge, no PTE.
+                continue;
+            };
+            debug_assert_eq!(v.range_of(index, 1), (addr, addr + PAGE_SIZE));
+            ctx.charge(Symbol::RmapWalkAnon, step);
+            // page_vma_mapped_walk of one page: three reads to the PMD,
+            // one to the PTE where the PMD holds a table.
+            let key = addr >> PMD_SHIFT;
+            let pte = match window {
+                Some((w, pte)) if w == key => pte,
+                _ => {
+                    let pte = self.pmd_table(mm, addr).and_then(|pmd| {
+                        match self.tables.get(pmd, Level::Pmd.index(addr)) {
+                            Entry::Table(pte) => Some(pte),
+                            _ => None,
+                        }
+                    });
+                    window = Some((key, pte));
+                    pte
+                }
+            };
+            debug_assert_eq!(
+                pte,
+                self.pmd_table(mm, addr).and_then(|pmd| {
+                    match self.tables.get(pmd, Level::Pmd.index(addr)) {
+                        Entry::Table(pte) => Some(pte),
+                        _ => None,
+                    }
+                }),
+                "{addr:#x}: the PMD changed during the remap"
+            );
+            let Some(pte) = pte else {
+                ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * 3));
+                continue;
+            };
+            ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * 4));
+            let pte_index = Level::Pte.index(addr);
+            let Entry::Migration { pfn, write } = self.tables.get(pte, pte_index) else {
+                continue;
+            };
+            if pfn != sub {
+                continue;
+            }
+            ctx.charge(Symbol::RemoveMigrationPte, level);
+            let at_pte = MigrationPte {
+                mm,
+                vm_flags: v.flags,
+                table: pte,
+                index: pte_index,
+                page: sub,
+            };
+            if self.try_to_drop_zero_subpage(ctx, at_pte, zero) {
+                continue;
+            }
+            *self.pa.page_mut(sub).refcount_mut() += 1;
+            self.tables
+                .set(pte, pte_index, Entry::Page { pfn: sub, write });
+            // page_add_anon_rmap(sub, addr, not compound, not exclusive)
+            // of an order-0 page that is anonymous already (its mapping
+            // set by the split): only its mapcount and, for its first
+            // mapping, NR_ANON_MAPPED; its PG_memcg is the head's.
+            let page = self.pa.page_mut(sub);
+            *page.mapcount_mut() += 1;
+            if page.mapcount() == 1 && page.compound_mapcount == 0 {
+                self.mod_lruvec_page_state_of(ctx, sub, charged, MemcgStat::AnonMapped, 1);
+            }
+        }
+    }
+
+    /// `page_remove_rmap` (memory.rs) of `sub`, a page of the compound
+    /// page `compound` whose reclaim half the walk read (`info`, still
+    /// its own: nothing on the way changes its mapping or `PG_memcg`).
+    fn page_remove_rmap_of(&mut self, ctx: &mut Ctx, sub: Pfn, compound: Pfn, info: &PageInfo) {
+        debug_assert_eq!(compound, self.compound_head(sub));
+        debug_assert_eq!(info.anon_vma, self.pages.get(compound).anon_vma);
+        debug_assert_eq!(
+            info.flags.0 & PageFlags::MEMCG.0,
+            self.pages.get(compound).flags.0 & PageFlags::MEMCG.0
+        );
+        let page = self.pa.page_mut(sub);
+        assert!(
+            page.mapcount() > 0,
+            "{sub}: unmapping a page that is not mapped"
+        );
+        *page.mapcount_mut() -= 1;
+        if page.mapcount() == 0
+            && self.memcg_enabled()
+            && info.is_anon()
+            && self.pa.page(compound).compound_mapcount == 0
+        {
+            let charged = info.test(PageFlags::MEMCG);
+            self.mod_lruvec_page_state_of(ctx, compound, charged, MemcgStat::AnonMapped, -1);
+        }
+    }
+
+    /// What [`Kernel::remove_migration_ptes_split`] reads once, if the
+    /// split THP's anon_vma has one mm and one page offset and the
+    /// subpages' addresses do not wrap: else `None` (the per-subpage walk).
+    fn split_remap_plan(&self, t: &WalkTarget, nr: u64) -> Option<SplitRemap> {
+        if t.nr != 1 || t.compound != t.head || !t.info.is_anon() {
+            return None;
+        }
+        let id = AnonVmaId(t.info.anon_vma);
+        let av = self.rmap.anon_vma(id)?;
+        let (mm, offset) = av.single_mm_offset()?;
+        let start = t.index.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
+        let end = start.checked_add(nr * PAGE_SIZE)?;
+        let mut vmas = Few::new();
+        // rmap_walk_vmas' query and its `chained` test, for the range.
+        for (vma_id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
+            let chained = vma.anon.anon_vma == Some(id) || av.chain.contains(&(mm, vma_id));
+            if chained && vma.pgoff_at_zero() == offset {
+                vmas.push(WalkVma::new(mm, vma));
+            }
+        }
+        Some(SplitRemap { mm, start, vmas })
+    }
+}
+
 /// `anon_vma_compatible(a, b)`: `b` starts where `a` ends, at the next page
 /// offset of the same file (or both anonymous), and their flags differ at
 /// most in read, write and exec.
@@ -1225,5 +1428,19 @@ impl Kernel {
         let general = run(ctx, true);
         assert_eq!(fast, general, "{pfn}: the fast walk and the general one");
         fast.1.len()
+    }
+}
+
+/// Tests' switch to the per-subpage remap, to compare both paths.
+#[cfg(test)]
+pub(super) mod tests_only {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// [`super::Kernel::remove_migration_ptes_split`] walks each
+        /// subpage on its own, as `remap_page` did.
+        pub static PER_PAGE_REMAP: Cell<bool> = const { Cell::new(false) };
+        /// THPs remapped by the batch.
+        pub static BATCHED_REMAPS: Cell<u64> = const { Cell::new(0) };
     }
 }

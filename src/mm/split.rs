@@ -190,10 +190,7 @@ impl Kernel {
             self.remove_migration_ptes(ctx, head, head);
             return;
         }
-        for i in 0..nr {
-            let sub = Pfn(head.0 + i);
-            self.remove_migration_ptes_zero(ctx, sub, sub, zero);
-        }
+        self.remove_migration_ptes_split(ctx, head, nr, zero);
     }
 
     /// `__split_huge_page`, the refcount frozen at zero.

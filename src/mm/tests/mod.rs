@@ -65,6 +65,7 @@ mod reclaim;
 mod rmap;
 mod shmem;
 mod split;
+mod split_batch;
 mod split_zero;
 mod swapin;
 

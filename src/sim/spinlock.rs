@@ -7,7 +7,7 @@ use super::cacheline::CacheLine;
 use super::engine::Ctx;
 use super::record::WaitKind;
 use super::symbol::Symbol;
-use super::timeline::{Span, Timeline};
+use super::timeline::{SPANS_MAX, Span, Timeline};
 use crate::types::{CpuId, Cycles};
 
 #[derive(Clone, Copy, Debug)]
@@ -29,62 +29,142 @@ pub struct SpinLock {
     aside: HoldsAside,
 }
 
-/// How many released holds a lock keeps aside at most.
-pub(super) const ASIDE_MAX: usize = 8;
-
 /// Holds released last that each begin after every hold on the timeline
 /// and after the one before them, kept aside until a use of the lock needs
 /// them there: most are never looked at by another CPU. A lock taken and
 /// released again and again in one long step (`munmap` of a gigabyte frees
 /// every page under the same locks while the horizon stays at the step's
-/// start) fills its timeline, and pushing each hold at once cost a push and
-/// the forgetting of the oldest per hold; kept aside, they go in batches
-/// ([`Timeline::push_back_all`]). Kept so, the lock behaves exactly as if
-/// they were on the timeline: they are pushed there, in order, before any
-/// search of it, and while the timeline is empty those that ended by the
-/// horizon are forgotten, as pruning would forget them (a lock's holds fold
-/// into nothing).
-#[derive(Clone, Debug)]
+/// start) would fill its timeline (`SPANS_MAX` holds), every push then
+/// forgetting the oldest; kept aside, the holds are only counted off: past
+/// `SPANS_MAX` of them, the oldest is given up at once, for the timeline
+/// would forget it when they were all pushed. Kept so, the lock behaves
+/// exactly as if they were on the timeline: they are pushed there, in
+/// order, before any search of it, and while the timeline is empty those
+/// that ended by the horizon are forgotten, as pruning would forget them
+/// (a lock's holds fold into nothing).
+///
+/// Exactly: a hold that continues the one before it (the same CPU, from
+/// the moment it was released) extends it, as the timeline's push would,
+/// so that the ring counts the spans the timeline would hold. The latest
+/// hold given up (`carrier`) is pushed before the others: the timeline
+/// then forgets it with all it held before, and its floor rises to where
+/// it ended, as pushing every hold would have left it. A hold given up or
+/// forgotten here only changes what the lock knows before the horizon,
+/// where no CPU asks (docs/engine.md, "Holds kept aside").
+#[derive(Clone, Debug, Default)]
 struct HoldsAside {
+    /// The holds, as a ring from `head`: a power of two long (grown when
+    /// full, up to `SPANS_MAX`), the `len` from `head` meaningful.
+    ring: Vec<Span<CpuId>>,
+    head: usize,
     len: usize,
-    /// In order; only the first `len` mean anything.
-    spans: [Span<CpuId>; ASIDE_MAX],
+    /// Where the newest ends (meaningless while `len` is 0): every use of
+    /// the lock asks, and a field spares it the ring's arithmetic.
+    last_end: Cycles,
+    /// The latest hold given up, while the ring holds the `SPANS_MAX` after
+    /// it.
+    carrier: Option<Span<CpuId>>,
 }
 
-impl Default for HoldsAside {
-    fn default() -> Self {
+const _: () = assert!(SPANS_MAX.is_power_of_two());
+
+/// The smallest ring a lock's holds aside are kept in.
+const RING_MIN: usize = 8;
+
+impl HoldsAside {
+    #[inline]
+    fn last_end(&self) -> Option<Cycles> {
+        (self.len > 0).then_some(self.last_end)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `i`th oldest in the ring.
+    #[inline]
+    fn slot(&self, i: usize) -> usize {
+        (self.head + i) & (self.ring.len() - 1)
+    }
+
+    #[inline]
+    fn push(&mut self, span: Span<CpuId>) {
+        if self.len > 0 && self.last_end == span.start {
+            let last = self.slot(self.len - 1);
+            if self.ring[last].data == span.data {
+                self.ring[last].end = span.end;
+                self.last_end = span.end;
+                return;
+            }
+        }
+        if self.len == self.ring.len() {
+            if self.len == SPANS_MAX {
+                // The oldest is given up; it carries the floor.
+                self.carrier = Some(self.ring[self.head]);
+                self.head = self.slot(1);
+                self.len -= 1;
+            } else {
+                self.grow();
+            }
+        }
+        let at = self.slot(self.len);
+        self.ring[at] = span;
+        self.len += 1;
+        self.last_end = span.end;
+    }
+
+    /// A ring twice as long (at least [`RING_MIN`]), the holds from its
+    /// start.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
         let unused = Span {
             start: Cycles::ZERO,
             end: Cycles::ZERO,
             data: CpuId(0),
         };
-        HoldsAside {
-            len: 0,
-            spans: [unused; ASIDE_MAX],
+        // Full, so a power of two long (or empty) and short of SPANS_MAX.
+        let size = (2 * self.len).max(RING_MIN);
+        debug_assert!(size.is_power_of_two() && size <= SPANS_MAX);
+        let mut ring = Vec::with_capacity(size);
+        ring.extend((0..self.len).map(|i| self.ring[self.slot(i)]));
+        ring.resize(size, unused);
+        self.ring = ring;
+        self.head = 0;
+    }
+
+    /// Every hold kept, in the order they go onto the timeline.
+    fn all(&self) -> impl Iterator<Item = Span<CpuId>> + '_ {
+        let held = (0..self.len).map(|i| self.ring[self.slot(i)]);
+        self.carrier.into_iter().chain(held)
+    }
+
+    fn clear(&mut self) {
+        self.head = 0;
+        self.len = 0;
+        self.carrier = None;
+    }
+
+    /// Forgets those that ended by `horizon`, oldest first.
+    #[inline]
+    fn forget_ended(&mut self, horizon: Cycles) {
+        if self.len == 0 {
+            return;
         }
-    }
-}
-
-impl HoldsAside {
-    fn last_end(&self) -> Option<Cycles> {
-        let last = self.len.checked_sub(1)?;
-        Some(self.spans[last].end)
-    }
-
-    fn push(&mut self, span: Span<CpuId>) {
-        self.spans[self.len] = span;
-        self.len += 1;
-    }
-
-    fn spans(&self) -> impl Iterator<Item = Span<CpuId>> + '_ {
-        self.spans[..self.len].iter().copied()
-    }
-
-    /// Forgets the first `count`.
-    fn drop_front(&mut self, count: usize) {
-        assert!(count <= self.len, "drop {count} of {}", self.len);
-        self.spans.copy_within(count..self.len, 0);
-        self.len -= count;
+        // The usual case: the holds of a step before this one, all over.
+        if self.last_end <= horizon {
+            return self.clear();
+        }
+        // Ends grow along the holds: the first not over stops the walk.
+        match self.carrier {
+            Some(carrier) if carrier.end <= horizon => self.carrier = None,
+            Some(_) => return,
+            None => {}
+        }
+        while self.ring[self.head].end <= horizon {
+            self.head = self.slot(1);
+            self.len -= 1;
+        }
     }
 }
 
@@ -160,7 +240,7 @@ impl SpinLock {
     #[cold]
     #[inline(never)]
     fn record_wait(&self, ctx: &mut Ctx, symbol: Symbol, now: Cycles, free: Cycles) {
-        debug_assert_eq!(self.aside.len, 0, "holds aside while searching");
+        debug_assert!(self.aside.is_empty(), "holds aside while searching");
         let holder = (self.holds.spans().iter())
             .filter(|s| s.end <= free)
             .max_by_key(|s| s.end)
@@ -243,12 +323,7 @@ impl SpinLock {
                 Some(begun) if begun < self.holds.len() => {
                     self.holds.push_at(begun, span, |_| {});
                 }
-                _ => {
-                    if self.aside.len == ASIDE_MAX {
-                        self.flush_aside();
-                    }
-                    self.aside.push(span);
-                }
+                _ => self.aside.push(span),
             }
         }
         late
@@ -276,22 +351,19 @@ impl SpinLock {
         {
             self.holds.prune(horizon, |_| {});
         }
-        if self.holds.len() == 0 && self.aside.len > 0 {
-            let ended = self.aside.spans().take_while(|s| s.end <= horizon).count();
-            if ended > 0 {
-                self.aside.drop_front(ended);
-            }
+        if self.holds.len() == 0 {
+            self.aside.forget_ended(horizon);
         }
     }
 
     /// Puts the holds kept aside onto the timeline, in order, in one batch.
     #[inline(never)]
     fn flush_aside(&mut self) {
-        if self.aside.len == 0 {
+        if self.aside.is_empty() {
             return;
         }
-        self.holds.push_back_all(self.aside.spans(), |_| {});
-        self.aside.len = 0;
+        self.holds.push_back_all(self.aside.all(), |_| {});
+        self.aside.clear();
     }
 }
 
@@ -306,4 +378,239 @@ fn held(cpu: CpuId, holder: Holder) -> ! {
         "spinlock held across a step by {} (taken at {})",
         holder.cpu, holder.since
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::engine::{Engine, RunState, Workload};
+    use crate::sim::rng::Rng;
+    use crate::sim::stats::Stats;
+
+    /// The lock as it was before its holds aside were counted off (eight
+    /// kept aside at most, then pushed in one batch onto the timeline, every
+    /// push past `SPANS_MAX` forgetting the oldest): the reference the
+    /// test below holds [`SpinLock`] to.
+    #[derive(Default)]
+    struct Reference {
+        line: CacheLine,
+        holder: Option<Holder>,
+        holds: Timeline<CpuId>,
+        aside: Vec<Span<CpuId>>,
+    }
+
+    const REFERENCE_ASIDE_MAX: usize = 8;
+
+    impl Reference {
+        fn acquire(&mut self, ctx: &mut Ctx, symbol: Symbol, irqsave: bool) -> Cycles {
+            let cpu = ctx.cur();
+            assert!(self.holder.is_none());
+            self.forget_before(ctx.horizon());
+            let now = ctx.now();
+            let free = if self.idle_from(now) {
+                now
+            } else {
+                self.flush_aside();
+                self.holds.earliest_fit_len(now, Cycles::ZERO).0
+            };
+            let mut spun = Cycles::ZERO;
+            let mut transfer_symbol = symbol;
+            if free > now {
+                spun = ctx.charge_until(Symbol::QueuedSpinLockSlowpath, free);
+                transfer_symbol = Symbol::QueuedSpinLockSlowpath;
+            }
+            let line_wait = self.line.rmw(ctx, transfer_symbol);
+            self.holder = Some(Holder {
+                cpu,
+                since: free,
+                irqsave,
+            });
+            spun + line_wait
+        }
+
+        fn place(&mut self, ctx: &mut Ctx) -> Cycles {
+            let holder = self.holder.take().expect("held");
+            let len = ctx.now() - holder.since;
+            let (start, begun) = if self.idle_from(holder.since) {
+                (holder.since, None)
+            } else {
+                self.flush_aside();
+                let (start, begun) = self.holds.earliest_fit_len(holder.since, len);
+                (start, Some(begun))
+            };
+            let late = start - holder.since;
+            if late > Cycles::ZERO {
+                ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
+            }
+            if len > Cycles::ZERO {
+                let span = Span {
+                    start,
+                    end: start + len,
+                    data: holder.cpu,
+                };
+                match begun {
+                    Some(begun) if begun < self.holds.len() => {
+                        self.holds.push_at(begun, span, |_| {});
+                    }
+                    _ => {
+                        if self.aside.len() == REFERENCE_ASIDE_MAX {
+                            self.flush_aside();
+                        }
+                        self.aside.push(span);
+                    }
+                }
+            }
+            if holder.irqsave {
+                ctx.local_irq_restore();
+            }
+            late
+        }
+
+        fn idle_from(&self, t: Cycles) -> bool {
+            match self.aside.last() {
+                Some(last) => last.end <= t && t >= self.holds.floor(),
+                None => self.holds.idle_from(t),
+            }
+        }
+
+        fn forget_before(&mut self, horizon: Cycles) {
+            if (self.holds.first()).is_some_and(|oldest| oldest.end <= horizon) {
+                self.holds.prune(horizon, |_| {});
+            }
+            if self.holds.len() == 0 {
+                let ended = self.aside.iter().take_while(|s| s.end <= horizon).count();
+                self.aside.drain(..ended);
+            }
+        }
+
+        fn flush_aside(&mut self) {
+            self.holds.push_back_all(self.aside.drain(..), |_| {});
+        }
+    }
+
+    /// Either lock, driven the same way.
+    trait Lock: Default {
+        fn take(&mut self, ctx: &mut Ctx, irqsave: bool) -> Cycles;
+        fn give(&mut self, ctx: &mut Ctx) -> Cycles;
+    }
+
+    impl Lock for SpinLock {
+        fn take(&mut self, ctx: &mut Ctx, irqsave: bool) -> Cycles {
+            if irqsave {
+                self.lock_irqsave(ctx)
+            } else {
+                self.lock(ctx, Symbol::RawSpinLock)
+            }
+        }
+
+        fn give(&mut self, ctx: &mut Ctx) -> Cycles {
+            let irqsave = self.holder.expect("held").irqsave;
+            if irqsave {
+                self.unlock_irqrestore(ctx)
+            } else {
+                self.unlock(ctx)
+            }
+        }
+    }
+
+    impl Lock for Reference {
+        fn take(&mut self, ctx: &mut Ctx, irqsave: bool) -> Cycles {
+            if irqsave {
+                let cost = ctx.machine().costs.irq_save_restore.cycles();
+                ctx.charge(Symbol::RawSpinLockIrqsave, cost);
+                ctx.local_irq_save();
+                self.acquire(ctx, Symbol::RawSpinLockIrqsave, true)
+            } else {
+                self.acquire(ctx, Symbol::RawSpinLock, false)
+            }
+        }
+
+        fn give(&mut self, ctx: &mut Ctx) -> Cycles {
+            self.place(ctx)
+        }
+    }
+
+    /// Steps of random length on each CPU, each taking and releasing two
+    /// locks at random: some steps long enough to fill a timeline (more
+    /// holds than `SPANS_MAX`), some releases followed at once by the next
+    /// acquisition (a hold that continues the one before).
+    struct Random<L> {
+        rng: Rng,
+        locks: [L; 2],
+        steps_left: Vec<u32>,
+        /// Every wait and lateness returned, with the CPU.
+        seen: Vec<(CpuId, Cycles)>,
+    }
+
+    impl<L: Lock> Workload for Random<L> {
+        fn step(&mut self, ctx: &mut Ctx) {
+            let cpu = ctx.cur();
+            let holds = match self.rng.below(8) {
+                0 => SPANS_MAX as u64 + 300 + self.rng.below(2 * SPANS_MAX as u64),
+                1 => 20 + self.rng.below(200),
+                _ => 1 + self.rng.below(6),
+            };
+            for _ in 0..holds {
+                let which = self.rng.below(2) as usize;
+                let irqsave = self.rng.below(3) == 0;
+                let waited = self.locks[which].take(ctx, irqsave);
+                self.seen.push((cpu, waited));
+                ctx.charge(Symbol::UserPageAllocBench, Cycles(1 + self.rng.below(400)));
+                let late = self.locks[which].give(ctx);
+                self.seen.push((cpu, late));
+                // Mostly work between holds; sometimes none (the next hold
+                // continues this one), sometimes a long pause.
+                let gap = match self.rng.below(10) {
+                    0 => 0,
+                    1 => 5_000 + self.rng.below(50_000),
+                    _ => self.rng.below(300),
+                };
+                if gap > 0 {
+                    ctx.charge(Symbol::UserPageAllocBench, Cycles(gap));
+                }
+            }
+            let left = &mut self.steps_left[cpu.index()];
+            *left -= 1;
+            if *left == 0 {
+                ctx.finish();
+            }
+        }
+    }
+
+    fn run<L: Lock>(seed: u64, nr_cpus: u32) -> (Vec<(CpuId, Cycles)>, Vec<Cycles>, Stats) {
+        let machine = crate::machine::builtin("x86-2s-server").expect("a built-in machine");
+        let mut ctx = Ctx::new(machine, seed);
+        for cpu in nr_cpus..ctx.nr_cpus() {
+            ctx.set_state(CpuId(cpu), RunState::Idle);
+        }
+        let mut workload = Random {
+            rng: Rng::new(seed),
+            locks: [L::default(), L::default()],
+            steps_left: vec![12; nr_cpus as usize],
+            seen: Vec::new(),
+        };
+        let mut engine = Engine::new(ctx);
+        assert!(engine.run(&mut workload, None), "run stopped early");
+        let clocks = (0..nr_cpus)
+            .map(|c| engine.ctx.clock_of(CpuId(c)))
+            .collect();
+        (workload.seen, clocks, engine.ctx.stats.clone())
+    }
+
+    #[test]
+    fn holds_counted_off_aside_give_what_pushing_each_gave() {
+        for seed in 1..=6 {
+            let nr_cpus = 2 + (seed % 3) as u32;
+            let (seen, clocks, stats) = run::<SpinLock>(seed, nr_cpus);
+            let (ref_seen, ref_clocks, ref_stats) = run::<Reference>(seed, nr_cpus);
+            assert!(
+                seen.iter().any(|&(_, c)| c > Cycles::ZERO),
+                "seed {seed}: some CPU waited or was late"
+            );
+            assert_eq!(seen.len(), ref_seen.len(), "seed {seed}");
+            assert!(seen == ref_seen, "seed {seed}: waits and lateness differ");
+            assert_eq!(clocks, ref_clocks, "seed {seed}");
+            assert!(stats == ref_stats, "seed {seed}: profiles differ");
+        }
+    }
 }

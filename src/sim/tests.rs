@@ -785,12 +785,12 @@ fn spinlock_is_free_as_of_the_waiters_own_clock() {
 #[test]
 fn a_cpu_finds_another_cpu_s_run_of_holds_as_of_its_own_clock() {
     // cpu1 takes and releases the lock alone in one step, every `every`
-    // cycles, more times than a lock keeps aside beside its timeline; cpu0,
+    // cycles, nineteen times (more than one batch of holds); cpu0,
     // at an earlier clock, then finds each of those holds where it was: it
     // waits out the one under way at its clock, and its own hold, too long
     // for the gaps between cpu1's, moves after the next one.
     let every = Cycles(10_000);
-    let times = 2 * super::spinlock::ASIDE_MAX as u64 + 3;
+    let times = 19;
     let hold = Cycles(3_000);
     let probes = [500, 20_000, 45_000, 96_000, 500_000].map(Cycles);
     for probe in probes {

@@ -615,6 +615,31 @@ mod import_tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("t.xz: xz: "), "{e}");
+        // Cut short, each says so in words (xz's was its decoder's Debug
+        // text: "IoError(Error { kind: UnexpectedEof, .. })").
+        let e = text_of_bytes("t.xz", xz[..30].to_vec())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "t.xz: xz: truncated (the stream ends early)");
+        let e = text_of_bytes("t.zst", zstd[..12].to_vec())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "t.zst: zstd: truncated (the stream ends early)");
+        // The streaming reader (`mmsim run trace`) says the same.
+        let dir = std::env::temp_dir().join(format!("mmsim-zstd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t.zst");
+        std::fs::write(&file, &zstd[..12]).unwrap();
+        let e = stream::Stream::open(&file)
+            .and_then(stream::Stream::survey)
+            .err()
+            .unwrap()
+            .to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.ends_with("zstd: truncated (the stream ends early)"),
+            "{e}"
+        );
         let e = text_of_bytes("t.bz2", b"BZh91AY&SY".to_vec())
             .unwrap_err()
             .to_string();

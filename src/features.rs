@@ -535,14 +535,30 @@ impl SwapSetup {
             }
         };
         let mut size_bytes = None;
+        // Each part once: `disk:hdd:ssd` or `zram:1G:2G` is a mistake, not
+        // a choice for the last one to win silently.
+        let mut kind_given = false;
+        let twice = |what: &str| {
+            format!(
+                "invalid --swap '{}': {what} given twice",
+                crate::util::escape(spec)
+            )
+        };
         for part in parts {
             let comp = ZramComp::ALL.into_iter().find(|c| c.name() == part);
             let disk = [DiskKind::Hdd, DiskKind::Ssd]
                 .into_iter()
                 .find(|d| d.name() == part);
             match (&mut device, comp, disk) {
-                (SwapDeviceKind::Zram(c), Some(comp), _) => *c = comp,
-                (SwapDeviceKind::Disk(d), _, Some(disk)) => *d = disk,
+                (SwapDeviceKind::Zram(_), Some(_), _) if kind_given => {
+                    return Err(twice("the compressor"));
+                }
+                (SwapDeviceKind::Disk(_), _, Some(_)) if kind_given => {
+                    return Err(twice("the disk's kind"));
+                }
+                (SwapDeviceKind::Zram(c), Some(comp), _) => (*c, kind_given) = (comp, true),
+                (SwapDeviceKind::Disk(d), _, Some(disk)) => (*d, kind_given) = (disk, true),
+                _ if size_bytes.is_some() => return Err(twice("the size")),
                 _ => {
                     let size = crate::util::parse_size(part).map_err(|e| {
                         format!("invalid --swap '{}': {e}", crate::util::escape(spec))
@@ -707,6 +723,22 @@ mod tests {
             ("disk:lz4", "invalid --swap 'disk:lz4': invalid size 'lz4'"),
             ("zram:4k", "a swap device needs at least two pages"),
             ("none:1G", "invalid --swap 'none:1G'"),
+            (
+                "disk:hdd:ssd",
+                "invalid --swap 'disk:hdd:ssd': the disk's kind given twice",
+            ),
+            (
+                "zram:lz4:lzo",
+                "invalid --swap 'zram:lz4:lzo': the compressor given twice",
+            ),
+            (
+                "zram:1M:1M",
+                "invalid --swap 'zram:1M:1M': the size given twice",
+            ),
+            (
+                "disk:1G:hdd:2G",
+                "invalid --swap 'disk:1G:hdd:2G': the size given twice",
+            ),
         ] {
             let err = SwapSetup::parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");

@@ -1515,6 +1515,10 @@ fn memcg_is_a_run_configuration() {
     );
     assert!(out.contains("\ncharged 0\n"), "{out}");
     assert!(out.contains("\nmemory.swap.current 4\n"), "{out}");
+    assert!(
+        out.contains("\n# in pages of 4 KiB (the kernel's memory.* files give bytes)"),
+        "{out}"
+    );
     with.push("--json");
     let json = succeeds(&with);
     assert!(json.contains("\"memcg\": {"), "{json}");

@@ -117,7 +117,8 @@ macro_rules! compare_options {
     () => {
         "\
 options:
-  --feature F     the feature to compare (required; see 'mmsim features')
+  --feature F     the feature to compare (required; see 'mmsim features'); a
+                  powerpc64 change only on a powerpc64 machine
   --machine M     a built-in machine or a profile file (default: x86-2s-server)
   --set COST=V    as for run: override one cost of the machine for both runs
   --with F        turn another feature on

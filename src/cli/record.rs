@@ -52,6 +52,19 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
             "trace record: no command (usage: mmsim trace record [--strace] [-o FILE] -- CMD ARGS...)",
         ));
     }
+    // The tracers would start and then fail to exec it, and say so in
+    // words of their own ("data size field is 0"): say it first.
+    if !runnable(&command[0]) {
+        return Err(CliError::new(format!(
+            "trace record: cannot run '{}': no such executable{}",
+            crate::util::escape(&command[0]),
+            if command[0].contains('/') {
+                ""
+            } else {
+                " on PATH"
+            }
+        )));
+    }
     let out = out.unwrap_or_else(|| {
         let name = Path::new(&command[0])
             .file_name()
@@ -82,6 +95,22 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
         "{how}\n{}",
         finish_import(&out, &events, &summary, &meta)?
     ))
+}
+
+/// Whether `execvp` could start `program`: a path to an executable file,
+/// or a name found as one in a directory of `PATH`.
+fn runnable(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    !program.is_empty()
+        && std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
+        })
 }
 
 /// Does `perf trace` run here (perf installed, and built with it)?
@@ -264,4 +293,30 @@ fn perf_script(
         )));
     }
     std::fs::write(out, &script.stdout).map_err(|e| CliError::new(format!("trace record: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_that_cannot_run_is_refused_before_any_tracer_starts() {
+        let record = |args: &[&str]| {
+            record_command(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            record(&["--", "/nonexistent/prog", "x"]),
+            "trace record: cannot run '/nonexistent/prog': no such executable"
+        );
+        assert_eq!(
+            record(&["--", "mmsim-no-such-program"]),
+            "trace record: cannot run 'mmsim-no-such-program': no such executable on PATH"
+        );
+        // A directory, and a file without execute permission.
+        assert!(record(&["--", "/tmp"]).contains("no such executable"));
+        assert!(runnable("/bin/sh") && runnable("sh"));
+        assert!(!runnable("/etc/passwd") && !runnable(""));
+    }
 }

@@ -240,6 +240,7 @@ pub(super) fn prepare(
     let machine_name = parsed.last("machine").unwrap_or(DEFAULT_MACHINE);
     let mut machine = Machine::by_name_or_path(machine_name)?;
     set_costs(&mut machine, &parsed)?;
+    check_arch(&parsed, &machine)?;
     let info = find_workload(workloads, name)?;
     let benchmark =
         workload::parse(info, &parsed.rest).map_err(|e| CliError::new(e.to_string()))?;
@@ -404,6 +405,30 @@ fn check_requirements(features: Features, compared: Option<Feature>) -> Result<(
         if let Some((feature, needs)) = side.missing_requirement() {
             return Err(CliError::new(format!(
                 "{feature} requires {needs} (its code was written on top of it); add --without {feature}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The feature `compare --feature` names must be able to act on the
+/// machine: powerpc64's changes do nothing on x86_64, and a compare of one
+/// there showed two identical runs as a 0.00% gain. (`--with` and
+/// `--without` may name any: an era's kernel is every change of its
+/// time, whatever the machine, docs/experiments.md's what-if commands.)
+fn check_arch(parsed: &Parsed, machine: &Machine) -> Result<(), CliError> {
+    for (option, value) in parsed.all() {
+        if option != "feature" {
+            continue;
+        }
+        let feature = parse_feature(value.unwrap_or_default())?;
+        if let Some(arch) = feature.arch().filter(|&a| a != machine.arch) {
+            return Err(CliError::new(format!(
+                "--{option} {}: a change of {} code, and {} is {}",
+                feature.name(),
+                arch.name(),
+                machine.display_name(),
+                machine.arch.name()
             )));
         }
     }
@@ -790,5 +815,37 @@ mod tests {
             error(compare(&["fake", "--feature", "pcp-high-order", "--fail"])),
             "fake: the before run failed: the machine is too small"
         );
+    }
+
+    #[test]
+    fn a_powerpc_change_is_refused_on_an_x86_machine() {
+        // Once a silent no-op: two identical runs, a 0.00% gain.
+        assert_eq!(
+            error(compare(&["fake", "--feature", "lockless-pgtbl-walk-count"])),
+            "--feature lockless-pgtbl-walk-count: a change of powerpc64 code, and x86-2s-server is x86_64"
+        );
+        // An era's kernel may name them all, whatever the machine.
+        assert!(run(&["fake", "--without", "pmd-clear-no-ipi"]).is_ok());
+        assert!(
+            compare(&[
+                "fake",
+                "--feature",
+                "pmd-clear-no-ipi",
+                "--machine",
+                "power9-2s"
+            ])
+            .is_ok()
+        );
+        assert!(
+            run(&[
+                "fake",
+                "--with",
+                "lockless-pgtbl-walk-count",
+                "--machine",
+                "power9-2s"
+            ])
+            .is_ok()
+        );
+        assert!(run(&["fake", "--with", "thp-swap"]).is_ok());
     }
 }

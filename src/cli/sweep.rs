@@ -371,6 +371,18 @@ fn plot(
         .map(|r| r.metric_names(&params, &spec.counters))
         .unwrap_or_default();
     let metric = match metric {
+        // A name no row has (a typo) once read "nothing to plot: no point
+        // has a value", after every run.
+        Some(m) if !rows.iter().any(|r| r.get(m).is_some()) => {
+            let mut known: Vec<&str> = first_metrics.clone();
+            known.extend(spec.counters.iter().map(|c| c.name()));
+            known.push("elapsed_ns");
+            return Err(CliError::new(format!(
+                "--metric {}: no run has it ({})",
+                escape(m),
+                known.join(", ")
+            )));
+        }
         Some(m) => m.to_string(),
         None => first_metrics
             .first()

@@ -391,11 +391,8 @@ pub(super) fn to_machine_units(
     unit: &str,
     frequency_mhz: u64,
 ) -> Result<f64, CostProblem> {
-    if !(value.is_finite() && value > 0.0) {
-        return Err(CostProblem::Value(format!(
-            "must be a positive number, not {value}"
-        )));
-    }
+    // The unit first: `--set C=0x10` reads as 0 in the unit `x10`, and
+    // what is wrong there is the unit, not the 0.
     let per_cycle = 1000.0 / frequency_mhz as f64; // ns per cycle
     let converted = match (kind, unit) {
         (CostKind::Latency, "cycles") => value,
@@ -413,6 +410,11 @@ pub(super) fn to_machine_units(
             )));
         }
     };
+    if !(value.is_finite() && value > 0.0) {
+        return Err(CostProblem::Value(format!(
+            "must be a positive number, not {value}"
+        )));
+    }
     match range_problem(kind, converted, frequency_mhz) {
         Some(problem) => Err(CostProblem::Value(problem)),
         None => Ok(converted),

@@ -914,6 +914,15 @@ fn set_cost_changes_one_cost_within_the_loaders_bounds() {
         error("pcp_list_op=1e12"),
         "--set 'pcp_list_op=1e12': must be at most 1 s"
     );
+    // Not a hexadecimal number: the unit is what is wrong, not the 0.
+    assert_eq!(
+        error("pcp_list_op=0x10"),
+        "--set 'pcp_list_op=0x10': 'x10' is not a latency unit (cycles, ns)"
+    );
+    assert_eq!(
+        error("pcp_list_op=0ns"),
+        "--set 'pcp_list_op=0ns': must be a positive number, not 0"
+    );
     assert_eq!(
         error("pcp_list_op=\u{1b}"),
         "--set 'pcp_list_op=\\x1b': '\\x1b' is not a number"

@@ -247,12 +247,18 @@ pub fn format_run(run: &RunOutput, top: usize) -> String {
         section(&mut out, "swap devices", &format_lines(&lines));
     }
     if !run.stats.memcg.is_empty() {
-        let lines: Vec<String> = run
+        let mut lines: Vec<String> = run
             .stats
             .memcg
             .iter()
             .map(|(n, v)| format!("{n} {v}"))
             .collect();
+        // Linux's memory.current and memory.stat give bytes; a reader
+        // must not take 'memory.current 5' for 5 bytes.
+        lines.push(
+            "# in pages of 4 KiB (the kernel's memory.* files give bytes), but for the calls: mem_cgroup_charge to uncharge_batch"
+                .to_string(),
+        );
         section(&mut out, "memory cgroup", &format_lines(&lines));
     }
     if !run.stats.dmesg.is_empty() {

@@ -51,11 +51,15 @@ pub fn format_bytes(bytes: u64) -> String {
 
 /// A metric's value for a table: two decimals, or four for values below 1
 /// (a rate such as 0.0323 zone->lock acquisitions per allocation would
-/// otherwise print as 0.03).
+/// otherwise print as 0.03), or four significant digits below 0.0001 (a
+/// 1.3 us munmap in seconds printed as 0.0000, a time of nothing).
 pub fn format_metric(value: f64) -> String {
     if value.is_nan() {
         // Not applicable to the run (`Metric::not_applicable`).
         "n/a".to_string()
+    } else if value != 0.0 && value.abs() < 0.0001 {
+        let decimals = 3 - value.abs().log10().floor() as i64;
+        format!("{value:.prec$}", prec = decimals.clamp(4, 20) as usize)
     } else if value != 0.0 && value.abs() < 1.0 {
         format!("{value:.4}")
     } else {
@@ -76,6 +80,16 @@ mod tests {
             memory_per_node_bytes: 1 << 30,
             frequency_mhz: 2000,
         }
+    }
+
+    #[test]
+    fn a_tiny_metric_keeps_four_significant_digits() {
+        assert_eq!(format_metric(1.3104166666666667e-06), "0.000001310");
+        assert_eq!(format_metric(0.0000999), "0.00009990");
+        assert_eq!(format_metric(0.0323), "0.0323");
+        assert_eq!(format_metric(0.0), "0.00");
+        assert_eq!(format_metric(-2.5e-5), "-0.00002500");
+        assert_eq!(format_metric(12.345), "12.35");
     }
 
     #[test]

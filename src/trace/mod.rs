@@ -667,17 +667,46 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
     } else if bytes.starts_with(XZ_MAGIC) {
         let mut out = Vec::new();
         lzma_rs::xz_decompress(&mut &bytes[..], &mut out)
-            .map_err(|e| invalid(format!("xz: {e:?}")))?;
+            .map_err(|e| invalid(format!("xz: {}", xz_problem(&e))))?;
         String::from_utf8(out).map_err(|e| invalid(format!("xz: {e}")))
     } else if bytes.starts_with(ZSTD_MAGIC) {
         let mut out = Vec::new();
         let mut decoder = ruzstd::decoding::StreamingDecoder::new(&bytes[..])
             .map_err(|e| invalid(format!("zstd: {e}")))?;
-        decoder.read_to_end(&mut out).map_err(io)?;
+        decoder
+            .read_to_end(&mut out)
+            .map_err(|e| invalid(format!("zstd: {}", zstd_problem(&e))))?;
         String::from_utf8(out).map_err(|e| invalid(format!("zstd: {e}")))
     } else {
         String::from_utf8(bytes)
             .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    }
+}
+
+/// What is wrong with an xz stream, in words: the decoder's own Debug
+/// text ("IoError(Error { kind: UnexpectedEof, .. })") names no problem
+/// a reader can act on.
+fn xz_problem(e: &lzma_rs::error::Error) -> String {
+    use lzma_rs::error::Error;
+    match e {
+        Error::IoError(io) | Error::HeaderTooShort(io)
+            if io.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            "truncated (the stream ends early)".to_string()
+        }
+        Error::IoError(io) | Error::HeaderTooShort(io) => io.to_string(),
+        Error::LzmaError(what) | Error::XzError(what) => format!("corrupt ({what})"),
+    }
+}
+
+/// The same for zstd, whose decoder puts an inner error's Debug text in
+/// its message.
+pub(crate) fn zstd_problem(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    if e.kind() == std::io::ErrorKind::UnexpectedEof || text.contains("UnexpectedEof") {
+        "truncated (the stream ends early)".to_string()
+    } else {
+        format!("corrupt ({})", crate::util::escape(&text))
     }
 }
 

@@ -133,7 +133,7 @@ impl Stream {
                     format!("zstd: {e}"),
                 ))
             })?;
-            Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder))
+            Box::new(BufReader::with_capacity(BUFFER_BYTES, ZstdErrors(decoder)))
         } else if magic.starts_with(XZ_MAGIC) {
             let mut bytes = Vec::new();
             raw.read_to_end(&mut bytes).map_err(io)?;
@@ -321,6 +321,21 @@ impl Stream {
             events: self.events,
             span_ns,
             meta: self.meta,
+        })
+    }
+}
+
+/// A zstd decoder whose read errors say what is wrong in words
+/// (`super::zstd_problem`), as a whole-file read's do.
+struct ZstdErrors<R>(R);
+
+impl<R: Read> Read for ZstdErrors<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("zstd: {}", super::zstd_problem(&e)),
+            )
         })
     }
 }

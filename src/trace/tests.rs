@@ -615,6 +615,38 @@ mod import_tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("t.xz: xz: "), "{e}");
+        // Cut short, each says so in words (xz's was its decoder's Debug
+        // text: "IoError(Error { kind: UnexpectedEof, .. })").
+        // Cut inside its LZMA2 chunk, the decoder says so in its words.
+        let e = text_of_bytes("t.xz", xz[..30].to_vec())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "t.xz: xz: corrupt (LZMA2 expected 6 uncompressed bytes: failed to fill whole buffer)"
+        );
+        let e = text_of_bytes("t.xz", xz[..12].to_vec())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "t.xz: xz: truncated (the stream ends early)");
+        // zstd cut inside a block names what it could not read, in words.
+        let cut = "zstd: corrupt (Failed to parse block header: Error while reading bytes for Raw: failed to fill whole buffer)";
+        let e = text_of_bytes("t.zst", zstd[..12].to_vec())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, format!("t.zst: {cut}"));
+        // The streaming reader (`mmsim run trace`) says the same.
+        let dir = std::env::temp_dir().join(format!("mmsim-zstd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t.zst");
+        std::fs::write(&file, &zstd[..12]).unwrap();
+        let e = stream::Stream::open(&file)
+            .and_then(stream::Stream::survey)
+            .err()
+            .unwrap()
+            .to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.ends_with(cut), "{e}");
         let e = text_of_bytes("t.bz2", b"BZh91AY&SY".to_vec())
             .unwrap_err()
             .to_string();

@@ -675,6 +675,15 @@ impl Ebizzy {
         })
         .map_err(|e| RunError(format!("{NAME}: {e}")))?;
         let run = done.program;
+        if run.joined.is_none() {
+            // The OOM killer took the process (chunks larger than the
+            // machine): ebizzy prints nothing, and a rate would be made up.
+            let why = done.ctx.stats.dmesg.first().map_or_else(
+                || "its main thread never joined its threads".to_string(),
+                |line| format!("killed before its threads ended ({line})"),
+            );
+            return Err(RunError(format!("{NAME}: {why}")));
+        }
         let summary = Summary {
             records: run.records,
             calls: run.calls,
@@ -817,6 +826,30 @@ mod tests {
     }
 
     const TINY: &[&str] = &["-t", "2", "-n", "2", "-s", "64k"];
+
+    #[test]
+    fn chunks_larger_than_memory_are_an_oom_kill_not_a_panic() {
+        // Two 64 MiB chunks on a 64 MiB machine: the main thread is killed
+        // while it writes them, before any thread starts.
+        let mut m = builtin("x86-2s-server").unwrap();
+        m.topology.sockets = 1;
+        m.topology.cores_per_socket = 2;
+        m.topology.threads_per_core = 1;
+        m.topology.numa_nodes = 1;
+        m.topology.memory_per_node_bytes = 64 << 20;
+        let e = ebizzy(&["-t", "2", "-n", "2", "-s", "64M", "-S", "0.001"]);
+        let err = e
+            .run_counted(&m, Features::all(), 1, &mut |_| {})
+            .err()
+            .unwrap();
+        assert!(
+            err.0.starts_with(
+                "ebizzy: killed before its threads ended (Out of memory: Killed process"
+            ),
+            "{err}"
+        );
+        assert!(!err.0.contains('\n'));
+    }
 
     fn ev(out: &Report, event: Event) -> u64 {
         out.stats.event(event)

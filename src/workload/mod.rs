@@ -44,6 +44,7 @@ impl Metric {
                 "no VMA cache with the maple tree (find_vma walks the tree; see --without maple-tree)"
             }
             "find-vma-cycles-per-record" => "no record was completed in the run's time",
+            "throughput" | "runtime" => usemem::NO_REPORT,
             _ => "not measured on this kernel",
         })
     }

@@ -18,7 +18,7 @@ use crate::features::{Feature, Features, SwapDeviceKind};
 use crate::kernel::{self, Next, Program, Sys};
 use crate::machine::Machine;
 use crate::mm::PAGE_SIZE;
-use crate::mm::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, PROT_READ, PROT_WRITE};
+use crate::mm::mm_types::{Advice, Errno, HPAGE_PMD_SIZE, PROT_READ, PROT_WRITE, TASK_SIZE};
 use crate::sim::{CpuId, Cycles};
 
 pub const NAME: &str = "pageout";
@@ -220,6 +220,12 @@ impl Pageout {
     /// Host bytes of a run that writes every page to swap (`all_written`)
     /// or only the dirtied ones, to a disk or to zram (None: no swap).
     fn host_estimate(&self, machine: &Machine, all_written: bool, disk: Option<bool>) -> u64 {
+        if self.size == 0 || self.size > TASK_SIZE {
+            // mmap fails at once (EINVAL, ENOMEM): the run maps nothing.
+            // A negative SIZE, wrapped to a huge size_t, was once estimated
+            // as the machine's whole memory and refused for the host.
+            return 0;
+        }
         let topo = &machine.topology;
         let memory = topo.memory_per_node_bytes * topo.numa_nodes as u64;
         let pages = self.size.min(memory) / PAGE_SIZE;
@@ -336,5 +342,28 @@ mod tests {
         assert_eq!(p.dirty_span(), 2 << 20);
         let negative = Pageout { num_dirty: -1, ..p };
         assert_eq!(negative.dirty_span(), (-4096i64) as u64);
+    }
+
+    #[test]
+    fn a_size_mmap_refuses_needs_no_host_memory() {
+        let machine = crate::machine::builtin("x86-2s-server").unwrap();
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let estimate = |size: &str| {
+            parse(&args(&[size, "0", "1"]))
+                .unwrap()
+                .host_bytes(&machine)
+                .unwrap()
+        };
+        // -2 MiB wraps to a size_t above TASK_SIZE: mmap's ENOMEM, which
+        // the run reports, not a refusal for 19.5 GiB of host memory.
+        assert_eq!(estimate("-2"), 0);
+        assert_eq!(estimate("0"), 0, "mmap's EINVAL");
+        assert!(estimate("2") > 0);
+        let out =
+            parse(&args(&["-2", "0", "1"]))
+                .unwrap()
+                .run(&machine, Features::all(), 1, &mut |_| {});
+        let err = out.err().unwrap().0;
+        assert!(err.ends_with("mmap: Cannot allocate memory"), "{err}");
     }
 }

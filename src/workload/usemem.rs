@@ -24,6 +24,10 @@ pub const USAGE: &str =
   -r, --repeat N       passes over the memory (default 1)
   -R, --random         random access pattern";
 
+/// Why a usemem run has no throughput or runtime (the metrics' `n/a`).
+pub const NO_REPORT: &str =
+    "no task reported: the OOM killer took them (see the kernel log), or SIZE is under one word";
+
 /// Parsed flags.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Usemem {
@@ -413,23 +417,32 @@ impl Usemem {
             .collect();
         let throughput: u64 = reports.iter().map(|r| r.4).sum();
         let runtime = reports.iter().map(|r| r.3).max().unwrap_or(0);
-        lines.push(format!(
-            "throughput: {throughput} KB/s (sum over {} tasks, as LKP reports it)",
-            reports.len()
-        ));
-        lines.push(format!("runtime: {runtime} us (the slowest task)"));
+        let (throughput, runtime) = if reports.is_empty() {
+            // Nothing was measured: a throughput and a runtime of 0 (once
+            // printed for a run the OOM killer ended) would be figures.
+            lines.push(format!("throughput: n/a ({NO_REPORT})"));
+            lines.push("runtime: n/a".to_string());
+            (f64::NAN, f64::NAN)
+        } else {
+            lines.push(format!(
+                "throughput: {throughput} KB/s (sum over {} tasks, as LKP reports it)",
+                reports.len()
+            ));
+            lines.push(format!("runtime: {runtime} us (the slowest task)"));
+            (throughput as f64, runtime as f64)
+        };
         Report {
             lines,
             metrics: vec![
                 Metric {
                     name: "throughput".into(),
-                    value: throughput as f64,
+                    value: throughput,
                     unit: "KB/s",
                     higher_is_better: true,
                 },
                 Metric {
                     name: "runtime".into(),
-                    value: runtime as f64,
+                    value: runtime,
                     unit: "us",
                     higher_is_better: false,
                 },
@@ -579,7 +592,36 @@ mod tests {
         // bytes = 4 / 8 + 8 x 0 accesses = 0, and usemem then prints nothing.
         let out = run(&["-n", "2", "4"], true);
         assert!(!out.lines.iter().any(|l| l.contains(" bytes / ")));
-        assert!(out.lines.iter().any(|l| l.contains("sum over 0 tasks")));
+        // Nothing measured: no figure of 0 KB/s in 0 us, but n/a.
+        assert!(
+            out.lines
+                .iter()
+                .any(|l| l.starts_with("throughput: n/a (no task reported"))
+        );
+        assert!(out.metrics.iter().all(|m| m.value.is_nan()));
+        assert_eq!(out.metrics[1].not_applicable(), Some(NO_REPORT));
+    }
+
+    #[test]
+    fn a_run_the_oom_killer_ends_has_no_throughput() {
+        // 96 MiB on a machine of 64 MiB with no swap: the one task is
+        // killed before it reports.
+        let mut m = crate::machine::builtin("x86-2s-server").unwrap();
+        let t = &mut m.topology;
+        (t.sockets, t.cores_per_socket, t.threads_per_core) = (1, 2, 1);
+        (t.numa_nodes, t.memory_per_node_bytes) = (1, 64 << 20);
+        let args: Vec<String> = vec!["96M".into()];
+        let out = parse(&args)
+            .unwrap()
+            .run(&m, Features::all(), 1, &mut |_| {})
+            .unwrap();
+        assert_eq!(out.stats.event(Event::OomKill), 1);
+        assert!(
+            out.metrics.iter().all(|m| m.value.is_nan()),
+            "{:?}",
+            out.metrics
+        );
+        assert_eq!(out.lines.last().unwrap(), "runtime: n/a");
     }
 
     #[test]

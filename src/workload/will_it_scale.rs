@@ -371,6 +371,24 @@ impl WillItScale {
             assert_eq!(done.core.k.shmem.live().count(), 0);
             crate::mm::check::check_no_leaks(&done.core.k);
         }
+        let samples = done.program.samples as usize;
+        if let Some(nr) = done
+            .program
+            .at_sample
+            .iter()
+            .position(|s| s.len() < samples)
+        {
+            // A task killed (the OOM killer: 128 MiB a task on a machine
+            // too small) stops counting; main.c would wait for it forever.
+            let why = done.ctx.stats.dmesg.first().map_or_else(
+                || "it ended early".to_string(),
+                |line| format!("killed: {line}"),
+            );
+            return Err(RunError(format!(
+                "{NAME}: task {nr} took {} of {samples} samples; {why}",
+                done.program.at_sample[nr].len()
+            )));
+        }
         let (lines, average) = done.program.lines(cycles_per_second);
         Ok(Outcome {
             lines,
@@ -463,6 +481,32 @@ mod tests {
         let machine = builtin("haswell-ep-2s").unwrap();
         w.run_once(&machine, features, 1, w.tasks, w.threads, &mut |_| {})
             .unwrap()
+    }
+
+    #[test]
+    fn a_task_the_oom_killer_takes_is_an_error_not_a_panic() {
+        // Two tasks of 128 MiB on a machine of 128 MiB: one is killed and
+        // takes no more samples (the lines once indexed past its last).
+        let mut machine = builtin("x86-2s-server").unwrap();
+        let t = &mut machine.topology;
+        (t.sockets, t.cores_per_socket, t.threads_per_core) = (1, 2, 1);
+        (t.numa_nodes, t.memory_per_node_bytes) = (1, 128 << 20);
+        let args: Vec<String> = ["page_fault1", "-t", "2", "-s", "0.05", "--period", "0.01"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let w = parse_flags(&args).unwrap();
+        let err = w
+            .run_once(&machine, Features::all(), 1, 2, false, &mut |_| {})
+            .err()
+            .unwrap();
+        assert!(
+            err.0.starts_with("will-it-scale: task ")
+                && err
+                    .0
+                    .contains("samples; killed: Out of memory: Killed process"),
+            "{err}"
+        );
     }
 
     /// Whether writing page `p` of a fresh 128 MiB anonymous mapping at

@@ -138,6 +138,13 @@ fn a_plot_has_a_line_per_setting() {
             .starts_with("--x nope: not a varied parameter"),
         "{e}"
     );
+    let e = sweep(&[SMALL, &["--plot", &svg, "--metric", "thruput"]].concat()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--metric thruput: no run has it (throughput, runtime, thp_fault_alloc, pgfault, elapsed_ns)"
+    );
+    // A counter the rows carry plots too.
+    sweep(&[SMALL, &["--plot", &svg, "--metric", "pgfault"]].concat()).unwrap();
 }
 
 #[test]

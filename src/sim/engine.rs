@@ -199,6 +199,50 @@ pub struct Ctx {
     /// (`record.rs`), if anything: every hook tests this and nothing more
     /// when it is None.
     pub(crate) rec: Option<Box<Recording>>,
+    /// A core shared by its hardware threads, when the machine's
+    /// `smt_thread_share` is below 1 and its cores have more than one
+    /// thread; None otherwise, and [`Ctx::charge`] tests this and nothing
+    /// more.
+    smt: Option<Box<SmtShare>>,
+}
+
+/// What [`Ctx::charge`] needs to slow a thread whose core is shared: each
+/// CPU's sibling threads and the factor core-bound work takes longer by.
+#[derive(Debug)]
+struct SmtShare {
+    /// `1 / smt_thread_share`.
+    stretch: f64,
+    /// Threads a core less one.
+    per_cpu: usize,
+    /// CPU `c`'s siblings are `siblings[c * per_cpu..][..per_cpu]`.
+    siblings: Vec<CpuId>,
+}
+
+impl SmtShare {
+    fn new(machine: &Machine) -> Option<Box<SmtShare>> {
+        let share = machine.costs.smt_thread_share.value();
+        let topology = &machine.topology;
+        if share >= 1.0 || topology.threads_per_core < 2 {
+            return None;
+        }
+        let nr_cpus = topology.nr_cpus();
+        let per_cpu = topology.threads_per_core as usize - 1;
+        let mut siblings = Vec::with_capacity(nr_cpus as usize * per_cpu);
+        for cpu in 0..nr_cpus {
+            let core = topology.core_of(CpuId(cpu));
+            siblings.extend(
+                (0..nr_cpus)
+                    .filter(|&other| other != cpu && topology.core_of(CpuId(other)) == core)
+                    .map(CpuId),
+            );
+        }
+        assert_eq!(siblings.len(), nr_cpus as usize * per_cpu);
+        Some(Box::new(SmtShare {
+            stretch: 1.0 / share,
+            per_cpu,
+            siblings,
+        }))
+    }
 }
 
 impl Ctx {
@@ -212,6 +256,7 @@ impl Ctx {
             .costs
             .clear_page_bandwidth
             .cycles_for_bytes(CHUNK_BYTES);
+        let smt = SmtShare::new(&machine);
         let topology = &machine.topology;
         let places = (0..topology.nr_cpus())
             .map(|cpu| (topology.core_of(CpuId(cpu)), topology.socket_of(CpuId(cpu))))
@@ -232,6 +277,7 @@ impl Ctx {
             places,
             clear_page_cycles,
             rec: None,
+            smt,
         }
     }
 
@@ -441,9 +487,26 @@ impl Ctx {
         self.horizon
     }
 
-    /// Spends `cycles` of the current CPU's time in `symbol`.
+    /// Spends `cycles` of the current CPU's core-bound work (instructions
+    /// executing) in `symbol`: `cycles` with the core to itself, longer by
+    /// `1 / smt_thread_share` while another hardware thread of its core is
+    /// busy (see [`Ctx::sibling_busy`]). Time spent waiting on something
+    /// outside the core goes through [`Ctx::charge_stall`] instead.
     #[inline]
     pub fn charge(&mut self, symbol: Symbol, cycles: Cycles) {
+        let cycles = match self.smt {
+            None => cycles,
+            Some(_) => self.shared_core(cycles),
+        };
+        self.charge_stall(symbol, cycles);
+    }
+
+    /// Spends `cycles` of the current CPU's time in `symbol` waiting on
+    /// what a sibling thread does not slow: memory (DRAM latency and
+    /// bandwidth), cache-line transfers, a lock held elsewhere, an IPI's
+    /// round trip, a device. As it is, whatever the CPU's core does.
+    #[inline]
+    pub fn charge_stall(&mut self, symbol: Symbol, cycles: Cycles) {
         if self.rec.is_some() {
             self.record_charge(symbol, cycles);
         }
@@ -451,10 +514,46 @@ impl Ctx {
         self.stats.add_cycles(symbol, cycles);
     }
 
-    /// Spends the current CPU's time up to `until` in `symbol` (busy waiting).
+    /// `cycles` of core-bound work on a core whose threads share it: as
+    /// they are if every sibling is idle, else stretched.
+    #[cold]
+    #[inline(never)]
+    fn shared_core(&mut self, cycles: Cycles) -> Cycles {
+        if cycles == Cycles::ZERO || !self.sibling_busy(self.cur) {
+            return cycles;
+        }
+        let stretch = self.smt.as_ref().expect("called with smt").stretch;
+        let stretched = Cycles((cycles.0 as f64 * stretch).round() as u64);
+        self.stats
+            .count(Event::SmtCycles, stretched.0.saturating_sub(cycles.0));
+        stretched
+    }
+
+    /// Whether another hardware thread of `cpu`'s core is busy at `cpu`'s
+    /// clock: it has work (runnable, whether its clock is behind or
+    /// ahead), or it stopped (blocked or idle) only after this moment.
+    /// False when the machine's threads do not share their core
+    /// (`smt_thread_share` 1, or one thread a core). A sibling that
+    /// sleeps inside a step it is still runnable in (`idle_until`, an
+    /// rwsem wait) counts as busy: the sync-step bound.
+    pub fn sibling_busy(&self, cpu: CpuId) -> bool {
+        let Some(smt) = self.smt.as_deref() else {
+            return false;
+        };
+        let now = self.cpus[cpu.index()].clock;
+        smt.siblings[cpu.index() * smt.per_cpu..][..smt.per_cpu]
+            .iter()
+            .any(|&s| {
+                let sibling = &self.cpus[s.index()];
+                sibling.state == RunState::Runnable || sibling.clock > now
+            })
+    }
+
+    /// Spends the current CPU's time up to `until` in `symbol` (busy
+    /// waiting, for something outside the core: a stall).
     pub fn charge_until(&mut self, symbol: Symbol, until: Cycles) -> Cycles {
         let waited = until.saturating_sub(self.now());
-        self.charge(symbol, waited);
+        self.charge_stall(symbol, waited);
         waited
     }
 

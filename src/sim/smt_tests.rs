@@ -110,15 +110,32 @@ fn waits_on_memory_lines_and_locks_are_the_same_beside_a_busy_sibling() {
 }
 
 #[test]
-fn the_profiles_as_shipped_run_each_thread_at_the_whole_core_s_speed() {
-    for name in ["haswell-ep-2s", "x86-2s-server", "power9-2s", "xeon-8s-80c"] {
+fn the_profiles_as_shipped_share_the_x86_cores_and_not_power9_s() {
+    // (profile, share, a CPU's sibling): the x86 machines number a core's
+    // threads c and c + cores; xeon-8s-80c has one thread a core.
+    for (name, share, sibling) in [
+        ("haswell-ep-2s", 0.675, Some(36)),
+        ("x86-2s-server", 0.675, Some(40)),
+        ("power9-2s", 1.0, None),
+        ("xeon-8s-80c", 1.0, None),
+    ] {
         let machine = machine::builtin(name).expect("built-in profile");
-        assert_eq!(machine.costs.smt_thread_share.value(), 1.0, "{name}");
+        assert_eq!(machine.costs.smt_thread_share.value(), share, "{name}");
+        // Every CPU runnable, as a context starts: the sibling is busy.
         let mut ctx = Ctx::new(machine, 1);
         ctx.set_cur(CpuId(0));
+        ctx.charge(WORK, Cycles(1000));
+        // 1000 / 0.675 = 1481.48.
+        let expected = if share < 1.0 { 1481 } else { 1000 };
+        assert_eq!(ctx.now(), Cycles(expected), "{name}");
+        // With only the sibling idle (the other CPUs still runnable), the
+        // core is CPU 0's alone.
+        if let Some(sibling) = sibling {
+            ctx.set_state(CpuId(sibling), RunState::Idle);
+        }
         assert!(!ctx.sibling_busy(CpuId(0)), "{name}");
         ctx.charge(WORK, Cycles(1000));
-        assert_eq!(ctx.now(), Cycles(1000), "{name}");
+        assert_eq!(ctx.now(), Cycles(expected + 1000), "{name}");
     }
 }
 

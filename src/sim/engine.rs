@@ -199,50 +199,41 @@ pub struct Ctx {
     /// (`record.rs`), if anything: every hook tests this and nothing more
     /// when it is None.
     pub(crate) rec: Option<Box<Recording>>,
-    /// A core shared by its hardware threads, when the machine's
-    /// `smt_thread_share` is below 1 and its cores have more than one
-    /// thread; None otherwise, and [`Ctx::charge`] tests this and nothing
-    /// more.
-    smt: Option<Box<SmtShare>>,
+    /// `1 / smt_thread_share` in 32.32 fixed point when the machine's
+    /// share is below 1 and its cores have more than one thread; 0
+    /// otherwise, and [`Ctx::charge`] tests this and nothing more. A
+    /// charge is stretched by an integer multiply and shift, exact to a
+    /// cycle for any charge below 2^31 cycles (a float multiply and
+    /// `round` per charge were a tenth of a run's host instructions).
+    smt_stretch: u64,
+    /// Threads a core less one (when `smt_stretch` is set).
+    smt_per_cpu: usize,
+    /// CPU `c`'s sibling threads: `smt_siblings[c * smt_per_cpu..][..smt_per_cpu]`.
+    smt_siblings: Vec<CpuId>,
 }
 
-/// What [`Ctx::charge`] needs to slow a thread whose core is shared: each
-/// CPU's sibling threads and the factor core-bound work takes longer by.
-#[derive(Debug)]
-struct SmtShare {
-    /// `1 / smt_thread_share`.
-    stretch: f64,
-    /// Threads a core less one.
-    per_cpu: usize,
-    /// CPU `c`'s siblings are `siblings[c * per_cpu..][..per_cpu]`.
-    siblings: Vec<CpuId>,
-}
-
-impl SmtShare {
-    fn new(machine: &Machine) -> Option<Box<SmtShare>> {
-        let share = machine.costs.smt_thread_share.value();
-        let topology = &machine.topology;
-        if share >= 1.0 || topology.threads_per_core < 2 {
-            return None;
-        }
-        let nr_cpus = topology.nr_cpus();
-        let per_cpu = topology.threads_per_core as usize - 1;
-        let mut siblings = Vec::with_capacity(nr_cpus as usize * per_cpu);
-        for cpu in 0..nr_cpus {
-            let core = topology.core_of(CpuId(cpu));
-            siblings.extend(
-                (0..nr_cpus)
-                    .filter(|&other| other != cpu && topology.core_of(CpuId(other)) == core)
-                    .map(CpuId),
-            );
-        }
-        assert_eq!(siblings.len(), nr_cpus as usize * per_cpu);
-        Some(Box::new(SmtShare {
-            stretch: 1.0 / share,
-            per_cpu,
-            siblings,
-        }))
+/// `Ctx`'s `smt_stretch`, `smt_per_cpu` and `smt_siblings` for `machine`:
+/// each CPU's sibling threads, when its threads share their core.
+fn smt_share(machine: &Machine) -> (u64, usize, Vec<CpuId>) {
+    let share = machine.costs.smt_thread_share.value();
+    let topology = &machine.topology;
+    if share >= 1.0 || topology.threads_per_core < 2 {
+        return (0, 0, Vec::new());
     }
+    let nr_cpus = topology.nr_cpus();
+    let per_cpu = topology.threads_per_core as usize - 1;
+    let mut siblings = Vec::with_capacity(nr_cpus as usize * per_cpu);
+    for cpu in 0..nr_cpus {
+        let core = topology.core_of(CpuId(cpu));
+        siblings.extend(
+            (0..nr_cpus)
+                .filter(|&other| other != cpu && topology.core_of(CpuId(other)) == core)
+                .map(CpuId),
+        );
+    }
+    assert_eq!(siblings.len(), nr_cpus as usize * per_cpu);
+    let stretch = (4_294_967_296.0 / share).round() as u64;
+    (stretch, per_cpu, siblings)
 }
 
 impl Ctx {
@@ -256,7 +247,7 @@ impl Ctx {
             .costs
             .clear_page_bandwidth
             .cycles_for_bytes(CHUNK_BYTES);
-        let smt = SmtShare::new(&machine);
+        let (smt_stretch, smt_per_cpu, smt_siblings) = smt_share(&machine);
         let topology = &machine.topology;
         let places = (0..topology.nr_cpus())
             .map(|cpu| (topology.core_of(CpuId(cpu)), topology.socket_of(CpuId(cpu))))
@@ -277,7 +268,9 @@ impl Ctx {
             places,
             clear_page_cycles,
             rec: None,
-            smt,
+            smt_stretch,
+            smt_per_cpu,
+            smt_siblings,
         }
     }
 
@@ -494,17 +487,18 @@ impl Ctx {
     /// outside the core goes through [`Ctx::charge_stall`] instead.
     #[inline]
     pub fn charge(&mut self, symbol: Symbol, cycles: Cycles) {
-        let cycles = match self.smt {
-            None => cycles,
-            Some(_) => self.shared_core(cycles),
+        let cycles = if self.smt_stretch == 0 || !self.sibling_busy(self.cur) {
+            cycles
+        } else {
+            self.stretch(cycles)
         };
         self.charge_stall(symbol, cycles);
     }
 
     /// Spends `cycles` of the current CPU's time in `symbol` waiting on
     /// what a sibling thread does not slow: memory (DRAM latency and
-    /// bandwidth), cache-line transfers, a lock held elsewhere, an IPI's
-    /// round trip, a device. As it is, whatever the CPU's core does.
+    /// bandwidth), cache-line transfers, a lock another CPU holds, an
+    /// IPI's round trip, a device. As it is, whatever the CPU's core does.
     #[inline]
     pub fn charge_stall(&mut self, symbol: Symbol, cycles: Cycles) {
         if self.rec.is_some() {
@@ -514,19 +508,15 @@ impl Ctx {
         self.stats.add_cycles(symbol, cycles);
     }
 
-    /// `cycles` of core-bound work on a core whose threads share it: as
-    /// they are if every sibling is idle, else stretched.
-    #[cold]
+    /// `cycles` of core-bound work beside a busy sibling: divided by the
+    /// share, rounded to the nearest cycle.
     #[inline(never)]
-    fn shared_core(&mut self, cycles: Cycles) -> Cycles {
-        if cycles == Cycles::ZERO || !self.sibling_busy(self.cur) {
-            return cycles;
-        }
-        let stretch = self.smt.as_ref().expect("called with smt").stretch;
-        let stretched = Cycles((cycles.0 as f64 * stretch).round() as u64);
+    fn stretch(&mut self, cycles: Cycles) -> Cycles {
+        let stretched =
+            ((u128::from(cycles.0) * u128::from(self.smt_stretch) + (1 << 31)) >> 32) as u64;
         self.stats
-            .count(Event::SmtCycles, stretched.0.saturating_sub(cycles.0));
-        stretched
+            .count(Event::SmtCycles, stretched.saturating_sub(cycles.0));
+        Cycles(stretched)
     }
 
     /// Whether another hardware thread of `cpu`'s core is busy at `cpu`'s
@@ -536,17 +526,24 @@ impl Ctx {
     /// (`smt_thread_share` 1, or one thread a core). A sibling that
     /// sleeps inside a step it is still runnable in (`idle_until`, an
     /// rwsem wait) counts as busy: the sync-step bound.
+    #[inline]
     pub fn sibling_busy(&self, cpu: CpuId) -> bool {
-        let Some(smt) = self.smt.as_deref() else {
+        if self.smt_stretch == 0 {
             return false;
-        };
+        }
         let now = self.cpus[cpu.index()].clock;
-        smt.siblings[cpu.index() * smt.per_cpu..][..smt.per_cpu]
-            .iter()
-            .any(|&s| {
-                let sibling = &self.cpus[s.index()];
-                sibling.state == RunState::Runnable || sibling.clock > now
-            })
+        let busy = |s: CpuId| {
+            let sibling = &self.cpus[s.index()];
+            sibling.state == RunState::Runnable || sibling.clock > now
+        };
+        if self.smt_per_cpu == 1 {
+            // Two threads a core, as on every x86 machine: one sibling.
+            busy(self.smt_siblings[cpu.index()])
+        } else {
+            self.smt_siblings[cpu.index() * self.smt_per_cpu..][..self.smt_per_cpu]
+                .iter()
+                .any(|&s| busy(s))
+        }
     }
 
     /// Spends the current CPU's time up to `until` in `symbol` (busy

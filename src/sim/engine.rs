@@ -210,6 +210,13 @@ pub struct Ctx {
     smt_per_cpu: usize,
     /// CPU `c`'s sibling threads: `smt_siblings[c * smt_per_cpu..][..smt_per_cpu]`.
     smt_siblings: Vec<CpuId>,
+    /// Until when a sibling of the current CPU is busy: the latest clock
+    /// of a stopped sibling, `Cycles::MAX` if one is runnable, zero with
+    /// none (or `smt_stretch` 0). A charge tests its clock against this
+    /// alone; it is worked out again whenever the current CPU changes or
+    /// a method here changes another CPU's state or clock
+    /// (`refresh_smt`), since a charge is far more frequent than those.
+    smt_busy_until: Cycles,
 }
 
 /// `Ctx`'s `smt_stretch`, `smt_per_cpu` and `smt_siblings` for `machine`:
@@ -252,7 +259,7 @@ impl Ctx {
         let places = (0..topology.nr_cpus())
             .map(|cpu| (topology.core_of(CpuId(cpu)), topology.socket_of(CpuId(cpu))))
             .collect();
-        Ctx {
+        let mut ctx = Ctx {
             machine,
             cpus: vec![CpuState::new(); nr_cpus],
             cur: CpuId(0),
@@ -271,7 +278,10 @@ impl Ctx {
             smt_stretch,
             smt_per_cpu,
             smt_siblings,
-        }
+            smt_busy_until: Cycles::ZERO,
+        };
+        ctx.refresh_smt();
+        ctx
     }
 
     /// Starts recording what `request` asks for (from the next charge on).
@@ -450,6 +460,7 @@ impl Ctx {
     pub fn set_cur(&mut self, cpu: CpuId) {
         assert!(cpu.index() < self.cpus.len(), "{cpu} out of range");
         self.cur = cpu;
+        self.refresh_smt();
     }
 
     /// The current CPU's clock.
@@ -487,12 +498,39 @@ impl Ctx {
     /// outside the core goes through [`Ctx::charge_stall`] instead.
     #[inline]
     pub fn charge(&mut self, symbol: Symbol, cycles: Cycles) {
-        let cycles = if self.smt_stretch == 0 || !self.sibling_busy(self.cur) {
-            cycles
-        } else {
+        debug_assert_eq!(
+            self.now() < self.smt_busy_until,
+            self.sibling_busy(self.cur),
+            "smt_busy_until is stale"
+        );
+        let cycles = if self.now() < self.smt_busy_until {
             self.stretch(cycles)
+        } else {
+            cycles
         };
         self.charge_stall(symbol, cycles);
+    }
+
+    /// Works out `smt_busy_until` for the current CPU (see there).
+    #[inline]
+    fn refresh_smt(&mut self) {
+        if self.smt_stretch == 0 {
+            return;
+        }
+        let cur = self.cur.index();
+        let siblings = &self.smt_siblings[cur * self.smt_per_cpu..][..self.smt_per_cpu];
+        self.smt_busy_until = siblings
+            .iter()
+            .map(|&s| {
+                let sibling = &self.cpus[s.index()];
+                if sibling.state == RunState::Runnable {
+                    Cycles(u64::MAX)
+                } else {
+                    sibling.clock
+                }
+            })
+            .max()
+            .unwrap_or(Cycles::ZERO);
     }
 
     /// Spends `cycles` of the current CPU's time in `symbol` waiting on
@@ -576,6 +614,7 @@ impl Ctx {
         if state.state == RunState::Runnable {
             self.requeue.push(cpu);
         }
+        self.refresh_smt();
     }
 
     #[inline]
@@ -700,6 +739,7 @@ impl Ctx {
         for cpu in &mut self.cpus {
             cpu.state = RunState::Idle;
         }
+        self.refresh_smt();
     }
 
     /// Wakes a blocked CPU; it resumes no earlier than `at`, and no earlier
@@ -720,6 +760,7 @@ impl Ctx {
         if cpu != self.cur {
             self.requeue.push(cpu);
         }
+        self.refresh_smt();
     }
 
     /// Marks CPUs runnable or idle before a run starts. A CPU made runnable
@@ -734,6 +775,7 @@ impl Ctx {
         } else if cpu != self.cur {
             ipi::flush(self, cpu);
         }
+        self.refresh_smt();
     }
 
     /// Starts a step of `cpu`: it becomes current and its clock the horizon.
@@ -746,6 +788,7 @@ impl Ctx {
         );
         self.cur = cpu;
         self.horizon = clock;
+        self.refresh_smt();
         // Deliveries from now on are later than `clock`: older sections of
         // this CPU can no longer delay an IPI.
         self.cpus[cpu.index()].nr_irq_windows = 0;

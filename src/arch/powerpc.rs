@@ -27,7 +27,8 @@ pub fn radix_flush_tlb_mm(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
         RadixFlush::Broadcast => ctx.machine().costs.tlbie_broadcast.cycles(),
     };
     // `_tlbiel_pid` and `_tlbie_pid` are inlined into `radix__flush_tlb_mm`.
-    ctx.charge(Symbol::RadixFlushTlbMm, cost);
+    // A broadcast waits on the fabric (`tlbsync`), not on the core.
+    charge_flush(ctx, flush, Symbol::RadixFlushTlbMm, cost);
     if flush == RadixFlush::Broadcast {
         ctx.count(Event::TlbieBroadcast, 1);
     }
@@ -45,7 +46,7 @@ pub fn radix_flush_tlb_page(ctx: &mut Ctx, cpumask: &[CpuId]) -> RadixFlush {
         RadixFlush::Local => ctx.machine().costs.tlb_flush_local.cycles(),
         RadixFlush::Broadcast => ctx.machine().costs.tlbie_broadcast.cycles(),
     };
-    ctx.charge(Symbol::RadixFlushTlbPage, cost);
+    charge_flush(ctx, flush, Symbol::RadixFlushTlbPage, cost);
     if flush == RadixFlush::Broadcast {
         ctx.count(Event::TlbieBroadcast, 1);
     }
@@ -255,6 +256,16 @@ pub fn serialize_against_pte_lookup(
 
 /// `mm_is_thread_local`: the mask is exactly this CPU. Any other mask, an
 /// empty one included, takes the broadcast (5.4 tests `cpumask_equal`).
+/// A local flush is the core's own work; a broadcast waits for the other
+/// CPUs' acknowledgements (`tlbsync`), a stall a sibling thread does not
+/// slow.
+fn charge_flush(ctx: &mut Ctx, flush: RadixFlush, symbol: Symbol, cost: Cycles) {
+    match flush {
+        RadixFlush::Local => ctx.charge(symbol, cost),
+        RadixFlush::Broadcast => ctx.charge_stall(symbol, cost),
+    }
+}
+
 fn flush_type(cpumask: &[CpuId], me: CpuId) -> RadixFlush {
     if cpumask == [me] {
         RadixFlush::Local

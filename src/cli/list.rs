@@ -176,6 +176,7 @@ fn cost_value(machine: &Machine, kind: CostKind, value: f64) -> String {
         CostKind::Latency => format!("{value:.1} cycles = {:.1} ns", value * 1000.0 / mhz),
         // Bytes per cycle times cycles per ns is bytes per ns, i.e. GB/s.
         CostKind::Bandwidth => format!("{:.2} GB/s", value * mhz / 1000.0),
+        CostKind::Ratio => format!("{value:.3} share"),
     }
 }
 
@@ -459,6 +460,7 @@ mod tests {
             let (value, unit) = match kind {
                 CostKind::Latency => (50, "cycles"),
                 CostKind::Bandwidth => (10, "GB/s"),
+                CostKind::Ratio => (1, "share"),
             };
             let source = if i == 0 {
                 "calibrated: a test figure"
@@ -485,6 +487,7 @@ mod tests {
             let value = match kind {
                 CostKind::Latency => "50.0 cycles = 20.0 ns",
                 CostKind::Bandwidth => "10.00 GB/s",
+                CostKind::Ratio => "1.000 share",
             };
             assert!(line.contains(value), "{line}");
         }

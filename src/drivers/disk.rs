@@ -542,7 +542,18 @@ mod tests {
         let profile = DiskProfile::by_name_or_path(disk).unwrap();
         let disk = Disk::new(&profile, machine.topology.frequency_mhz, 1000);
         let pa = PageAllocator::new(&machine, Features::all());
-        (disk, Ctx::new(machine, 1), pa)
+        (disk, ctx_on_cpu0(machine), pa)
+    }
+
+    /// A context in which CPU 0 alone has work: the others idle, as the
+    /// scheduler leaves a CPU without a task (so CPU 0's sibling thread
+    /// does not share its core).
+    fn ctx_on_cpu0(machine: crate::machine::Machine) -> Ctx {
+        let mut ctx = Ctx::new(machine, 1);
+        for cpu in 1..ctx.nr_cpus() {
+            ctx.set_state(crate::sim::CpuId(cpu), crate::sim::RunState::Idle);
+        }
+        ctx
     }
 
     fn at(done: Completion) -> u64 {

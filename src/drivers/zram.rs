@@ -527,10 +527,17 @@ mod tests {
     use crate::mm::mmzone::Pfn;
     use crate::types::Cycles;
 
+    /// CPU 0 alone has work: the others idle, as the scheduler leaves a
+    /// CPU without a task (so CPU 0's sibling thread does not share its
+    /// core).
     fn setup() -> (Ctx, PageAllocator) {
         let machine = crate::machine::builtin("x86-2s-server").unwrap();
         let pa = PageAllocator::new(&machine, Features::all());
-        (Ctx::new(machine, 1), pa)
+        let mut ctx = Ctx::new(machine, 1);
+        for cpu in 1..ctx.nr_cpus() {
+            ctx.set_state(crate::sim::CpuId(cpu), crate::sim::RunState::Idle);
+        }
+        (ctx, pa)
     }
 
     /// usemem's page: word k holds `first + k`.

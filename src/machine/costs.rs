@@ -13,6 +13,8 @@ pub enum CostKind {
     Latency,
     /// A throughput of bytes: `GB/s` (10^9 bytes per second).
     Bandwidth,
+    /// A share of something, above 0 and at most 1: `share`.
+    Ratio,
 }
 
 /// One parameter: its value in machine units and where the value comes from.
@@ -197,6 +199,7 @@ costs! {
     // Added after the others so that `reproduce --samples` draws every
     // earlier cost as before (draws go in declaration order).
     user_access_overlapped: Latency, "a core's time per missed line when its user accesses are independent of one another (addresses not loaded from memory, as usemem -R's): the misses overlap, up to the L1D's fill buffers in flight";
+    smt_thread_share: Ratio, "how fast a hardware thread does core-bound work (instructions; not waits on memory, lines, locks, IPIs or devices) while another thread of its core is busy, as a share of its speed with the core to itself: `Ctx::charge` divides by it";
 }
 
 impl Costs {

@@ -399,6 +399,7 @@ pub(super) fn to_machine_units(
         (CostKind::Latency, "ns") => value / per_cycle,
         // GB/s = bytes per ns; bytes per cycle = that times ns per cycle.
         (CostKind::Bandwidth, "GB/s") => value * per_cycle,
+        (CostKind::Ratio, "share") => value,
         (CostKind::Latency, other) => {
             return Err(CostProblem::Unit(format!(
                 "'{other}' is not a latency unit (cycles, ns)"
@@ -407,6 +408,11 @@ pub(super) fn to_machine_units(
         (CostKind::Bandwidth, other) => {
             return Err(CostProblem::Unit(format!(
                 "'{other}' is not a bandwidth unit (GB/s)"
+            )));
+        }
+        (CostKind::Ratio, other) => {
+            return Err(CostProblem::Unit(format!(
+                "'{other}' is not a ratio unit (share)"
             )));
         }
     };
@@ -439,5 +445,6 @@ fn range_problem(kind: CostKind, converted: f64, frequency_mhz: u64) -> Option<S
                 .then(|| format!("{gbs} GB/s is outside 0.001..=100000 GB/s"))
         }
         CostKind::Latency => None,
+        CostKind::Ratio => (converted > 1.0).then(|| format!("{converted} is above 1")),
     }
 }

@@ -102,6 +102,7 @@ impl Machine {
                 (value * self.topology.frequency_mhz as f64 / 1000.0 * 1e6).round() / 1e6,
                 "GB/s",
             ),
+            CostKind::Ratio => (value, "share"),
         }
     }
 
@@ -134,6 +135,7 @@ impl Machine {
         let unit = match (unit, kind) {
             ("", CostKind::Latency) => "cycles",
             ("", CostKind::Bandwidth) => "GB/s",
+            ("", CostKind::Ratio) => "share",
             (unit, _) => unit,
         };
         let value: f64 = number.parse().map_err(|_| {

@@ -16,12 +16,13 @@ fn valid_text() -> String {
          frequency_mhz = 2000\nsource = \"made up for the tests\"\n\n[costs]\n",
     );
     for &(key, kind, _) in Costs::parameters_for(Arch::X86_64) {
-        let unit = match kind {
-            CostKind::Latency => "ns",
-            CostKind::Bandwidth => "GB/s",
+        let (value, unit) = match kind {
+            CostKind::Latency => (10, "ns"),
+            CostKind::Bandwidth => (10, "GB/s"),
+            CostKind::Ratio => (1, "share"),
         };
         text.push_str(&format!(
-            "{key} = {{ value = 10, unit = \"{unit}\", source = \"test\" }}\n"
+            "{key} = {{ value = {value}, unit = \"{unit}\", source = \"test\" }}\n"
         ));
     }
     text

@@ -298,7 +298,9 @@ impl Kernel {
         let costs = &ctx.machine().costs;
         let line = line_size(ctx.machine().arch);
         let per_miss = costs.user_access_overlapped.cycles().max(Cycles(1));
-        ctx.charge(
+        // Cache hits and misses are the memory hierarchy's time, which a
+        // sibling thread does not slow (`Ctx::charge_stall`).
+        ctx.charge_stall(
             Symbol::UserAccess,
             Cycles(costs.user_cache_hit.cycles().0 * hits),
         );
@@ -362,7 +364,7 @@ impl Kernel {
         ctx.count(Event::UserLines, cost.lines);
         ctx.count(Event::UserLineHits, cost.hits);
         if sequential && misses > 0 {
-            ctx.charge(Symbol::UserAccess, hits);
+            ctx.charge_stall(Symbol::UserAccess, hits);
             let traffic = [Traffic {
                 node,
                 bytes_per_byte: per_byte,
@@ -371,7 +373,7 @@ impl Kernel {
             ctx.count(Event::UserStreamedLines, misses);
             cost.streamed = misses;
         } else {
-            ctx.charge(Symbol::UserAccess, hits + missed);
+            ctx.charge_stall(Symbol::UserAccess, hits + missed);
         }
         cost
     }

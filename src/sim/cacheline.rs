@@ -73,7 +73,7 @@ fn touch_other_line(
         *last_writer = me.0 as u16;
     }
     if cost > Cycles::ZERO {
-        ctx.charge(symbol, cost);
+        ctx.charge_stall(symbol, cost);
     }
     cost
 }
@@ -288,7 +288,7 @@ impl CacheLine {
             self.tail.cpu = cpu;
             self.tail.spans[self.tail.len] = (now, now + cost);
             self.tail.len += 1;
-            ctx.charge(symbol, cost);
+            ctx.charge_stall(symbol, cost);
             return Cycles::ZERO;
         }
         self.rmw_searched(ctx, symbol)
@@ -571,7 +571,7 @@ impl CacheLine {
         if waited > Cycles::ZERO && ctx.rec.is_some() {
             self.record_wait(ctx, symbol, begun, now, start);
         }
-        ctx.charge(symbol, waited + cost);
+        ctx.charge_stall(symbol, waited + cost);
         (waited, marked)
     }
 

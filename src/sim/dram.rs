@@ -229,7 +229,7 @@ fn stream_chunks(
     }
     let spent = t - start;
     let waited = spent - own;
-    ctx.charge(symbol, spent);
+    ctx.charge_stall(symbol, spent);
     ctx.count(Event::DramWaitCycles, waited.0);
     waited
 }
@@ -310,7 +310,7 @@ fn stream_alone(
         this
     }));
     ctx.count(Event::DramBytes, bytes * stream.bytes_per_byte);
-    ctx.charge(symbol, own);
+    ctx.charge_stall(symbol, own);
     ctx.count(Event::DramWaitCycles, 0);
     Some(Cycles::ZERO)
 }

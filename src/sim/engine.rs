@@ -199,6 +199,48 @@ pub struct Ctx {
     /// (`record.rs`), if anything: every hook tests this and nothing more
     /// when it is None.
     pub(crate) rec: Option<Box<Recording>>,
+    /// `1 / smt_thread_share` in 32.32 fixed point when the machine's
+    /// share is below 1 and its cores have more than one thread; 0
+    /// otherwise, and [`Ctx::charge`] tests this and nothing more. A
+    /// charge is stretched by an integer multiply and shift, exact to a
+    /// cycle for any charge below 2^31 cycles (a float multiply and
+    /// `round` per charge were a tenth of a run's host instructions).
+    smt_stretch: u64,
+    /// Threads a core less one (when `smt_stretch` is set).
+    smt_per_cpu: usize,
+    /// CPU `c`'s sibling threads: `smt_siblings[c * smt_per_cpu..][..smt_per_cpu]`.
+    smt_siblings: Vec<CpuId>,
+    /// Until when a sibling of the current CPU is busy: the latest clock
+    /// of a stopped sibling, `Cycles::MAX` if one is runnable, zero with
+    /// none (or `smt_stretch` 0). A charge tests its clock against this
+    /// alone; it is worked out again whenever the current CPU changes or
+    /// a method here changes another CPU's state or clock
+    /// (`refresh_smt`), since a charge is far more frequent than those.
+    smt_busy_until: Cycles,
+}
+
+/// `Ctx`'s `smt_stretch`, `smt_per_cpu` and `smt_siblings` for `machine`:
+/// each CPU's sibling threads, when its threads share their core.
+fn smt_share(machine: &Machine) -> (u64, usize, Vec<CpuId>) {
+    let share = machine.costs.smt_thread_share.value();
+    let topology = &machine.topology;
+    if share >= 1.0 || topology.threads_per_core < 2 {
+        return (0, 0, Vec::new());
+    }
+    let nr_cpus = topology.nr_cpus();
+    let per_cpu = topology.threads_per_core as usize - 1;
+    let mut siblings = Vec::with_capacity(nr_cpus as usize * per_cpu);
+    for cpu in 0..nr_cpus {
+        let core = topology.core_of(CpuId(cpu));
+        siblings.extend(
+            (0..nr_cpus)
+                .filter(|&other| other != cpu && topology.core_of(CpuId(other)) == core)
+                .map(CpuId),
+        );
+    }
+    assert_eq!(siblings.len(), nr_cpus as usize * per_cpu);
+    let stretch = (4_294_967_296.0 / share).round() as u64;
+    (stretch, per_cpu, siblings)
 }
 
 impl Ctx {
@@ -212,11 +254,12 @@ impl Ctx {
             .costs
             .clear_page_bandwidth
             .cycles_for_bytes(CHUNK_BYTES);
+        let (smt_stretch, smt_per_cpu, smt_siblings) = smt_share(&machine);
         let topology = &machine.topology;
         let places = (0..topology.nr_cpus())
             .map(|cpu| (topology.core_of(CpuId(cpu)), topology.socket_of(CpuId(cpu))))
             .collect();
-        Ctx {
+        let mut ctx = Ctx {
             machine,
             cpus: vec![CpuState::new(); nr_cpus],
             cur: CpuId(0),
@@ -232,7 +275,13 @@ impl Ctx {
             places,
             clear_page_cycles,
             rec: None,
-        }
+            smt_stretch,
+            smt_per_cpu,
+            smt_siblings,
+            smt_busy_until: Cycles::ZERO,
+        };
+        ctx.refresh_smt();
+        ctx
     }
 
     /// Starts recording what `request` asks for (from the next charge on).
@@ -411,6 +460,7 @@ impl Ctx {
     pub fn set_cur(&mut self, cpu: CpuId) {
         assert!(cpu.index() < self.cpus.len(), "{cpu} out of range");
         self.cur = cpu;
+        self.refresh_smt();
     }
 
     /// The current CPU's clock.
@@ -441,9 +491,54 @@ impl Ctx {
         self.horizon
     }
 
-    /// Spends `cycles` of the current CPU's time in `symbol`.
+    /// Spends `cycles` of the current CPU's core-bound work (instructions
+    /// executing) in `symbol`: `cycles` with the core to itself, longer by
+    /// `1 / smt_thread_share` while another hardware thread of its core is
+    /// busy (see [`Ctx::sibling_busy`]). Time spent waiting on something
+    /// outside the core goes through [`Ctx::charge_stall`] instead.
     #[inline]
     pub fn charge(&mut self, symbol: Symbol, cycles: Cycles) {
+        debug_assert_eq!(
+            self.now() < self.smt_busy_until,
+            self.sibling_busy(self.cur),
+            "smt_busy_until is stale"
+        );
+        let cycles = if self.now() < self.smt_busy_until {
+            self.stretch(cycles)
+        } else {
+            cycles
+        };
+        self.charge_stall(symbol, cycles);
+    }
+
+    /// Works out `smt_busy_until` for the current CPU (see there).
+    #[inline]
+    fn refresh_smt(&mut self) {
+        if self.smt_stretch == 0 {
+            return;
+        }
+        let cur = self.cur.index();
+        let siblings = &self.smt_siblings[cur * self.smt_per_cpu..][..self.smt_per_cpu];
+        self.smt_busy_until = siblings
+            .iter()
+            .map(|&s| {
+                let sibling = &self.cpus[s.index()];
+                if sibling.state == RunState::Runnable {
+                    Cycles(u64::MAX)
+                } else {
+                    sibling.clock
+                }
+            })
+            .max()
+            .unwrap_or(Cycles::ZERO);
+    }
+
+    /// Spends `cycles` of the current CPU's time in `symbol` waiting on
+    /// what a sibling thread does not slow: memory (DRAM latency and
+    /// bandwidth), cache-line transfers, a lock another CPU holds, an
+    /// IPI's round trip, a device. As it is, whatever the CPU's core does.
+    #[inline]
+    pub fn charge_stall(&mut self, symbol: Symbol, cycles: Cycles) {
         if self.rec.is_some() {
             self.record_charge(symbol, cycles);
         }
@@ -451,10 +546,49 @@ impl Ctx {
         self.stats.add_cycles(symbol, cycles);
     }
 
-    /// Spends the current CPU's time up to `until` in `symbol` (busy waiting).
+    /// `cycles` of core-bound work beside a busy sibling: divided by the
+    /// share, rounded to the nearest cycle.
+    #[inline(never)]
+    fn stretch(&mut self, cycles: Cycles) -> Cycles {
+        let stretched =
+            ((u128::from(cycles.0) * u128::from(self.smt_stretch) + (1 << 31)) >> 32) as u64;
+        self.stats
+            .count(Event::SmtCycles, stretched.saturating_sub(cycles.0));
+        Cycles(stretched)
+    }
+
+    /// Whether another hardware thread of `cpu`'s core is busy at `cpu`'s
+    /// clock: it has work (runnable, whether its clock is behind or
+    /// ahead), or it stopped (blocked or idle) only after this moment.
+    /// False when the machine's threads do not share their core
+    /// (`smt_thread_share` 1, or one thread a core). A sibling that
+    /// sleeps inside a step it is still runnable in (`idle_until`, an
+    /// rwsem wait) counts as busy: the sync-step bound.
+    #[inline]
+    pub fn sibling_busy(&self, cpu: CpuId) -> bool {
+        if self.smt_stretch == 0 {
+            return false;
+        }
+        let now = self.cpus[cpu.index()].clock;
+        let busy = |s: CpuId| {
+            let sibling = &self.cpus[s.index()];
+            sibling.state == RunState::Runnable || sibling.clock > now
+        };
+        if self.smt_per_cpu == 1 {
+            // Two threads a core, as on every x86 machine: one sibling.
+            busy(self.smt_siblings[cpu.index()])
+        } else {
+            self.smt_siblings[cpu.index() * self.smt_per_cpu..][..self.smt_per_cpu]
+                .iter()
+                .any(|&s| busy(s))
+        }
+    }
+
+    /// Spends the current CPU's time up to `until` in `symbol` (busy
+    /// waiting, for something outside the core: a stall).
     pub fn charge_until(&mut self, symbol: Symbol, until: Cycles) -> Cycles {
         let waited = until.saturating_sub(self.now());
-        self.charge(symbol, waited);
+        self.charge_stall(symbol, waited);
         waited
     }
 
@@ -480,6 +614,7 @@ impl Ctx {
         if state.state == RunState::Runnable {
             self.requeue.push(cpu);
         }
+        self.refresh_smt();
     }
 
     #[inline]
@@ -604,6 +739,7 @@ impl Ctx {
         for cpu in &mut self.cpus {
             cpu.state = RunState::Idle;
         }
+        self.refresh_smt();
     }
 
     /// Wakes a blocked CPU; it resumes no earlier than `at`, and no earlier
@@ -624,6 +760,7 @@ impl Ctx {
         if cpu != self.cur {
             self.requeue.push(cpu);
         }
+        self.refresh_smt();
     }
 
     /// Marks CPUs runnable or idle before a run starts. A CPU made runnable
@@ -638,6 +775,7 @@ impl Ctx {
         } else if cpu != self.cur {
             ipi::flush(self, cpu);
         }
+        self.refresh_smt();
     }
 
     /// Starts a step of `cpu`: it becomes current and its clock the horizon.
@@ -650,6 +788,7 @@ impl Ctx {
         );
         self.cur = cpu;
         self.horizon = clock;
+        self.refresh_smt();
         // Deliveries from now on are later than `clock`: older sections of
         // this CPU can no longer delay an IPI.
         self.cpus[cpu.index()].nr_irq_windows = 0;

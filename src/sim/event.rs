@@ -121,4 +121,5 @@ events! {
     IpiSent => "mmsim_ipi_sent", "inter-processor interrupts sent",
     SlabAlloc => "mmsim_slab_page_alloc", "slab pages allocated (allocate_slab)",
     SlabFree => "mmsim_slab_page_free", "slab pages freed (discard_slab)",
+    SmtCycles => "mmsim_smt_cycles", "cycles core-bound work took beyond its own because another hardware thread of its core was busy (smt_thread_share)",
 }

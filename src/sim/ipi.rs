@@ -185,7 +185,7 @@ pub fn smp_call_function_many(
         done = done.max(start + entry + handler_cycles + transfer_cost(ctx, target, me));
         sent.push((target, delivered, behind));
     }
-    ctx.charge(Symbol::SmpCallFunctionMany, Cycles(send.0 * nr_sent));
+    ctx.charge_stall(Symbol::SmpCallFunctionMany, Cycles(send.0 * nr_sent));
     ctx.count(Event::IpiSent, nr_sent);
     let waited = if wait {
         ctx.charge_until(Symbol::SmpCallFunctionMany, done)
@@ -300,7 +300,7 @@ fn whole_round(ctx: &mut Ctx, targets: &[CpuId], handler: IpiHandler, wait: bool
     );
     ctx.stats
         .add_cycles(handler.symbol, Cycles(handler.cycles.0 * nr_sent));
-    ctx.charge(Symbol::SmpCallFunctionMany, Cycles(send.0 * nr_sent));
+    ctx.charge_stall(Symbol::SmpCallFunctionMany, Cycles(send.0 * nr_sent));
     ctx.count(Event::IpiSent, nr_sent);
     if wait {
         ctx.charge_until(Symbol::SmpCallFunctionMany, done)
@@ -436,7 +436,7 @@ fn correct_sender(ctx: &mut Ctx, sender: CpuId, waiter: Waiter, acked: Cycles) {
     }
     ctx.cpus[sender.index()].ipi_late += late;
     if sender == ctx.cur() {
-        ctx.charge(Symbol::SmpCallFunctionMany, late);
+        ctx.charge_stall(Symbol::SmpCallFunctionMany, late);
     } else {
         let clock = ctx.clock_of(sender) + late;
         ctx.stats.add_cycles(Symbol::SmpCallFunctionMany, late);

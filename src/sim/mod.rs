@@ -22,6 +22,8 @@ mod symbol;
 mod timeline;
 
 #[cfg(test)]
+mod smt_tests;
+#[cfg(test)]
 mod tests;
 
 pub use crate::types::{CpuId, Cycles};

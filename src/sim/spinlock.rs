@@ -310,7 +310,7 @@ impl SpinLock {
         };
         let late = start - holder.since;
         if late > Cycles::ZERO {
-            ctx.charge(Symbol::QueuedSpinLockSlowpath, late);
+            ctx.charge_stall(Symbol::QueuedSpinLockSlowpath, late);
         }
         if len > Cycles::ZERO {
             let span = Span {

@@ -10,9 +10,15 @@ use super::*;
 use crate::machine::{self, Machine};
 
 /// The haswell-ep-2s profile with at least `nr_cpus` CPUs. If the profile has
-/// fewer, it gets more cores per socket; costs are left as they are.
+/// fewer, it gets more cores per socket; costs are left as they are, but
+/// for `smt_thread_share`, 1 here: these tests pin the other primitives by
+/// their costs, and a core's threads sharing it has tests of its own
+/// (`smt_tests.rs`).
 fn machine_with_cpus(nr_cpus: u32) -> Machine {
     let mut machine = machine::builtin("haswell-ep-2s").expect("built-in profile");
+    machine
+        .set_cost("smt_thread_share=1")
+        .expect("a share of 1 is valid");
     let topology = &mut machine.topology;
     if topology.nr_cpus() < nr_cpus {
         let cpus_per_core_index = topology.sockets * topology.threads_per_core;

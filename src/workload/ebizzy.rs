@@ -457,7 +457,12 @@ impl Run<'_> {
             let probes = u64::from(64 - records.leading_zeros());
             Cycles(sys.ctx.machine().costs.user_access.cycles().0 * probes.saturating_sub(1))
         };
-        sys.ctx.charge(Symbol::UserEbizzy, cost);
+        if self.e.linear {
+            sys.ctx.charge(Symbol::UserEbizzy, cost);
+        } else {
+            // The probes wait on memory, which a sibling thread does not slow.
+            sys.ctx.charge_stall(Symbol::UserEbizzy, cost);
+        }
         // The first record that starts in the key's page.
         let addr = dest + key * RECORD;
         let page = addr & !(PAGE_SIZE - 1);

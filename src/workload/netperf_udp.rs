@@ -266,14 +266,21 @@ impl Iteration {
 
 impl NetperfUdp {
     /// Where the scheduler puts the pair: the sender anywhere, the receiver
-    /// (woken by the sender's softirq) on another CPU of the same socket,
-    /// as wake_affine and select_idle_sibling tend to do.
+    /// (woken by the sender's softirq) on another core of the same socket,
+    /// as wake_affine and select_idle_sibling tend to do: on a machine
+    /// with idle cores, 5.13's select_idle_sibling takes a CPU of a wholly
+    /// idle core (select_idle_core), never the busy sender's other
+    /// hardware thread, whose core the two would share
+    /// (`smt_thread_share`).
     fn placement(machine: &Machine, rng: &mut crate::sim::Rng) -> (CpuId, CpuId) {
         let topo = &machine.topology;
         let sender = CpuId(rng.below(topo.nr_cpus() as u64) as u32);
         let mates: Vec<CpuId> = (0..topo.nr_cpus())
             .map(CpuId)
-            .filter(|&c| c != sender && topo.socket_of(c) == topo.socket_of(sender))
+            .filter(|&c| {
+                topo.core_of(c) != topo.core_of(sender)
+                    && topo.socket_of(c) == topo.socket_of(sender)
+            })
             .collect();
         let receiver = if mates.is_empty() {
             CpuId((sender.0 + 1) % topo.nr_cpus())

@@ -1,0 +1,156 @@
+//! A core's hardware threads sharing it (`smt_thread_share`, `Ctx::charge`
+//! against `Ctx::charge_stall`), counted by hand on `haswell-ep-2s`: 36
+//! cores, so CPU `c` and CPU `c + 36` are the two threads of core `c`.
+
+use super::*;
+use crate::machine::{self, Machine};
+
+const WORK: Symbol = Symbol::UserPageAllocBench;
+
+fn haswell(share: &str) -> Machine {
+    let mut machine = machine::builtin("haswell-ep-2s").expect("built-in profile");
+    machine
+        .set_cost(&format!("smt_thread_share={share}"))
+        .expect("a share in 0..=1");
+    machine
+}
+
+/// A context on `machine` with only `runnable` runnable, CPU 0 current.
+fn ctx_with(machine: Machine, runnable: &[u32]) -> Ctx {
+    let mut ctx = Ctx::new(machine, 1);
+    for cpu in 0..ctx.nr_cpus() {
+        if !runnable.contains(&cpu) {
+            ctx.set_state(CpuId(cpu), RunState::Idle);
+        }
+    }
+    ctx.set_cur(CpuId(0));
+    ctx
+}
+
+#[test]
+fn a_charge_is_unchanged_beside_an_idle_sibling_and_takes_cycles_over_the_share_beside_a_busy_one()
+{
+    // 0.8: 1000 cycles of work take 1000 / 0.8 = 1250 with the sibling busy.
+    let mut ctx = ctx_with(haswell("0.8"), &[0]);
+    assert!(!ctx.sibling_busy(CpuId(0)));
+    ctx.charge(WORK, Cycles(1000));
+    assert_eq!(ctx.now(), Cycles(1000));
+    assert_eq!(ctx.stats.event(Event::SmtCycles), 0);
+    // CPU 1 is another core: busy, it changes nothing.
+    ctx.set_state(CpuId(1), RunState::Runnable);
+    ctx.charge(WORK, Cycles(1000));
+    assert_eq!(ctx.now(), Cycles(2000));
+    // CPU 36, core 0's other thread, has work: the core is shared.
+    ctx.set_state(CpuId(36), RunState::Runnable);
+    assert!(ctx.sibling_busy(CpuId(0)));
+    assert!(ctx.sibling_busy(CpuId(36)));
+    assert!(!ctx.sibling_busy(CpuId(1)));
+    ctx.charge(WORK, Cycles(1000));
+    assert_eq!(ctx.now(), Cycles(3250));
+    assert_eq!(ctx.stats.cycles(WORK), Cycles(3250));
+    assert_eq!(ctx.stats.event(Event::SmtCycles), 250);
+    // Rounded to whole cycles: 3 / 0.8 = 3.75.
+    ctx.charge(WORK, Cycles(3));
+    assert_eq!(ctx.now(), Cycles(3254));
+}
+
+#[test]
+fn a_sibling_that_stopped_is_busy_until_its_clock_and_idle_after() {
+    let mut ctx = ctx_with(haswell("0.5"), &[0, 36]);
+    // CPU 36 works to 5000, then blocks there (asleep, its core free).
+    ctx.set_cur(CpuId(36));
+    ctx.charge_stall(WORK, Cycles(5000));
+    ctx.block();
+    ctx.set_cur(CpuId(0));
+    // At 0 the sibling was still working: 1000 cycles take 2000.
+    ctx.charge(WORK, Cycles(1000));
+    assert_eq!(ctx.now(), Cycles(2000));
+    // Past 5000 it sleeps: 1000 cycles take 1000.
+    ctx.charge_stall(WORK, Cycles(3000));
+    assert_eq!(ctx.now(), Cycles(5000));
+    ctx.charge(WORK, Cycles(1000));
+    assert_eq!(ctx.now(), Cycles(6000));
+    // Idle (finished) alike.
+    ctx.set_cur(CpuId(36));
+    ctx.finish();
+    ctx.set_cur(CpuId(0));
+    assert!(!ctx.sibling_busy(CpuId(0)));
+}
+
+#[test]
+fn waits_on_memory_lines_and_locks_are_the_same_beside_a_busy_sibling() {
+    for share in ["1", "0.5"] {
+        let mut ctx = ctx_with(haswell(share), &[0, 1, 36]);
+        assert_eq!(ctx.sibling_busy(CpuId(0)), share != "1");
+        // A stall, and a busy wait to a time.
+        ctx.charge_stall(WORK, Cycles(1000));
+        assert_eq!(ctx.charge_until(WORK, Cycles(1500)), Cycles(500));
+        assert_eq!(ctx.now(), Cycles(1500));
+        // A line CPU 1 (same socket) modified: its transfer, as it is.
+        let mut line = CacheLine::new();
+        ctx.set_cur(CpuId(1));
+        line.rmw(&mut ctx, WORK);
+        ctx.set_cur(CpuId(0));
+        let before = ctx.now();
+        line.rmw(&mut ctx, WORK);
+        let transfer = ctx.machine().costs.line_transfer_same_socket.cycles();
+        assert_eq!(ctx.now() - before, transfer, "share {share}");
+        // A page cleared alone on an idle node: the CPU's own time, as it is.
+        let before = ctx.now();
+        let own = ctx.clear_cycles_for_bytes(CHUNK_BYTES);
+        let traffic = [Traffic {
+            node: 0,
+            bytes_per_byte: 1,
+        }];
+        let waited = dram_stream(&mut ctx, WORK, CHUNK_BYTES, own, &traffic);
+        assert_eq!(waited, Cycles::ZERO);
+        assert_eq!(ctx.now() - before, own, "share {share}");
+        assert_eq!(ctx.stats.event(Event::SmtCycles), 0);
+    }
+}
+
+#[test]
+fn the_profiles_as_shipped_share_the_x86_cores_and_not_power9_s() {
+    // (profile, share, a CPU's sibling): the x86 machines number a core's
+    // threads c and c + cores; xeon-8s-80c has one thread a core.
+    for (name, share, sibling) in [
+        ("haswell-ep-2s", 0.675, Some(36)),
+        ("x86-2s-server", 0.675, Some(40)),
+        ("power9-2s", 1.0, None),
+        ("xeon-8s-80c", 1.0, None),
+    ] {
+        let machine = machine::builtin(name).expect("built-in profile");
+        assert_eq!(machine.costs.smt_thread_share.value(), share, "{name}");
+        // Every CPU runnable, as a context starts: the sibling is busy.
+        let mut ctx = Ctx::new(machine, 1);
+        ctx.set_cur(CpuId(0));
+        ctx.charge(WORK, Cycles(1000));
+        // 1000 / 0.675 = 1481.48.
+        let expected = if share < 1.0 { 1481 } else { 1000 };
+        assert_eq!(ctx.now(), Cycles(expected), "{name}");
+        // With only the sibling idle (the other CPUs still runnable), the
+        // core is CPU 0's alone.
+        if let Some(sibling) = sibling {
+            ctx.set_state(CpuId(sibling), RunState::Idle);
+        }
+        assert!(!ctx.sibling_busy(CpuId(0)), "{name}");
+        ctx.charge(WORK, Cycles(1000));
+        assert_eq!(ctx.now(), Cycles(expected + 1000), "{name}");
+    }
+}
+
+#[test]
+fn a_share_above_one_or_in_another_unit_is_a_one_line_error() {
+    let mut machine = machine::builtin("haswell-ep-2s").expect("built-in profile");
+    let err = machine.set_cost("smt_thread_share=1.5").unwrap_err();
+    assert_eq!(err, "--set 'smt_thread_share=1.5': 1.5 is above 1");
+    let err = machine.set_cost("smt_thread_share=0.5ns").unwrap_err();
+    assert_eq!(
+        err,
+        "--set 'smt_thread_share=0.5ns': 'ns' is not a ratio unit (share)"
+    );
+    let err = machine.set_cost("smt_thread_share=0").unwrap_err();
+    assert!(err.contains("must be a positive number"), "{err}");
+    machine.set_cost("smt_thread_share=0.65share").unwrap();
+    assert_eq!(machine.costs.smt_thread_share.value(), 0.65);
+}

@@ -208,6 +208,10 @@ pub struct CacheLine {
     /// reference [`CacheLine::spill_tail`] is checked against).
     #[cfg(test)]
     pub(super) no_spill: bool,
+    /// Tests only: how many times atomics spilled were forgotten past
+    /// [`SPANS_MAX`], and how many were pushed onto the timeline.
+    #[cfg(test)]
+    pub(super) spills_seen: (u64, u64),
 }
 
 /// How many local atomics a line keeps aside at most.
@@ -980,6 +984,10 @@ impl CacheLine {
         }
         let spilled = count - on_timeline;
         if spilled > 0 {
+            #[cfg(test)]
+            {
+                self.spills_seen.0 += 1;
+            }
             let (start, end) = self.spilled[spilled - 1];
             self.transfers.raise_floor(end);
             self.fold_local(start, end);
@@ -1015,6 +1023,10 @@ impl CacheLine {
             let spans = tail[..len].iter().copied().map(span);
             self.transfers.push_back_all(spans, fold);
         } else {
+            #[cfg(test)]
+            {
+                self.spills_seen.1 += 1;
+            }
             let spilled = self.spilled.drain(..);
             let spans = spilled.chain(tail[..len].iter().copied()).map(span);
             self.transfers.push_back_all(spans, fold);

@@ -396,9 +396,15 @@ fn a_cpu_finds_another_cpu_s_run_of_local_atomics_as_of_its_own_clock() {
 }
 
 /// What one run of [`mixed_use_of_one_line`] saw: every access's CPU, wait
-/// and clock after, then the line's owner and the transfers and retries
-/// counted.
-type LineTrace = (Vec<(CpuId, Cycles, Cycles)>, Option<CpuId>, u64, u64);
+/// and clock after, then the line's owner, the transfers and retries
+/// counted, and the spilled atomics' forgettings and flushes.
+type LineTrace = (
+    Vec<(CpuId, Cycles, Cycles)>,
+    Option<CpuId>,
+    u64,
+    u64,
+    (u64, u64),
+);
 
 /// Three CPUs use one line in steps of random length: mostly local atomics
 /// a few cycles apart (some back to back, so that their spans join), now
@@ -415,13 +421,19 @@ fn mixed_use_of_one_line(no_spill: bool, seed: u64) -> LineTrace {
     let engine = run(ctx, |ctx| {
         let cpu = ctx.cur();
         let local = local_rmw(ctx);
-        let ops = match rng.below(8) {
-            0 => super::timeline::SPANS_MAX as u64 + 300 + rng.below(200),
-            1 | 2 => 1 + rng.below(30),
-            _ => 1 + rng.below(4),
+        // A long step does local atomics only (a read or a `cmpxchg` of
+        // its own would push what is spilled onto the timeline).
+        let (ops, long) = match rng.below(8) {
+            0 => (
+                2 * super::timeline::SPANS_MAX as u64 + rng.below(2000),
+                true,
+            ),
+            1 | 2 => (1 + rng.below(30), false),
+            _ => (1 + rng.below(4), false),
         };
         for _ in 0..ops {
-            let waited = match rng.below(24) {
+            let waited = match rng.below(if long { 1 } else { 24 }) {
+                _ if long => line.rmw(ctx, RMW),
                 0 => line.read(ctx, RMW),
                 1 => line.store(ctx, RMW),
                 2 => line.cmpxchg_loop(ctx, RMW),
@@ -445,6 +457,7 @@ fn mixed_use_of_one_line(no_spill: bool, seed: u64) -> LineTrace {
         line.owner(),
         ctx.stats.event(Event::LineTransfers),
         ctx.stats.event(Event::CmpxchgRetries),
+        line.spills_seen,
     )
 }
 
@@ -453,8 +466,16 @@ fn local_atomics_spilled_aside_behave_as_on_the_timeline() {
     for seed in 1..=6 {
         let spilled = mixed_use_of_one_line(false, seed);
         let pushed = mixed_use_of_one_line(true, seed);
-        assert!(spilled.0.len() > 20_000, "seed {seed}: a long run");
+        assert!(spilled.0.len() > 40_000, "seed {seed}: a long run");
         assert!(spilled.2 > 0, "seed {seed}: the line moved");
+        // Spilled atomics went past the timeline's limit, and onto the
+        // timeline for another CPU; the reference never spilled.
+        assert!(
+            spilled.4.0 > 0 && spilled.4.1 > 0,
+            "seed {seed}: {:?}",
+            spilled.4
+        );
+        assert_eq!(pushed.4, (0, 0), "seed {seed}");
         assert_eq!(spilled.0.len(), pushed.0.len(), "seed {seed}");
         for (i, (a, b)) in spilled.0.iter().zip(&pushed.0).enumerate() {
             assert_eq!(a, b, "seed {seed}: access {i}");

@@ -225,10 +225,12 @@ impl PageTables {
         debug_assert!(self.tables[id.0 as usize].is_some(), "live table");
         let at = entry_at(id, index);
         let was = self.entries[at];
-        let old = was.unpack(|| self.deposit(id, index));
+        // The old entry's kind is all that is needed of it (not unpacked:
+        // every fault, split and unmap sets entries).
+        let was_kind = was.0 & Packed::KIND;
         // A slot's deposit is meaningful only under a Huge entry: a stale
         // one is never read, so clearing a THP needs no write here.
-        if let Entry::Huge { .. } = old {
+        if was_kind == Packed::HUGE {
             self.nr_huge_deposits -= 1;
         }
         if let Entry::Huge { deposit, .. } = entry {
@@ -242,7 +244,7 @@ impl PageTables {
         }
         self.entries[at] = packed;
         let table = self.tables[id.0 as usize].as_mut().expect("live table");
-        match (old.is_none(), entry.is_none()) {
+        match (was_kind == 0, packed.0 & Packed::KIND == 0) {
             (true, false) => table.used += 1,
             (false, true) => table.used -= 1,
             _ => {}

@@ -3,6 +3,7 @@
 //!
 //! More, and why: docs/engine.md, "Notes: cacheline.rs".
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::ops::ControlFlow;
 
@@ -10,7 +11,7 @@ use super::engine::Ctx;
 use super::event::Event;
 use super::record::WaitKind;
 use super::symbol::Symbol;
-use super::timeline::{Span, Timeline};
+use super::timeline::{SPANS_MAX, Span, Timeline};
 use crate::machine::Distance;
 use crate::types::{CpuId, Cycles};
 
@@ -192,12 +193,25 @@ pub struct CacheLine {
     tail: LocalTail,
     /// Transfers still in reach of some CPU's clock.
     transfers: Timeline<Access>,
+    /// Local atomics of the tail's CPU older than the tail's and later than
+    /// every transfer: what the timeline would hold after its transfers had
+    /// the tail been pushed there each time it filled (see
+    /// [`CacheLine::spill_tail`]). Never without a tail.
+    spilled: VecDeque<(Cycles, Cycles)>,
     /// Who held the line when its forgotten history ended.
     owner_base: Option<CpuId>,
     sharers_base: CpuSet,
     /// The start and CPU of the latest forgotten modification: a
     /// `cmpxchg` swap in a later step than its read must see it.
     modified_base: Option<(Cycles, CpuId)>,
+    /// Tests only: push a full tail onto the timeline, never spill it (the
+    /// reference [`CacheLine::spill_tail`] is checked against).
+    #[cfg(test)]
+    pub(super) no_spill: bool,
+    /// Tests only: how many times atomics spilled were forgotten past
+    /// [`SPANS_MAX`], and how many were pushed onto the timeline.
+    #[cfg(test)]
+    pub(super) spills_seen: (u64, u64),
 }
 
 /// How many local atomics a line keeps aside at most.
@@ -283,7 +297,7 @@ impl CacheLine {
             // a line only one CPU uses).
             let cost = ctx.machine().costs.atomic_rmw_local.cycles();
             if self.tail.len == TAIL_MAX {
-                self.flush_tail();
+                self.spill_tail();
             }
             self.tail.cpu = cpu;
             self.tail.spans[self.tail.len] = (now, now + cost);
@@ -806,7 +820,12 @@ impl CacheLine {
     fn forget_before(&mut self, horizon: Cycles) {
         let oldest_end = match self.transfers.first() {
             Some(oldest) => Some(oldest.end),
-            None => (self.tail.len > 0).then(|| self.tail.spans[0].1),
+            // Atomics spilled are older than the tail's, and only kept
+            // beside a tail.
+            None => (self.tail.len > 0).then(|| match self.spilled.front() {
+                Some(&(_, end)) => end,
+                None => self.tail.spans[0].1,
+            }),
         };
         if oldest_end.is_some_and(|end| end <= horizon) {
             self.forget_ended(horizon);
@@ -826,32 +845,161 @@ impl CacheLine {
                 .prune(horizon, |old| fold(owner, sharers, modified, *old));
         }
         // Most lines are used by one CPU only: the timeline is empty and the
-        // atomics of its last step, kept aside, are over.
+        // atomics of its last step, kept aside, are over. (Atomics spilled,
+        // older than the tail's, go first; there are none without a tail.)
         if self.tail.len > 0 && self.transfers.len() == 0 {
+            if !self.spilled.is_empty() && !self.forget_spilled(horizon) {
+                return;
+            }
             let ended = self.tail.spans[..self.tail.len]
                 .iter()
                 .take_while(|&&(_, end)| end <= horizon)
                 .count();
             if ended > 0 {
-                fold(
-                    &mut self.owner_base,
-                    &mut self.sharers_base,
-                    &mut self.modified_base,
-                    Span {
-                        start: self.tail.spans[ended - 1].0,
-                        end: self.tail.spans[ended - 1].1,
-                        data: Access::Modify(self.tail.cpu),
-                    },
-                );
+                let (start, end) = self.tail.spans[ended - 1];
+                self.fold_local(start, end);
                 self.tail.drop_front(ended);
             }
         }
     }
 
-    /// Puts the local atomics kept aside onto the timeline, in order.
-    /// All at the timeline's back, so they are recorded in one batch
-    /// ([`Timeline::push_back_all`]: one forgetting of the oldest, not one
-    /// per atomic, on a line whose timeline is full).
+    /// Forgets the atomics spilled that ended by `horizon` (a line one CPU
+    /// used through a long step), as the timeline would forget them: each
+    /// is a modification by the same CPU, so folding the last that ended
+    /// leaves what folding each in turn would. Returns whether all went.
+    #[inline(never)]
+    fn forget_spilled(&mut self, horizon: Cycles) -> bool {
+        let ended = (self.spilled.iter())
+            .take_while(|&&(_, end)| end <= horizon)
+            .count();
+        if ended > 0 {
+            let (start, end) = self.spilled[ended - 1];
+            self.fold_local(start, end);
+            self.spilled.drain(..ended);
+        }
+        self.spilled.is_empty()
+    }
+
+    /// Folds a forgotten local atomic of the tail's CPU into the state
+    /// before the remembered transfers.
+    fn fold_local(&mut self, start: Cycles, end: Cycles) {
+        fold(
+            &mut self.owner_base,
+            &mut self.sharers_base,
+            &mut self.modified_base,
+            Span {
+                start,
+                end,
+                data: Access::Modify(self.tail.cpu),
+            },
+        );
+    }
+
+    /// Makes room in a full tail: its atomics go to `spilled`, a plain
+    /// queue after the timeline's transfers, exactly as
+    /// [`Timeline::push_back_all`] would have recorded them on the
+    /// timeline: one that begins where the one before it ends (on the
+    /// timeline or spilled) extends it, and past [`SPANS_MAX`] spans in
+    /// all the oldest is forgotten (folded, the floor raised to its end).
+    /// The common case is a line one CPU uses through a long step (a
+    /// memcg's counter, a lock only its CPU takes): its atomics are
+    /// pushed onto the timeline only if another access needs them there
+    /// ([`CacheLine::flush_tail`]), which most such lines never see.
+    #[inline(never)]
+    fn spill_tail(&mut self) {
+        #[cfg(test)]
+        if self.no_spill {
+            return self.flush_tail();
+        }
+        debug_assert!(self.tail.len == TAIL_MAX, "spilling a tail not full");
+        let cpu = self.tail.cpu;
+        // The tail's atomics joined where one begins as the one before it
+        // ends (with the one before the tail, if it is spilled).
+        let mut joined = [(Cycles::ZERO, Cycles::ZERO); TAIL_MAX];
+        let mut count: usize = 0;
+        let mut before = self.spilled.back_mut();
+        for &(start, end) in &self.tail.spans[..self.tail.len] {
+            match count.checked_sub(1) {
+                Some(last) if joined[last].1 == start => joined[last].1 = end,
+                None if before.as_ref().is_some_and(|last| last.1 == start) => {
+                    before.as_mut().expect("a span spilled").1 = end;
+                }
+                _ => {
+                    joined[count] = (start, end);
+                    count += 1;
+                }
+            }
+        }
+        self.tail.len = 0;
+        let mut joined = &joined[..count];
+        // With nothing spilled, the first may extend the timeline's last
+        // span: pushed there, where the extension is made.
+        if self.spilled.is_empty()
+            && let Some(&(start, end)) = joined.first()
+            && (self.transfers.last())
+                .is_some_and(|last| last.end == start && last.data == Access::Modify(cpu))
+        {
+            self.push_on_timeline(start, end);
+            joined = &joined[1..];
+        }
+        let excess =
+            (self.transfers.len() + self.spilled.len() + joined.len()).saturating_sub(SPANS_MAX);
+        if excess > 0 {
+            self.forget_oldest_local(excess);
+        }
+        self.spilled.extend(joined);
+    }
+
+    /// Pushes one local atomic of the tail's CPU onto the timeline's back.
+    fn push_on_timeline(&mut self, start: Cycles, end: Cycles) {
+        let (owner, sharers, modified) = (
+            &mut self.owner_base,
+            &mut self.sharers_base,
+            &mut self.modified_base,
+        );
+        let span = Span {
+            start,
+            end,
+            data: Access::Modify(self.tail.cpu),
+        };
+        self.transfers
+            .push_back_all([span], |old| fold(owner, sharers, modified, *old));
+    }
+
+    /// Forgets the oldest `count` of the spans on the timeline and spilled,
+    /// as the timeline forgets those past [`SPANS_MAX`]: each folded in
+    /// turn, the floor raised to the latest end. The spans spilled are
+    /// modifications by one CPU, in order: folding the last of them, and
+    /// raising the floor to its end, leaves what doing so for each does.
+    fn forget_oldest_local(&mut self, count: usize) {
+        let on_timeline = count.min(self.transfers.len());
+        if on_timeline > 0 {
+            let (owner, sharers, modified) = (
+                &mut self.owner_base,
+                &mut self.sharers_base,
+                &mut self.modified_base,
+            );
+            self.transfers
+                .forget_front(on_timeline, |old| fold(owner, sharers, modified, *old));
+        }
+        let spilled = count - on_timeline;
+        if spilled > 0 {
+            #[cfg(test)]
+            {
+                self.spills_seen.0 += 1;
+            }
+            let (start, end) = self.spilled[spilled - 1];
+            self.transfers.raise_floor(end);
+            self.fold_local(start, end);
+            self.spilled.drain(..spilled);
+        }
+    }
+
+    /// Puts the local atomics kept aside (those spilled, then the tail's)
+    /// onto the timeline, in order. All at the timeline's back, so they
+    /// are recorded in one batch ([`Timeline::push_back_all`]: one
+    /// forgetting of the oldest, not one per atomic, on a line whose
+    /// timeline is full).
     #[inline(never)]
     fn flush_tail(&mut self) {
         let (cpu, len, tail) = (self.tail.cpu, self.tail.len, self.tail.spans);
@@ -863,13 +1011,26 @@ impl CacheLine {
             &mut self.sharers_base,
             &mut self.modified_base,
         );
-        let spans = tail[..len].iter().map(|&(start, end)| Span {
+        let span = |(start, end)| Span {
             start,
             end,
             data: Access::Modify(cpu),
-        });
-        self.transfers
-            .push_back_all(spans, |old| fold(owner, sharers, modified, *old));
+        };
+        let fold = |old: &Span<Access>| fold(owner, sharers, modified, *old);
+        if self.spilled.is_empty() {
+            // The usual case: only the tail's few (a separate loop, so that
+            // a contended line's flushes pay nothing for the queue).
+            let spans = tail[..len].iter().copied().map(span);
+            self.transfers.push_back_all(spans, fold);
+        } else {
+            #[cfg(test)]
+            {
+                self.spills_seen.1 += 1;
+            }
+            let spilled = self.spilled.drain(..);
+            let spans = spilled.chain(tail[..len].iter().copied()).map(span);
+            self.transfers.push_back_all(spans, fold);
+        }
         self.tail.len = 0;
     }
 }

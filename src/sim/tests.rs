@@ -401,6 +401,96 @@ fn a_cpu_finds_another_cpu_s_run_of_local_atomics_as_of_its_own_clock() {
     }
 }
 
+/// What one run of [`mixed_use_of_one_line`] saw: every access's CPU, wait
+/// and clock after, then the line's owner, the transfers and retries
+/// counted, and the spilled atomics' forgettings and flushes.
+type LineTrace = (
+    Vec<(CpuId, Cycles, Cycles)>,
+    Option<CpuId>,
+    u64,
+    u64,
+    (u64, u64),
+);
+
+/// Three CPUs use one line in steps of random length: mostly local atomics
+/// a few cycles apart (some back to back, so that their spans join), now
+/// and then a step longer than a timeline holds, and reads, stores and
+/// `cmpxchg` loops of the others in between, at earlier clocks. With
+/// `no_spill` the line pushes every full tail onto its timeline.
+fn mixed_use_of_one_line(no_spill: bool, seed: u64) -> LineTrace {
+    let ctx = ctx_with_cpus(3, 1);
+    let mut line = CacheLine::new();
+    line.no_spill = no_spill;
+    let mut rng = Rng::new(seed);
+    let mut steps = [0u32; 3];
+    let mut trace = Vec::new();
+    let engine = run(ctx, |ctx| {
+        let cpu = ctx.cur();
+        let local = local_rmw(ctx);
+        // A long step does local atomics only (a read or a `cmpxchg` of
+        // its own would push what is spilled onto the timeline).
+        let (ops, long) = match rng.below(8) {
+            0 => (
+                2 * super::timeline::SPANS_MAX as u64 + rng.below(2000),
+                true,
+            ),
+            1 | 2 => (1 + rng.below(30), false),
+            _ => (1 + rng.below(4), false),
+        };
+        for _ in 0..ops {
+            let waited = match rng.below(if long { 1 } else { 24 }) {
+                _ if long => line.rmw(ctx, RMW),
+                0 => line.read(ctx, RMW),
+                1 => line.store(ctx, RMW),
+                2 => line.cmpxchg_loop(ctx, RMW),
+                _ => line.rmw(ctx, RMW),
+            };
+            trace.push((cpu, waited, ctx.now()));
+            // Back to back now and then; a gap of a few atomics otherwise.
+            let gap = local.0 * rng.below(4);
+            ctx.charge(WORK, Cycles(gap));
+        }
+        // The others start their steps behind this one's end.
+        ctx.charge(WORK, Cycles(rng.below(4 * local.0 * ops)));
+        steps[cpu.index()] += 1;
+        if steps[cpu.index()] == 40 {
+            ctx.finish();
+        }
+    });
+    let ctx = &engine.ctx;
+    (
+        trace,
+        line.owner(),
+        ctx.stats.event(Event::LineTransfers),
+        ctx.stats.event(Event::CmpxchgRetries),
+        line.spills_seen,
+    )
+}
+
+#[test]
+fn local_atomics_spilled_aside_behave_as_on_the_timeline() {
+    for seed in 1..=6 {
+        let spilled = mixed_use_of_one_line(false, seed);
+        let pushed = mixed_use_of_one_line(true, seed);
+        assert!(spilled.0.len() > 40_000, "seed {seed}: a long run");
+        assert!(spilled.2 > 0, "seed {seed}: the line moved");
+        // Spilled atomics went past the timeline's limit, and onto the
+        // timeline for another CPU; the reference never spilled.
+        assert!(
+            spilled.4.0 > 0 && spilled.4.1 > 0,
+            "seed {seed}: {:?}",
+            spilled.4
+        );
+        assert_eq!(pushed.4, (0, 0), "seed {seed}");
+        assert_eq!(spilled.0.len(), pushed.0.len(), "seed {seed}");
+        for (i, (a, b)) in spilled.0.iter().zip(&pushed.0).enumerate() {
+            assert_eq!(a, b, "seed {seed}: access {i}");
+        }
+        assert_eq!(spilled.1, pushed.1, "seed {seed}");
+        assert_eq!((spilled.2, spilled.3), (pushed.2, pushed.3), "seed {seed}");
+    }
+}
+
 /// cpu1 owns the line and modifies it again at `again`; cpu0 runs a
 /// `cmpxchg` loop from cycle 100. Returns cpu0's clock after it and the
 /// retries counted.

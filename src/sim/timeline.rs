@@ -94,6 +94,13 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.floor
     }
 
+    /// Raises the floor to `t` if it is lower: a span kept aside by the
+    /// caller in place of this timeline was forgotten past [`SPANS_MAX`],
+    /// as [`Timeline::push`] would have forgotten it.
+    pub(crate) fn raise_floor(&mut self, t: Cycles) {
+        self.floor = self.floor.max(t);
+    }
+
     /// Whether nothing is placed at or after `t`, so a use could start there
     /// without a search (for an exclusive timeline, whose last span ends
     /// last).
@@ -405,7 +412,7 @@ impl<T: Copy + PartialEq> Timeline<T> {
     pub(crate) fn push_back_all(
         &mut self,
         spans: impl IntoIterator<Item = Span<T>>,
-        mut fold: impl FnMut(&Span<T>),
+        fold: impl FnMut(&Span<T>),
     ) {
         // What `push_back_unbounded` does per span, with the last span kept
         // at hand rather than looked up, and the finger set once.
@@ -447,14 +454,21 @@ impl<T: Copy + PartialEq> Timeline<T> {
         }
         let excess = self.len().saturating_sub(SPANS_MAX);
         if excess > 0 {
-            let mut floor = self.floor;
-            for old in &self.spans()[..excess] {
-                floor = floor.max(old.end);
-                fold(old);
-            }
-            self.floor = floor;
-            self.forget_oldest(excess);
+            self.forget_front(excess, fold);
         }
+    }
+
+    /// Forgets the oldest `count` spans as the timeline does past
+    /// [`SPANS_MAX`]: each passed to `fold`, oldest first, and the floor
+    /// raised to the latest of their ends.
+    pub(crate) fn forget_front(&mut self, count: usize, mut fold: impl FnMut(&Span<T>)) {
+        let mut floor = self.floor;
+        for old in &self.spans()[..count] {
+            floor = floor.max(old.end);
+            fold(old);
+        }
+        self.floor = floor;
+        self.forget_oldest(count);
     }
 
     /// Before a span starting at `start` goes in after one ending at

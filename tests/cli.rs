@@ -1906,3 +1906,36 @@ fn soak_is_deterministic_and_shrinks_an_injected_fault() {
         "the replay fails again: {replay}"
     );
 }
+
+/// A `--timeline-window` that starts after the run ended writes a file
+/// with no event in it, and says so; one that covers the run does not.
+#[test]
+fn an_empty_timeline_window_is_reported() {
+    let dir = TempDir::new("window");
+    let path = dir.file("t.json", "");
+    let late = succeeds(&[
+        "run",
+        "usemem",
+        "1M",
+        "--timeline",
+        &path,
+        "--timeline-window",
+        "100s..",
+    ]);
+    assert!(
+        late.contains(
+            "warning: --timeline-window recorded no event (it starts 100000000 us after boot"
+        ),
+        "{late}"
+    );
+    let covering = succeeds(&[
+        "run",
+        "usemem",
+        "1M",
+        "--timeline",
+        &path,
+        "--timeline-window",
+        "..100s",
+    ]);
+    assert!(!covering.contains("warning:"), "{covering}");
+}

@@ -76,6 +76,23 @@ impl Outputs {
         (stacks || timeline.is_some()).then_some(Request { stacks, timeline })
     }
 
+    /// A line for the output when `--timeline-window` was given and the
+    /// timelines written hold no event: a window that starts after the run
+    /// ended gives a file with nothing in it, which should not pass
+    /// unremarked.
+    fn empty_window_warning(&self, timelines: &[&record::Timeline]) -> String {
+        let windowed = self.window != (0, None);
+        if !windowed || timelines.is_empty() || timelines.iter().any(|t| t.events > 0) {
+            return String::new();
+        }
+        let path = self.timeline.as_deref().unwrap_or_default();
+        format!(
+            "warning: --timeline-window recorded no event (it starts {} us after boot; did the run end before?); '{}' holds none\n",
+            self.window.0 / 1000,
+            escape(path)
+        )
+    }
+
     /// Runs `f` recording what was asked for.
     pub(super) fn recording<R>(&self, machine: &Machine, f: impl FnOnce() -> R) -> R {
         record::with_request(self.request(machine), f)
@@ -88,17 +105,19 @@ impl Outputs {
         if let (Some(path), Some(rec)) = (&self.folded, rec) {
             write(path, &rec.folded_text())?;
         }
+        let mut warning = String::new();
         if let (Some(path), Some(t)) = (&self.timeline, rec.and_then(|r| r.timeline.as_ref())) {
             let runs = [timeline_run(run, format!("{} {}", run.workload, "run"), t)];
             write(path, &timeline_json(&runs))?;
+            warning = self.empty_window_warning(&[t]);
         }
         if let Some(path) = &self.html {
             let page = run_html(&HtmlRun::new("run", run));
             write(path, &page)?;
         }
         Ok(match (self.children, rec) {
-            (true, Some(rec)) => format_children(rec, top),
-            _ => String::new(),
+            (true, Some(rec)) => warning + &format_children(rec, top),
+            _ => warning,
         })
     }
 
@@ -114,6 +133,7 @@ impl Outputs {
             before.stats.recording.as_deref(),
             after.stats.recording.as_deref(),
         );
+        let mut text = String::new();
         if let (Some(path), (Some(b), Some(a))) = (&self.folded, recs) {
             write(path, &record::differential(b, a))?;
         }
@@ -131,6 +151,7 @@ impl Outputs {
                 timeline_run(after, format!("{} after ({feature} on)", after.workload), a),
             ];
             write(path, &timeline_json(&runs))?;
+            text.push_str(&self.empty_window_warning(&[b, a]));
         }
         if let Some(path) = &self.html {
             let page = compare_html(
@@ -140,7 +161,6 @@ impl Outputs {
             );
             write(path, &page)?;
         }
-        let mut text = String::new();
         if self.children {
             for (side, rec) in [("before", recs.0), ("after", recs.1)] {
                 if let Some(rec) = rec {

@@ -63,6 +63,19 @@ impl Axis {
                 escape(text)
             )));
         }
+        // A value given twice would run the same point twice and print
+        // two equal rows: a slip, never a wish.
+        if let Some((_, twice)) = values
+            .iter()
+            .enumerate()
+            .find(|(i, v)| values[..*i].contains(v))
+        {
+            return Err(CliError::new(format!(
+                "--vary '{}': the value '{}' is given twice",
+                escape(text),
+                escape(twice)
+            )));
+        }
         // `seed` and `machine` are inputs of every row and parameters
         // too: the parameter's value stands for both.
         if FIXED_FIELDS.contains(&param) && param != "seed" && param != "machine" {
@@ -511,7 +524,14 @@ mod tests {
                 .points()
                 .is_err()
         );
-        let values = vec!["1"; 1000].join(",");
+        assert_eq!(
+            Axis::parse("seed=1,2,1").unwrap_err().to_string(),
+            "--vary 'seed=1,2,1': the value '1' is given twice"
+        );
+        let values = (0..1000)
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let big = format!("a={values}");
         let big2 = format!("b={values}");
         assert!(spec(&["usemem", "1M"], &[&big, &big2]).points().is_err());

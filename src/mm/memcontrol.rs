@@ -577,18 +577,8 @@ impl Kernel {
         item: MemcgStat,
         delta: i64,
     ) {
-        // The node's own counter changes with or without a cgroup.
-        super::vmstat::mod_node_page_state(ctx);
-        let Some(memcg) = self.memcg.as_mut() else {
-            return;
-        };
-        // page_memcg of the head and mem_cgroup_lruvec.
-        let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
-        ctx.charge(Symbol::ModLruvecPageState, cost);
-        if self.pages.get(head).test(PageFlags::MEMCG) {
-            let node = self.pa.node_of(head);
-            memcg.mod_memcg_lruvec_state(ctx, node, item, delta);
-        }
+        let charged = self.memcg.is_some() && self.pages.get(head).test(PageFlags::MEMCG);
+        self.mod_lruvec_page_state_of(ctx, head, charged, item, delta);
     }
 
     /// [`Kernel::mod_lruvec_page_state`] of a page whose `PG_memcg` the
@@ -603,10 +593,12 @@ impl Kernel {
         delta: i64,
     ) {
         debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        // The node's own counter changes with or without a cgroup.
         super::vmstat::mod_node_page_state(ctx);
         let Some(memcg) = self.memcg.as_mut() else {
             return;
         };
+        // page_memcg of the head and mem_cgroup_lruvec.
         let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
         ctx.charge(Symbol::ModLruvecPageState, cost);
         if charged {
@@ -654,17 +646,8 @@ impl Kernel {
         lru: LruList,
         delta: i64,
     ) {
-        // __update_lru_size: the node's NR_LRU_BASE + lru and the zone's
-        // NR_ZONE_LRU_BASE + lru, with or without a cgroup.
-        super::vmstat::mod_node_page_state(ctx);
-        super::vmstat::mod_zone_page_state(ctx);
-        if self.memcg.is_none() || !self.pages.get(head).test(PageFlags::MEMCG) {
-            return;
-        }
-        let node = self.pa.node_of(head);
-        if let Some(memcg) = self.memcg.as_mut() {
-            memcg.mod_memcg_lruvec_state(ctx, node, MemcgStat::Lru(lru), delta);
-        }
+        let charged = self.memcg.is_some() && self.pages.get(head).test(PageFlags::MEMCG);
+        self.memcg_update_lru_size_of(ctx, head, charged, lru, delta);
     }
 
     /// [`Kernel::memcg_update_lru_size`] of a page whose `PG_memcg` the
@@ -678,6 +661,8 @@ impl Kernel {
         delta: i64,
     ) {
         debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        // __update_lru_size: the node's NR_LRU_BASE + lru and the zone's
+        // NR_ZONE_LRU_BASE + lru, with or without a cgroup.
         super::vmstat::mod_node_page_state(ctx);
         super::vmstat::mod_zone_page_state(ctx);
         if !charged {

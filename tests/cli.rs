@@ -1913,29 +1913,24 @@ fn soak_is_deterministic_and_shrinks_an_injected_fault() {
 fn an_empty_timeline_window_is_reported() {
     let dir = TempDir::new("window");
     let path = dir.file("t.json", "");
-    let late = succeeds(&[
-        "run",
-        "usemem",
-        "1M",
-        "--timeline",
-        &path,
-        "--timeline-window",
-        "100s..",
-    ]);
+    let run_with_window = |window: &str| {
+        succeeds(&[
+            "run",
+            "usemem",
+            "1M",
+            "--timeline",
+            &path,
+            "--timeline-window",
+            window,
+        ])
+    };
+    let late = run_with_window("100s..");
     assert!(
         late.contains(
             "warning: --timeline-window recorded no event (it starts 100000000 us after boot"
         ),
         "{late}"
     );
-    let covering = succeeds(&[
-        "run",
-        "usemem",
-        "1M",
-        "--timeline",
-        &path,
-        "--timeline-window",
-        "..100s",
-    ]);
+    let covering = run_with_window("..100s");
     assert!(!covering.contains("warning:"), "{covering}");
 }

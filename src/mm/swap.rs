@@ -128,7 +128,9 @@ enum Batch {
 }
 
 impl Kernel {
-    /// `thp_nr_pages` of a head page.
+    /// `thp_nr_pages` of a head page. Inline: asked a few times a page on
+    /// every reclaim path, and a call cost as much as the look-up.
+    #[inline]
     pub(super) fn thp_nr_pages(&self, head: Pfn) -> u64 {
         Order(self.pa.page(head).order).nr_pages()
     }
@@ -586,14 +588,10 @@ impl Kernel {
                     held = None;
                 }
             }
-            let head = self.compound_head(pfn);
-            let page = self.pa.page_mut(head);
-            assert!(page.refcount() > 0, "{head}: release_pages on a free page");
-            *page.refcount_mut() -= 1;
-            if page.refcount() > 0 {
+            let Some(head) = self.put_page_testzero(pfn, "release_pages") else {
                 continue;
-            }
-            if page.order > 0 {
+            };
+            if self.pa.page(head).order > 0 {
                 if let Some(node) = held.take() {
                     self.lru_unlock(ctx, node);
                 }

@@ -644,20 +644,8 @@ impl Kernel {
 
     /// `update_lru_size`: the node's and the zone's counts, and a charged
     /// page's lruvec (the cgroup's): `__mod_lruvec_state` ->
-    /// `__mod_memcg_lruvec_state`.
-    pub(super) fn memcg_update_lru_size(
-        &mut self,
-        ctx: &mut Ctx,
-        head: Pfn,
-        lru: LruList,
-        delta: i64,
-    ) {
-        let charged = self.memcg.is_some() && self.pages.get(head).test(PageFlags::MEMCG);
-        self.memcg_update_lru_size_of(ctx, head, charged, lru, delta);
-    }
-
-    /// [`Kernel::memcg_update_lru_size`] of a page whose `PG_memcg` the
-    /// caller has read (`charged`).
+    /// `__mod_memcg_lruvec_state`. The caller has read the page's
+    /// `PG_memcg` (`charged`).
     pub(super) fn memcg_update_lru_size_of(
         &mut self,
         ctx: &mut Ctx,

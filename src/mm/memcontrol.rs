@@ -589,7 +589,8 @@ impl Kernel {
 
     /// [`Kernel::mod_lruvec_page_state`] of a page whose `PG_memcg` the
     /// caller has read (`charged`): the same charges, one look-up fewer.
-    #[inline]
+    /// Inlined always: a call's register saves were a fifth of its cost.
+    #[inline(always)]
     pub(super) fn mod_lruvec_page_state_of(
         &mut self,
         ctx: &mut Ctx,

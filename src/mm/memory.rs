@@ -461,14 +461,32 @@ impl Kernel {
     /// the (compound) page; the last one takes it off the LRU
     /// (`__page_cache_release`) and frees it with its contents at zero.
     pub(super) fn put_page(&mut self, ctx: &mut Ctx, pfn: Pfn) {
-        let head = self.compound_head(pfn);
-        let page = self.pa.page_mut(head);
-        assert!(page.refcount() > 0, "{head}: put_page on a free page");
-        *page.refcount_mut() -= 1;
-        if page.refcount() > 0 {
-            return;
+        if let Some(head) = self.put_page_testzero(pfn, "put_page") {
+            self.free_unreferenced_page(ctx, head);
         }
-        self.free_unreferenced_page(ctx, head);
+    }
+
+    /// `put_page_testzero` of `pfn`'s compound page: drops a reference on
+    /// its head, and returns the head if that was the last. One look-up of
+    /// the struct page when `pfn` heads its block (a 4 KiB page, nearly
+    /// every put): [`Kernel::compound_head`] then the head's own look-up
+    /// read the same page twice.
+    ///
+    /// `caller` names the path in the panic of a put on a free page.
+    pub(super) fn put_page_testzero(&mut self, pfn: Pfn, caller: &str) -> Option<Pfn> {
+        let head = match self.pa.page_mut_listed(pfn) {
+            Some(page) if page.state != PageState::Tail => {
+                assert!(page.refcount() > 0, "{pfn}: {caller} on a free page");
+                *page.refcount_mut() -= 1;
+                return (page.refcount() == 0).then_some(pfn);
+            }
+            // A tail (with metadata of its own or not): its THP's head.
+            _ => Pfn(pfn.0 & !(HPAGE_PMD_NR - 1)),
+        };
+        let page = self.pa.page_mut(head);
+        assert!(page.refcount() > 0, "{head}: {caller} on a free page");
+        *page.refcount_mut() -= 1;
+        (page.refcount() == 0).then_some(head)
     }
 
     /// The head of the block `pfn` belongs to: itself, or its THP's head.

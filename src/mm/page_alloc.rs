@@ -28,10 +28,8 @@
 //! with interrupts off (`local_lock_irqsave(&pagesets.lock)`). Lock order:
 //! pagesets.lock, then zone->lock.
 
-use std::collections::{HashSet, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 
-use super::frame_map::FibHasher;
 use super::mmzone::{
     MAX_ORDER, MIGRATE_PCPTYPES, MigrateType, Order, PAGE_ALLOC_COSTLY_ORDER, PAGE_SIZE,
     PAGEBLOCK_NR_PAGES, Pfn, pageblock_order,
@@ -246,10 +244,11 @@ pub struct Zone {
     /// The struct pages a drain has in this CPU's cache: the blocks it
     /// took off the per-CPU lists, the buddies it prefetched, the lines
     /// its merges read or wrote. Empty outside `free_pcppages_bulk`; kept
-    /// only to reuse its allocation. A hash set, asked only "is this line
-    /// in it" and never iterated, so its order cannot leak: a sorted
-    /// vector's binary searches and inserts were a tenth of a drain.
-    cached_lines: HashSet<u32, BuildHasherDefault<FibHasher>>,
+    /// only to reuse its allocation. A set asked only "is this line in
+    /// it" and never iterated, so no order can leak: a sorted vector's
+    /// binary searches and inserts were a tenth of a drain, and a hash
+    /// set's probes several percent of a page-out run ([`LineSet`]).
+    cached_lines: LineSet,
 }
 
 /// The page allocator of the whole machine.
@@ -549,6 +548,16 @@ impl PageAllocator {
         self.zones[z].map.get_mut(idx)
     }
 
+    /// The struct page of `pfn` to change, if it has metadata of its own
+    /// ([`PageMap::get_mut_listed`]): None for a tail its pageblock's head
+    /// describes, which this look-up, unlike [`Self::page_mut`], leaves
+    /// without per-page metadata.
+    #[inline]
+    pub fn page_mut_listed(&mut self, pfn: Pfn) -> Option<&mut PageMeta> {
+        let (z, idx) = self.zone_of(pfn);
+        self.zones[z].map.get_mut_listed(idx)
+    }
+
     /// Runs the allocator's consistency checks (see [`Zone::check`]).
     pub fn check(&self) {
         for zone in &self.zones {
@@ -671,7 +680,7 @@ impl Zone {
             prefetch_buddy: true,
             draining: false,
             drained: Vec::new(),
-            cached_lines: HashSet::default(),
+            cached_lines: LineSet::default(),
         };
         // memblock_free_all: every max-order block to the tail of the
         // Movable list, in physical order; the list holds them as one
@@ -1283,18 +1292,16 @@ impl Zone {
         // before its merge: in cache from then on, its buddy not.
         let prefetch_nr = pcp.batch as usize;
         let high_order = nr_lists == NR_PCP_LISTS;
-        let mut cached = std::mem::take(&mut self.cached_lines);
-        cached.clear();
+        self.cached_lines.clear();
         if self.prefetch_buddy {
             for (i, &(idx, order)) in freed.iter().enumerate() {
-                cached.insert(idx);
+                self.cached_lines.insert(idx);
                 if i < prefetch_nr {
                     let prefetched = if high_order { order.0 } else { 0 };
-                    cached.insert(idx ^ (1u32 << prefetched));
+                    self.cached_lines.insert(idx ^ (1u32 << prefetched));
                 }
             }
         }
-        self.cached_lines = cached;
         self.draining = true;
         self.lock_zone(ctx, LockKind::Plain);
         for &(idx, order) in &freed {
@@ -1420,7 +1427,7 @@ impl Zone {
     /// Whether a drain has the struct page at `idx` in this CPU's cache
     /// ([`Zone::cached_lines`]); `NIL`, no page, needs no line.
     fn line_cached(&self, idx: u32) -> bool {
-        idx == NIL || self.cached_lines.contains(&idx)
+        idx == NIL || self.cached_lines.contains(idx)
     }
 
     /// The drain has just read or written the struct page at `idx`.
@@ -1598,6 +1605,105 @@ impl KeptHalves {
     fn pop(&mut self) -> Option<(u32, u8)> {
         self.len = self.len.checked_sub(1)?;
         Some(self.halves[self.len])
+    }
+}
+
+/// A set of struct page indices that empties in O(1): an open-addressed
+/// table (linear probing) whose slots hold an index and the generation
+/// that wrote it; a slot of an older generation is empty, so clearing
+/// bumps the generation instead of touching the slots. A drain asks it a
+/// dozen times a page freed, where a general hash set's probe cost more
+/// than the rest of the merge check; it holds a few hundred lines at most
+/// and grows, as any set, when it passes half full.
+#[derive(Clone, Debug)]
+struct LineSet {
+    /// (index, generation) a slot; a power of two of them.
+    slots: Vec<(u32, u32)>,
+    /// The generation of the live slots (never 0, the fresh slots').
+    generation: u32,
+    len: usize,
+}
+
+impl Default for LineSet {
+    fn default() -> Self {
+        LineSet {
+            slots: vec![(0, 0); 256],
+            generation: 1,
+            len: 0,
+        }
+    }
+}
+
+impl LineSet {
+    /// The slot to probe first for `idx` (Fibonacci hashing: neighbouring
+    /// pages spread over the table).
+    #[inline]
+    fn home(&self, idx: u32) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        (idx.wrapping_mul(0x9e37_79b9) >> (32 - bits)) as usize
+    }
+
+    #[inline]
+    fn contains(&self, idx: u32) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(idx);
+        loop {
+            let (key, generation) = self.slots[at];
+            if generation != self.generation {
+                return false;
+            }
+            if key == idx {
+                return true;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, idx: u32) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(idx);
+        loop {
+            let (key, generation) = self.slots[at];
+            if generation != self.generation {
+                self.slots[at] = (idx, self.generation);
+                self.len += 1;
+                return;
+            }
+            if key == idx {
+                return;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Empties the set: its slots all belong to an older generation now.
+    fn clear(&mut self) {
+        self.len = 0;
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: slots of generation 1 would come back to life.
+            self.slots.fill((0, 0));
+            self.generation = 1;
+        }
+    }
+
+    /// Twice the slots, the live indices put back.
+    #[cold]
+    fn grow(&mut self) {
+        let live: Vec<u32> = (self.slots.iter())
+            .filter(|&&(_, g)| g == self.generation)
+            .map(|&(idx, _)| idx)
+            .collect();
+        self.slots = vec![(0, 0); self.slots.len() * 2];
+        self.generation = 1;
+        self.len = 0;
+        for idx in live {
+            self.insert(idx);
+        }
     }
 }
 

@@ -70,12 +70,21 @@ impl Lru {
         self.lruvecs.get(node as usize)
     }
 
+    /// Inline, its growth kept out of line: every LRU operation and its
+    /// lock come here, and the node's lruvec nearly always exists.
+    #[inline]
     pub(super) fn lruvec_mut(&mut self, node: u32) -> &mut Lruvec {
         let i = node as usize;
         if self.lruvecs.len() <= i {
-            self.lruvecs.resize_with(i + 1, Lruvec::default);
+            self.grow_lruvecs(i + 1);
         }
         &mut self.lruvecs[i]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_lruvecs(&mut self, len: usize) {
+        self.lruvecs.resize_with(len, Lruvec::default);
     }
 
     /// Every node's lruvec, by node.
@@ -128,7 +137,9 @@ enum Batch {
 }
 
 impl Kernel {
-    /// `thp_nr_pages` of a head page.
+    /// `thp_nr_pages` of a head page. Inline: asked a few times a page on
+    /// every reclaim path, and a call cost as much as the look-up.
+    #[inline]
     pub(super) fn thp_nr_pages(&self, head: Pfn) -> u64 {
         Order(self.pa.page(head).order).nr_pages()
     }
@@ -178,14 +189,22 @@ impl Kernel {
     ) {
         let cost = ctx.machine().costs.pcp_list_op.cycles();
         ctx.charge(symbol, cost);
-        for pfn in std::iter::once(page).chain(neighbours.iter().flatten().copied()) {
-            touch_line(
-                ctx,
-                &mut self.pa.page_mut(pfn).last_cpu,
-                symbol,
-                LineAccess::Write,
-            );
+        self.write_struct_page(ctx, symbol, page);
+        for &pfn in neighbours.iter().flatten() {
+            self.write_struct_page(ctx, symbol, pfn);
         }
+    }
+
+    /// This CPU writes `pfn`'s struct page line: a transfer if another CPU
+    /// wrote it last.
+    #[inline]
+    fn write_struct_page(&mut self, ctx: &mut Ctx, symbol: Symbol, pfn: Pfn) {
+        touch_line(
+            ctx,
+            &mut self.pa.page_mut(pfn).last_cpu,
+            symbol,
+            LineAccess::Write,
+        );
     }
 
     /// `add_page_to_lru_list_tail` on the page's node, charged.
@@ -196,8 +215,7 @@ impl Kernel {
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
         let old = lruvec.add_page_to_lru_list_tail(&mut self.pages, head, nr);
         self.charge_lru_op(ctx, symbol, head, &[old]);
-        let lru = page_lru(&self.pages.get(head));
-        self.memcg_update_lru_size(ctx, head, lru, nr as i64);
+        self.lru_added_stats(ctx, head, nr);
     }
 
     /// `rotate_reclaimable_page`: a page reclaim wanted gone whose
@@ -246,8 +264,16 @@ impl Kernel {
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
         let old = lruvec.add_page_to_lru_list(&mut self.pages, head, nr);
         self.charge_lru_op(ctx, symbol, head, &[old]);
-        let lru = page_lru(&self.pages.get(head));
-        self.memcg_update_lru_size(ctx, head, lru, nr as i64);
+        self.lru_added_stats(ctx, head, nr);
+    }
+
+    /// The statistics of a page just added to its LRU list
+    /// (`update_lru_size`): the page's flags read once for its list and its
+    /// cgroup, the add having changed only its links.
+    fn lru_added_stats(&mut self, ctx: &mut Ctx, head: Pfn, nr: u64) {
+        let info = self.pages.get(head);
+        let charged = self.memcg_enabled() && info.test(PageFlags::MEMCG);
+        self.memcg_update_lru_size_of(ctx, head, charged, page_lru(&info), nr as i64);
     }
 
     /// `del_page_from_lru_list` on the page's node, charged.
@@ -559,14 +585,14 @@ impl Kernel {
 
     /// `__page_cache_release`: a page whose last reference went leaves its
     /// LRU list under its node's lock (`lock_page_lruvec_irqsave`).
-    pub(super) fn page_cache_release(&mut self, ctx: &mut Ctx, head: Pfn) {
-        if self.pages.get(head).test(PageFlags::LRU) {
-            let node = self.pa.node_of(head);
-            self.lru_lock(ctx, node);
-            self.lru_del(ctx, Symbol::PageCacheRelease, head);
-            clear_page_lru_flags(self, head);
-            self.lru_unlock(ctx, node);
-        }
+    /// The caller has seen `PG_lru` set (one look-up of the flags for both).
+    fn page_cache_release(&mut self, ctx: &mut Ctx, head: Pfn) {
+        debug_assert!(self.pages.get(head).test(PageFlags::LRU));
+        let node = self.pa.node_of(head);
+        self.lru_lock(ctx, node);
+        self.lru_del(ctx, Symbol::PageCacheRelease, head);
+        clear_page_lru_flags(self, head);
+        self.lru_unlock(ctx, node);
     }
 
     /// `release_pages`: drops one reference on each page; those whose last
@@ -586,14 +612,10 @@ impl Kernel {
                     held = None;
                 }
             }
-            let head = self.compound_head(pfn);
-            let page = self.pa.page_mut(head);
-            assert!(page.refcount() > 0, "{head}: release_pages on a free page");
-            *page.refcount_mut() -= 1;
-            if page.refcount() > 0 {
+            let Some(head) = self.put_page_testzero(pfn, "release_pages") else {
                 continue;
-            }
-            if page.order > 0 {
+            };
+            if self.pa.page(head).order > 0 {
                 if let Some(node) = held.take() {
                     self.lru_unlock(ctx, node);
                 }

@@ -627,3 +627,52 @@ fn a_drain_with_prefetched_buddies_merges_the_same_for_less() {
     // Each of the 62 blocks freed is at least one check and one list op.
     assert!(old < Cycles(cold.0 * (62 + merges_old)), "{old:?}");
 }
+
+/// The drain's line set answers as a hash set does under random inserts,
+/// look-ups and clears: indices clustered (a drain's pages and buddies)
+/// and spread, enough of them to grow the table twice, and more clears
+/// than a generation counter of a byte would survive.
+#[test]
+fn line_set_agrees_with_a_hash_set() {
+    let mut set = LineSet::default();
+    let mut model = std::collections::HashSet::new();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..600u64 {
+        // Some rounds hold a few lines, some over a thousand.
+        let ops = if round % 50 == 7 { 3_000 } else { next() % 200 };
+        let base = (next() % 1_000_000) as u32;
+        for _ in 0..ops {
+            let r = next();
+            let idx = if r % 3 == 0 {
+                (r >> 8) as u32 % (NIL - 1)
+            } else {
+                base.wrapping_add((r >> 8) as u32 % 700)
+            };
+            if r % 2 == 0 {
+                set.insert(idx);
+                model.insert(idx);
+            }
+            assert_eq!(set.contains(idx), model.contains(&idx), "index {idx}");
+            let probe = base.wrapping_add((r >> 32) as u32 % 700);
+            assert_eq!(set.contains(probe), model.contains(&probe), "index {probe}");
+        }
+        assert_eq!(set.len, model.len());
+        set.clear();
+        model.clear();
+        assert!(!set.contains(base), "a cleared set holds nothing");
+    }
+    // A generation wrapping past zero leaves no old slot alive.
+    set.insert(5);
+    set.generation = u32::MAX;
+    set.insert(6);
+    set.clear();
+    assert!(!set.contains(5) && !set.contains(6));
+    set.insert(7);
+    assert!(set.contains(7) && !set.contains(5));
+}

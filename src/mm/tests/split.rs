@@ -301,3 +301,64 @@ fn splits_that_must_fail_change_nothing() {
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// `put_page_testzero` (one look-up of a page that heads its block)
+/// against what it replaced, `compound_head` then the head's own look-up,
+/// on two kernels built alike, for each shape of page: a THP mapped by its
+/// PMD (tails without metadata of their own), a THP whose PMD was split
+/// (tails with metadata of their own), and a THP split into 4 KiB pages.
+/// Each put drops the page to no reference (the fast path's answer) and
+/// the reference is given back; the struct pages, the head found and the
+/// page metadata's host memory (no pageblock materialised) must agree.
+#[test]
+fn put_page_testzero_agrees_with_compound_head_then_the_head() {
+    let build = || {
+        let (mut k, mut ctx, mm) = one_process(3);
+        let (_, whole) = thp(&mut k, &mut ctx, mm);
+        let (a, pte_mapped) = thp(&mut k, &mut ctx, mm);
+        k.munmap(&mut ctx, mm, a + 100 * P, 10 * P).unwrap();
+        let (_, split) = thp(&mut k, &mut ctx, mm);
+        *k.pa.page_mut(split).refcount_mut() += 1;
+        k.split_huge_page(&mut ctx, split).unwrap();
+        k.put_page(&mut ctx, split);
+        (k, [whole, pte_mapped, split])
+    };
+    let (mut fast, heads) = build();
+    let (mut slow, slow_heads) = build();
+    assert_eq!(heads, slow_heads);
+    assert_eq!(fast.pa.page(heads[0]).order, 9);
+    assert_eq!(fast.pa.page(Pfn(heads[1].0 + 1)).state, PageState::Tail);
+    assert_eq!(fast.pa.page(Pfn(heads[2].0 + 1)).order, 0);
+    let mut frees = 0;
+    for head in heads {
+        for i in [0, 1, 5, 99, 100, 255, 511] {
+            let pfn = Pfn(head.0 + i);
+            // Down to one reference, so the put below drops the last.
+            let owner = slow.compound_head(pfn);
+            let refs = slow.pa.page(owner).refcount();
+            for k in [&mut fast, &mut slow] {
+                *k.pa.page_mut(owner).refcount_mut() -= refs - 1;
+            }
+            let got = fast.put_page_testzero(pfn, "test");
+            let want = {
+                let h = slow.compound_head(pfn);
+                let page = slow.pa.page_mut(h);
+                *page.refcount_mut() -= 1;
+                (page.refcount() == 0).then_some(h)
+            };
+            assert_eq!(got, want, "{pfn}");
+            frees += u64::from(got.is_some());
+            assert_eq!(fast.pa.page(pfn), slow.pa.page(pfn), "{pfn}");
+            assert_eq!(fast.pa.page(owner), slow.pa.page(owner), "{pfn}");
+            assert_eq!(
+                fast.pa.metadata_host_bytes(),
+                slow.pa.metadata_host_bytes(),
+                "{pfn}"
+            );
+            for k in [&mut fast, &mut slow] {
+                *k.pa.page_mut(owner).refcount_mut() += refs;
+            }
+        }
+    }
+    assert_eq!(frees, 3 * 7, "every put took its page to zero");
+}

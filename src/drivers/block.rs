@@ -34,6 +34,7 @@
 //! already given to the swap code, so each page completes when its bytes
 //! are through (as `blk_update_request` can end bios partially).
 
+use crate::machine::whole_cycles;
 use crate::types::Cycles;
 
 /// Bytes of a page and of a sector (the unit `/proc/diskstats` counts in).
@@ -86,7 +87,7 @@ impl Timing {
             Dir::Read => self.read_bytes_per_cycle,
             Dir::Write => self.write_bytes_per_cycle,
         };
-        Cycles(((pages * PAGE_BYTES) as f64 / rate).round() as u64)
+        whole_cycles((pages * PAGE_BYTES) as f64 / rate)
     }
 }
 

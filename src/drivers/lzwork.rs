@@ -21,7 +21,7 @@
 //! compressor's hash table is), and mispredictions that do not scale with
 //! the instructions written or decoded.
 
-use crate::machine::Costs;
+use crate::machine::{Costs, whole_cycles};
 use crate::types::Cycles;
 
 /// What a compressor did on one input.
@@ -64,7 +64,7 @@ pub struct DecompressWork {
 
 /// Rounds a sum of fractional cycle costs once, at the end.
 fn whole(cycles: f64) -> Cycles {
-    Cycles(cycles.round() as u64)
+    whole_cycles(cycles)
 }
 
 impl CompressWork {

@@ -40,6 +40,7 @@ use super::lzwork::CompressWork;
 use super::zcomp::{Algorithm, Zcomp};
 use super::zram_table::{Slot, SlotTable};
 use super::zsmalloc::ZsPool;
+use crate::machine::whole_cycles;
 use crate::mm::contents::{PackedImage, PageImage};
 use crate::mm::mmzone::PAGE_SIZE;
 use crate::mm::page_alloc::{Gfp, PageAllocator};
@@ -344,7 +345,7 @@ impl Zram {
         let scan = ctx.machine().costs.zram_same_scan_word.value();
         let slot = match image.same_filled() {
             Some(word) => {
-                let cycles = Cycles((scan * WORDS as f64).round() as u64);
+                let cycles = whole_cycles(scan * WORDS as f64);
                 // page_same_filled reads the whole page: from memory at the
                 // core's streaming rate if it is not in cache.
                 charge_page_read(ctx, Symbol::ZramBvecWrite, cycles, from_node);
@@ -357,7 +358,7 @@ impl Zram {
                     words,
                     work,
                 } = self.compress(image);
-                let cycles = (scan * words as f64).round() as u64;
+                let cycles = whole_cycles(scan * words as f64).0;
                 ctx.charge(Symbol::ZramBvecWrite, Cycles(cycles));
                 self.charge_compression(ctx, work, from_node);
                 let size = if comp_len >= self.pool.huge_class_size() {

@@ -17,7 +17,7 @@ mod microbench;
 mod range;
 mod topology;
 
-pub use costs::{Cost, CostKind, Costs};
+pub use costs::{Cost, CostKind, Costs, whole_cycles};
 pub use load::{LoadError, builtin, builtin_names, load_file, parse};
 pub use range::{CostRange, RangeKind};
 pub use topology::{Distance, Topology};

@@ -353,17 +353,18 @@ impl Kernel {
         let hits = Cycles(costs.user_cache_hit.cycles().0 * cost.hits);
         let missed = Cycles(costs.user_access.cycles().0 * misses);
         let per_byte = if write { 2 } else { 1 };
-        let bytes = misses * line;
-        let own = costs
-            .user_stream_bandwidth
-            .cycles_for_bytes(bytes * per_byte)
-            .max(Cycles(1));
         let sequential = count > 1 && stride <= line;
         ctx.count(Event::UserRuns, 1);
         ctx.count(Event::UserWords, count);
         ctx.count(Event::UserLines, cost.lines);
         ctx.count(Event::UserLineHits, cost.hits);
         if sequential && misses > 0 {
+            // Worked out only for a stream: a lone access (most runs of a
+            // page-out) has no use for it.
+            let bytes = misses * line;
+            let own = (ctx.machine().costs.user_stream_bandwidth)
+                .cycles_for_bytes(bytes * per_byte)
+                .max(Cycles(1));
             ctx.charge_stall(Symbol::UserAccess, hits);
             let traffic = [Traffic {
                 node,

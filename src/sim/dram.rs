@@ -29,6 +29,7 @@ use super::engine::Ctx;
 use super::event::Event;
 use super::symbol::Symbol;
 use super::timeline::SPANS_MAX;
+use crate::machine::whole_cycles;
 use crate::types::Cycles;
 
 /// The unit in which streams take the memory: one page, as the kernel's
@@ -73,7 +74,7 @@ impl Dram {
     }
 
     fn compute_len(&self, bytes: u64) -> Cycles {
-        Cycles(((bytes as f64 / self.bandwidth).round() as u64).max(1))
+        whole_cycles(bytes as f64 / self.bandwidth).max(Cycles(1))
     }
 
     /// Occupies `node`'s memory for `len` at the earliest moment at or

@@ -166,7 +166,10 @@ impl CpuState {
 /// `ctx` and charges its time with [`Ctx::charge`].
 pub struct Ctx {
     machine: Machine,
-    pub(crate) cpus: Vec<CpuState>,
+    /// Every CPU, in a slice never resized: [`Ctx::cur_state`] relies on
+    /// `cur` indexing it.
+    pub(crate) cpus: Box<[CpuState]>,
+    /// Always a CPU of `cpus` (checked where it is set).
     cur: CpuId,
     /// The clock at which the current step began; nothing acts before it.
     horizon: Cycles,
@@ -217,6 +220,15 @@ pub struct Ctx {
     /// a method here changes another CPU's state or clock
     /// (`refresh_smt`), since a charge is far more frequent than those.
     smt_busy_until: Cycles,
+    /// The clock from which a charge of core-bound work is plain, neither
+    /// stretched nor recorded: `smt_busy_until`, or the end of time while
+    /// recording. [`Ctx::charge`] tests this alone, where it tested the
+    /// sibling and then the recording (each charge of every step).
+    plain_charges_from: Cycles,
+    /// Tests only: never take the plain charge's shortcut (the reference
+    /// it is checked against).
+    #[cfg(test)]
+    pub(crate) no_plain_charges: bool,
 }
 
 /// `Ctx`'s `smt_stretch`, `smt_per_cpu` and `smt_siblings` for `machine`:
@@ -259,9 +271,10 @@ impl Ctx {
         let places = (0..topology.nr_cpus())
             .map(|cpu| (topology.core_of(CpuId(cpu)), topology.socket_of(CpuId(cpu))))
             .collect();
+        assert!(nr_cpus > 0, "a machine without CPUs");
         let mut ctx = Ctx {
             machine,
-            cpus: vec![CpuState::new(); nr_cpus],
+            cpus: vec![CpuState::new(); nr_cpus].into_boxed_slice(),
             cur: CpuId(0),
             horizon: Cycles::ZERO,
             stats: Stats::new(),
@@ -279,6 +292,9 @@ impl Ctx {
             smt_per_cpu,
             smt_siblings,
             smt_busy_until: Cycles::ZERO,
+            plain_charges_from: Cycles::ZERO,
+            #[cfg(test)]
+            no_plain_charges: false,
         };
         ctx.refresh_smt();
         ctx
@@ -287,11 +303,13 @@ impl Ctx {
     /// Starts recording what `request` asks for (from the next charge on).
     pub fn start_recording(&mut self, request: Request) {
         self.rec = Some(Box::new(Recording::new(request, self.cpus.len())));
+        self.refresh_plain_charges();
     }
 
     /// The recording, finished, if one was started.
     pub fn take_recording(&mut self) -> Option<Box<Recording>> {
         let mut rec = self.rec.take()?;
+        self.refresh_plain_charges();
         rec.finish();
         Some(rec)
     }
@@ -466,7 +484,28 @@ impl Ctx {
     /// The current CPU's clock.
     #[inline]
     pub fn now(&self) -> Cycles {
-        self.cpus[self.cur.index()].clock
+        self.cur_state().clock
+    }
+
+    /// The current CPU's state, without the bounds check of an index:
+    /// every charge and nearly every primitive reads the clock, and the
+    /// check was a load, a compare and a branch each time.
+    #[inline]
+    fn cur_state(&self) -> &CpuState {
+        debug_assert!(self.cur.index() < self.cpus.len());
+        // SAFETY: `cur` is always an index of `cpus`: `new` starts at CPU 0
+        // of a machine it asserts has one, `set_cur` asserts the CPU is in
+        // range, `begin_step` takes a CPU it has just indexed `cpus` with,
+        // and `cpus`, a boxed slice, never changes length.
+        unsafe { self.cpus.get_unchecked(self.cur.index()) }
+    }
+
+    /// [`Ctx::cur_state`], to change.
+    #[inline]
+    fn cur_state_mut(&mut self) -> &mut CpuState {
+        debug_assert!(self.cur.index() < self.cpus.len());
+        // SAFETY: as in `cur_state`.
+        unsafe { self.cpus.get_unchecked_mut(self.cur.index()) }
     }
 
     pub fn clock_of(&self, cpu: CpuId) -> Cycles {
@@ -503,6 +542,15 @@ impl Ctx {
             self.sibling_busy(self.cur),
             "smt_busy_until is stale"
         );
+        let plain_from = self.plain_charges_from;
+        let cpu = self.cur_state_mut();
+        if cpu.clock >= plain_from {
+            // No sibling busy and nothing recorded (the usual case): what
+            // the tests below would do, after one test.
+            cpu.clock += cycles;
+            self.stats.add_cycles(symbol, cycles);
+            return;
+        }
         let cycles = if self.now() < self.smt_busy_until {
             self.stretch(cycles)
         } else {
@@ -511,11 +559,26 @@ impl Ctx {
         self.charge_stall(symbol, cycles);
     }
 
+    /// Works out `plain_charges_from` (see there) once `smt_busy_until`
+    /// or the recording changed.
+    #[inline]
+    fn refresh_plain_charges(&mut self) {
+        self.plain_charges_from = if self.rec.is_some() {
+            Cycles(u64::MAX)
+        } else {
+            self.smt_busy_until
+        };
+        #[cfg(test)]
+        if self.no_plain_charges {
+            self.plain_charges_from = Cycles(u64::MAX);
+        }
+    }
+
     /// Works out `smt_busy_until` for the current CPU (see there).
     #[inline]
     fn refresh_smt(&mut self) {
         if self.smt_stretch == 0 {
-            return;
+            return self.refresh_plain_charges();
         }
         let cur = self.cur.index();
         let siblings = &self.smt_siblings[cur * self.smt_per_cpu..][..self.smt_per_cpu];
@@ -531,6 +594,7 @@ impl Ctx {
             })
             .max()
             .unwrap_or(Cycles::ZERO);
+        self.refresh_plain_charges();
     }
 
     /// Spends `cycles` of the current CPU's time in `symbol` waiting on
@@ -542,7 +606,7 @@ impl Ctx {
         if self.rec.is_some() {
             self.record_charge(symbol, cycles);
         }
-        self.cpus[self.cur.index()].clock += cycles;
+        self.cur_state_mut().clock += cycles;
         self.stats.add_cycles(symbol, cycles);
     }
 
@@ -595,7 +659,7 @@ impl Ctx {
     /// Lets the current CPU's clock jump to `until` without charging any
     /// symbol: the CPU was idle (blocked, not spinning).
     pub fn idle_until(&mut self, until: Cycles) {
-        let cpu = &mut self.cpus[self.cur.index()];
+        let cpu = self.cur_state_mut();
         cpu.clock = cpu.clock.max(until);
     }
 
@@ -650,7 +714,7 @@ impl Ctx {
     /// turns them back on).
     pub fn local_irq_save(&mut self) {
         let now = self.now();
-        let cpu = &mut self.cpus[self.cur.index()];
+        let cpu = self.cur_state_mut();
         if cpu.irq_depth == 0 {
             cpu.irqs_off_since = Some(now);
         }
@@ -661,7 +725,7 @@ impl Ctx {
     pub fn local_irq_restore(&mut self) {
         let now = self.now();
         let cur = self.cur;
-        let cpu = &mut self.cpus[cur.index()];
+        let cpu = self.cur_state_mut();
         assert!(cpu.irq_depth > 0, "local_irq_restore without save on {cur}");
         cpu.irq_depth -= 1;
         if cpu.irq_depth == 0 {
@@ -686,12 +750,12 @@ impl Ctx {
     }
 
     pub fn irqs_disabled(&self) -> bool {
-        self.cpus[self.cur.index()].irq_depth > 0
+        self.cur_state().irq_depth > 0
     }
 
     /// Parks the current CPU until another wakes it.
     pub fn block(&mut self) {
-        let cpu = &mut self.cpus[self.cur.index()];
+        let cpu = self.cur_state_mut();
         cpu.state = RunState::Blocked;
         cpu.wake_timer = None;
     }
@@ -703,7 +767,7 @@ impl Ctx {
     pub fn block_until(&mut self, at: Cycles) {
         let now = self.now();
         assert!(at > now, "a timer at {at} is not after now ({now})");
-        let cpu = &mut self.cpus[self.cur.index()];
+        let cpu = self.cur_state_mut();
         cpu.state = RunState::Blocked;
         cpu.wake_timer = Some(at);
     }

@@ -154,3 +154,111 @@ fn a_share_above_one_or_in_another_unit_is_a_one_line_error() {
     machine.set_cost("smt_thread_share=0.65share").unwrap();
     assert_eq!(machine.costs.smt_thread_share.value(), 0.65);
 }
+
+/// Random charges on every CPU of a machine, with siblings that block,
+/// sleep, finish and are woken, so that a charge meets its sibling busy,
+/// stopped ahead of it and stopped behind it.
+struct Mixed {
+    rng: Rng,
+    steps_left: Vec<u32>,
+}
+
+impl Workload for Mixed {
+    fn step(&mut self, ctx: &mut Ctx) {
+        let cpu = ctx.cur();
+        for _ in 0..1 + self.rng.below(20) {
+            let cycles = Cycles(self.rng.below(3_000));
+            match self.rng.below(4) {
+                0 => ctx.charge_stall(WORK, cycles),
+                _ => ctx.charge(WORK, cycles),
+            }
+        }
+        // Now and then a sibling's state or clock changes under the CPU.
+        if self.rng.below(6) == 0 {
+            let other = CpuId(self.rng.below(u64::from(ctx.nr_cpus())) as u32);
+            if other != cpu && ctx.state_of(other) == RunState::Blocked {
+                let at = ctx.now() + Cycles(self.rng.below(5_000));
+                ctx.wake(other, at);
+            }
+        }
+        let left = &mut self.steps_left[cpu.index()];
+        *left -= 1;
+        match (*left, self.rng.below(8)) {
+            (0, _) => ctx.finish(),
+            (_, 0) => ctx.block(),
+            (_, 1) => {
+                let until = ctx.now() + Cycles(1 + self.rng.below(20_000));
+                ctx.block_until(until);
+            }
+            (_, 2) => {
+                let until = ctx.now() + Cycles(self.rng.below(10_000));
+                ctx.idle_until(until);
+                ctx.charge(WORK, Cycles(1));
+            }
+            _ => ctx.charge(WORK, Cycles(1)),
+        }
+    }
+}
+
+/// Every CPU's clock and the run's figures (with the folded stacks when
+/// recording) after `Mixed` with or without the plain charge's shortcut.
+fn mixed_run(
+    machine: &Machine,
+    seed: u64,
+    shortcut: bool,
+    record: bool,
+) -> (Vec<Cycles>, Stats, Option<String>) {
+    let mut ctx = Ctx::new(machine.clone(), seed);
+    ctx.no_plain_charges = !shortcut;
+    ctx.set_cur(CpuId(0));
+    if record {
+        ctx.start_recording(record::Request {
+            stacks: true,
+            timeline: None,
+        });
+    }
+    let nr_cpus = ctx.nr_cpus();
+    let mut workload = Mixed {
+        rng: Rng::new(seed),
+        steps_left: vec![30; nr_cpus as usize],
+    };
+    let mut engine = Engine::new(ctx);
+    // Blocked CPUs nobody wakes end the run early: what ran is compared.
+    engine.run(&mut workload, None);
+    let clocks = (0..nr_cpus)
+        .map(|c| engine.ctx.clock_of(CpuId(c)))
+        .collect();
+    let stacks = engine.ctx.take_recording().map(|r| r.folded_text());
+    (clocks, engine.ctx.stats.clone(), stacks)
+}
+
+#[test]
+fn plain_charges_give_what_the_sibling_and_recording_tests_give() {
+    for (name, share) in [
+        ("haswell-ep-2s", "0.675"),
+        ("haswell-ep-2s", "1"),
+        ("x86-2s-server", "0.5"),
+    ] {
+        let mut machine = machine::builtin(name).expect("built-in profile");
+        machine
+            .set_cost(&format!("smt_thread_share={share}"))
+            .expect("a share");
+        for seed in 1..=4 {
+            for record in [false, true] {
+                let fast = mixed_run(&machine, seed, true, record);
+                let slow = mixed_run(&machine, seed, false, record);
+                assert_eq!(fast.0, slow.0, "{name} {share} seed {seed}: clocks");
+                assert!(
+                    fast.1 == slow.1,
+                    "{name} {share} seed {seed}: figures differ"
+                );
+                assert_eq!(fast.2, slow.2, "{name} {share} seed {seed}: stacks");
+                if share != "1" {
+                    // Charges met a busy sibling, and others an idle one.
+                    let stretched = fast.1.event(Event::SmtCycles);
+                    assert!(stretched > 0, "{name} seed {seed}: nothing stretched");
+                }
+            }
+        }
+    }
+}

@@ -447,7 +447,9 @@ impl SwapInfo {
     fn unlock_cluster(&mut self, _ctx: &mut Ctx, _ci: Option<usize>) {}
 
     /// `lock_cluster_or_swap_info`: the cluster lock where there are
-    /// clusters, else `si->lock`.
+    /// clusters, else `si->lock`. Always inlined, as [`SwapInfo::lock_cluster`]
+    /// is: every reference taken or dropped goes through it.
+    #[inline(always)]
     fn lock_cluster_or_swap_info(&mut self, ctx: &mut Ctx, offset: u64) -> Option<usize> {
         let ci = self.lock_cluster(ctx, offset);
         if ci.is_none() {
@@ -456,6 +458,7 @@ impl SwapInfo {
         ci
     }
 
+    #[inline]
     fn unlock_cluster_or_swap_info(&mut self, ctx: &mut Ctx, ci: Option<usize>) {
         match ci {
             Some(_) => self.unlock_cluster(ctx, ci),

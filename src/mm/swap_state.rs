@@ -195,8 +195,19 @@ impl Kernel {
     /// locked RMWs), then under the space's `xa_lock_irq`
     /// `xas_create_range`'s walk from the root, and per base page
     /// `xas_load` of the slot and `xas_store`; the statistics.
-    pub(super) fn add_to_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn, entry: SwapEntry) {
-        let nr = self.thp_nr_pages(head);
+    ///
+    /// `nr` is `head`'s `thp_nr_pages`, which every caller knows already;
+    /// `dirty` sets `PG_dirty` with `PG_swapcache` (`add_to_swap`'s page,
+    /// whose slot holds nothing yet), in the one update of its flags.
+    pub(super) fn add_to_swap_cache(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        entry: SwapEntry,
+        nr: u64,
+        dirty: bool,
+    ) {
+        debug_assert_eq!(nr, self.thp_nr_pages(head));
         let costs = &ctx.machine().costs;
         let (atomic, level, store) = (
             costs.atomic_rmw_local.cycles(),
@@ -217,26 +228,40 @@ impl Kernel {
         *self.pa.page_mut(head).refcount_mut() += nr as u32;
         self.pages.update(head, |p| {
             p.set(PageFlags::SWAPCACHE);
+            if dirty {
+                p.set(PageFlags::DIRTY);
+            }
             p.private = entry.to_raw();
         });
-        self.mod_lruvec_page_state2(
-            ctx,
-            head,
-            [
-                (MemcgStat::FilePages, nr as i64),
-                (MemcgStat::Swapcache, nr as i64),
-            ],
-        );
+        self.mod_swapcache_stats(ctx, head, nr as i64);
         self.swap_cache_lock(entry).unlock_irq(ctx);
     }
 
     /// The `xa_lock` of the swap space (`swapper_spaces`, 64 MiB of swap)
     /// that holds `entry`.
+    #[inline]
     pub(super) fn swap_cache_lock(&mut self, entry: SwapEntry) -> &mut SpinLock {
         let (ty, space) = (
             entry.swp_type(),
             (entry.swp_offset() >> SPACE_SHIFT) as usize,
         );
+        // Made once per 64 MiB of swap: the growth is out of line, so
+        // that each of the four calls a page's trip through the cache
+        // makes is two bounds checks.
+        let made = self
+            .swap_cache_locks
+            .get(ty)
+            .is_some_and(|locks| space < locks.len());
+        if !made {
+            self.make_swap_cache_lock(ty, space);
+        }
+        &mut self.swap_cache_locks[ty][space]
+    }
+
+    /// Grows the table of swap space locks to hold `(ty, space)`.
+    #[cold]
+    #[inline(never)]
+    fn make_swap_cache_lock(&mut self, ty: usize, space: usize) {
         if self.swap_cache_locks.len() <= ty {
             self.swap_cache_locks.resize_with(ty + 1, Vec::new);
         }
@@ -244,20 +269,34 @@ impl Kernel {
         if locks.len() <= space {
             locks.resize_with(space + 1, SpinLock::new);
         }
-        &mut locks[space]
     }
 
     /// `__delete_from_swap_cache`: `head` leaves the cache; its swap slots
     /// stay (the caller lets them go with `put_swap_page`). The caller
     /// holds the space's lock ([`Kernel::swap_cache_lock`]).
     pub(super) fn __delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) -> SwapEntry {
+        let entry = self.swap_cache_entry(head);
+        let nr = self.thp_nr_pages(head);
+        self.__delete_from_swap_cache_at(ctx, head, entry, nr);
+        entry
+    }
+
+    /// The first swap entry of `head`, which must be in the swap cache.
+    fn swap_cache_entry(&self, head: Pfn) -> SwapEntry {
         let info = self.pages.get(head);
         assert!(
             info.test(PageFlags::SWAPCACHE),
             "{head}: not in the swap cache"
         );
-        let entry = SwapEntry::from_raw(info.private);
-        let nr = self.thp_nr_pages(head);
+        SwapEntry::from_raw(info.private)
+    }
+
+    /// [`Kernel::__delete_from_swap_cache`] of a page of `nr` base pages
+    /// cached under `entry`, as the caller read them (its struct page is
+    /// not read again).
+    fn __delete_from_swap_cache_at(&mut self, ctx: &mut Ctx, head: Pfn, entry: SwapEntry, nr: u64) {
+        debug_assert_eq!(nr, self.thp_nr_pages(head));
+        debug_assert_eq!(entry, self.swap_cache_entry(head));
         // The first xas_store's xas_load walks from the root; each store
         // clears one slot; ClearPageSwapCache is a locked RMW.
         let costs = &ctx.machine().costs;
@@ -279,24 +318,31 @@ impl Kernel {
             p.clear(PageFlags::SWAPCACHE);
             p.private = 0;
         });
+        self.mod_swapcache_stats(ctx, head, -(nr as i64));
+    }
+
+    /// `NR_FILE_PAGES` and `NR_SWAPCACHE` of `head` by `delta` base pages.
+    fn mod_swapcache_stats(&mut self, ctx: &mut Ctx, head: Pfn, delta: i64) {
         self.mod_lruvec_page_state2(
             ctx,
             head,
-            [
-                (MemcgStat::FilePages, -(nr as i64)),
-                (MemcgStat::Swapcache, -(nr as i64)),
-            ],
+            [(MemcgStat::FilePages, delta), (MemcgStat::Swapcache, delta)],
         );
-        entry
     }
 
     /// `delete_from_swap_cache`: leaves the cache, gives its slots back
     /// (`put_swap_page`) and drops the cache's references.
     pub(super) fn delete_from_swap_cache(&mut self, ctx: &mut Ctx, head: Pfn) {
+        let entry = self.swap_cache_entry(head);
         let nr = self.thp_nr_pages(head);
-        let held = SwapEntry::from_raw(self.pages.get(head).private);
-        self.swap_cache_lock(held).lock_irq(ctx);
-        let entry = self.__delete_from_swap_cache(ctx, head);
+        self.delete_from_swap_cache_at(ctx, head, entry, nr);
+    }
+
+    /// [`Kernel::delete_from_swap_cache`] of a page of `nr` base pages
+    /// cached under `entry`.
+    fn delete_from_swap_cache_at(&mut self, ctx: &mut Ctx, head: Pfn, entry: SwapEntry, nr: u64) {
+        self.swap_cache_lock(entry).lock_irq(ctx);
+        self.__delete_from_swap_cache_at(ctx, head, entry, nr);
         self.swap_cache_lock(entry).unlock_irq(ctx);
         self.swap
             .put_swap_page(ctx, entry, nr)
@@ -311,11 +357,10 @@ impl Kernel {
     /// writes it. False if no slot was found: a THP is then split by the
     /// caller.
     pub(super) fn add_to_swap(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
-        let huge = self.thp_nr_pages(head) > 1;
-        let Some(entry) = self.swap.get_swap_page(ctx, huge) else {
+        let nr = self.thp_nr_pages(head);
+        let Some(entry) = self.swap.get_swap_page(ctx, nr > 1) else {
             return false;
         };
-        let nr = self.thp_nr_pages(head);
         // A slot freed since the last notification and handed out again:
         // its device must drop the old copy (and its memcg the old charge)
         // now, not after this page's contents are written there.
@@ -325,10 +370,9 @@ impl Kernel {
         // get_swap_page's mem_cgroup_try_charge_swap (no swap limit: it
         // cannot fail).
         self.mem_cgroup_try_charge_swap(ctx, head, entry, nr);
-        self.add_to_swap_cache(ctx, head, entry);
         // An anonymous page in the swap cache is dirty until written: its
         // slot holds nothing yet.
-        self.pages.update(head, |p| p.set(PageFlags::DIRTY));
+        self.add_to_swap_cache(ctx, head, entry, nr, true);
         true
     }
 
@@ -349,7 +393,7 @@ impl Kernel {
         if swapped {
             return false;
         }
-        self.delete_from_swap_cache(ctx, head);
+        self.delete_from_swap_cache_at(ctx, head, entry, nr);
         self.pages.update(head, |p| p.set(PageFlags::DIRTY));
         self.swap_slot_free_notify(ctx);
         true

@@ -138,7 +138,8 @@ impl Kernel {
         // mem_cgroup_swapin_charge_page: to the cgroup the slot's record
         // names (the only one), before the page joins the cache.
         self.mem_cgroup_charge(ctx, page);
-        self.add_to_swap_cache(ctx, page, entry);
+        // A base page: one slot.
+        self.add_to_swap_cache(ctx, page, entry, 1, false);
         self.lru_cache_add(ctx, page);
         Some((page, true))
     }
@@ -192,6 +193,12 @@ impl Kernel {
     /// `trylock_page`: fails while the page's read is in flight.
     pub fn trylock_page(&mut self, ctx: &Ctx, pfn: Pfn) -> bool {
         let head = self.compound_head(pfn);
+        self.trylock_head(ctx, head)
+    }
+
+    /// [`Kernel::trylock_page`] of a page known to be a head (or a base
+    /// page): the callers that looked the head up already.
+    fn trylock_head(&mut self, ctx: &Ctx, head: Pfn) -> bool {
         self.end_swap_read_if_done(ctx, head);
         self.pages.update(head, |p| {
             if p.test(PageFlags::LOCKED) {
@@ -206,6 +213,11 @@ impl Kernel {
     /// `unlock_page`.
     pub fn unlock_page(&mut self, pfn: Pfn) {
         let head = self.compound_head(pfn);
+        self.unlock_head(head);
+    }
+
+    /// [`Kernel::unlock_page`] of a page known to be a head.
+    fn unlock_head(&mut self, head: Pfn) {
         self.pages.update(head, |p| p.clear(PageFlags::LOCKED));
     }
 
@@ -334,9 +346,9 @@ impl Kernel {
         if !self.pages.get(head).test(PageFlags::SWAPCACHE) || self.page_mapped(head) {
             return;
         }
-        if self.trylock_page(ctx, head) {
+        if self.trylock_head(ctx, head) {
             self.try_to_free_swap(ctx, head);
-            self.unlock_page(head);
+            self.unlock_head(head);
         }
     }
 
@@ -365,11 +377,11 @@ impl Kernel {
         };
         let head = self.compound_head(page);
         let mut freed = false;
-        if self.trylock_page(ctx, head) {
+        if self.trylock_head(ctx, head) {
             if !self.page_mapped(head) || self.swap.vm_swap_full() {
                 freed = self.try_to_free_swap(ctx, head);
             }
-            self.unlock_page(head);
+            self.unlock_head(head);
         }
         self.put_page(ctx, page);
         freed

@@ -638,3 +638,36 @@ fn a_slot_freed_and_reused_in_one_reclaim_pass_keeps_its_new_contents() {
     assert_eq!(event(&ctx, Event::Pswpin), pswpin + 2);
     k.check();
 }
+
+/// `swap_cache_lock` grows its table out of line, only when a space is
+/// first asked for: the table ends as growing it on every call left it
+/// (each type's row as long as its highest space asked for, in any order),
+/// and each entry's lock is its space's, whichever entry of it asks.
+#[test]
+fn swap_cache_locks_grow_to_the_spaces_asked_for() {
+    let (mut k, mut ctx) = THP_NEVER.boot(1);
+    let space = |n: u64| n << 14;
+    let asks = [
+        (2, space(5) + 7),
+        (0, 1),
+        (2, space(1)),
+        (0, space(3) + 16383),
+    ];
+    for &(ty, offset) in &asks {
+        k.swap_cache_lock(SwapEntry::new(ty, offset));
+    }
+    let rows: Vec<usize> = k.swap_cache_locks.iter().map(Vec::len).collect();
+    assert_eq!(rows, [4, 0, 6]);
+    // Another entry of a space made before finds its lock, taken.
+    k.swap_cache_lock(SwapEntry::new(2, space(5)))
+        .lock_irq(&mut ctx);
+    assert!(
+        k.swap_cache_lock(SwapEntry::new(2, space(5) + 16383))
+            .is_locked()
+    );
+    assert!(!k.swap_cache_lock(SwapEntry::new(2, space(4))).is_locked());
+    k.swap_cache_lock(SwapEntry::new(2, space(5) + 1))
+        .unlock_irq(&mut ctx);
+    let rows: Vec<usize> = k.swap_cache_locks.iter().map(Vec::len).collect();
+    assert_eq!(rows, [4, 0, 6], "no space made twice");
+}

@@ -2125,4 +2125,90 @@ mod newcomer {
             "has no case 'zram' (cases: zram best, zram worst, disk best, disk worst)",
         );
     }
+
+    #[test]
+    fn trace_record_checks_its_output_before_the_command_runs() {
+        // The command ran, then the write failed ("trace import: /tmp: Is
+        // a directory"): a long recording lost at its end.
+        let dir = TempDir::new("record-out");
+        let target = dir.0.display().to_string();
+        fails_with(
+            &["trace", "record", "-o", &target, "--", "true"],
+            "trace record: -o ",
+        );
+        let missing = format!("{target}/no/such/dir/t.trace");
+        fails_with(
+            &["trace", "record", "-o", &missing, "--", "true"],
+            "t.trace: is in no directory that exists",
+        );
+    }
+
+    /// `mmsim trace record -o OUT [flags] -- sh -c SCRIPT`, or `None` where
+    /// perf cannot trace `true` here.
+    fn record_sh(dir: &TempDir, flags: &[&str], script: &str) -> Option<Output> {
+        let out = dir.0.join("sh.trace").display().to_string();
+        let probe = dir.0.join("true.trace").display().to_string();
+        if !mmsim(&["trace", "record", "-o", &probe, "--", "true"])
+            .status
+            .success()
+        {
+            eprintln!("skipped: perf cannot trace here");
+            return None;
+        }
+        let args = [
+            &["trace", "record", "-o", &out],
+            flags,
+            &["--", "sh", "-c", script],
+        ]
+        .concat();
+        Some(mmsim(&args))
+    }
+
+    #[test]
+    fn trace_record_tells_the_commands_own_messages_from_the_recorders() {
+        // The program's stderr shares perf's: a program saying "Permission
+        // denied" was reported as perf lacking permissions, and one failing
+        // with a message as perf failing. Its exit status is now a note.
+        let dir = TempDir::new("record-sh");
+        for flags in [&[][..], &["--strace"][..]] {
+            let script = "echo 'sh: /root/x: Permission denied' >&2; exit 3";
+            let Some(out) = record_sh(&dir, flags, script) else {
+                return;
+            };
+            let stdout = text(&out.stdout);
+            assert!(out.status.success(), "{flags:?}: {out:?}");
+            assert!(
+                stdout.contains("note: sh exited with status 3: the trace is of that run\n"),
+                "{stdout}"
+            );
+            assert!(stdout.contains(" events: "), "{stdout}");
+        }
+    }
+
+    #[test]
+    fn trace_record_without_permission_still_says_so() {
+        // A perf that may not trace (its message, exit 1, nothing recorded):
+        // the recorder's error stands, as no call was recorded.
+        let dir = TempDir::new("record-denied");
+        let wrapper = dir.file(
+            "perf",
+            "#!/bin/sh\necho 'Error: Access to performance monitoring and observability operations is limited. Permission denied; see perf_event_paranoid' >&2\nexit 1\n",
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let old = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![dir.0.clone()];
+        paths.extend(std::env::split_paths(&old));
+        let out = dir.0.join("t.trace").display().to_string();
+        let run = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+            .args(["trace", "record", "-o", &out, "--", "true"])
+            .env("PATH", std::env::join_paths(paths).unwrap())
+            .output()
+            .unwrap();
+        check_usage_error(
+            &run,
+            "trace record under a perf without permission",
+            "lacks the permissions to trace",
+        );
+    }
 }

@@ -2141,6 +2141,15 @@ mod newcomer {
             &["trace", "record", "-o", &missing, "--", "true"],
             "t.trace: is in no directory that exists",
         );
+        // machines detect measured the host for seconds, then failed.
+        fails_with(
+            &["machines", "detect", "--output", &missing],
+            "machines detect: --output ",
+        );
+        fails_with(
+            &["machines", "detect", "--output", &target],
+            ": is a directory",
+        );
     }
 
     /// `mmsim trace record -o OUT [flags] -- sh -c SCRIPT`, or `None` where

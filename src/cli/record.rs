@@ -115,25 +115,15 @@ struct Recording {
 }
 
 /// The command runs before the trace is written: an `-o` that cannot be
-/// written (a directory, a missing directory) is said before it runs, not
-/// after.
+/// written is said before it runs, not after.
 fn check_out(out: &str) -> Result<(), CliError> {
-    let path = Path::new(out);
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let problem = if path.is_dir() {
-        "is a directory"
-    } else if !dir.is_dir() {
-        "is in no directory that exists"
-    } else {
-        return Ok(());
-    };
-    Err(CliError::new(format!(
-        "trace record: -o {}: {problem}",
-        crate::util::escape(out)
-    )))
+    match super::unwritable(out) {
+        None => Ok(()),
+        Some(problem) => Err(CliError::new(format!(
+            "trace record: -o {}: {problem}",
+            crate::util::escape(out)
+        ))),
+    }
 }
 
 /// The recorder's run: its status (the command's: the recorders exit as it

@@ -558,6 +558,19 @@ impl SwapSetup {
                 }
                 (SwapDeviceKind::Zram(c), Some(comp), _) => (*c, kind_given) = (comp, true),
                 (SwapDeviceKind::Disk(d), _, Some(disk)) => (*d, kind_given) = (disk, true),
+                // A word is a misspelt or foreign compressor or disk
+                // (`zram:zstd`, `disk:nvme`), not a size to complain about.
+                _ if !part.starts_with(|c: char| c.is_ascii_digit()) => {
+                    let what = match device {
+                        SwapDeviceKind::Zram(_) => "a compressor of zram (lzo, lzo-rle, lz4)",
+                        SwapDeviceKind::Disk(_) => "a disk's kind (hdd, ssd)",
+                    };
+                    return Err(format!(
+                        "invalid --swap '{}': '{}' is neither a size nor {what}",
+                        crate::util::escape(spec),
+                        crate::util::escape(part)
+                    ));
+                }
                 _ if size_bytes.is_some() => return Err(twice("the size")),
                 _ => {
                     let size = crate::util::parse_size(part).map_err(|e| {
@@ -719,8 +732,11 @@ mod tests {
         );
         for (bad, says) in [
             ("zswap", "invalid --swap 'zswap' (none, zram"),
-            ("zram:lz5", "invalid --swap 'zram:lz5': invalid size 'lz5'"),
-            ("disk:lz4", "invalid --swap 'disk:lz4': invalid size 'lz4'"),
+            (
+                "zram:lz5",
+                "invalid --swap 'zram:lz5': 'lz5' is neither a size nor a compressor of zram (lzo, lzo-rle, lz4)",
+            ),
+            ("zram:1x", "invalid --swap 'zram:1x': invalid size '1x'"),
             ("zram:4k", "a swap device needs at least two pages"),
             ("none:1G", "invalid --swap 'none:1G'"),
             (
@@ -739,6 +755,11 @@ mod tests {
                 "disk:1G:hdd:2G",
                 "invalid --swap 'disk:1G:hdd:2G': the size given twice",
             ),
+            (
+                "disk:lz4",
+                "invalid --swap 'disk:lz4': 'lz4' is neither a size nor a disk's kind (hdd, ssd)",
+            ),
+            ("zram:", "invalid --swap 'zram:': '' is neither a size nor"),
         ] {
             let err = SwapSetup::parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");

@@ -1934,3 +1934,290 @@ fn an_empty_timeline_window_is_reported() {
     let covering = run_with_window("..100s");
     assert!(!covering.contains("warning:"), "{covering}");
 }
+
+/// The newcomer's sweep (hnew2): what a demanding first user tried that
+/// panicked, went silently wrong or said something beside the point.
+mod newcomer {
+    use super::*;
+
+    fn data(name: &str) -> String {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name)
+            .display()
+            .to_string()
+    }
+
+    fn small_machine(dir: &TempDir) -> String {
+        let builtin = std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles/x86-2s-server.toml"),
+        )
+        .expect("the built-in profile is readable");
+        let small = builtin.replace("memory_per_node = \"192G\"", "memory_per_node = \"64M\"");
+        assert_ne!(small, builtin, "the profile's memory_per_node line moved");
+        dir.file("small.toml", &small)
+    }
+
+    #[test]
+    fn a_direct_reclaim_waiting_on_a_disk_may_leave_thousands_of_ipis_pending() {
+        // 4 x 40 MiB on 128 MiB with a hard disk: one direct reclaim, one
+        // step, flushes the other processes' TLBs for every page it pages
+        // out while they wait behind it. More than 4096 IPIs then waited
+        // on one CPU, and the guard against a CPU never catching up
+        // panicked ("cpu1 has 4096 IPIs pending").
+        let dir = TempDir::new("ipi-flood");
+        let path = small_machine(&dir);
+        let out = succeeds(&[
+            "run",
+            "usemem",
+            "-n",
+            "4",
+            "40M",
+            "--swap",
+            "disk:hdd",
+            "--machine",
+            &path,
+        ]);
+        assert_eq!(out.matches(" bytes / ").count(), 4, "{out}");
+        assert!(out.contains("\noom_kill 0\n"), "{out}");
+    }
+
+    #[test]
+    fn compare_takes_one_feature() {
+        // The first --feature was dropped without a word.
+        fails_with(
+            &[
+                "compare",
+                "usemem",
+                "1M",
+                "--feature",
+                "pcp-high-order",
+                "--feature",
+                "maple-tree",
+            ],
+            "--feature given twice (pcp-high-order, maple-tree): compare turns one feature off and on",
+        );
+        // The same one twice is still that one.
+        let out = succeeds(&[
+            "compare",
+            "usemem",
+            "1M",
+            "--feature",
+            "maple-tree",
+            "--feature",
+            "maple-tree",
+        ]);
+        assert!(out.contains("maple-tree=off (before) vs maple-tree=on (after)"));
+    }
+
+    #[test]
+    fn memcg_with_a_value_says_there_is_no_limit() {
+        fails_with(
+            &["run", "usemem", "1M", "--memcg=1G"],
+            "--memcg takes no value: its cgroup has no limit (memory.max",
+        );
+    }
+
+    #[test]
+    fn a_swap_part_that_is_no_size_is_named_as_what_it_is_not() {
+        fails_with(
+            &["run", ANY_WORKLOAD, "--swap", "zram:zstd"],
+            "'zstd' is neither a size nor a compressor of zram (lzo, lzo-rle, lz4)",
+        );
+        fails_with(
+            &["run", ANY_WORKLOAD, "--swap", "disk:nvme:16G"],
+            "'nvme' is neither a size nor a disk's kind (hdd, ssd)",
+        );
+    }
+
+    #[test]
+    fn trace_import_keeps_its_inputs_and_names_a_file_given_for_another() {
+        let dir = TempDir::new("import-inputs");
+        let strace = dir.file("run.strace", "");
+        std::fs::copy(data("pipeline.strace.gz"), &strace).unwrap();
+        let before = std::fs::read(&strace).unwrap();
+        // The import wrote its trace over the strace output it read.
+        fails_with(
+            &["trace", "import", "--strace", &strace, "-o", &strace],
+            "is the --strace input: it would be overwritten",
+        );
+        let dotted = format!("{}/./run.strace", dir.0.display());
+        fails_with(
+            &["trace", "import", "--strace", &strace, "-o", &dotted],
+            "is the --strace input",
+        );
+        assert_eq!(std::fs::read(&strace).unwrap(), before);
+        // perf script output as --strace: was "bad timestamp 'swapper'".
+        fails_with(
+            &[
+                "trace",
+                "import",
+                "--strace",
+                &data("pipeline.perf.gz"),
+                "-o",
+                "x",
+            ],
+            "pipeline.perf.gz: this is perf script output, not --strace input: give it as --perf",
+        );
+        // strace output as --perf: was "no 'PID/TID TIME:' ...".
+        fails_with(
+            &[
+                "trace", "import", "--strace", &strace, "--perf", &strace, "-o", "x",
+            ],
+            "run.strace: this is strace output, not --perf input: give it as --strace",
+        );
+        // An mmsim trace: was "bad timestamp '#'".
+        let out = dir.0.join("t.trace").display().to_string();
+        succeeds(&["trace", "import", "--strace", &strace, "-o", &out]);
+        fails_with(
+            &["trace", "import", "--strace", &out, "-o", "x"],
+            "t.trace: this is an mmsim trace already, not --strace input: replay it with 'mmsim run trace",
+        );
+        // An empty perf trace was "the strace output has no ...".
+        let empty = dir.file("empty.txt", "");
+        fails_with(
+            &["trace", "import", "--perf-trace", &empty, "-o", "x"],
+            "empty.txt: no memory or process calls (nothing to import)",
+        );
+        assert!(!std::path::Path::new("x").exists());
+    }
+
+    #[test]
+    fn sweep_options_that_would_do_nothing_are_errors() {
+        // Each was ignored: the sweep ran the workload as if not given.
+        fails_with(
+            &[
+                "sweep",
+                "usemem",
+                "1M",
+                "--case",
+                "zram best",
+                "--vary",
+                "n=1",
+            ],
+            "--case zram best needs --experiment ID",
+        );
+        fails_with(
+            &[
+                "sweep", "usemem", "1M", "--vary", "n=1", "--metric", "runtime",
+            ],
+            "--metric chooses what --plot draws, and no --plot FILE.svg was given",
+        );
+        fails_with(
+            &["sweep", "usemem", "1M", "--vary", "n=1", "--x", "n"],
+            "--x chooses what --plot draws",
+        );
+        // A placeholder no --vary fills reached the workload as a literal.
+        fails_with(
+            &["sweep", "usemem", "-n", "{nproc}", "1M", "--vary", "seed=1"],
+            "the command's {nproc} is not varied: give --vary nproc=V1,V2,...",
+        );
+        fails_with(
+            &[
+                "sweep",
+                "--experiment",
+                "thp-split-zero-subpages",
+                "--case",
+                "zram",
+                "--vary",
+                "seed=1",
+            ],
+            "has no case 'zram' (cases: zram best, zram worst, disk best, disk worst)",
+        );
+    }
+
+    #[test]
+    fn trace_record_checks_its_output_before_the_command_runs() {
+        // The command ran, then the write failed ("trace import: /tmp: Is
+        // a directory"): a long recording lost at its end.
+        let dir = TempDir::new("record-out");
+        let target = dir.0.display().to_string();
+        fails_with(
+            &["trace", "record", "-o", &target, "--", "true"],
+            "trace record: -o ",
+        );
+        let missing = format!("{target}/no/such/dir/t.trace");
+        fails_with(
+            &["trace", "record", "-o", &missing, "--", "true"],
+            "t.trace: is in no directory that exists",
+        );
+        // machines detect measured the host for seconds, then failed.
+        fails_with(
+            &["machines", "detect", "--output", &missing],
+            "machines detect: --output ",
+        );
+        fails_with(
+            &["machines", "detect", "--output", &target],
+            ": is a directory",
+        );
+    }
+
+    /// `mmsim trace record -o OUT [flags] -- sh -c SCRIPT`, or `None` where
+    /// perf cannot trace `true` here.
+    fn record_sh(dir: &TempDir, flags: &[&str], script: &str) -> Option<Output> {
+        let out = dir.0.join("sh.trace").display().to_string();
+        let probe = dir.0.join("true.trace").display().to_string();
+        if !mmsim(&["trace", "record", "-o", &probe, "--", "true"])
+            .status
+            .success()
+        {
+            eprintln!("skipped: perf cannot trace here");
+            return None;
+        }
+        let args = [
+            &["trace", "record", "-o", &out],
+            flags,
+            &["--", "sh", "-c", script],
+        ]
+        .concat();
+        Some(mmsim(&args))
+    }
+
+    #[test]
+    fn trace_record_tells_the_commands_own_messages_from_the_recorders() {
+        // The program's stderr shares perf's: a program saying "Permission
+        // denied" was reported as perf lacking permissions, and one failing
+        // with a message as perf failing. Its exit status is now a note.
+        let dir = TempDir::new("record-sh");
+        for flags in [&[][..], &["--strace"][..]] {
+            let script = "echo 'sh: /root/x: Permission denied' >&2; exit 3";
+            let Some(out) = record_sh(&dir, flags, script) else {
+                return;
+            };
+            let stdout = text(&out.stdout);
+            assert!(out.status.success(), "{flags:?}: {out:?}");
+            assert!(
+                stdout.contains("note: sh exited with status 3: the trace is of that run\n"),
+                "{stdout}"
+            );
+            assert!(stdout.contains(" events: "), "{stdout}");
+        }
+    }
+
+    #[test]
+    fn trace_record_without_permission_still_says_so() {
+        // A perf that may not trace (its message, exit 1, nothing recorded):
+        // the recorder's error stands, as no call was recorded.
+        let dir = TempDir::new("record-denied");
+        let wrapper = dir.file(
+            "perf",
+            "#!/bin/sh\necho 'Error: Access to performance monitoring and observability operations is limited. Permission denied; see perf_event_paranoid' >&2\nexit 1\n",
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let old = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![dir.0.clone()];
+        paths.extend(std::env::split_paths(&old));
+        let out = dir.0.join("t.trace").display().to_string();
+        let run = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+            .args(["trace", "record", "-o", &out, "--", "true"])
+            .env("PATH", std::env::join_paths(paths).unwrap())
+            .output()
+            .unwrap();
+        check_usage_error(
+            &run,
+            "trace record under a perf without permission",
+            "lacks the permissions to trace",
+        );
+    }
+}

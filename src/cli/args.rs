@@ -87,6 +87,12 @@ pub fn extract(args: &[String], opts: &[Opt]) -> Result<Parsed, CliError> {
         };
         let value = match (opt.takes_value, inline) {
             (false, None) => None,
+            // `--memcg=1G` asks for a limit the model does not have.
+            (false, Some(_)) if name == "memcg" => {
+                return Err(CliError::new(
+                    "--memcg takes no value: its cgroup has no limit (memory.max, memory.high and memcg reclaim are not modelled)",
+                ));
+            }
             (false, Some(_)) => {
                 return Err(CliError::new(format!("--{} takes no value", escape(name))));
             }

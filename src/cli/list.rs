@@ -78,6 +78,17 @@ fn detect_command(args: &[String]) -> Result<String, CliError> {
             escape(extra)
         )));
     }
+    // The measurements take seconds: a FILE that cannot be written is
+    // said before them.
+    if let Some((path, problem)) = parsed
+        .last("output")
+        .and_then(|p| super::unwritable(p).map(|why| (p, why)))
+    {
+        return Err(CliError::new(format!(
+            "machines detect: --output {}: {problem}",
+            escape(path)
+        )));
+    }
     let text = machine::detect::detect_profile()
         .map_err(|e| CliError::new(format!("machines detect: {e}")))?;
     match parsed.last("output") {

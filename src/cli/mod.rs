@@ -129,6 +129,24 @@ fn nothing_after(option: &str, rest: &[String]) -> Result<(), CliError> {
     }
 }
 
+/// Why a file could not be written at `path`, for a command that works a
+/// long time before it writes (a recording, host measurements): said
+/// first, the work is not lost at the end.
+fn unwritable(path: &str) -> Option<&'static str> {
+    let path = std::path::Path::new(path);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if path.is_dir() {
+        Some("is a directory")
+    } else if !dir.is_dir() {
+        Some("is in no directory that exists")
+    } else {
+        None
+    }
+}
+
 fn help_command(args: &[String]) -> Result<String, CliError> {
     match args {
         [] => Ok(help::MAIN.to_string()),

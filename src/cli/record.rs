@@ -13,7 +13,7 @@
 //! (ptrace), and a layout made up from the faults would be a guess.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 use super::CliError;
 use super::trace::finish_import;
@@ -71,6 +71,7 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
             .map_or("cmd".into(), |n| n.to_string_lossy().into_owned());
         format!("{name}.trace.gz")
     });
+    check_out(&out)?;
     let meta = host_meta(&command);
     let dir = std::env::temp_dir().join(format!("mmsim-record-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
@@ -82,7 +83,11 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
         record_strace_perf(&dir, &command)
     };
     let _ = std::fs::remove_dir_all(&dir);
-    let (calls, faults) = result?;
+    let Recording {
+        calls,
+        faults,
+        status,
+    } = result?;
     let options = import::Options::default();
     let (events, summary) = import::import(&calls, Some(&faults), options)
         .map_err(|e| CliError::new(format!("trace record: {e}")))?;
@@ -91,10 +96,55 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
     } else {
         "recorded with strace under perf record"
     };
-    Ok(format!(
-        "{how}\n{}",
-        finish_import(&out, &events, &summary, &meta)?
-    ))
+    let mut report = format!("{how}\n{}", finish_import(&out, &events, &summary, &meta)?);
+    if let Some(code) = status.code().filter(|&c| c != 0) {
+        report.push_str(&format!(
+            "note: {} exited with status {code}: the trace is of that run\n",
+            crate::util::escape(&command[0])
+        ));
+    }
+    Ok(report)
+}
+
+/// A recorder's run of the command: its calls, its faults and mappings, and
+/// how the command ended (the recorders exit as it did).
+struct Recording {
+    calls: strace::Strace,
+    faults: perf::Perf,
+    status: ExitStatus,
+}
+
+/// The command runs before the trace is written: an `-o` that cannot be
+/// written is said before it runs, not after.
+fn check_out(out: &str) -> Result<(), CliError> {
+    match super::unwritable(out) {
+        None => Ok(()),
+        Some(problem) => Err(CliError::new(format!(
+            "trace record: -o {}: {problem}",
+            crate::util::escape(out)
+        ))),
+    }
+}
+
+/// The recorder's run: its status (the command's: the recorders exit as it
+/// did) and the recording read from its files, or the recorder's own error
+/// if it recorded nothing. The command's messages share the recorder's
+/// stderr, so a program that prints "Permission denied" or fails with a
+/// message of its own (`ls /nonexistent`) is not the recorder failing
+/// when its calls are there.
+fn recorded(
+    (status, problem): (ExitStatus, Option<CliError>),
+    read: Result<(strace::Strace, perf::Perf), CliError>,
+) -> Result<Recording, CliError> {
+    match (problem, read) {
+        (Some(problem), Ok((calls, _))) if calls.records.is_empty() => Err(problem),
+        (Some(problem), Err(_)) => Err(problem),
+        (_, read) => read.map(|(calls, faults)| Recording {
+            calls,
+            faults,
+            status,
+        }),
+    }
 }
 
 /// Whether `execvp` could start `program`: a path to an executable file,
@@ -121,9 +171,19 @@ fn has_perf_trace() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("perf trace"))
 }
 
-/// Runs `cmd`, its output passed through; an error of the recorder itself
-/// (permissions) in one line.
+/// Runs `cmd` and checks it as [`outcome`] does: an error of the tool
+/// itself (permissions) in one line.
 fn run(cmd: &mut Command, what: &str) -> Result<(), CliError> {
+    match outcome(cmd, what)? {
+        (_, Some(problem)) => Err(problem),
+        (_, None) => Ok(()),
+    }
+}
+
+/// Runs `cmd` (its output captured); its exit status, and the error its
+/// stderr says it had, if it says one: no permission to trace, or a
+/// failure with a message.
+fn outcome(cmd: &mut Command, what: &str) -> Result<(ExitStatus, Option<CliError>), CliError> {
     let output = cmd
         .stdin(std::process::Stdio::inherit())
         .output()
@@ -133,18 +193,20 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), CliError> {
         || stderr.contains("perf_event_paranoid")
         || stderr.contains("not permitted")
     {
-        return Err(CliError::new(format!(
+        let problem = CliError::new(format!(
             "trace record: {what} lacks the permissions to trace (run as root, or lower /proc/sys/kernel/perf_event_paranoid to -1)"
-        )));
+        ));
+        return Ok((output.status, Some(problem)));
     }
     if !output.status.success() && output.stdout.is_empty() && !stderr.is_empty() {
         let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        return Err(CliError::new(format!(
+        let problem = CliError::new(format!(
             "trace record: {what} failed: {}",
             crate::util::escape(first.trim())
-        )));
+        ));
+        return Ok((output.status, Some(problem)));
     }
-    Ok(())
+    Ok((output.status, None))
 }
 
 /// `perf trace record -d` writes every system call, the fault tracepoints
@@ -152,14 +214,9 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), CliError> {
 /// them); `perf trace -i -T` prints the calls with perf's timestamps and
 /// `perf script --show-mmap-events` the mappings and faults on the same
 /// clock.
-fn record_perf_trace(
-    dir: &Path,
-    command: &[String],
-) -> Result<(strace::Strace, perf::Perf), CliError> {
+fn record_perf_trace(dir: &Path, command: &[String]) -> Result<Recording, CliError> {
     let data = dir.join("perf.data");
-    let calls_file = dir.join("perf-trace.txt");
-    let script_file = dir.join("perf-script.txt");
-    run(
+    let recorder = outcome(
         Command::new("perf")
             .args(["trace", "record", "-q", "-d", "-o"])
             .arg(&data)
@@ -171,15 +228,22 @@ fn record_perf_trace(
             .args(command),
         "perf trace record",
     )?;
+    recorded(recorder, read_perf_trace(dir, &data))
+}
+
+/// The calls, faults and mappings of `perf trace record` data.
+fn read_perf_trace(dir: &Path, data: &Path) -> Result<(strace::Strace, perf::Perf), CliError> {
+    let calls_file = dir.join("perf-trace.txt");
+    let script_file = dir.join("perf-script.txt");
     run(
         Command::new("perf")
             .args(["trace", "-T", "-i"])
-            .arg(&data)
+            .arg(data)
             .arg("-o")
             .arg(&calls_file),
         "perf trace -i",
     )?;
-    perf_script(&data, "comm,pid,tid,time,event,trace", &script_file)?;
+    perf_script(data, "comm,pid,tid,time,event,trace", &script_file)?;
     let text = read(&calls_file)?;
     let (mut calls, mut faults) = perf_trace::parse(&calls_file.display().to_string(), &text)
         .map_err(|e| CliError::new(format!("trace record: {e}")))?;
@@ -194,14 +258,10 @@ fn record_perf_trace(
     Ok((calls, faults))
 }
 
-fn record_strace_perf(
-    dir: &Path,
-    command: &[String],
-) -> Result<(strace::Strace, perf::Perf), CliError> {
+fn record_strace_perf(dir: &Path, command: &[String]) -> Result<Recording, CliError> {
     let data: PathBuf = dir.join("perf.data");
     let strace_file = dir.join("strace.txt");
-    let perf_file = dir.join("perf.txt");
-    run(
+    let recorder = outcome(
         Command::new("perf")
             .args([
                 "record",
@@ -229,8 +289,18 @@ fn record_strace_perf(
             .args(command),
         "perf record with strace",
     )?;
-    perf_script(&data, "comm,pid,tid,time,event,addr", &perf_file)?;
-    let calls = strace::parse(&strace_file.display().to_string(), &read(&strace_file)?)
+    recorded(recorder, read_strace_perf(dir, &data, &strace_file))
+}
+
+/// The calls strace wrote and the faults of `perf record` data.
+fn read_strace_perf(
+    dir: &Path,
+    data: &Path,
+    strace_file: &Path,
+) -> Result<(strace::Strace, perf::Perf), CliError> {
+    let perf_file = dir.join("perf.txt");
+    perf_script(data, "comm,pid,tid,time,event,addr", &perf_file)?;
+    let calls = strace::parse(&strace_file.display().to_string(), &read(strace_file)?)
         .map_err(|e| CliError::new(format!("trace record: {e}")))?;
     let faults = perf::parse(&perf_file.display().to_string(), &read(&perf_file)?, None)
         .map_err(|e| CliError::new(format!("trace record: {e}")))?;

@@ -445,6 +445,18 @@ fn compared_feature(parsed: &Parsed) -> Result<Feature, CliError> {
         )));
     };
     let feature = parse_feature(name)?;
+    // One change is turned off and on: a second --feature would silently
+    // drop the first (the last one given wins for every other option).
+    let other = parsed
+        .all()
+        .filter(|&(option, _)| option == "feature")
+        .find_map(|(_, value)| value.filter(|&v| v != name));
+    if let Some(other) = other {
+        return Err(CliError::new(format!(
+            "--feature given twice ({}, {name}): compare turns one feature off and on; set the others with --with or --without",
+            escape(other)
+        )));
+    }
     for (option, value) in parsed.all() {
         if (option == "with" || option == "without") && value == Some(name) {
             return Err(CliError::new(format!(

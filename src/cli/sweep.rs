@@ -50,6 +50,13 @@ pub fn sweep_command(args: &[String]) -> Result<String, CliError> {
     if parsed.has("help") || parsed.rest.first().is_some_and(|a| a == "-h") {
         return Ok(help::SWEEP.to_string());
     }
+    if parsed.last("plot").is_none()
+        && let Some(option) = ["metric", "x"].into_iter().find(|o| parsed.has(o))
+    {
+        return Err(CliError::new(format!(
+            "--{option} chooses what --plot draws, and no --plot FILE.svg was given"
+        )));
+    }
     let spec = spec_from(&parsed)?;
     let points = spec.points()?;
     let setups = resolve(&points)?;
@@ -166,9 +173,16 @@ fn spec_from(parsed: &Parsed) -> Result<Spec, CliError> {
         Some(id) => Some(find_experiment(id)?),
         None => None,
     };
+    let case = parsed.last("case").or(file.case.as_deref());
+    if let (None, Some(case)) = (experiment, case) {
+        return Err(CliError::new(format!(
+            "--case {} needs --experiment ID: a case is one of an experiment's (see 'mmsim experiments')",
+            escape(case)
+        )));
+    }
     let mut command = Vec::new();
     if let Some(e) = experiment {
-        command = experiment_command(e, parsed.last("case").or(file.case.as_deref()))?;
+        command = experiment_command(e, case)?;
     }
     if let Some(text) = &file.command {
         append_command(&mut command, text.split_whitespace().map(str::to_string))?;
@@ -183,6 +197,11 @@ fn spec_from(parsed: &Parsed) -> Result<Spec, CliError> {
         if name == "vary" {
             axes.push(Axis::parse(value.unwrap_or_default())?);
         }
+    }
+    if let Some(name) = unvaried_placeholder(&command, &axes) {
+        return Err(CliError::new(format!(
+            "the command's {{{name}}} is not varied: give --vary {name}=V1,V2,..."
+        )));
     }
     if experiment.is_some() && !axes.iter().any(|a| a.param == "change") {
         axes.push(Axis::parse("change=off,on")?);
@@ -204,6 +223,27 @@ fn spec_from(parsed: &Parsed) -> Result<Spec, CliError> {
         axes,
         counters,
         experiment,
+    })
+}
+
+/// The first `{NAME}` placeholder of the command that no `--vary NAME`
+/// fills: run as it stands, it reached the workload as a literal
+/// (`usemem: SIZE: invalid size '{size}'`).
+fn unvaried_placeholder<'a>(command: &'a [String], axes: &[Axis]) -> Option<&'a str> {
+    command.iter().find_map(|arg| {
+        let mut rest = arg.as_str();
+        while let Some((_, after)) = rest.split_once('{') {
+            let (name, tail) = after.split_once('}')?;
+            let is_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if is_name && !axes.iter().any(|a| a.param == name) {
+                return Some(name);
+            }
+            rest = tail;
+        }
+        None
     })
 }
 
@@ -468,6 +508,13 @@ struct PlannedPoint {
 /// order; each point is checked as `mmsim run` would check it.
 pub fn plan(args: &[String]) -> Result<Vec<String>, CliError> {
     let parsed = extract(args, SWEEP_OPTS)?;
+    if parsed.last("plot").is_none()
+        && let Some(option) = ["metric", "x"].into_iter().find(|o| parsed.has(o))
+    {
+        return Err(CliError::new(format!(
+            "--{option} chooses what --plot draws, and no --plot FILE.svg was given"
+        )));
+    }
     let spec = spec_from(&parsed)?;
     let points = spec.points()?;
     resolve(&points)?;
@@ -493,6 +540,13 @@ pub fn plan(args: &[String]) -> Result<Vec<String>, CliError> {
 /// sweep is an error, as for `--out`.
 pub fn done_rows(args: &[String], path: &str) -> Result<Vec<(usize, String)>, CliError> {
     let parsed = extract(args, SWEEP_OPTS)?;
+    if parsed.last("plot").is_none()
+        && let Some(option) = ["metric", "x"].into_iter().find(|o| parsed.has(o))
+    {
+        return Err(CliError::new(format!(
+            "--{option} chooses what --plot draws, and no --plot FILE.svg was given"
+        )));
+    }
     let spec = spec_from(&parsed)?;
     let points = spec.points()?;
     Ok(read_done(path, &points)?.into_iter().collect())

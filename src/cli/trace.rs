@@ -69,7 +69,9 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     };
     let out = args
         .out
+        .clone()
         .ok_or_else(|| CliError::new("trace import: -o OUT is required"))?;
+    check_out_is_no_input(&args, &out)?;
     let read = |file: &str| {
         trace::read_text(Path::new(file)).map_err(|e| CliError::new(format!("trace import: {e}")))
     };
@@ -107,7 +109,7 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     };
     if perf_trace {
         let (mut strace, mut perf) = perf_trace::parse(&strace_file, &strace_text)
-            .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+            .map_err(|e| misplaced(&strace_file, &strace_text, "--perf-trace", e))?;
         // `perf script --show-mmap-events` of the same `perf trace
         // record` data: the mappings execve makes, and the faults.
         if let Some(file) = &args.perf {
@@ -118,8 +120,9 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
                 ),
                 None => None,
             };
-            let script = perf::parse(file, &read(file)?, fields)
-                .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+            let text = read(file)?;
+            let script = perf::parse(file, &text, fields)
+                .map_err(|e| misplaced(file, &text, "--perf", e))?;
             perf_trace::add_perf_script(&mut strace, &mut perf, script)
                 .map_err(|e| CliError::new(format!("trace import: {e}")))?;
         } else if args.perf_fields.is_some() {
@@ -131,11 +134,11 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
             allow_drops: args.allow_drops,
         };
         let (events, summary) = import::import(&strace, Some(&perf), options)
-            .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+            .map_err(|e| import_error(&strace_file, e))?;
         return finish_import(&out, &events, &summary, &meta);
     }
     let strace = strace::parse(&strace_file, &strace_text)
-        .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+        .map_err(|e| misplaced(&strace_file, &strace_text, "--strace", e))?;
     let fields = match &args.perf_fields {
         Some(list) => Some(
             perf::Fields::parse(list).map_err(|e| CliError::new(format!("trace import: {e}")))?,
@@ -143,10 +146,13 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
         None => None,
     };
     let perf = match &args.perf {
-        Some(file) => Some(
-            perf::parse(file, &read(file)?, fields)
-                .map_err(|e| CliError::new(format!("trace import: {e}")))?,
-        ),
+        Some(file) => {
+            let text = read(file)?;
+            Some(
+                perf::parse(file, &text, fields)
+                    .map_err(|e| misplaced(file, &text, "--perf", e))?,
+            )
+        }
         None if fields.is_some() => {
             return Err(CliError::new(
                 "trace import: --perf-fields describes a --perf file, and none was given",
@@ -158,8 +164,71 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
         allow_drops: args.allow_drops,
     };
     let (events, summary) = import::import(&strace, perf.as_ref(), options)
-        .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+        .map_err(|e| import_error(&strace_file, e))?;
     finish_import(&out, &events, &summary, &meta)
+}
+
+/// `-o OUT` must not name an input: the import would overwrite the
+/// recording it reads (`--strace s.txt -o s.txt` left the trace in place
+/// of the strace output).
+fn check_out_is_no_input(args: &ImportArgs, out: &str) -> Result<(), CliError> {
+    let inputs = [
+        ("--strace", &args.strace),
+        ("--perf", &args.perf),
+        ("--perf-trace", &args.perf_trace),
+    ];
+    let same = |input: &str| {
+        input == out
+            || std::fs::canonicalize(input)
+                .ok()
+                .is_some_and(|a| std::fs::canonicalize(out).ok() == Some(a))
+    };
+    for (flag, input) in inputs {
+        if let Some(input) = input.as_deref().filter(|&i| same(i)) {
+            return Err(CliError::new(format!(
+                "trace import: -o {} is the {flag} input: it would be overwritten; give another OUT",
+                crate::util::escape(input)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An error of reading `file` as `flag` asks for: if the file is another
+/// kind of recording (perf script output given as --strace, strace output
+/// as --perf) or an mmsim trace already, the error says that instead of
+/// the first line that did not parse.
+fn misplaced(file: &str, text: &str, flag: &str, error: impl std::fmt::Display) -> CliError {
+    let name = crate::util::escape(file);
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
+    if text.starts_with("# mmsim trace") || trace::parse(file, text).is_ok_and(|e| !e.is_empty()) {
+        return CliError::new(format!(
+            "trace import: {name}: this is an mmsim trace already, not {flag} input: replay it with 'mmsim run trace {name}'"
+        ));
+    }
+    if let Some((kind, expected)) = first.and_then(trace::recording_kind) {
+        let expected = expected.rsplit(' ').next().unwrap_or(expected);
+        if expected != flag {
+            return CliError::new(format!(
+                "trace import: {name}: this is {kind} output, not {flag} input: give it as {expected} (docs/trace-format.md)"
+            ));
+        }
+    }
+    CliError::new(format!("trace import: {error}"))
+}
+
+/// An import error; one with nothing to import names the file it read.
+fn import_error(file: &str, error: import::ImportError) -> CliError {
+    match error {
+        import::ImportError::Empty => CliError::new(format!(
+            "trace import: {}: no memory or process calls (nothing to import)",
+            crate::util::escape(file)
+        )),
+        other => CliError::new(format!("trace import: {other}")),
+    }
 }
 
 /// Writes the trace and reports what the import did.

@@ -17,8 +17,22 @@ use crate::types::{CpuId, Cycles};
 /// Each comes from a step of another CPU, and a busy machine of a few
 /// thousand CPUs has had more than one per CPU waiting on a CPU behind
 /// (ebizzy -t 2600 on 2600 CPUs); this is far more than that needs. Small
-/// machines keep the floor of 4096 (256 CPUs' worth) the guard always had.
+/// machines keep the floor of 4096 (256 CPUs' worth) the guard always had,
+/// or more with much memory: see [`pending_limit`].
 const PENDING_IPIS_PER_CPU: usize = 16;
+
+/// The most IPIs that may wait on one CPU (the guard above). One step can
+/// send one per page it unmaps: a direct reclaim that waits on a slow disk
+/// is one step of its task, and flushes the TLBs of the owners of every page
+/// it pages out (`try_to_unmap_flush_dirty`), so a CPU behind it gathers up
+/// to one IPI a page of the machine's memory (`usemem -n 4 40M --swap
+/// disk:hdd` on 128 MiB had 4096 waiting on one CPU; on 1 GiB, 32768).
+fn pending_limit(ctx: &Ctx) -> usize {
+    let topology = &ctx.machine().topology;
+    let pages = topology.memory_per_node_bytes / 4096 * u64::from(topology.numa_nodes);
+    let pages = usize::try_from(pages).unwrap_or(usize::MAX);
+    (PENDING_IPIS_PER_CPU * ctx.cpus.len().max(256)).max(pages)
+}
 
 /// The function run on each target, and its cost there.
 #[derive(Clone, Copy, Debug)]
@@ -208,7 +222,7 @@ pub fn smp_call_function_many(
                     waiter,
                 })
             });
-            let limit = PENDING_IPIS_PER_CPU * ctx.cpus.len().max(256);
+            let limit = pending_limit(ctx);
             ctx.ipis_pending += 1;
             let pending = &mut ctx.cpus[target.index()].pending_ipis;
             assert!(pending.len() < limit, "{target} has {limit} IPIs pending");

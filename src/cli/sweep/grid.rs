@@ -174,10 +174,12 @@ pub fn experiment_command(
         }
     };
     let case = chosen.ok_or_else(|| {
+        let names: Vec<&str> = experiment.cases.iter().map(|c| c.name).collect();
         CliError::new(format!(
-            "experiment {} has no case '{}'",
+            "experiment {} has no case '{}' (cases: {})",
             experiment.id,
-            escape(case.unwrap_or_default())
+            escape(case.unwrap_or_default()),
+            names.join(", ")
         ))
     })?;
     let mut args: Vec<String> = std::iter::once(case.workload)

@@ -19,8 +19,9 @@
 use std::fmt::Write as _;
 
 use super::block::{Dir, DiskStats, RequestQueue, Timing};
+use super::disk_slots::SlotImages;
 use crate::machine::LoadError;
-use crate::mm::contents::{PackedImage, PageImage};
+use crate::mm::contents::PageImage;
 use crate::mm::page_alloc::PageAllocator;
 use crate::mm::page_io::{Completion, IoError, SwapDevice};
 use crate::sim::{Ctx, Symbol};
@@ -366,13 +367,9 @@ pub struct Disk {
     device: String,
     kind: DiskKind,
     nr_pages: u64,
-    /// What each slot holds, by slot, up to the highest slot written: swap
-    /// slots are handed out from the bottom of the device in clusters, so
-    /// the slots in use are dense, and a vector costs a packed image (16
-    /// bytes) per slot where a map would cost several times that. A zero
-    /// image (never written, freed, or written with zeros) and a page with
-    /// one non-zero word hold no heap memory.
-    images: Vec<PackedImage>,
+    /// What each slot holds (`disk_slots.rs`): a slot written like its
+    /// neighbours shares their image.
+    images: SlotImages,
     queue: RequestQueue,
     /// When each request not yet complete will be, oldest first: at most
     /// `nr_requests` of them.
@@ -401,7 +398,7 @@ impl Disk {
             device: profile.device.clone(),
             kind: profile.kind,
             nr_pages,
-            images: Vec::new(),
+            images: SlotImages::default(),
             queue: RequestQueue::new(profile.timing(frequency_mhz)),
             outstanding: std::collections::VecDeque::new(),
             nr_requests: nr_requests(profile.kind),
@@ -484,36 +481,22 @@ impl SwapDevice for Disk {
         image: &PageImage,
     ) -> Result<Completion, IoError> {
         let done = self.submit(ctx, Dir::Write, offset);
-        let at = offset as usize;
-        if at >= self.images.len() {
-            if *image == PageImage::zero() {
-                return Ok(done);
-            }
-            self.images.resize_with(at + 1, PackedImage::default);
-        }
-        self.images[at] = PackedImage::pack(image);
+        self.images.set(offset, image);
         Ok(done)
     }
 
     fn peek_page(&self, offset: u64) -> PageImage {
-        self.images
-            .get(offset as usize)
-            .map_or_else(PageImage::zero, PackedImage::unpack)
+        self.images.get(offset)
     }
 
     fn read_page(&mut self, ctx: &mut Ctx, offset: u64) -> (PageImage, Completion) {
         let done = self.submit(ctx, Dir::Read, offset);
-        let image = self
-            .images
-            .get(offset as usize)
-            .map_or_else(PageImage::zero, PackedImage::unpack);
+        let image = self.images.get(offset);
         (image, done)
     }
 
     fn slot_free(&mut self, _ctx: &mut Ctx, _pa: &mut PageAllocator, offset: u64) {
-        if let Some(image) = self.images.get_mut(offset as usize) {
-            *image = PackedImage::Zero;
-        }
+        self.images.clear(offset);
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
@@ -641,9 +624,7 @@ mod tests {
         disk.write_page(&mut ctx, &mut pa, 3, &image).unwrap();
         disk.write_page(&mut ctx, &mut pa, 4, &PageImage::zero())
             .unwrap();
-        // A zero page past the highest slot written costs the host
-        // nothing; a freed slot reads as zeros.
-        assert_eq!(disk.images.len(), 4);
+        // A freed slot reads as zeros.
         assert_eq!(disk.read_page(&mut ctx, 4).0, PageImage::zero());
         assert_eq!(disk.read_page(&mut ctx, 3).0, image);
         assert_eq!(disk.read_page(&mut ctx, 999).0, PageImage::zero());

@@ -5,6 +5,7 @@
 
 pub mod block;
 pub mod disk;
+mod disk_slots;
 pub mod lz4;
 pub mod lzo;
 pub mod lzwork;

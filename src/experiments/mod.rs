@@ -520,14 +520,22 @@ pub struct RunJob<'a> {
 /// `done` (with the job's index) as it finishes, on the calling thread.
 /// Progress goes from 0 to 1 over all of them.
 ///
-/// Jobs start largest estimate first (the larger runs of an experiment
-/// are its longer ones, and the short ones then fill in beside them), the
-/// order given among equals. A free thread takes the first job in that
-/// order whose estimated host memory fits in [`HOST_BUDGET_BYTES`] beside the runs in flight (a
-/// job with no estimate counts as nothing), or the first job when nothing
-/// is in flight; so a long run of a case no longer holds the other thread
-/// idle until the case's other side ends, and the two largest runs are
-/// not in memory together when they would not fit. Each job is
+/// Jobs start longest first, by the workload's estimate of its host CPU
+/// time ([`workload::Parsed::host_ns_on`]), then largest estimated host
+/// memory first, the order given among equals; a job with no time
+/// estimate counts as taking none, so jobs without one keep the order of
+/// their memory estimates. Longest first, so that the short runs fill in
+/// beside the long ones at the end rather than a long one starting last
+/// while the other thread has nothing left (seed 003's fourteen runs of
+/// 0.6 to 4 s each, once ordered by memory: a 3-second run started when
+/// the rest were nearly done). A free thread takes the first job in that
+/// order whose estimated host memory fits in [`HOST_BUDGET_BYTES`] beside
+/// the runs in flight (a job with no estimate counts as nothing), or the
+/// first job when nothing is in flight; so a long run of a case no longer
+/// holds the other thread idle until the case's other side ends, and two
+/// large runs are not in memory together when they would not fit. The
+/// order is a function of the jobs alone; which thread takes which job,
+/// and which runs overlap, depend on the host's timing. Each job is
 /// deterministic on its own, so its output does not depend on how the
 /// host schedules them; only the order of the calls to `done` does. Only
 /// progress and finished outputs cross threads, as messages to the
@@ -546,8 +554,7 @@ pub fn run_jobs(
                 .unwrap_or(0)
         })
         .collect();
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(estimates[i]));
+    let order = start_order(jobs, &estimates);
     let queue = Mutex::new(Queue {
         order,
         in_flight: 0,
@@ -607,6 +614,22 @@ pub fn run_jobs(
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         }
     });
+}
+
+/// The order [`run_jobs`] offers `jobs` in: longest estimated host time
+/// first, then largest estimated host memory (`estimates`), then as given.
+fn start_order(jobs: &[RunJob], estimates: &[u64]) -> Vec<usize> {
+    let times: Vec<u64> = jobs
+        .iter()
+        .map(|job| {
+            job.benchmark
+                .host_ns_on(job.machine, &job.features)
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse((times[i], estimates[i])));
+    order
 }
 
 /// What a worker of [`run_jobs`] tells the calling thread about a job.

@@ -204,6 +204,15 @@ pub trait Benchmark: Sync {
     fn host_bytes_on(&self, machine: &Machine, _features: &Features) -> Option<u64> {
         self.host_bytes(machine)
     }
+
+    /// Host CPU nanoseconds the run will take on the kernel `features`
+    /// describes, roughly, where the workload can tell from its flags;
+    /// None where it cannot. Only an order for an experiment's runs
+    /// (`experiments::run_jobs` starts the longest first): the host's load
+    /// moves a run's time, and nothing a run prints depends on it.
+    fn host_ns_on(&self, _machine: &Machine, _features: &Features) -> Option<u64> {
+        None
+    }
 }
 
 /// A registered workload with its flags parsed: runs it and fills in the
@@ -234,6 +243,11 @@ impl Parsed {
     /// See [`Benchmark::host_bytes_on`].
     pub fn host_bytes_on(&self, machine: &Machine, features: &Features) -> Option<u64> {
         self.benchmark.host_bytes_on(machine, features)
+    }
+
+    /// See [`Benchmark::host_ns_on`].
+    pub fn host_ns_on(&self, machine: &Machine, features: &Features) -> Option<u64> {
+        self.benchmark.host_ns_on(machine, features)
     }
 
     pub fn run(

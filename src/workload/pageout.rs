@@ -196,35 +196,59 @@ fn strerror(e: Errno) -> &'static str {
 }
 
 /// Host bytes per page of the region, measured (peak RSS of the 10 GiB
-/// runs of seed 003's experiment on x86-2s-server, `/usr/bin/time`, each
-/// case before and after): for every page mapped (its `struct page`, PTE,
-/// LRU and rmap state); more for each page written to zram or to a disk
-/// (the swap entry, the swap cache while it lasts, the device's slot and
-/// the write in flight); more for each page with a dirtied byte (its
-/// contents while mapped, its image on a disk), and on zram more again
-/// for such a page written (its slot's entry, `zram_table.rs`; a page of
-/// zeros takes none). The zram figures were re-measured on 2026-11-26
-/// once the slot table was made compact (127 bytes a written page before,
-/// most of it the table grown to the 16 GiB device): the estimates lie
-/// 2-3% above the zram runs that write every page, more above the others.
-/// The disk figures are session 12's and now lie above the disk runs by
-/// 18-21% (532 MiB measured for the worst case, 627 estimated), which
-/// keeps a disk worst case from running beside a zram worst case.
-const HOST_BYTES_MAPPED: u64 = 32;
-const HOST_BYTES_WRITTEN_ZRAM: u64 = 56;
-const HOST_BYTES_WRITTEN_DISK: u64 = 176;
+/// runs of seed 003's experiment on x86-2s-server, `/usr/bin/time`, each of
+/// its fourteen runs alone, 2026-11-26): for every page mapped (its
+/// `struct page` and PTE once its THP is split, its LRU and rmap state, and
+/// the process's own share); more for each page written to zram or to a
+/// disk (on a disk the page stays, under writeback, until the device's
+/// interrupt after the `madvise` step: its page info, swap-cache entry and
+/// write in flight; zram frees it at once); more for each page with a
+/// dirtied byte (its contents while mapped), and on zram more again for
+/// such a page written (its slot's entry, `zram_table.rs`; a page of zeros
+/// takes none, and on a disk the slots written alike share one image,
+/// `disk_slots.rs`). Each of the fourteen runs lies 3-8% below its
+/// estimate where the run writes every page to a disk or every dirtied
+/// page to zram (the disk worst case: 454.8 MB measured, 469.2 estimated),
+/// more below it for the others; so the two disk worst cases, the largest
+/// runs, fit side by side in `run_many`'s 1 GiB.
+const HOST_BYTES_MAPPED: u64 = 34;
+const HOST_BYTES_WRITTEN_ZRAM: u64 = 4;
+const HOST_BYTES_WRITTEN_DISK: u64 = 102;
 const HOST_BYTES_DIRTIED: u64 = 43;
 const HOST_BYTES_STORED_ZRAM: u64 = 36;
 
+/// Host CPU nanoseconds per page of the region, measured the same way
+/// (each run's CPU time alone): mapping and faulting it as a THP and
+/// unmapping it; reclaim's work on a page split from its THP and written
+/// (`try_to_unmap`, the swap cache, the write and, on a disk, its
+/// interrupt); and a dirtied page's extra (its contents, zram's
+/// compression). Only an order for `run_many`'s threads: a run's host time
+/// moves with the host's load, and nothing printed depends on it.
+const HOST_NS_MAPPED: u64 = 220;
+const HOST_NS_SPLIT_WRITTEN_ZRAM: u64 = 650;
+const HOST_NS_SPLIT_WRITTEN_DISK: u64 = 1170;
+const HOST_NS_DIRTIED: u64 = 300;
+
+/// How many pages a run maps, dirties and writes to swap.
+struct Shape {
+    pages: u64,
+    dirtied: u64,
+    written: u64,
+}
+
 impl Pageout {
-    /// Host bytes of a run that writes every page to swap (`all_written`)
+    /// The pages of a run that writes every page to swap (`all_written`)
     /// or only the dirtied ones, to a disk or to zram (None: no swap).
-    fn host_estimate(&self, machine: &Machine, all_written: bool, disk: Option<bool>) -> u64 {
+    fn shape(&self, machine: &Machine, all_written: bool, disk: Option<bool>) -> Shape {
         if self.size == 0 || self.size > TASK_SIZE {
             // mmap fails at once (EINVAL, ENOMEM): the run maps nothing.
             // A negative SIZE, wrapped to a huge size_t, was once estimated
             // as the machine's whole memory and refused for the host.
-            return 0;
+            return Shape {
+                pages: 0,
+                dirtied: 0,
+                written: 0,
+            };
         }
         let topo = &machine.topology;
         let memory = topo.memory_per_node_bytes * topo.numa_nodes as u64;
@@ -236,34 +260,81 @@ impl Pageout {
             (Some(_), true) => pages,
             (Some(_), false) => dirtied,
         };
+        Shape {
+            pages,
+            dirtied,
+            written,
+        }
+    }
+
+    /// Host bytes of a run of `shape` to a disk or to zram (None: no swap).
+    fn host_estimate(shape: &Shape, disk: Option<bool>) -> u64 {
         let per_written = match disk {
             Some(true) => HOST_BYTES_WRITTEN_DISK,
             _ => HOST_BYTES_WRITTEN_ZRAM,
         };
         // A dirtied page written to zram keeps an entry in its table.
         let stored = match disk {
-            Some(false) => written.min(dirtied) * HOST_BYTES_STORED_ZRAM,
+            Some(false) => shape.written.min(shape.dirtied) * HOST_BYTES_STORED_ZRAM,
             _ => 0,
         };
-        pages * HOST_BYTES_MAPPED + written * per_written + dirtied * HOST_BYTES_DIRTIED + stored
+        shape.pages * HOST_BYTES_MAPPED
+            + shape.written * per_written
+            + shape.dirtied * HOST_BYTES_DIRTIED
+            + stored
+    }
+
+    /// Where a kernel's reclaim writes: whether it drops the zero-filled
+    /// subpages of a split THP, and whether it splits THPs at all.
+    fn reclaim_of(features: &Features) -> (bool, bool) {
+        let splits = !features.has(Feature::ThpSwap);
+        let drops_zero = splits
+            && (features.has(Feature::ThpSplitZeroPage) || features.has(Feature::ThpSplitUnmap));
+        (drops_zero, splits)
+    }
+
+    fn disk_of(features: &Features) -> Option<bool> {
+        features
+            .swap
+            .map(|s| matches!(s.device, SwapDeviceKind::Disk(_)))
     }
 }
 
 impl Benchmark for Pageout {
     /// The most any kernel needs: every page written to a disk.
     fn host_bytes(&self, machine: &Machine) -> Option<u64> {
-        Some(self.host_estimate(machine, true, Some(true)))
+        let disk = Some(true);
+        Some(Self::host_estimate(&self.shape(machine, true, disk), disk))
     }
 
     /// Zero-filled subpages are written unless a split drops them (THP
     /// swap writes a THP whole, never splitting it).
     fn host_bytes_on(&self, machine: &Machine, features: &Features) -> Option<u64> {
-        let disk = features
-            .swap
-            .map(|s| matches!(s.device, SwapDeviceKind::Disk(_)));
-        let drops_zero = !features.has(Feature::ThpSwap)
-            && (features.has(Feature::ThpSplitZeroPage) || features.has(Feature::ThpSplitUnmap));
-        Some(self.host_estimate(machine, !drops_zero, disk))
+        let disk = Self::disk_of(features);
+        let (drops_zero, _) = Self::reclaim_of(features);
+        Some(Self::host_estimate(
+            &self.shape(machine, !drops_zero, disk),
+            disk,
+        ))
+    }
+
+    /// A page written whole in a THP (THP swap) costs reclaim little more
+    /// than its THP's share; one split from it costs a subpage's walk
+    /// through reclaim.
+    fn host_ns_on(&self, machine: &Machine, features: &Features) -> Option<u64> {
+        let disk = Self::disk_of(features);
+        let (drops_zero, splits) = Self::reclaim_of(features);
+        let shape = self.shape(machine, !drops_zero, disk);
+        let per_split = match disk {
+            Some(true) => HOST_NS_SPLIT_WRITTEN_DISK,
+            _ => HOST_NS_SPLIT_WRITTEN_ZRAM,
+        };
+        let split_written = if splits { shape.written } else { 0 };
+        Some(
+            shape.pages * HOST_NS_MAPPED
+                + split_written * per_split
+                + shape.dirtied * HOST_NS_DIRTIED,
+        )
     }
 
     fn run(

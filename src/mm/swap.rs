@@ -214,6 +214,51 @@ impl Kernel {
         }
         let node = self.pa.node_of(head);
         self.lru_lock(ctx, node);
+        let nr = self.lru_move_tail(ctx, Symbol::RotateReclaimablePage, head, info);
+        self.lru_unlock(ctx, node);
+        ctx.count(Event::Pgrotated, nr);
+    }
+
+    /// [`Kernel::lru_del`] then [`Kernel::lru_add_tail`] of a page whose
+    /// reclaim half the caller has read (`info`), charged and counted as
+    /// those two charge and count, in their order, with one look-up of the
+    /// page, its node and its size. Returns the page's size.
+    fn lru_move_tail(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        head: Pfn,
+        info: super::page_flags::PageInfo,
+    ) -> u64 {
+        let node = self.pa.node_of(head);
+        let nr = self.thp_nr_pages(head);
+        let lruvec = self.lru.lruvec_mut(node);
+        debug_assert!(lruvec.lru_lock.is_locked(), "LRU move without lru_lock");
+        let ([prev, next], old) = lruvec.move_page_to_lru_tail(&mut self.pages, head, info, nr);
+        // The flags are unchanged: the same list and cgroup both times.
+        let lru = page_lru(&info);
+        let charged = info.test(PageFlags::MEMCG);
+        self.charge_lru_op(ctx, symbol, head, &[prev, next]);
+        self.memcg_update_lru_size_of(ctx, head, charged, lru, -(nr as i64));
+        self.charge_lru_op(ctx, symbol, head, &[old]);
+        self.memcg_update_lru_size_of(ctx, head, charged, lru, nr as i64);
+        nr
+    }
+
+    /// [`Kernel::rotate_reclaimable_page`] as it was before
+    /// [`Kernel::lru_move_tail`]: the delete and the add one after the
+    /// other, for tests to hold the fused move to.
+    #[cfg(test)]
+    pub(super) fn rotate_reclaimable_page_unfused(&mut self, ctx: &mut Ctx, head: Pfn) {
+        let info = self.pages.get(head);
+        if !info.test(PageFlags::LRU)
+            || info.test(PageFlags::ACTIVE)
+            || info.test(PageFlags::UNEVICTABLE)
+        {
+            return;
+        }
+        let node = self.pa.node_of(head);
+        self.lru_lock(ctx, node);
         self.lru_del(ctx, Symbol::RotateReclaimablePage, head);
         self.lru_add_tail(ctx, Symbol::RotateReclaimablePage, head);
         self.lru_unlock(ctx, node);

@@ -188,7 +188,10 @@ impl Kernel {
         }
     }
 
-    /// `add_page_to_lru_list_tail` on the page's node, charged.
+    /// `add_page_to_lru_list_tail` on the page's node, charged. Only the
+    /// tests' unfused rotation adds at the tail this way now
+    /// ([`Kernel::lru_move_tail`] does it for the kernel).
+    #[cfg(test)]
     pub(super) fn lru_add_tail(&mut self, ctx: &mut Ctx, symbol: Symbol, head: Pfn) {
         let node = self.pa.node_of(head);
         let nr = self.thp_nr_pages(head);

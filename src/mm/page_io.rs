@@ -405,20 +405,20 @@ impl Kernel {
         // PG_writeback and PG_reclaim cleared in the one look-up that
         // reads them: nothing before the rotation reads the page's flags
         // (account_writeback_end reads only PG_memcg).
-        let info = self.pages.update(head, |p| {
+        let (was, now) = self.pages.update(head, |p| {
             let was = *p;
             if was.test(PageFlags::WRITEBACK) {
                 p.clear(PageFlags::WRITEBACK);
                 p.clear(PageFlags::RECLAIM);
             }
-            was
+            (was, *p)
         });
-        if !info.test(PageFlags::WRITEBACK) {
+        if !was.test(PageFlags::WRITEBACK) {
             return;
         }
         self.account_writeback_end(ctx, head);
-        if info.test(PageFlags::RECLAIM) {
-            self.rotate_reclaimable_page(ctx, head);
+        if was.test(PageFlags::RECLAIM) {
+            self.rotate_reclaimable_page(ctx, head, now);
         }
     }
 

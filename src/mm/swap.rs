@@ -206,9 +206,15 @@ impl Kernel {
     /// `rotate_reclaimable_page`: a page reclaim wanted gone whose
     /// writeback just ended goes to the tail of its inactive list, where
     /// the next scan finds it first. 5.x batches these (`lru_rotate`);
-    /// here the move is made at once, under the lock.
-    pub(super) fn rotate_reclaimable_page(&mut self, ctx: &mut Ctx, head: Pfn) {
-        let info = self.pages.get(head);
+    /// here the move is made at once, under the lock. `info` is the page's
+    /// reclaim half as the caller (`end_swap_bio_write`) just left it.
+    pub(super) fn rotate_reclaimable_page(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        info: super::page_flags::PageInfo,
+    ) {
+        debug_assert!(info == self.pages.get(head), "{head}: stale page info");
         if !info.test(PageFlags::LRU)
             || info.test(PageFlags::ACTIVE)
             || info.test(PageFlags::UNEVICTABLE)

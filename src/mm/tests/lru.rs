@@ -500,7 +500,8 @@ fn rotation_moves_pages_as_a_delete_and_an_add_did() {
         picks.extend(pages.iter().copied());
         for pfn in picks {
             let list = order(&fused);
-            fused.rotate_reclaimable_page(&mut fctx, pfn);
+            let info = fused.pages.get(pfn);
+            fused.rotate_reclaimable_page(&mut fctx, pfn, info);
             unfused.rotate_reclaimable_page_unfused(&mut uctx, pfn);
             assert_eq!(
                 rotation_state(&fused, &fctx, &pages),
@@ -515,7 +516,8 @@ fn rotation_moves_pages_as_a_delete_and_an_add_did() {
         if n > 1 {
             let head = order(&fused)[0];
             let second = order(&fused)[1];
-            fused.rotate_reclaimable_page(&mut fctx, head);
+            let info = fused.pages.get(head);
+            fused.rotate_reclaimable_page(&mut fctx, head, info);
             unfused.rotate_reclaimable_page_unfused(&mut uctx, second);
             assert_ne!(
                 rotation_state(&fused, &fctx, &pages),

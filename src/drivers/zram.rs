@@ -40,7 +40,7 @@ use super::lzwork::CompressWork;
 use super::zcomp::{Algorithm, Zcomp};
 use super::zram_table::{Slot, SlotTable};
 use super::zsmalloc::ZsPool;
-use crate::machine::whole_cycles;
+use crate::machine::{whole_cycles, Costs};
 use crate::mm::contents::{PackedImage, PageImage};
 use crate::mm::mmzone::PAGE_SIZE;
 use crate::mm::page_alloc::{Gfp, PageAllocator};
@@ -82,8 +82,14 @@ pub struct Zram {
     /// one non-zero word (a dirtied byte), by that word. Compression is a
     /// function of the bytes alone, so this gives what compressing again
     /// would; millions of such pages then cost one compression each
-    /// distinct page. Looked up, never iterated; emptied when full.
-    memo: std::collections::HashMap<(u16, u64), Compressed, BuildHasherDefault<WordHasher>>,
+    /// distinct page. Looked up, never iterated; emptied when full. Each
+    /// entry keeps what its writes are charged ([`Priced`]) for the costs
+    /// `memo_costs` names, so a write of a known page prices nothing.
+    memo:
+        std::collections::HashMap<(u16, u64), (Compressed, Priced), BuildHasherDefault<WordHasher>>,
+    /// The costs the memo's prices were worked out with; other costs
+    /// (another machine) empty it.
+    memo_costs: Option<PriceKey>,
     /// The CPU that last wrote `struct zram_stats`' line.
     stats_line: u16,
 }
@@ -95,6 +101,67 @@ struct Compressed {
     len: usize,
     words: u64,
     work: CompressWork,
+}
+
+/// What writing a compressed page charges outside the allocation and the
+/// page's read, worked out from its [`Compressed`] and the costs: the same
+/// for every write of the same bytes on the same machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Priced {
+    /// The object's size: the compressed length, or the page whole from
+    /// `huge_class_size` on (`ZRAM_HUGE`).
+    size: usize,
+    /// `page_same_filled`'s words read.
+    scan: Cycles,
+    /// The compressor's steps, and its hash table's clearing.
+    steps: Cycles,
+    memset: Cycles,
+    /// The copy of the object's bytes into it.
+    copy: Cycles,
+}
+
+impl Priced {
+    fn of(found: &Compressed, costs: &Costs, huge_class_size: usize) -> Priced {
+        let size = if found.len >= huge_class_size {
+            PAGE_SIZE as usize
+        } else {
+            found.len
+        };
+        let scan = costs.zram_same_scan_word.value();
+        let (steps, memset) = found.work.cycles(costs);
+        Priced {
+            size,
+            scan: whole_cycles(scan * found.words as f64),
+            steps,
+            memset,
+            copy: costs.copy_page_bandwidth.cycles_for_bytes(size as u64),
+        }
+    }
+}
+
+/// The costs a [`Priced`] is worked out from, as their bits: while a
+/// machine's are these, a remembered price is what pricing again gives (a
+/// test checks that every cost that moves a price is here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PriceKey([u64; 9]);
+
+impl PriceKey {
+    fn of(costs: &Costs) -> PriceKey {
+        PriceKey(
+            [
+                &costs.zram_same_scan_word,
+                &costs.lz_probe,
+                &costs.lz_zero_scan_step,
+                &costs.lz_match_word,
+                &costs.lz_compress_sequence,
+                &costs.lz_copy_word,
+                &costs.lz_copy_byte,
+                &costs.memset_warm_bandwidth,
+                &costs.copy_page_bandwidth,
+            ]
+            .map(|c| c.value().to_bits()),
+        )
+    }
 }
 
 /// The locked read-modify-writes of one page written (5.13): `num_writes`
@@ -192,6 +259,7 @@ impl Zram {
             stats: ZramStats::default(),
             bytes: Box::new([0; PAGE_SIZE as usize]),
             memo: std::collections::HashMap::default(),
+            memo_costs: None,
             stats_line: NO_WRITER,
         })
     }
@@ -264,10 +332,9 @@ impl Zram {
     /// cache: `page_same_filled` read only its first and last words, so
     /// the compressor's pass brings the page in, its steps overlapping the
     /// stream.
-    fn charge_compression(&self, ctx: &mut Ctx, work: CompressWork, from_node: Option<u32>) {
-        let (steps, memset) = work.cycles(&ctx.machine().costs);
-        charge_page_read(ctx, self.symbols().0, steps, from_node);
-        ctx.charge(Symbol::MemsetErms, memset);
+    fn charge_compression(&self, ctx: &mut Ctx, priced: &Priced, from_node: Option<u32>) {
+        charge_page_read(ctx, self.symbols().0, priced.steps, from_node);
+        ctx.charge(Symbol::MemsetErms, priced.memset);
     }
 
     /// A write's work outside the scan, the compression and zsmalloc:
@@ -303,25 +370,40 @@ impl Zram {
     /// `image` compressed with this device's algorithm (and the words
     /// `page_same_filled` read: it did not find one word).
     fn compress(&mut self, image: &PageImage) -> Compressed {
-        let word = image.single_word();
-        if let Some(known) = word.and_then(|w| self.memo.get(&w)) {
-            return *known;
-        }
         image.to_bytes(&mut self.bytes);
         let words = words_scanned(&self.bytes);
         let len = self.zcomp.compress(&self.bytes[..]);
-        let found = Compressed {
+        Compressed {
             len,
             words,
             work: self.zcomp.work(),
-        };
+        }
+    }
+
+    /// What writing `image` (not same-filled) charges with `costs`: a
+    /// page with one non-zero word as remembered if it was compressed
+    /// before on these costs, any other compressed now.
+    fn compress_priced(&mut self, costs: &Costs, image: &PageImage) -> Priced {
+        let word = image.single_word();
+        if let Some(w) = word {
+            let key = PriceKey::of(costs);
+            if self.memo_costs != Some(key) {
+                self.memo.clear();
+                self.memo_costs = Some(key);
+            }
+            if let Some(&(_, priced)) = self.memo.get(&w) {
+                return priced;
+            }
+        }
+        let found = self.compress(image);
+        let priced = Priced::of(&found, costs, self.pool.huge_class_size());
         if let Some(w) = word {
             if self.memo.len() >= MEMO_MAX {
                 self.memo.clear();
             }
-            self.memo.insert(w, found);
+            self.memo.insert(w, (found, priced));
         }
-        found
+        priced
     }
 
     /// The compressed bytes of the last page written, for tests.
@@ -342,9 +424,9 @@ impl Zram {
     ) -> Result<Completion, IoError> {
         self.check_offset(offset);
         self.charge_write_path(ctx);
-        let scan = ctx.machine().costs.zram_same_scan_word.value();
         let slot = match image.same_filled() {
             Some(word) => {
+                let scan = ctx.machine().costs.zram_same_scan_word.value();
                 let cycles = whole_cycles(scan * WORDS as f64);
                 // page_same_filled reads the whole page: from memory at the
                 // core's streaming rate if it is not in cache.
@@ -353,31 +435,17 @@ impl Zram {
                 Slot::Same(word)
             }
             None => {
-                let Compressed {
-                    len: comp_len,
-                    words,
-                    work,
-                } = self.compress(image);
-                let cycles = whole_cycles(scan * words as f64).0;
-                ctx.charge(Symbol::ZramBvecWrite, Cycles(cycles));
-                self.charge_compression(ctx, work, from_node);
-                let size = if comp_len >= self.pool.huge_class_size() {
-                    PAGE_SIZE as usize
-                } else {
-                    comp_len
-                };
+                let priced = self.compress_priced(&ctx.machine().costs, image);
+                ctx.charge(Symbol::ZramBvecWrite, priced.scan);
+                self.charge_compression(ctx, &priced, from_node);
+                let size = priced.size;
                 let Some(handle) = self.pool.malloc(ctx, pa, size) else {
                     self.stats.failed_writes += 1;
                     return Err(IoError::NoMemory);
                 };
                 self.stats.max_used_pages = self.stats.max_used_pages.max(self.pool.total_pages());
                 // The compressed bytes (or the page) into the object.
-                let copy = ctx
-                    .machine()
-                    .costs
-                    .copy_page_bandwidth
-                    .cycles_for_bytes(size as u64);
-                ctx.charge(Symbol::Memcpy, copy);
+                ctx.charge(Symbol::Memcpy, priced.copy);
                 self.stats.compr_data_size += size as u64;
                 if size as u64 == PAGE_SIZE {
                     self.stats.huge_pages += 1;
@@ -812,7 +880,7 @@ mod tests {
             }
             let scan = ctx.stats.cycles(Symbol::ZramBvecWrite).0 - before.0;
             assert_eq!(z.memo.len(), 1, "compressed once");
-            assert_eq!(z.memo[&(511, 0x61 << 56)].len, fresh);
+            assert_eq!(z.memo[&(511, 0x61 << 56)].0.len, fresh);
             assert_eq!(stat(&z, "compr_data_size"), 3 * fresh as u64);
             // Each write scanned the page's words (the first and the last
             // differ: two words) as the first did.
@@ -1058,5 +1126,118 @@ mod tests {
                 z.stats()
             );
         }
+    }
+
+    /// A page with one non-zero word: `value` at word `index`.
+    fn one_word_page(index: u64, value: u64) -> PageImage {
+        let mut c = Contents::new();
+        c.write_u64(Pfn(1), index * 8, value);
+        c.image(Pfn(1))
+    }
+
+    /// A remembered page is charged what compressing and pricing it again
+    /// gives: the same writes through a device that remembers and one that
+    /// forgets after every write leave the same clocks, profile, counters,
+    /// device figures and pool, also when the remembering device moves to
+    /// a machine of other costs (its remembered prices must go) and for
+    /// pages read from memory or in cache. Other pages (usemem's, noise,
+    /// zeros) are interleaved, as reclaim meets them.
+    #[test]
+    fn remembered_prices_are_what_pricing_again_gives() {
+        let mut pages = Vec::new();
+        for i in 0..48u64 {
+            pages.push(one_word_page(1 + (i % 5) * 100, (0x61 + i % 3) << 56));
+            match i % 8 {
+                3 => pages.push(rule_page(512 + i)),
+                5 => pages.push(noise_page(i + 1)),
+                7 => pages.push(PageImage::zero()),
+                _ => {}
+            }
+        }
+        let run = |forget: bool| {
+            let (mut ctx, mut pa) = setup();
+            let mut machine = ctx.machine().clone();
+            for (name, factor) in [
+                ("lz_probe", 1.5),
+                ("zram_same_scan_word", 1.3),
+                ("copy_page_bandwidth", 0.7),
+                ("memset_warm_bandwidth", 0.9),
+            ] {
+                machine.costs.get_mut(name).unwrap().scale(factor);
+            }
+            let mut other = Ctx::new(machine, 1);
+            for cpu in 1..other.nr_cpus() {
+                other.set_state(crate::sim::CpuId(cpu), crate::sim::RunState::Idle);
+            }
+            let mut z = Zram::new(1 << 24, Algorithm::LzoRle).unwrap();
+            let mut remembered = 0;
+            for (i, page) in pages.iter().enumerate() {
+                let c = if i < pages.len() / 2 {
+                    &mut ctx
+                } else {
+                    &mut other
+                };
+                let from_node = (i % 2 == 0).then_some(0);
+                let slot = (i % 37) as u64;
+                z.write_page_from(c, &mut pa, slot, page, from_node)
+                    .unwrap();
+                remembered = remembered.max(z.memo.len());
+                if forget {
+                    z.memo.clear();
+                }
+            }
+            let clocks = |c: &Ctx| -> Vec<Cycles> {
+                (0..c.nr_cpus())
+                    .map(|cpu| c.clock_of(crate::sim::CpuId(cpu)))
+                    .collect()
+            };
+            let state = format!(
+                "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{}",
+                (clocks(&ctx), clocks(&other)),
+                (&ctx.stats, &other.stats),
+                z.stats(),
+                z.zram_stats(),
+                z.pool().total_pages(),
+                pa.nr_allocated_pages()
+            );
+            (state, remembered)
+        };
+        let (remembering, remembered) = run(false);
+        let (forgetting, _) = run(true);
+        assert_eq!(remembering, forgetting);
+        // 48 one-word writes of 15 distinct pages: the memo was used.
+        assert_eq!(remembered, 15);
+    }
+
+    /// Every cost that moves a write's price is in the key the memo's
+    /// prices are kept under: scaling any one cost either leaves the
+    /// price of each page alone or changes the key.
+    #[test]
+    fn every_cost_that_moves_a_price_is_in_its_key() {
+        let base = crate::machine::builtin("x86-2s-server").unwrap().costs;
+        let mut z = Zram::new(1 << 20, Algorithm::LzoRle).unwrap();
+        let huge = z.pool().huge_class_size();
+        let found: Vec<Compressed> = [
+            one_word_page(511, 0x61 << 56),
+            rule_page(512),
+            noise_page(3),
+            half_text_page(),
+        ]
+        .iter()
+        .map(|page| z.compress(page))
+        .collect();
+        let mut moved = 0;
+        for &(name, _, _) in Costs::PARAMETERS {
+            let mut costs = base.clone();
+            costs.get_mut(name).unwrap().scale(1.5);
+            if found
+                .iter()
+                .any(|f| Priced::of(f, &costs, huge) != Priced::of(f, &base, huge))
+            {
+                moved += 1;
+                assert_ne!(PriceKey::of(&costs), PriceKey::of(&base), "{name}");
+            }
+        }
+        assert!(moved >= 5, "only {moved} costs move a price");
     }
 }

@@ -274,6 +274,53 @@ impl Lruvec {
         [prev, next].map(|p| (p != NO_PFN).then_some(Pfn(p)))
     }
 
+    /// `list_move_tail`: the page (whose reclaim half the caller has just
+    /// read, `page`) to the tail of the list it is on, leaving every link,
+    /// size and count as [`Lruvec::del_page_from_lru_list_of`] followed by
+    /// [`Lruvec::add_page_to_lru_list_tail`] leave them, with one look-up
+    /// of the page instead of five (a disk's every completed write moves
+    /// its page so). Returns what those two return, for the caller to
+    /// charge: the neighbours the delete wrote, and the tail the add wrote
+    /// (the old tail once the page was off the list).
+    pub fn move_page_to_lru_tail(
+        &mut self,
+        pages: &mut PageInfos,
+        head: Pfn,
+        page: PageInfo,
+        nr_pages: u64,
+    ) -> ([Option<Pfn>; 2], Option<Pfn>) {
+        debug_assert!(page == pages.get(head), "{head}: stale page info");
+        let lru = page_lru(&page);
+        debug_assert!(self.sizes[lru as usize] >= nr_pages, "{lru:?} size");
+        let list = &mut self.lists[lru as usize];
+        let (prev, next) = (page.lru_prev, page.lru_next);
+        let link = |p: u64| (p != NO_PFN).then_some(Pfn(p));
+        if next == NO_PFN {
+            // Already the tail: taken off and put back where it was.
+            assert_eq!(list.last, head.0, "{head} not on {lru:?}");
+            if prev == NO_PFN {
+                assert_eq!(list.first, head.0, "{head} not on {lru:?}");
+            }
+            return ([link(prev), None], link(prev));
+        }
+        if prev == NO_PFN {
+            assert_eq!(list.first, head.0, "{head} not on {lru:?}");
+            list.first = next;
+        } else {
+            pages.update(Pfn(prev), |p| p.lru_next = next);
+        }
+        pages.update(Pfn(next), |p| p.lru_prev = prev);
+        // The page had a next one, so the tail is another page.
+        let old_last = list.last;
+        pages.update(head, |p| {
+            p.lru_prev = old_last;
+            p.lru_next = NO_PFN;
+        });
+        pages.update(Pfn(old_last), |p| p.lru_next = head.0);
+        list.last = head.0;
+        ([link(prev), Some(Pfn(next))], Some(Pfn(old_last)))
+    }
+
     /// The list's pages from head to tail (for the checker and tests).
     pub fn walk(&self, pages: &PageInfos, lru: LruList) -> Vec<Pfn> {
         let mut out = Vec::new();

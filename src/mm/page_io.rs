@@ -402,18 +402,23 @@ impl Kernel {
     pub fn end_swap_bio_write(&mut self, ctx: &mut Ctx, head: Pfn) {
         let cost = ctx.machine().costs.pcp_list_op.cycles();
         ctx.charge(Symbol::SwapWritepage, cost);
-        let info = self.pages.get(head);
-        if !info.test(PageFlags::WRITEBACK) {
+        // PG_writeback and PG_reclaim cleared in the one look-up that
+        // reads them: nothing before the rotation reads the page's flags
+        // (account_writeback_end reads only PG_memcg).
+        let (was, now) = self.pages.update(head, |p| {
+            let was = *p;
+            if was.test(PageFlags::WRITEBACK) {
+                p.clear(PageFlags::WRITEBACK);
+                p.clear(PageFlags::RECLAIM);
+            }
+            (was, *p)
+        });
+        if !was.test(PageFlags::WRITEBACK) {
             return;
         }
         self.account_writeback_end(ctx, head);
-        // PG_writeback and PG_reclaim cleared in one update of the page.
-        self.pages.update(head, |p| {
-            p.clear(PageFlags::WRITEBACK);
-            p.clear(PageFlags::RECLAIM);
-        });
-        if info.test(PageFlags::RECLAIM) {
-            self.rotate_reclaimable_page(ctx, head);
+        if was.test(PageFlags::RECLAIM) {
+            self.rotate_reclaimable_page(ctx, head, now);
         }
     }
 

@@ -207,7 +207,10 @@ impl Kernel {
         );
     }
 
-    /// `add_page_to_lru_list_tail` on the page's node, charged.
+    /// `add_page_to_lru_list_tail` on the page's node, charged. Only the
+    /// tests' unfused rotation adds at the tail this way now
+    /// ([`Kernel::lru_move_tail`] does it for the kernel).
+    #[cfg(test)]
     pub(super) fn lru_add_tail(&mut self, ctx: &mut Ctx, symbol: Symbol, head: Pfn) {
         let node = self.pa.node_of(head);
         let nr = self.thp_nr_pages(head);
@@ -221,8 +224,59 @@ impl Kernel {
     /// `rotate_reclaimable_page`: a page reclaim wanted gone whose
     /// writeback just ended goes to the tail of its inactive list, where
     /// the next scan finds it first. 5.x batches these (`lru_rotate`);
-    /// here the move is made at once, under the lock.
-    pub(super) fn rotate_reclaimable_page(&mut self, ctx: &mut Ctx, head: Pfn) {
+    /// here the move is made at once, under the lock. `info` is the page's
+    /// reclaim half as the caller (`end_swap_bio_write`) just left it.
+    pub(super) fn rotate_reclaimable_page(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        info: super::page_flags::PageInfo,
+    ) {
+        debug_assert!(info == self.pages.get(head), "{head}: stale page info");
+        if !info.test(PageFlags::LRU)
+            || info.test(PageFlags::ACTIVE)
+            || info.test(PageFlags::UNEVICTABLE)
+        {
+            return;
+        }
+        let node = self.pa.node_of(head);
+        self.lru_lock(ctx, node);
+        let nr = self.lru_move_tail(ctx, Symbol::RotateReclaimablePage, head, info);
+        self.lru_unlock(ctx, node);
+        ctx.count(Event::Pgrotated, nr);
+    }
+
+    /// [`Kernel::lru_del`] then [`Kernel::lru_add_tail`] of a page whose
+    /// reclaim half the caller has read (`info`), charged and counted as
+    /// those two charge and count, in their order, with one look-up of the
+    /// page, its node and its size. Returns the page's size.
+    fn lru_move_tail(
+        &mut self,
+        ctx: &mut Ctx,
+        symbol: Symbol,
+        head: Pfn,
+        info: super::page_flags::PageInfo,
+    ) -> u64 {
+        let node = self.pa.node_of(head);
+        let nr = self.thp_nr_pages(head);
+        let lruvec = self.lru.lruvec_mut(node);
+        debug_assert!(lruvec.lru_lock.is_locked(), "LRU move without lru_lock");
+        let ([prev, next], old) = lruvec.move_page_to_lru_tail(&mut self.pages, head, info, nr);
+        // The flags are unchanged: the same list and cgroup both times.
+        let lru = page_lru(&info);
+        let charged = info.test(PageFlags::MEMCG);
+        self.charge_lru_op(ctx, symbol, head, &[prev, next]);
+        self.memcg_update_lru_size_of(ctx, head, charged, lru, -(nr as i64));
+        self.charge_lru_op(ctx, symbol, head, &[old]);
+        self.memcg_update_lru_size_of(ctx, head, charged, lru, nr as i64);
+        nr
+    }
+
+    /// [`Kernel::rotate_reclaimable_page`] as it was before
+    /// [`Kernel::lru_move_tail`]: the delete and the add one after the
+    /// other, for tests to hold the fused move to.
+    #[cfg(test)]
+    pub(super) fn rotate_reclaimable_page_unfused(&mut self, ctx: &mut Ctx, head: Pfn) {
         let info = self.pages.get(head);
         if !info.test(PageFlags::LRU)
             || info.test(PageFlags::ACTIVE)

@@ -428,3 +428,103 @@ fn tmpfs_pages_go_on_the_anon_lists() {
     k.mmput(&mut ctx, mm);
     assert_all_freed(&mut k, &mut ctx);
 }
+
+/// One side of [`rotation_moves_pages_as_a_delete_and_an_add_did`]: a
+/// process with `n` pages (a THP's worth each when `thp`) on the inactive
+/// list, and (if `alone`) one more page on the active list that is the
+/// only page there.
+fn rotation_run(setup: Setup, thp: bool, n: u64) -> (Kernel, Ctx, MmId, Vec<Pfn>) {
+    let (mut k, mut ctx, mm) = one_process(setup);
+    let step = if thp { HPAGE_PMD_SIZE } else { P };
+    let raw = k.mmap(&mut ctx, mm, (n + 1) * step, RW).unwrap();
+    let a = if thp { huge_align_up(raw) } else { raw };
+    touch_each(&mut k, &mut ctx, mm, a, step, n);
+    k.lru_add_drain(&mut ctx);
+    let pages = (0..n).map(|i| pfn_at(&k, mm, a + i * step)).collect();
+    (k, ctx, mm, pages)
+}
+
+/// Writes one word at `addr + i * step` for `i` below `n`.
+fn touch_each(k: &mut Kernel, ctx: &mut Ctx, mm: MmId, addr: u64, step: u64, n: u64) {
+    for i in 0..n {
+        k.write_u64(ctx, mm, addr + i * step, i).unwrap();
+    }
+}
+
+/// Everything a rotation can change: the CPUs' clocks, the counters and
+/// the profile, the LRU lists with their locks and sizes, each page's
+/// flags and links, and the cgroup's statistics.
+fn rotation_state(k: &Kernel, ctx: &Ctx, pages: &[Pfn]) -> String {
+    let clocks: Vec<Cycles> = (0..ctx.nr_cpus())
+        .map(|cpu| ctx.clock_of(CpuId(cpu)))
+        .collect();
+    let infos: Vec<_> = pages.iter().map(|&p| k.pages.get(p)).collect();
+    let lines: Vec<_> = pages.iter().map(|&p| k.pa.page(p).last_cpu).collect();
+    format!(
+        "{clocks:?}\n{:?}\n{:?}\n{infos:?}\n{lines:?}\n{:?}",
+        ctx.stats, k.lru, k.memcg
+    )
+}
+
+/// The fused `rotate_reclaimable_page` (one `list_move_tail`) leaves
+/// everything as the delete and the add it replaced did, charged the
+/// same: pages rotated from the head, the middle, next to the tail and at
+/// the tail, a page alone on its list, base pages and THPs, with and
+/// without a memory cgroup. And it fails if a move is wrong: a run that
+/// rotates a different page differs.
+#[test]
+fn rotation_moves_pages_as_a_delete_and_an_add_did() {
+    let thp = Setup::new(ThpEnabled::Always, true, true);
+    for (setup, huge, n) in [
+        (THP_NEVER, false, 20),
+        (THP_NEVER.in_memcg(), false, 20),
+        (thp, true, 4),
+        (thp.in_memcg(), true, 4),
+        (THP_NEVER, false, 1),
+        (THP_NEVER, false, 2),
+    ] {
+        let (mut fused, mut fctx, fmm, pages) = rotation_run(setup, huge, n);
+        let (mut unfused, mut uctx, umm, same) = rotation_run(setup, huge, n);
+        assert_eq!(pages, same, "the two runs are the same");
+        let order = |k: &Kernel| {
+            let lruvec = k.lru.lruvec(0).unwrap();
+            lruvec.walk(&k.pages, LruList::InactiveAnon)
+        };
+        assert_eq!(order(&fused).len() as u64, n);
+        // Head (newest) first: the tail, the one before it, the head, one
+        // in the middle, then the tail again and every page in turn.
+        let mut picks = Vec::new();
+        for at in [n - 1, n.saturating_sub(2), 0, n / 2, n - 1] {
+            picks.push(order(&fused)[at as usize]);
+        }
+        picks.extend(pages.iter().copied());
+        for pfn in picks {
+            let list = order(&fused);
+            let info = fused.pages.get(pfn);
+            fused.rotate_reclaimable_page(&mut fctx, pfn, info);
+            unfused.rotate_reclaimable_page_unfused(&mut uctx, pfn);
+            assert_eq!(
+                rotation_state(&fused, &fctx, &pages),
+                rotation_state(&unfused, &uctx, &pages),
+                "{setup:?}: rotating {pfn} of {list:?}"
+            );
+            assert_eq!(order(&fused).last(), Some(&pfn), "{pfn} at the tail");
+            fused.check();
+        }
+        assert!(event(&fctx, Event::Pgrotated) > 0);
+        // A wrong move shows: rotating another page differs.
+        if n > 1 {
+            let head = order(&fused)[0];
+            let second = order(&fused)[1];
+            let info = fused.pages.get(head);
+            fused.rotate_reclaimable_page(&mut fctx, head, info);
+            unfused.rotate_reclaimable_page_unfused(&mut uctx, second);
+            assert_ne!(
+                rotation_state(&fused, &fctx, &pages),
+                rotation_state(&unfused, &uctx, &pages)
+            );
+        }
+        fused.mmput(&mut fctx, fmm);
+        unfused.mmput(&mut uctx, umm);
+    }
+}

@@ -559,8 +559,8 @@ impl Kernel {
         if !heads_thp(&page) {
             return page.mapcount() > 0;
         }
-        page.compound_mapcount > 0
-            || (0..HPAGE_PMD_NR).any(|i| self.pa.page(Pfn(pfn.0 + i)).mapcount() > 0)
+        // One pass over the pageblock's struct pages, not 512 look-ups.
+        page.compound_mapcount > 0 || self.pa.count_mapped(pfn, HPAGE_PMD_NR) > 0
     }
 
     /// The page a walk for `pfn` is for, with what the walk reads of it,
@@ -710,6 +710,47 @@ impl Kernel {
         out
     }
 
+    /// [`Kernel::rmap_vmas`] of a 4 KiB page whose anon_vma has one mm
+    /// and one page offset (almost every page reclaim looks at): the one
+    /// VMA that can hold its address, if it is chained there with that
+    /// offset, charged as [`Kernel::rmap_walk_vmas`] charges it; `None` if
+    /// the page is not such a page (the general walk's, nothing charged).
+    /// No list is built: reclaim asks this twice per page, and the lists'
+    /// moves were most of the walk's host time.
+    #[inline]
+    fn one_page_vma(&self, ctx: &mut Ctx, t: &WalkTarget) -> Option<Option<WalkVma>> {
+        debug_assert_eq!(t.nr, 1, "{}: a 4 KiB page", t.head);
+        #[cfg(test)]
+        if tests_only::GENERAL_WALK.get() {
+            return None;
+        }
+        if !t.info.is_anon() {
+            return Some(None);
+        }
+        let id = AnonVmaId(t.info.anon_vma);
+        let Some(av) = self.rmap.anon_vma(id) else {
+            return Some(None);
+        };
+        let (mm, offset) = av.single_mm_offset()?;
+        let step = ctx.machine().costs.find_vma_node.cycles();
+        let start = t.index.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
+        let end = start.saturating_add(PAGE_SIZE);
+        let mut found = None;
+        // At most one VMA overlaps one page: they are disjoint.
+        for (vma_id, vma) in self.mm(mm).vmas.overlapping_ids(start, end) {
+            let chained = vma.anon.anon_vma == Some(id) || av.chain.contains(&(mm, vma_id));
+            debug_assert_eq!(chained, av.chain.contains(&(mm, vma_id)));
+            if chained && vma.pgoff_at_zero() == offset {
+                ctx.charge(Symbol::RmapWalkAnon, step);
+                debug_assert!(found.is_none(), "{}: two VMAs hold it", t.head);
+                found = Some(WalkVma::new(mm, vma));
+            }
+        }
+        #[cfg(test)]
+        tests_only::ONE_PAGE_WALKS.set(tests_only::ONE_PAGE_WALKS.get() + 1);
+        Some(found)
+    }
+
     /// `page_vma_mapped_walk` of the pages `[head, head + nr)` in one VMA:
     /// every PTE (or PMD) there that maps one of them (or, for migration,
     /// holds a migration entry for one). Charged `pgtable_level` per entry
@@ -723,35 +764,52 @@ impl Kernel {
         index: u64,
         mode: PvmwMode,
     ) -> Few<Mapped> {
-        let level = ctx.machine().costs.pgtable_level.cycles();
-        let mut reads = 0u64;
-        let mut out = Few::new();
-        let (start, end) = v.range_of(index, nr);
         if nr == 1 {
-            // The loop below for one page (almost every walk): at most one
-            // PTE, in one PMD's window.
-            if start < end {
-                reads += 3;
-                if let Some(pmd) = self.pmd_table(v.mm, start)
-                    && let Entry::Table(pte) = self.tables.get(pmd, Level::Pmd.index(start))
-                {
-                    reads += 1;
-                    let i = Level::Pte.index(start);
-                    if pvmw_hit(self.tables.get(pte, i), mode) == Some(head) {
-                        out.push(Mapped {
-                            table: pte,
-                            index: i,
-                            addr: start,
-                            pfn: head,
-                            pmd: false,
-                        });
-                    }
-                }
+            let mut out = Few::new();
+            if let Some(m) = self.pvmw_one(ctx, v, head, index, mode) {
+                out.push(m);
             }
-            ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * reads));
             return out;
         }
         self.pvmw_windows(ctx, v, head, nr, index, mode)
+    }
+
+    /// [`Kernel::page_vma_mapped_walk`] of the one 4 KiB page `head` (the
+    /// loop of [`Kernel::pvmw_windows`] for one page, almost every walk):
+    /// at most one PTE, in one PMD's window.
+    #[inline]
+    fn pvmw_one(
+        &self,
+        ctx: &mut Ctx,
+        v: &WalkVma,
+        head: Pfn,
+        index: u64,
+        mode: PvmwMode,
+    ) -> Option<Mapped> {
+        let level = ctx.machine().costs.pgtable_level.cycles();
+        let mut reads = 0u64;
+        let mut out = None;
+        let (start, end) = v.range_of(index, 1);
+        if start < end {
+            reads += 3;
+            if let Some(pmd) = self.pmd_table(v.mm, start)
+                && let Entry::Table(pte) = self.tables.get(pmd, Level::Pmd.index(start))
+            {
+                reads += 1;
+                let i = Level::Pte.index(start);
+                if pvmw_hit(self.tables.get(pte, i), mode) == Some(head) {
+                    out = Some(Mapped {
+                        table: pte,
+                        index: i,
+                        addr: start,
+                        pfn: head,
+                        pmd: false,
+                    });
+                }
+            }
+        }
+        ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * reads));
+        out
     }
 
     /// [`Kernel::page_vma_mapped_walk`] for any number of pages: one PMD's
@@ -872,6 +930,17 @@ impl Kernel {
         if !self.target_mapped(&t) {
             return result;
         }
+        if t.nr == 1
+            && let Some(found) = self.one_page_vma(ctx, &t)
+        {
+            // The loop below for its one VMA, if any, and one PTE.
+            if let Some(v) = found
+                && let Some(m) = self.pvmw_one(ctx, &v, t.head, t.index, PvmwMode::Present)
+            {
+                self.page_referenced_mapped(ctx, &v, [m], &mut result);
+            }
+            return result;
+        }
         let vmas = self.rmap_vmas(ctx, &t);
         if let Some(v) = vmas.only() {
             // One VMA (almost every page): the loop below without the
@@ -901,6 +970,18 @@ impl Kernel {
         if found.is_empty() {
             return true;
         }
+        self.page_referenced_mapped(ctx, v, found, result)
+    }
+
+    /// [`Kernel::page_referenced_one`] of a VMA where the walk found
+    /// some mappings (`found`, not empty).
+    fn page_referenced_mapped(
+        &mut self,
+        ctx: &mut Ctx,
+        v: &WalkVma,
+        found: impl IntoIterator<Item = Mapped>,
+        result: &mut Referenced,
+    ) -> bool {
         if v.flags.contains(VmFlags::LOCKED) {
             result.vm_flags = result.vm_flags.union(VmFlags::LOCKED);
             return false;
@@ -943,14 +1024,16 @@ impl Kernel {
     pub fn try_to_unmap(&mut self, ctx: &mut Ctx, pfn: Pfn, flags: TtuFlags) -> Unmapped {
         let mut result = Unmapped::default();
         let t = self.walk_target(pfn);
-        let (head, nr, compound, info, index) = (t.head, t.nr, t.compound, t.info, t.index);
         if !self.target_mapped(&t) {
             return result;
         }
-        // deferred_split_on_unmap only ever queues a THP: for a 4 KiB
-        // page (not a THP's tail) it would return at once.
-        let in_thp = nr > 1 || compound != head;
-        let cost = ctx.machine().costs.zap_pte.cycles();
+        if t.nr == 1
+            && !flags.contains(TtuFlags::SPLIT_HUGE_PMD)
+            && let Some(found) = self.one_page_vma(ctx, &t)
+        {
+            return self.try_to_unmap_one_page(ctx, &t, found, flags);
+        }
+        let (head, nr, index) = (t.head, t.nr, t.index);
         let vmas = self.rmap_vmas(ctx, &t);
         'vmas: for v in vmas {
             if v.flags.contains(VmFlags::LOCKED) && !flags.contains(TtuFlags::IGNORE_MLOCK) {
@@ -971,65 +1054,137 @@ impl Kernel {
                 if m.pmd {
                     continue;
                 }
-                ctx.charge(Symbol::TryToUnmapOne, cost);
-                let Entry::Page { pfn: sub, write } = self.tables.get(m.table, m.index) else {
-                    unreachable!("the walk found a present PTE");
-                };
-                let new = if flags.contains(TtuFlags::MIGRATION) {
-                    Entry::Migration { pfn: sub, write }
-                } else if !info.test(PageFlags::SWAPBACKED) {
-                    if info.test(PageFlags::DIRTY) {
-                        // Redirtied lazyfree page: it is swap-backed again.
-                        self.pages
-                            .update(compound, |p| p.set(PageFlags::SWAPBACKED));
-                        break 'vmas;
-                    }
-                    Entry::None
-                } else if !info.test(PageFlags::SWAPCACHE) {
-                    // PageSwapBacked != PageSwapCache: not ready to unmap.
+                if self
+                    .try_to_unmap_pte(ctx, &t, &v, m, flags, frozen, &mut result)
+                    .is_none()
+                {
                     break 'vmas;
-                } else {
-                    // Each base page of a THP has its own slot, the
-                    // head's plus its place (`set_page_private(page + i)`).
-                    let val = info.private + (sub.0 - compound.0);
-                    if self
-                        .swap
-                        .swap_duplicate(ctx, SwapEntry::from_raw(val))
-                        .is_err()
-                    {
-                        break 'vmas;
-                    }
-                    Entry::Swap { val }
-                };
-                if !frozen {
-                    self.unmap_flush(ctx, v.mm, flags, write);
                 }
-                self.tables.set(m.table, m.index, new);
-                match new {
-                    Entry::Migration { .. } => result.migration_entries += 1,
-                    Entry::Swap { .. } => {
-                        let mm = self.mm_mut(v.mm);
-                        mm.rss_anon -= 1;
-                        mm.rss_swap += 1;
-                        result.swap_entries += 1;
-                    }
-                    _ => {
-                        self.mm_mut(v.mm).rss_anon -= 1;
-                        result.discarded += 1;
-                    }
-                }
-                self.page_remove_rmap_of(ctx, sub, compound, &info);
-                // A split's own unmapping (migration entries) does not
-                // queue the THP it is splitting (5.14's freeze path would,
-                // to take it off again under the split's lock).
-                if in_thp && !flags.contains(TtuFlags::MIGRATION) {
-                    self.deferred_split_on_unmap(ctx, sub);
-                }
-                self.put_page(ctx, sub);
             }
         }
         result.still_mapped = self.page_mapped(pfn);
         result
+    }
+
+    /// [`Kernel::try_to_unmap`] of a 4 KiB page once
+    /// [`Kernel::one_page_vma`] found the VMA that can hold it (`found`,
+    /// its RmapWalkAnon charged): the loop of the general walk for that one
+    /// VMA and its one PTE. `page_mapped` afterwards is the page's own
+    /// mapcount, known without another look-up.
+    fn try_to_unmap_one_page(
+        &mut self,
+        ctx: &mut Ctx,
+        t: &WalkTarget,
+        found: Option<WalkVma>,
+        flags: TtuFlags,
+    ) -> Unmapped {
+        let mut result = Unmapped::default();
+        let mut mapcount = t.mapcount;
+        if let Some(v) = found
+            // A VM_LOCKED VMA stops the walk (mlock_vma_page).
+            && (!v.flags.contains(VmFlags::LOCKED) || flags.contains(TtuFlags::IGNORE_MLOCK))
+            && let Some(m) = self.pvmw_one(ctx, &v, t.head, t.index, PvmwMode::Present)
+            && let Some(left) = self.try_to_unmap_pte(ctx, t, &v, m, flags, false, &mut result)
+        {
+            mapcount = left;
+        }
+        result.still_mapped = mapcount > 0;
+        debug_assert_eq!(result.still_mapped, self.page_mapped(t.head), "{}", t.head);
+        result
+    }
+
+    /// `try_to_unmap_one`'s work on one present PTE `m` of the VMA `v`
+    /// mapping a page of `t`: the entry it becomes, the flush (unless the
+    /// PMD split `frozen` it), the counters, the rmap and the page's
+    /// reference. Returns the page's mapcount left, or `None` where the
+    /// walk stops (the page cannot be unmapped now).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn try_to_unmap_pte(
+        &mut self,
+        ctx: &mut Ctx,
+        t: &WalkTarget,
+        v: &WalkVma,
+        m: Mapped,
+        flags: TtuFlags,
+        frozen: bool,
+        result: &mut Unmapped,
+    ) -> Option<u32> {
+        let (compound, info) = (t.compound, &t.info);
+        let cost = ctx.machine().costs.zap_pte.cycles();
+        ctx.charge(Symbol::TryToUnmapOne, cost);
+        let Entry::Page { pfn: sub, write } = self.tables.get(m.table, m.index) else {
+            unreachable!("the walk found a present PTE");
+        };
+        let new = if flags.contains(TtuFlags::MIGRATION) {
+            Entry::Migration { pfn: sub, write }
+        } else if !info.test(PageFlags::SWAPBACKED) {
+            if info.test(PageFlags::DIRTY) {
+                // Redirtied lazyfree page: it is swap-backed again.
+                self.pages
+                    .update(compound, |p| p.set(PageFlags::SWAPBACKED));
+                return None;
+            }
+            Entry::None
+        } else if !info.test(PageFlags::SWAPCACHE) {
+            // PageSwapBacked != PageSwapCache: not ready to unmap.
+            return None;
+        } else {
+            // Each base page of a THP has its own slot, the head's plus
+            // its place (`set_page_private(page + i)`).
+            let val = info.private + (sub.0 - compound.0);
+            if self
+                .swap
+                .swap_duplicate(ctx, SwapEntry::from_raw(val))
+                .is_err()
+            {
+                return None;
+            }
+            Entry::Swap { val }
+        };
+        if !frozen {
+            self.unmap_flush(ctx, v.mm, flags, write);
+        }
+        self.tables.set(m.table, m.index, new);
+        match new {
+            Entry::Migration { .. } => result.migration_entries += 1,
+            Entry::Swap { .. } => {
+                let mm = self.mm_mut(v.mm);
+                mm.rss_anon -= 1;
+                mm.rss_swap += 1;
+                result.swap_entries += 1;
+            }
+            _ => {
+                self.mm_mut(v.mm).rss_anon -= 1;
+                result.discarded += 1;
+            }
+        }
+        let left = self.page_remove_rmap_of(ctx, sub, compound, info);
+        // deferred_split_on_unmap only ever queues a THP: for a 4 KiB page
+        // (not a THP's tail) it would return at once. A split's own
+        // unmapping (migration entries) does not queue the THP it is
+        // splitting (5.14's freeze path would, to take it off again under
+        // the split's lock).
+        let in_thp = t.nr > 1 || compound != t.head;
+        if in_thp && !flags.contains(TtuFlags::MIGRATION) {
+            self.deferred_split_on_unmap(ctx, sub);
+        }
+        self.put_compound_page(ctx, sub, compound);
+        Some(left)
+    }
+
+    /// `put_page(sub)` of a page of the compound page `compound` (its
+    /// head, or itself): the reference is the head's, so the head is
+    /// not looked up again.
+    #[inline]
+    pub(super) fn put_compound_page(&mut self, ctx: &mut Ctx, sub: Pfn, compound: Pfn) {
+        debug_assert_eq!(compound, self.compound_head(sub), "{sub}");
+        let page = self.pa.page_mut(compound);
+        assert!(page.refcount() > 0, "{compound}: put_page on a free page");
+        *page.refcount_mut() -= 1;
+        if page.refcount() == 0 {
+            self.free_unreferenced_page(ctx, compound);
+        }
     }
 
     /// Splits the PMD of `mm` at `haddr` if it maps the THP `head`
@@ -1299,14 +1454,16 @@ impl Kernel {
             if self.try_to_drop_zero_subpage(ctx, at_pte, zero) {
                 continue;
             }
-            *self.pa.page_mut(sub).refcount_mut() += 1;
             self.tables
                 .set(pte, pte_index, Entry::Page { pfn: sub, write });
-            // page_add_anon_rmap(sub, addr, not compound, not exclusive)
-            // of an order-0 page that is anonymous already (its mapping
-            // set by the split): only its mapcount and, for its first
-            // mapping, NR_ANON_MAPPED; its PG_memcg is the head's.
+            // The PTE's reference, then page_add_anon_rmap(sub, addr, not
+            // compound, not exclusive) of an order-0 page that is
+            // anonymous already (its mapping set by the split): only its
+            // mapcount and, for its first mapping, NR_ANON_MAPPED; its
+            // PG_memcg is the head's. One look-up of the struct page for
+            // both (setting the PTE reads no struct page).
             let page = self.pa.page_mut(sub);
+            *page.refcount_mut() += 1;
             *page.mapcount_mut() += 1;
             if page.mapcount() == 1 && page.compound_mapcount == 0 {
                 self.mod_lruvec_page_state_of(ctx, sub, charged, MemcgStat::AnonMapped, 1);
@@ -1317,7 +1474,14 @@ impl Kernel {
     /// `page_remove_rmap` (memory.rs) of `sub`, a page of the compound
     /// page `compound` whose reclaim half the walk read (`info`, still
     /// its own: nothing on the way changes its mapping or `PG_memcg`).
-    fn page_remove_rmap_of(&mut self, ctx: &mut Ctx, sub: Pfn, compound: Pfn, info: &PageInfo) {
+    /// Returns `sub`'s mapcount left.
+    fn page_remove_rmap_of(
+        &mut self,
+        ctx: &mut Ctx,
+        sub: Pfn,
+        compound: Pfn,
+        info: &PageInfo,
+    ) -> u32 {
         debug_assert_eq!(compound, self.compound_head(sub));
         debug_assert_eq!(info.anon_vma, self.pages.get(compound).anon_vma);
         debug_assert_eq!(
@@ -1330,14 +1494,21 @@ impl Kernel {
             "{sub}: unmapping a page that is not mapped"
         );
         *page.mapcount_mut() -= 1;
-        if page.mapcount() == 0
-            && self.memcg_enabled()
-            && info.is_anon()
-            && self.pa.page(compound).compound_mapcount == 0
-        {
+        let left = page.mapcount();
+        // A 4 KiB page is its own compound page: no second look-up.
+        let whole_mapped = |k: &Kernel, own: u16| {
+            if sub == compound {
+                own
+            } else {
+                k.pa.page(compound).compound_mapcount
+            }
+        };
+        let own = page.compound_mapcount;
+        if left == 0 && self.memcg_enabled() && info.is_anon() && whole_mapped(self, own) == 0 {
             let charged = info.test(PageFlags::MEMCG);
             self.mod_lruvec_page_state_of(ctx, compound, charged, MemcgStat::AnonMapped, -1);
         }
+        left
     }
 
     /// What [`Kernel::remove_migration_ptes_split`] reads once, if the
@@ -1431,7 +1602,8 @@ impl Kernel {
     }
 }
 
-/// Tests' switch to the per-subpage remap, to compare both paths.
+/// Tests' switches to the per-subpage remap and to the general walk, to
+/// compare both paths.
 #[cfg(test)]
 pub(super) mod tests_only {
     use std::cell::Cell;
@@ -1442,5 +1614,12 @@ pub(super) mod tests_only {
         pub static PER_PAGE_REMAP: Cell<bool> = const { Cell::new(false) };
         /// THPs remapped by the batch.
         pub static BATCHED_REMAPS: Cell<u64> = const { Cell::new(0) };
+        /// [`super::Kernel::page_referenced`] and
+        /// [`super::Kernel::try_to_unmap`] of a 4 KiB page take the
+        /// general walk (rmap_vmas, page_vma_mapped_walk), not
+        /// [`super::Kernel::one_page_vma`].
+        pub static GENERAL_WALK: Cell<bool> = const { Cell::new(false) };
+        /// Walks [`super::Kernel::one_page_vma`] took.
+        pub static ONE_PAGE_WALKS: Cell<u64> = const { Cell::new(0) };
     }
 }

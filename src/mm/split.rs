@@ -251,9 +251,9 @@ impl Kernel {
             if sub == page {
                 continue;
             }
-            if self.pages.get(sub).test(PageFlags::LOCKED) {
-                self.pages.update(sub, |p| p.clear(PageFlags::LOCKED));
-            }
+            // unlock_page: clearing a flag that is not set changes
+            // nothing, so no look-up first.
+            self.pages.update(sub, |p| p.clear(PageFlags::LOCKED));
             // Seed 003 patch 2: a tail holding only the split's reference
             // and the list's (page_ref_freeze(subpage, 2)) was zapped, or
             // left unmapped by remap_page: freed now, not reclaimed later.
@@ -270,7 +270,8 @@ impl Kernel {
                 nr_zapped += 1;
                 continue;
             }
-            self.put_page(ctx, sub);
+            // Each subpage is a page of its own now: its own head.
+            self.put_compound_page(ctx, sub, sub);
         }
         if nr_zapped == 0 {
             return;
@@ -293,8 +294,9 @@ impl Kernel {
     /// `__split_huge_page_tail`: `tail` becomes a page of its own with the
     /// head's flags (those of [`TAIL_FLAGS`]), `anon_vma` and `index`
     /// (plus its offset), its swap entry, and a reference for the split
-    /// (and one for the swap cache); its mapcount is its own already (the
-    /// migration entries hold none). Then `lru_add_page_tail`.
+    /// (and one for the swap cache, one for reclaim's list); its mapcount
+    /// is its own already (the migration entries hold none). Then
+    /// `lru_add_page_tail`.
     fn __split_huge_page_tail(
         &mut self,
         ctx: &mut Ctx,
@@ -315,7 +317,9 @@ impl Kernel {
             LineAccess::Write,
         );
         let swap_cache = head_info.test(PageFlags::SWAPCACHE);
-        *meta.refcount_mut() = 1 + u32::from(swap_cache);
+        // The list's reference (lru_add_page_tail's get_page) is set here
+        // with the others: the struct page is looked up once.
+        *meta.refcount_mut() = 1 + u32::from(swap_cache) + u32::from(list.is_some());
         let flags = PageFlags(head_info.flags.0 & TAIL_FLAGS.0);
         self.pages.update(tail, |p| {
             p.flags = flags;
@@ -332,7 +336,8 @@ impl Kernel {
     }
 
     /// `lru_add_page_tail`: onto reclaim's list with a reference of its
-    /// own, or onto the head's LRU list just before the head
+    /// own (taken by [`Kernel::__split_huge_page_tail`]), or onto the
+    /// head's LRU list just before the head
     /// (`list_add_tail(&tail->lru, &head->lru)`: the tails end up, newest
     /// first, 511 down to 1 and then the head).
     fn lru_add_page_tail(
@@ -343,10 +348,7 @@ impl Kernel {
         list: Option<&mut Vec<Pfn>>,
     ) {
         match list {
-            Some(list) => {
-                *self.pa.page_mut(tail).refcount_mut() += 1;
-                list.push(tail);
-            }
+            Some(list) => list.push(tail),
             None => {
                 self.pages.update(tail, |p| p.set(PageFlags::LRU));
                 let node = self.pa.node_of(head);

@@ -68,6 +68,7 @@ mod split;
 mod split_batch;
 mod split_zero;
 mod swapin;
+mod unmap_walk;
 
 const P: u64 = PAGE_SIZE;
 const RW: u32 = PROT_READ | PROT_WRITE;

@@ -17,7 +17,7 @@ use crate::sim::record::{Request, TimelineRequest};
 
 /// How the THPs are laid out before `MADV_PAGEOUT`.
 #[derive(Clone, Copy, Debug)]
-enum Shape {
+pub(super) enum Shape {
     /// Two THPs in one VMA.
     Plain,
     /// `mprotect` makes subpages 100..300 of the first THP read-only: its
@@ -34,7 +34,7 @@ enum Shape {
 
 /// What a run ends with, to compare.
 #[derive(Debug, PartialEq)]
-struct Outcome {
+pub(super) struct Outcome {
     stats: crate::sim::Stats,
     /// THPs the batch remapped (not compared).
     batched: u64,
@@ -50,7 +50,7 @@ struct Outcome {
 /// Seed 003's program on two THPs of `shape` (byte `offset` of the first
 /// `dirty` subpages of each written), then `MADV_PAGEOUT` of the region,
 /// recorded; the remap per subpage if `per_page`.
-fn run(
+pub(super) fn run(
     change: fn(Features) -> Features,
     memcg: bool,
     shape: Shape,

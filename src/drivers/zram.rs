@@ -40,7 +40,7 @@ use super::lzwork::CompressWork;
 use super::zcomp::{Algorithm, Zcomp};
 use super::zram_table::{Slot, SlotTable};
 use super::zsmalloc::ZsPool;
-use crate::machine::{whole_cycles, Costs};
+use crate::machine::{Costs, whole_cycles};
 use crate::mm::contents::{PackedImage, PageImage};
 use crate::mm::mmzone::PAGE_SIZE;
 use crate::mm::page_alloc::{Gfp, PageAllocator};

@@ -136,6 +136,12 @@ enum Batch {
     Activate,
 }
 
+/// Whether [`Kernel::rotate_reclaimable_page`] moves a page with these
+/// flags: only an inactive, evictable page on an LRU list goes to the tail.
+fn rotatable(info: &super::page_flags::PageInfo) -> bool {
+    info.test(PageFlags::LRU) && !info.test(PageFlags::ACTIVE) && !info.test(PageFlags::UNEVICTABLE)
+}
+
 impl Kernel {
     /// `thp_nr_pages` of a head page. Inline: asked a few times a page on
     /// every reclaim path, and a call cost as much as the look-up.
@@ -233,10 +239,7 @@ impl Kernel {
         info: super::page_flags::PageInfo,
     ) {
         debug_assert!(info == self.pages.get(head), "{head}: stale page info");
-        if !info.test(PageFlags::LRU)
-            || info.test(PageFlags::ACTIVE)
-            || info.test(PageFlags::UNEVICTABLE)
-        {
+        if !rotatable(&info) {
             return;
         }
         let node = self.pa.node_of(head);
@@ -277,11 +280,7 @@ impl Kernel {
     /// other, for tests to hold the fused move to.
     #[cfg(test)]
     pub(super) fn rotate_reclaimable_page_unfused(&mut self, ctx: &mut Ctx, head: Pfn) {
-        let info = self.pages.get(head);
-        if !info.test(PageFlags::LRU)
-            || info.test(PageFlags::ACTIVE)
-            || info.test(PageFlags::UNEVICTABLE)
-        {
+        if !rotatable(&self.pages.get(head)) {
             return;
         }
         let node = self.pa.node_of(head);

@@ -32,6 +32,17 @@ pub(super) enum Shape {
     Moved,
 }
 
+impl Shape {
+    /// Every shape, for the tests that hold a fast path to the slow one.
+    pub(super) const ALL: [Shape; 5] = [
+        Shape::Plain,
+        Shape::Cut,
+        Shape::Holed,
+        Shape::Forked,
+        Shape::Moved,
+    ];
+}
+
 /// What a run ends with, to compare.
 #[derive(Debug, PartialEq)]
 pub(super) struct Outcome {
@@ -205,13 +216,7 @@ fn both_ways(change: fn(Features) -> Features, memcg: bool, shape: Shape, offset
 
 #[test]
 fn the_batch_remap_of_5_14_equals_the_per_subpage_walk() {
-    for shape in [
-        Shape::Plain,
-        Shape::Cut,
-        Shape::Holed,
-        Shape::Forked,
-        Shape::Moved,
-    ] {
+    for shape in Shape::ALL {
         for memcg in [false, true] {
             // Seed 003's worst case: the last byte of every subpage.
             both_ways(|f| f, memcg, shape, 4095, 512);

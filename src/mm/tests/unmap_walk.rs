@@ -22,13 +22,7 @@ use crate::drivers::zram::Zram;
 
 #[test]
 fn pageout_of_split_thps_walks_each_subpage_as_the_general_walk_does() {
-    for shape in [
-        Shape::Plain,
-        Shape::Cut,
-        Shape::Holed,
-        Shape::Forked,
-        Shape::Moved,
-    ] {
+    for shape in Shape::ALL {
         for memcg in [false, true] {
             for (offset, dirty) in [(4095, 512), (0, 1)] {
                 ONE_PAGE_WALKS.set(0);

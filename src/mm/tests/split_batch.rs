@@ -58,6 +58,22 @@ pub(super) struct Outcome {
     rss: (u64, u64),
 }
 
+/// A small machine with 5.14's split kernel (THP swap off, `change`
+/// applied), a zram swapped on and one mm running on CPU 0.
+pub(super) fn boot(change: fn(Features) -> Features, memcg: bool) -> (Kernel, Ctx, MmId) {
+    let machine = small_machine(MEMORY_BYTES);
+    let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
+    let mut features = change(features.with(Feature::ThpSwap, false));
+    features.memcg = memcg;
+    let mut k = Kernel::new(&machine, features);
+    let mut ctx = Ctx::new(machine.clone(), 1);
+    let zram = Zram::new(64 << 20, Algorithm::parse("lzo-rle").unwrap()).unwrap();
+    k.swapon_device(&mut ctx, Box::new(zram)).unwrap();
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    (k, ctx, mm)
+}
+
 /// Seed 003's program on two THPs of `shape` (byte `offset` of the first
 /// `dirty` subpages of each written), then `MADV_PAGEOUT` of the region,
 /// recorded; the remap per subpage if `per_page`.
@@ -71,16 +87,7 @@ pub(super) fn run(
 ) -> Outcome {
     PER_PAGE_REMAP.set(per_page);
     BATCHED_REMAPS.set(0);
-    let machine = small_machine(MEMORY_BYTES);
-    let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
-    let mut features = change(features.with(Feature::ThpSwap, false));
-    features.memcg = memcg;
-    let mut k = Kernel::new(&machine, features);
-    let mut ctx = Ctx::new(machine.clone(), 1);
-    let zram = Zram::new(64 << 20, Algorithm::parse("lzo-rle").unwrap()).unwrap();
-    k.swapon_device(&mut ctx, Box::new(zram)).unwrap();
-    let mm = k.mm_alloc(&mut ctx).unwrap();
-    k.mm_runs_here(&ctx, mm);
+    let (mut k, mut ctx, mm) = boot(change, memcg);
     ctx.start_recording(Request {
         stacks: true,
         timeline: Some(TimelineRequest {

@@ -17,8 +17,6 @@ use super::super::rmap::TtuFlags;
 use super::super::rmap::tests_only::{GENERAL_WALK, ONE_PAGE_WALKS};
 use super::split_batch::{self, Shape};
 use super::*;
-use crate::drivers::zcomp::Algorithm;
-use crate::drivers::zram::Zram;
 
 #[test]
 fn pageout_of_split_thps_walks_each_subpage_as_the_general_walk_does() {
@@ -90,16 +88,7 @@ struct DirectOutcome {
 /// entries. With `general`, the general walk.
 fn direct(shape: Direct, memcg: bool, general: bool) -> (DirectOutcome, u64) {
     GENERAL_WALK.set(false);
-    let machine = small_machine(MEMORY_BYTES);
-    let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
-    let mut features = features.with(Feature::ThpSwap, false);
-    features.memcg = memcg;
-    let mut k = Kernel::new(&machine, features);
-    let mut ctx = Ctx::new(machine.clone(), 1);
-    let zram = Zram::new(64 << 20, Algorithm::parse("lzo-rle").unwrap()).unwrap();
-    k.swapon_device(&mut ctx, Box::new(zram)).unwrap();
-    let mm = k.mm_alloc(&mut ctx).unwrap();
-    k.mm_runs_here(&ctx, mm);
+    let (mut k, mut ctx, mm) = split_batch::boot(|f| f, memcg);
     let len = 2 * HPAGE_PMD_SIZE;
     let raw = k.mmap(&mut ctx, mm, len + 2 * HPAGE_PMD_SIZE, RW).unwrap();
     let mut a = huge_align_up(raw);

@@ -69,9 +69,10 @@ impl Chunk {
     }
 }
 
-/// The slots' images, by slot, up to the chunk of the highest slot holding
-/// anything but zeros: swap slots are handed out from the bottom of the
-/// device in clusters, so the chunks in use are dense.
+/// The slots' images, by slot, up to the chunk of the highest slot ever
+/// written with anything but zeros (a cleared slot leaves its chunk in
+/// place): swap slots are handed out from the bottom of the device in
+/// clusters, so the chunks in use are dense.
 #[derive(Clone, Debug, Default)]
 pub struct SlotImages {
     chunks: Vec<Chunk>,

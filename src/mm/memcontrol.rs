@@ -617,22 +617,22 @@ impl Kernel {
     /// Two [`Kernel::mod_lruvec_page_state`] of one page in a row (the
     /// swap cache's `NR_FILE_PAGES` then `NR_SWAPCACHE`): the same charges
     /// in the same order, the page's cgroup and node looked up once.
-    pub(super) fn mod_lruvec_page_state2(
+    /// The caller has read the page's `PG_memcg` (`charged`, false
+    /// without a cgroup).
+    pub(super) fn mod_lruvec_page_state2_of(
         &mut self,
         ctx: &mut Ctx,
         head: Pfn,
+        charged: bool,
         items: [(MemcgStat, i64); 2],
     ) {
+        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
         let Some(memcg) = self.memcg.as_mut() else {
             super::vmstat::mod_node_page_state(ctx);
             super::vmstat::mod_node_page_state(ctx);
             return;
         };
-        let node = self
-            .pages
-            .get(head)
-            .test(PageFlags::MEMCG)
-            .then(|| self.pa.node_of(head));
+        let node = charged.then(|| self.pa.node_of(head));
         let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
         for (item, delta) in items {
             super::vmstat::mod_node_page_state(ctx);

@@ -347,11 +347,13 @@ impl Kernel {
     /// `swap_writepage` for a page in the swap cache (a THP's head writes
     /// its 512 slots): each base page's contents go to its slot.
     pub(super) fn swap_writepage(&mut self, ctx: &mut Ctx, head: Pfn) -> PageoutResult {
-        if self.try_to_free_swap(ctx, head) {
+        // The page's flags, entry and size, read once for both.
+        let info = self.pages.get(head);
+        let nr = self.thp_nr_pages(head);
+        if self.try_to_free_swap_of(ctx, head, &info, nr) {
             return PageoutResult::Freed;
         }
-        let entry = SwapEntry::from_raw(self.pages.get(head).private);
-        let nr = self.thp_nr_pages(head);
+        let entry = SwapEntry::from_raw(info.private);
         // bdev_write_page's (or __swap_writepage's) set_page_writeback.
         self.account_writeback_start(ctx, head);
         // When the last of the page's writes ends, if any ends later.

@@ -258,7 +258,7 @@ struct WalkTarget {
 
 /// What the walk's callers read of a VMA it visited (a [`Vma`] is larger,
 /// and the walk's list is moved about per page).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct WalkVma {
     mm: MmId,
     start: u64,
@@ -309,6 +309,30 @@ pub struct Mapped {
     /// The 4 KiB page the PTE maps (the head for a PMD).
     pub pfn: Pfn,
     pub pmd: bool,
+}
+
+/// What [`Kernel::page_referenced_walked`]'s one-page walk of a 4 KiB
+/// page found: the VMA that holds it (if any) and, there, the PTE that
+/// maps it (if any) with the entries read to reach it. Reclaim hands it
+/// to [`Kernel::try_to_unmap_walked`] of the same page a few calls later:
+/// nothing in between (`add_to_swap`) changes a VMA, an anon_vma or a page
+/// table, so the unmap's walk would find the same and is charged the
+/// same without the look-ups (a tenth of a subpage's unmap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct PageWalk {
+    pfn: Pfn,
+    vma: Option<WalkVma>,
+    /// What [`Kernel::pvmw_find_one`] answered in `vma`.
+    pte: Option<Mapped>,
+    reads: u64,
+}
+
+/// A split's own unmap of a THP in one VMA ([`Kernel::frozen_unmap`]):
+/// what it reads once for every PTE, and the THP's references its PTEs
+/// dropped, put at once after them.
+struct FrozenUnmap {
+    compound_mapcount: u16,
+    puts: u32,
 }
 
 /// What the walk looks for: present mappings, or (`PVMW_MIGRATION`)
@@ -719,11 +743,23 @@ impl Kernel {
     /// moves were most of the walk's host time.
     #[inline]
     fn one_page_vma(&self, ctx: &mut Ctx, t: &WalkTarget) -> Option<Option<WalkVma>> {
-        debug_assert_eq!(t.nr, 1, "{}: a 4 KiB page", t.head);
         #[cfg(test)]
         if tests_only::GENERAL_WALK.get() {
             return None;
         }
+        let found = self.find_one_page_vma(t)?;
+        if found.is_some() {
+            self.charge_one_page_vma(ctx);
+        }
+        #[cfg(test)]
+        tests_only::ONE_PAGE_WALKS.set(tests_only::ONE_PAGE_WALKS.get() + 1);
+        Some(found)
+    }
+
+    /// The look-up of [`Kernel::one_page_vma`], uncharged.
+    #[inline]
+    fn find_one_page_vma(&self, t: &WalkTarget) -> Option<Option<WalkVma>> {
+        debug_assert_eq!(t.nr, 1, "{}: a 4 KiB page", t.head);
         if !t.info.is_anon() {
             return Some(None);
         }
@@ -732,7 +768,6 @@ impl Kernel {
             return Some(None);
         };
         let (mm, offset) = av.single_mm_offset()?;
-        let step = ctx.machine().costs.find_vma_node.cycles();
         let start = t.index.wrapping_sub(offset).wrapping_mul(PAGE_SIZE);
         let end = start.saturating_add(PAGE_SIZE);
         let mut found = None;
@@ -741,14 +776,19 @@ impl Kernel {
             let chained = vma.anon.anon_vma == Some(id) || av.chain.contains(&(mm, vma_id));
             debug_assert_eq!(chained, av.chain.contains(&(mm, vma_id)));
             if chained && vma.pgoff_at_zero() == offset {
-                ctx.charge(Symbol::RmapWalkAnon, step);
                 debug_assert!(found.is_none(), "{}: two VMAs hold it", t.head);
                 found = Some(WalkVma::new(mm, vma));
             }
         }
-        #[cfg(test)]
-        tests_only::ONE_PAGE_WALKS.set(tests_only::ONE_PAGE_WALKS.get() + 1);
         Some(found)
+    }
+
+    /// The interval-tree step of the one VMA [`Kernel::one_page_vma`]
+    /// found.
+    #[inline]
+    fn charge_one_page_vma(&self, ctx: &mut Ctx) {
+        let step = ctx.machine().costs.find_vma_node.cycles();
+        ctx.charge(Symbol::RmapWalkAnon, step);
     }
 
     /// `page_vma_mapped_walk` of the pages `[head, head + nr)` in one VMA:
@@ -786,7 +826,21 @@ impl Kernel {
         index: u64,
         mode: PvmwMode,
     ) -> Option<Mapped> {
-        let level = ctx.machine().costs.pgtable_level.cycles();
+        let (out, reads) = self.pvmw_find_one(v, head, index, mode);
+        charge_pvmw(ctx, reads);
+        out
+    }
+
+    /// The look-up of [`Kernel::pvmw_one`], uncharged: the PTE found and
+    /// the entries read (three to the PMD, one more to a PTE table).
+    #[inline]
+    fn pvmw_find_one(
+        &self,
+        v: &WalkVma,
+        head: Pfn,
+        index: u64,
+        mode: PvmwMode,
+    ) -> (Option<Mapped>, u64) {
         let mut reads = 0u64;
         let mut out = None;
         let (start, end) = v.range_of(index, 1);
@@ -808,8 +862,7 @@ impl Kernel {
                 }
             }
         }
-        ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * reads));
-        out
+        (out, reads)
     }
 
     /// [`Kernel::page_vma_mapped_walk`] for any number of pages: one PMD's
@@ -925,21 +978,41 @@ impl Kernel {
     /// (`pmdp_clear_flush_young` flushes the 2 MiB range when it was set).
     /// A `VM_LOCKED` VMA stops the walk and reports `VM_LOCKED`.
     pub fn page_referenced(&mut self, ctx: &mut Ctx, pfn: Pfn) -> Referenced {
+        self.page_referenced_walked(ctx, pfn).0
+    }
+
+    /// [`Kernel::page_referenced`], and what its walk found if it took
+    /// the one-page walk ([`Kernel::one_page_vma`]), for
+    /// [`Kernel::try_to_unmap_walked`] of the same page.
+    pub(super) fn page_referenced_walked(
+        &mut self,
+        ctx: &mut Ctx,
+        pfn: Pfn,
+    ) -> (Referenced, Option<PageWalk>) {
         let mut result = Referenced::default();
         let t = self.walk_target(pfn);
         if !self.target_mapped(&t) {
-            return result;
+            return (result, None);
         }
         if t.nr == 1
             && let Some(found) = self.one_page_vma(ctx, &t)
         {
             // The loop below for its one VMA, if any, and one PTE.
-            if let Some(v) = found
-                && let Some(m) = self.pvmw_one(ctx, &v, t.head, t.index, PvmwMode::Present)
-            {
-                self.page_referenced_mapped(ctx, &v, [m], &mut result);
+            let mut walk = PageWalk {
+                pfn,
+                vma: found,
+                pte: None,
+                reads: 0,
+            };
+            if let Some(v) = found {
+                let (m, reads) = self.pvmw_find_one(&v, t.head, t.index, PvmwMode::Present);
+                charge_pvmw(ctx, reads);
+                (walk.pte, walk.reads) = (m, reads);
+                if let Some(m) = m {
+                    self.page_referenced_mapped(ctx, &v, [m], &mut result);
+                }
             }
-            return result;
+            return (result, Some(walk));
         }
         let vmas = self.rmap_vmas(ctx, &t);
         if let Some(v) = vmas.only() {
@@ -947,14 +1020,14 @@ impl Kernel {
             // list of each VMA's mappings.
             let found = self.page_vma_mapped_walk(ctx, v, t.head, t.nr, t.index, PvmwMode::Present);
             self.page_referenced_one(ctx, v, found, &mut result);
-            return result;
+            return (result, None);
         }
         for (v, found) in self.vma_mappings(ctx, vmas, &t, PvmwMode::Present) {
             if !self.page_referenced_one(ctx, &v, found, &mut result) {
                 break;
             }
         }
-        result
+        (result, None)
     }
 
     /// `page_referenced_one` for the mappings `found` in the VMA `v`:
@@ -1022,16 +1095,32 @@ impl Kernel {
     /// each PTE is flushed (`ptep_clear_flush`). The page's references of
     /// the mappings are dropped (the caller holds its own).
     pub fn try_to_unmap(&mut self, ctx: &mut Ctx, pfn: Pfn, flags: TtuFlags) -> Unmapped {
+        self.try_to_unmap_walked(ctx, pfn, flags, None)
+    }
+
+    /// [`Kernel::try_to_unmap`] of a page whose
+    /// [`Kernel::page_referenced_walked`] found `walk` (if it is this
+    /// page's) since when no VMA, anon_vma or page table changed: its
+    /// VMA and PTE are not looked up again, only charged again.
+    pub(super) fn try_to_unmap_walked(
+        &mut self,
+        ctx: &mut Ctx,
+        pfn: Pfn,
+        flags: TtuFlags,
+        walk: Option<PageWalk>,
+    ) -> Unmapped {
         let mut result = Unmapped::default();
         let t = self.walk_target(pfn);
         if !self.target_mapped(&t) {
             return result;
         }
-        if t.nr == 1
-            && !flags.contains(TtuFlags::SPLIT_HUGE_PMD)
-            && let Some(found) = self.one_page_vma(ctx, &t)
-        {
-            return self.try_to_unmap_one_page(ctx, &t, found, flags);
+        if t.nr == 1 && !flags.contains(TtuFlags::SPLIT_HUGE_PMD) {
+            if let Some(w) = walk.filter(|w| w.pfn == pfn && reuse_walks()) {
+                return self.try_to_unmap_page_walked(ctx, &t, w, flags);
+            }
+            if let Some(found) = self.one_page_vma(ctx, &t) {
+                return self.try_to_unmap_one_page(ctx, &t, found, None, flags);
+            }
         }
         let (head, nr, index) = (t.head, t.nr, t.index);
         let vmas = self.rmap_vmas(ctx, &t);
@@ -1044,22 +1133,33 @@ impl Kernel {
             // writes the migration entries straight from the PMD it
             // invalidated and flushed: no PTE of the THP is ever present,
             // so none is flushed on its own.
-            let mut frozen = false;
+            let mut frozen = None;
             if flags.contains(TtuFlags::SPLIT_HUGE_PMD) {
                 let haddr = v.address(index) & !(HPAGE_PMD_SIZE - 1);
-                frozen = self.split_huge_pmd_for(ctx, v.mm, haddr, head)
-                    && flags.contains(TtuFlags::MIGRATION);
+                if self.split_huge_pmd_for(ctx, v.mm, haddr, head)
+                    && flags.contains(TtuFlags::MIGRATION)
+                {
+                    frozen = Some(self.frozen_unmap(&t));
+                }
             }
+            let mut stop = false;
             for m in self.page_vma_mapped_walk(ctx, &v, head, nr, index, PvmwMode::Present) {
                 if m.pmd {
                     continue;
                 }
                 if self
-                    .try_to_unmap_pte(ctx, &t, &v, m, flags, frozen, &mut result)
+                    .try_to_unmap_pte(ctx, &t, &v, m, flags, frozen.as_mut(), &mut result)
                     .is_none()
                 {
-                    break 'vmas;
+                    stop = true;
+                    break;
                 }
+            }
+            if let Some(f) = frozen {
+                self.put_compound_pages(ctx, t.compound, f.puts);
+            }
+            if stop {
+                break 'vmas;
             }
         }
         result.still_mapped = self.page_mapped(pfn);
@@ -1071,11 +1171,14 @@ impl Kernel {
     /// its RmapWalkAnon charged): the loop of the general walk for that one
     /// VMA and its one PTE. `page_mapped` afterwards is the page's own
     /// mapcount, known without another look-up.
+    /// `known`, if given, is what [`Kernel::pvmw_find_one`] answers in
+    /// `found` (the PTE and the entries read), found by an earlier walk.
     fn try_to_unmap_one_page(
         &mut self,
         ctx: &mut Ctx,
         t: &WalkTarget,
         found: Option<WalkVma>,
+        known: Option<(Option<Mapped>, u64)>,
         flags: TtuFlags,
     ) -> Unmapped {
         let mut result = Unmapped::default();
@@ -1083,8 +1186,8 @@ impl Kernel {
         if let Some(v) = found
             // A VM_LOCKED VMA stops the walk (mlock_vma_page).
             && (!v.flags.contains(VmFlags::LOCKED) || flags.contains(TtuFlags::IGNORE_MLOCK))
-            && let Some(m) = self.pvmw_one(ctx, &v, t.head, t.index, PvmwMode::Present)
-            && let Some(left) = self.try_to_unmap_pte(ctx, t, &v, m, flags, false, &mut result)
+            && let Some(m) = self.pvmw_one_known(ctx, &v, t, known)
+            && let Some(left) = self.try_to_unmap_pte(ctx, t, &v, m, flags, None, &mut result)
         {
             mapcount = left;
         }
@@ -1093,11 +1196,72 @@ impl Kernel {
         result
     }
 
+    /// [`Kernel::try_to_unmap_one_page`] of the page `walk` is of, with
+    /// the VMA and PTE it found: the same charges (the VMA's step, the
+    /// entries read) without the look-ups.
+    fn try_to_unmap_page_walked(
+        &mut self,
+        ctx: &mut Ctx,
+        t: &WalkTarget,
+        walk: PageWalk,
+        flags: TtuFlags,
+    ) -> Unmapped {
+        debug_assert_eq!(
+            Some(walk.vma),
+            self.find_one_page_vma(t),
+            "{}: the VMA changed since the walk",
+            t.head
+        );
+        #[cfg(test)]
+        tests_only::WALKS_REUSED.set(tests_only::WALKS_REUSED.get() + 1);
+        if walk.vma.is_some() {
+            self.charge_one_page_vma(ctx);
+        }
+        let known = Some((walk.pte, walk.reads));
+        self.try_to_unmap_one_page(ctx, t, walk.vma, known, flags)
+    }
+
+    /// [`Kernel::pvmw_one`] of `t`'s page in `v` (present PTEs), or, if
+    /// an earlier walk `known` what it finds, that, charged the same.
+    #[inline]
+    fn pvmw_one_known(
+        &self,
+        ctx: &mut Ctx,
+        v: &WalkVma,
+        t: &WalkTarget,
+        known: Option<(Option<Mapped>, u64)>,
+    ) -> Option<Mapped> {
+        let Some((m, reads)) = known else {
+            return self.pvmw_one(ctx, v, t.head, t.index, PvmwMode::Present);
+        };
+        debug_assert_eq!(
+            (m, reads),
+            self.pvmw_find_one(v, t.head, t.index, PvmwMode::Present),
+            "{}: the PTE changed since the walk",
+            t.head
+        );
+        charge_pvmw(ctx, reads);
+        m
+    }
+
+    /// What a split's own unmap of a THP (`frozen`: the PMD just split,
+    /// migration entries written) reads once for all its PTEs in one VMA:
+    /// the THP's PMD mapcount, which nothing in the loop changes.
+    fn frozen_unmap(&self, t: &WalkTarget) -> FrozenUnmap {
+        FrozenUnmap {
+            compound_mapcount: self.pa.page(t.compound).compound_mapcount,
+            puts: 0,
+        }
+    }
+
     /// `try_to_unmap_one`'s work on one present PTE `m` of the VMA `v`
     /// mapping a page of `t`: the entry it becomes, the flush (unless the
     /// PMD split `frozen` it), the counters, the rmap and the page's
-    /// reference. Returns the page's mapcount left, or `None` where the
-    /// walk stops (the page cannot be unmapped now).
+    /// reference (for a `frozen` THP counted there, to be dropped at once
+    /// after the VMA's PTEs: the caller holds its own, so the THP is
+    /// never freed on the way, and nothing in between reads the count).
+    /// Returns the page's mapcount left, or `None` where the walk stops
+    /// (the page cannot be unmapped now).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn try_to_unmap_pte(
@@ -1107,7 +1271,7 @@ impl Kernel {
         v: &WalkVma,
         m: Mapped,
         flags: TtuFlags,
-        frozen: bool,
+        frozen: Option<&mut FrozenUnmap>,
         result: &mut Unmapped,
     ) -> Option<u32> {
         let (compound, info) = (t.compound, &t.info);
@@ -1142,7 +1306,7 @@ impl Kernel {
             }
             Entry::Swap { val }
         };
-        if !frozen {
+        if frozen.is_none() {
             self.unmap_flush(ctx, v.mm, flags, write);
         }
         self.tables.set(m.table, m.index, new);
@@ -1159,7 +1323,8 @@ impl Kernel {
                 result.discarded += 1;
             }
         }
-        let left = self.page_remove_rmap_of(ctx, sub, compound, info);
+        let whole = frozen.as_ref().map(|f| f.compound_mapcount);
+        let left = self.page_remove_rmap_of(ctx, sub, compound, info, whole);
         // deferred_split_on_unmap only ever queues a THP: for a 4 KiB page
         // (not a THP's tail) it would return at once. A split's own
         // unmapping (migration entries) does not queue the THP it is
@@ -1169,7 +1334,10 @@ impl Kernel {
         if in_thp && !flags.contains(TtuFlags::MIGRATION) {
             self.deferred_split_on_unmap(ctx, sub);
         }
-        self.put_compound_page(ctx, sub, compound);
+        match frozen {
+            Some(f) if batch_frozen_puts() => f.puts += 1,
+            _ => self.put_compound_page(ctx, sub, compound),
+        }
         Some(left)
     }
 
@@ -1182,6 +1350,23 @@ impl Kernel {
         let page = self.pa.page_mut(compound);
         assert!(page.refcount() > 0, "{compound}: put_page on a free page");
         *page.refcount_mut() -= 1;
+        if page.refcount() == 0 {
+            self.free_unreferenced_page(ctx, compound);
+        }
+    }
+
+    /// `put_page` of `compound` `n` times over: what `n`
+    /// [`Kernel::put_compound_page`] calls of its pages do when the count
+    /// stays above zero until the last.
+    fn put_compound_pages(&mut self, ctx: &mut Ctx, compound: Pfn, n: u32) {
+        if n == 0 {
+            return;
+        }
+        #[cfg(test)]
+        tests_only::FROZEN_PUTS.set(tests_only::FROZEN_PUTS.get() + 1);
+        let page = self.pa.page_mut(compound);
+        assert!(page.refcount() >= n, "{compound}: put_page on a free page");
+        *page.refcount_mut() -= n;
         if page.refcount() == 0 {
             self.free_unreferenced_page(ctx, compound);
         }
@@ -1473,7 +1658,8 @@ impl Kernel {
 
     /// `page_remove_rmap` (memory.rs) of `sub`, a page of the compound
     /// page `compound` whose reclaim half the walk read (`info`, still
-    /// its own: nothing on the way changes its mapping or `PG_memcg`).
+    /// its own: nothing on the way changes its mapping or `PG_memcg`),
+    /// and whose PMD mapcount the caller may know (`whole`).
     /// Returns `sub`'s mapcount left.
     fn page_remove_rmap_of(
         &mut self,
@@ -1481,7 +1667,12 @@ impl Kernel {
         sub: Pfn,
         compound: Pfn,
         info: &PageInfo,
+        whole: Option<u16>,
     ) -> u32 {
+        debug_assert!(
+            whole.is_none_or(|w| w == self.pa.page(compound).compound_mapcount),
+            "{compound}: its PMD mapcount changed"
+        );
         debug_assert_eq!(compound, self.compound_head(sub));
         debug_assert_eq!(info.anon_vma, self.pages.get(compound).anon_vma);
         debug_assert_eq!(
@@ -1500,7 +1691,7 @@ impl Kernel {
             if sub == compound {
                 own
             } else {
-                k.pa.page(compound).compound_mapcount
+                whole.unwrap_or_else(|| k.pa.page(compound).compound_mapcount)
             }
         };
         let own = page.compound_mapcount;
@@ -1558,6 +1749,36 @@ fn pvmw_hit(entry: Entry, mode: PvmwMode) -> Option<Pfn> {
         (Entry::Migration { pfn, .. }, PvmwMode::Migration) => Some(pfn),
         _ => None,
     }
+}
+
+/// The charge of a one-page `page_vma_mapped_walk` that read `reads`
+/// page-table entries.
+#[inline]
+fn charge_pvmw(ctx: &mut Ctx, reads: u64) {
+    let level = ctx.machine().costs.pgtable_level.cycles();
+    ctx.charge(Symbol::PageVmaMappedWalk, Cycles(level.0 * reads));
+}
+
+/// Whether a split's unmap drops its PTEs' references on the THP at once
+/// ([`Kernel::put_compound_pages`]; tests compare it with one at a time).
+#[inline]
+fn batch_frozen_puts() -> bool {
+    #[cfg(test)]
+    if tests_only::PUT_EACH_PTE.get() {
+        return false;
+    }
+    true
+}
+
+/// Whether [`Kernel::try_to_unmap_walked`] takes an earlier walk's answer
+/// (tests compare it with walking again).
+#[inline]
+fn reuse_walks() -> bool {
+    #[cfg(test)]
+    if tests_only::WALK_AGAIN.get() {
+        return false;
+    }
+    true
 }
 
 #[cfg(test)]
@@ -1621,5 +1842,15 @@ pub(super) mod tests_only {
         pub static GENERAL_WALK: Cell<bool> = const { Cell::new(false) };
         /// Walks [`super::Kernel::one_page_vma`] took.
         pub static ONE_PAGE_WALKS: Cell<u64> = const { Cell::new(0) };
+        /// [`super::Kernel::try_to_unmap_walked`] walks again, ignoring
+        /// the walk it is given.
+        pub static WALK_AGAIN: Cell<bool> = const { Cell::new(false) };
+        /// Unmaps that took an earlier walk's answer.
+        pub static WALKS_REUSED: Cell<u64> = const { Cell::new(0) };
+        /// A split's unmap puts the THP once per PTE, as `put_page` of
+        /// each subpage does.
+        pub static PUT_EACH_PTE: Cell<bool> = const { Cell::new(false) };
+        /// Batches of a split's puts dropped at once.
+        pub static FROZEN_PUTS: Cell<u64> = const { Cell::new(0) };
     }
 }

@@ -26,7 +26,7 @@
 use super::kernel::Kernel;
 use super::memcontrol::MemcgStat;
 use super::mmzone::Pfn;
-use super::page_flags::PageFlags;
+use super::page_flags::{PageFlags, PageInfo};
 use super::swapfile::SwapEntry;
 use crate::sim::{Ctx, Cycles, Event, SpinLock, Symbol};
 
@@ -226,14 +226,15 @@ impl Kernel {
         }
         self.swap_cache.nr_pages += nr;
         *self.pa.page_mut(head).refcount_mut() += nr as u32;
-        self.pages.update(head, |p| {
+        let charged = self.pages.update(head, |p| {
             p.set(PageFlags::SWAPCACHE);
             if dirty {
                 p.set(PageFlags::DIRTY);
             }
             p.private = entry.to_raw();
+            p.test(PageFlags::MEMCG)
         });
-        self.mod_swapcache_stats(ctx, head, nr as i64);
+        self.mod_swapcache_stats(ctx, head, charged, nr as i64);
         self.swap_cache_lock(entry).unlock_irq(ctx);
     }
 
@@ -294,7 +295,13 @@ impl Kernel {
     /// [`Kernel::__delete_from_swap_cache`] of a page of `nr` base pages
     /// cached under `entry`, as the caller read them (its struct page is
     /// not read again).
-    fn __delete_from_swap_cache_at(&mut self, ctx: &mut Ctx, head: Pfn, entry: SwapEntry, nr: u64) {
+    pub(super) fn __delete_from_swap_cache_at(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        entry: SwapEntry,
+        nr: u64,
+    ) {
         debug_assert_eq!(nr, self.thp_nr_pages(head));
         debug_assert_eq!(entry, self.swap_cache_entry(head));
         // The first xas_store's xas_load walks from the root; each store
@@ -314,18 +321,22 @@ impl Kernel {
         }
         ctx.charge(Symbol::DeleteFromSwapCache, atomic);
         self.swap_cache.nr_pages -= nr;
-        self.pages.update(head, |p| {
+        let charged = self.pages.update(head, |p| {
             p.clear(PageFlags::SWAPCACHE);
             p.private = 0;
+            p.test(PageFlags::MEMCG)
         });
-        self.mod_swapcache_stats(ctx, head, -(nr as i64));
+        self.mod_swapcache_stats(ctx, head, charged, -(nr as i64));
     }
 
-    /// `NR_FILE_PAGES` and `NR_SWAPCACHE` of `head` by `delta` base pages.
-    fn mod_swapcache_stats(&mut self, ctx: &mut Ctx, head: Pfn, delta: i64) {
-        self.mod_lruvec_page_state2(
+    /// `NR_FILE_PAGES` and `NR_SWAPCACHE` of `head` by `delta` base pages;
+    /// `memcg` is its `PG_memcg`, read with the flags just changed.
+    fn mod_swapcache_stats(&mut self, ctx: &mut Ctx, head: Pfn, memcg: bool, delta: i64) {
+        let charged = memcg && self.memcg.is_some();
+        self.mod_lruvec_page_state2_of(
             ctx,
             head,
+            charged,
             [(MemcgStat::FilePages, delta), (MemcgStat::Swapcache, delta)],
         );
     }
@@ -381,11 +392,25 @@ impl Kernel {
     /// (and becomes dirty: its slot is gone).
     pub(super) fn try_to_free_swap(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
         let info = self.pages.get(head);
+        let nr = self.thp_nr_pages(head);
+        self.try_to_free_swap_of(ctx, head, &info, nr)
+    }
+
+    /// [`Kernel::try_to_free_swap`] of a page of `nr` base pages whose
+    /// reclaim half the caller has read (`info`).
+    pub(super) fn try_to_free_swap_of(
+        &mut self,
+        ctx: &mut Ctx,
+        head: Pfn,
+        info: &PageInfo,
+        nr: u64,
+    ) -> bool {
+        debug_assert_eq!(*info, self.pages.get(head));
+        debug_assert_eq!(nr, self.thp_nr_pages(head));
         if !info.test(PageFlags::SWAPCACHE) || info.test(PageFlags::WRITEBACK) {
             return false;
         }
         let entry = SwapEntry::from_raw(info.private);
-        let nr = self.thp_nr_pages(head);
         let swapped = (0..nr).any(|i| {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
             self.swap.swap_count(e) & !super::swapfile::SWAP_HAS_CACHE != 0

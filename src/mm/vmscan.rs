@@ -275,11 +275,6 @@ impl Kernel {
         PageReferences::Reclaim
     }
 
-    /// `page_check_references` with the reverse map's `page_referenced`.
-    fn check_references_rmap(&mut self, ctx: &mut Ctx, head: Pfn) -> PageReferences {
-        self.page_check_references(ctx, head, &mut rmap_referenced)
-    }
-
     /// `shrink_page_list`: tries to free each isolated page of `list`
     /// (heads, each with the isolation's reference), taken from its end as
     /// Linux takes from a list's tail: unmapped into swap entries and
@@ -389,14 +384,28 @@ impl Kernel {
             stat.nr_writeback += *nr_pages;
             return Shrunk::Activate;
         }
+        // What page_referenced's walk found, for try_to_unmap below.
+        let mut walk = None;
         if !ignore_references {
-            match self.check_references_rmap(ctx, head) {
+            let refs = self.page_check_references(ctx, head, &mut |k, ctx, pfn| {
+                let (found, w) = k.page_referenced_walked(ctx, pfn);
+                walk = w;
+                lru_referenced(found)
+            });
+            match refs {
                 PageReferences::Activate => return Shrunk::Activate,
                 PageReferences::Keep => return Shrunk::Keep,
                 PageReferences::Reclaim | PageReferences::ReclaimClean => {}
             }
         }
-        let info = self.pages.get(head);
+        // page_check_references changed only PG_referenced: `info` still
+        // tells anonymous, swap-backed and swap-cached pages apart.
+        debug_assert_eq!(
+            PageFlags(info.flags.0 & !PageFlags::REFERENCED.0),
+            PageFlags(self.pages.get(head).flags.0 & !PageFlags::REFERENCED.0),
+            "{head}: flags changed by page_check_references"
+        );
+        debug_assert_eq!(info.anon_vma, self.pages.get(head).anon_vma);
         let anon = info.is_anon() && info.test(PageFlags::SWAPBACKED);
         if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap_framed(ctx, head) {
             if *nr_pages == 1 {
@@ -427,21 +436,31 @@ impl Kernel {
                 flags = flags | TtuFlags::SPLIT_HUGE_PMD;
             }
             ctx.enter(Symbol::TryToUnmap);
-            let done = self.try_to_unmap(ctx, head, flags);
+            // Nothing since the walk changed a VMA or a page table.
+            let done = self.try_to_unmap_walked(ctx, head, flags, walk);
             ctx.leave();
             if done.still_mapped {
                 stat.nr_unmap_fail += *nr_pages;
                 return Shrunk::Activate;
             }
         }
-        if self.pages.get(head).test(PageFlags::DIRTY) {
+        // `pageout`: only a page no one else holds is written. Its
+        // references are read before the flush (which takes none) so that
+        // PG_dirty is read and PG_reclaim set in one visit: nothing in the
+        // flush reads this page's flags.
+        let sole = self.pa.page(head).refcount() as u64 == 1 + *nr_pages;
+        let dirty = self.pages.update(head, |p| {
+            let dirty = p.test(PageFlags::DIRTY);
+            if dirty && sole {
+                p.set(PageFlags::RECLAIM);
+            }
+            dirty
+        });
+        if dirty {
             self.try_to_unmap_flush_dirty(ctx);
-            // `pageout`: only a page no one else holds is written.
-            let refs = self.pa.page(head).refcount() as u64;
-            if refs != 1 + *nr_pages {
+            if !sole {
                 return Shrunk::Keep;
             }
-            self.pages.update(head, |p| p.set(PageFlags::RECLAIM));
             ctx.enter(Symbol::Pageout);
             ctx.enter(Symbol::SwapWritepage);
             let written = self.swap_writepage(ctx, head);
@@ -478,10 +497,12 @@ impl Kernel {
         self.swap_cache_lock(held).lock_irqsave(ctx);
         let freeze = ctx.machine().costs.atomic_rmw_local.cycles();
         ctx.charge(Symbol::ShrinkPageList, freeze);
-        let entry = self.__delete_from_swap_cache(ctx, head);
-        self.swap_cache_lock(entry).unlock_irqrestore(ctx);
+        // The entry and size just read: __delete_from_swap_cache's own
+        // reads of the page would find the same.
+        self.__delete_from_swap_cache_at(ctx, head, held, *nr_pages);
+        self.swap_cache_lock(held).unlock_irqrestore(ctx);
         self.swap
-            .put_swap_page(ctx, entry, *nr_pages)
+            .put_swap_page(ctx, held, *nr_pages)
             .expect("a swap cache page holds its slots");
         *self.pa.page_mut(head).refcount_mut() = 0;
         self.free_unreferenced_page(ctx, head);
@@ -701,7 +722,11 @@ pub enum Reclaimer {
 
 /// The reverse map's `page_referenced` as the LRU code asks it.
 fn rmap_referenced(k: &mut Kernel, ctx: &mut Ctx, pfn: Pfn) -> Referenced {
-    let found = k.page_referenced(ctx, pfn);
+    lru_referenced(k.page_referenced(ctx, pfn))
+}
+
+/// The reverse map's answer as the LRU code reads it.
+fn lru_referenced(found: super::rmap::Referenced) -> Referenced {
     Referenced {
         ptes: found.referenced,
         vm_flags: found.vm_flags,

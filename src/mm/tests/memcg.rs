@@ -261,7 +261,7 @@ fn without_memcg_nothing_is_charged() {
     }
 }
 
-/// The swap cache's paired statistics update (`mod_lruvec_page_state2`)
+/// The swap cache's paired statistics update (`mod_lruvec_page_state2_of`)
 /// charges and counts exactly what two `mod_lruvec_page_state` calls do,
 /// with and without a cgroup: the same cycles to each symbol, the same
 /// clock, the same per-node statistics.
@@ -277,7 +277,8 @@ fn paired_lruvec_updates_match_two_single_ones() {
             };
             let items = [(MemcgStat::FilePages, 3), (MemcgStat::Swapcache, -2)];
             if paired {
-                k.mod_lruvec_page_state2(&mut ctx, pfn, items);
+                let charged = memcg && k.pages.get(pfn).test(PageFlags::MEMCG);
+                k.mod_lruvec_page_state2_of(&mut ctx, pfn, charged, items);
             } else {
                 for (item, delta) in items {
                     k.mod_lruvec_page_state(&mut ctx, pfn, item, delta);

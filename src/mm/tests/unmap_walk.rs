@@ -10,11 +10,15 @@
 //! asked directly, in shapes where the fast walk applies (one VMA, a THP
 //! cut by `mprotect`, a hole, a forked child's copies on write), where it
 //! does not (pages two processes share, a THP moved by `mremap`), and
-//! pages it answers "no VMA" or "not mapped" for.
+//! pages it answers "no VMA" or "not mapped" for. Both kinds also run
+//! with reclaim's unmap taking what `page_referenced` found
+//! (`try_to_unmap_walked`) against walking again.
 
 use super::super::mremap::{MREMAP_FIXED, MREMAP_MAYMOVE};
 use super::super::rmap::TtuFlags;
-use super::super::rmap::tests_only::{GENERAL_WALK, ONE_PAGE_WALKS};
+use super::super::rmap::tests_only::{
+    FROZEN_PUTS, GENERAL_WALK, ONE_PAGE_WALKS, PUT_EACH_PTE, WALK_AGAIN, WALKS_REUSED,
+};
 use super::split_batch::{self, Shape};
 use super::*;
 
@@ -37,6 +41,61 @@ fn pageout_of_split_thps_walks_each_subpage_as_the_general_walk_does() {
                 assert_eq!(
                     fast, general,
                     "{shape:?}, memcg {memcg}, {offset}/{dirty}: fast and general walks"
+                );
+            }
+        }
+    }
+}
+
+/// Reclaim's `try_to_unmap` of a 4 KiB page takes what `page_referenced`
+/// found a few calls before (`try_to_unmap_walked`): the same pageouts
+/// with the unmap walking again must end the same.
+#[test]
+fn pageout_reusing_the_referenced_walk_ends_as_walking_again() {
+    for shape in Shape::ALL {
+        for memcg in [false, true] {
+            for (offset, dirty) in [(4095, 512), (0, 1)] {
+                WALKS_REUSED.set(0);
+                WALK_AGAIN.set(false);
+                let reused = split_batch::run(|f| f, memcg, shape, offset, dirty, false);
+                let walks = WALKS_REUSED.get();
+                WALK_AGAIN.set(true);
+                let again = split_batch::run(|f| f, memcg, shape, offset, dirty, false);
+                WALK_AGAIN.set(false);
+                let want = !matches!(shape, Shape::Forked | Shape::Moved);
+                assert_eq!(walks > 0, want, "{shape:?}: walks reused {walks}");
+                assert_eq!(
+                    reused, again,
+                    "{shape:?}, memcg {memcg}, {offset}/{dirty}: reused and new walks"
+                );
+            }
+        }
+    }
+}
+
+/// A split's own unmap of a PMD-mapped THP drops the references its
+/// PTEs held on the THP at once after them (`put_compound_pages`): the
+/// same pageouts putting one PTE's at a time must end the same.
+#[test]
+fn pageout_putting_a_splits_references_at_once_ends_as_one_at_a_time() {
+    for shape in Shape::ALL {
+        for memcg in [false, true] {
+            for (offset, dirty) in [(4095, 512), (0, 1)] {
+                FROZEN_PUTS.set(0);
+                PUT_EACH_PTE.set(false);
+                let batched = split_batch::run(|f| f, memcg, shape, offset, dirty, false);
+                let batches = FROZEN_PUTS.get();
+                PUT_EACH_PTE.set(true);
+                let each = split_batch::run(|f| f, memcg, shape, offset, dirty, false);
+                PUT_EACH_PTE.set(false);
+                // Only a THP still mapped by its PMD is split frozen: every
+                // shape keeps the second THP's PMD but the moved one
+                // (mremap to an unaligned address splits both).
+                let want = !matches!(shape, Shape::Moved);
+                assert_eq!(batches > 0, want, "{shape:?}: batched puts {batches}");
+                assert_eq!(
+                    batched, each,
+                    "{shape:?}, memcg {memcg}, {offset}/{dirty}: puts at once and one at a time"
                 );
             }
         }
@@ -85,8 +144,9 @@ struct DirectOutcome {
 /// of any mm, and of a few pages no VMA holds: every third order-0 page
 /// into swap entries (added to the swap cache first), every third left
 /// for "not in the swap cache", the rest (and the tails) into migration
-/// entries. With `general`, the general walk.
-fn direct(shape: Direct, memcg: bool, general: bool) -> (DirectOutcome, u64) {
+/// entries. With `general`, the general walk; with `again`, the unmap
+/// walks again rather than take what `page_referenced` found.
+fn direct(shape: Direct, memcg: bool, general: bool, again: bool) -> (DirectOutcome, u64) {
     GENERAL_WALK.set(false);
     let (mut k, mut ctx, mm) = split_batch::boot(|f| f, memcg);
     let len = 2 * HPAGE_PMD_SIZE;
@@ -167,6 +227,7 @@ fn direct(shape: Direct, memcg: bool, general: bool) -> (DirectOutcome, u64) {
     }
     k.mm_runs_here(&ctx, mm);
     GENERAL_WALK.set(general);
+    WALK_AGAIN.set(again);
     ONE_PAGE_WALKS.set(0);
     let mut pfns = BTreeSet::new();
     for &m in &mms {
@@ -182,7 +243,7 @@ fn direct(shape: Direct, memcg: bool, general: bool) -> (DirectOutcome, u64) {
         // unmapping never frees the page.
         let head = k.compound_head(pfn);
         *k.pa.page_mut(head).refcount_mut() += 1;
-        let referenced = k.page_referenced(&mut ctx, pfn);
+        let (referenced, walk) = k.page_referenced_walked(&mut ctx, pfn);
         let order0 = k.pa.page(pfn).order == 0 && head == pfn;
         let flags = match n % 3 {
             0 if order0 => {
@@ -192,7 +253,7 @@ fn direct(shape: Direct, memcg: bool, general: bool) -> (DirectOutcome, u64) {
             1 if order0 => TtuFlags::BATCH_FLUSH,
             _ => TtuFlags::MIGRATION | TtuFlags::IGNORE_MLOCK,
         };
-        let unmapped = k.try_to_unmap(&mut ctx, pfn, flags);
+        let unmapped = k.try_to_unmap_walked(&mut ctx, pfn, flags, walk);
         answers.push((
             pfn,
             Answers {
@@ -204,6 +265,7 @@ fn direct(shape: Direct, memcg: bool, general: bool) -> (DirectOutcome, u64) {
     k.try_to_unmap_flush(&mut ctx);
     let walks = ONE_PAGE_WALKS.get();
     GENERAL_WALK.set(false);
+    WALK_AGAIN.set(false);
     let mut ptes = Vec::new();
     for &m in &mms {
         for i in 0..len / P {
@@ -242,13 +304,17 @@ fn every_page_of_a_region_walks_as_the_general_walk_does() {
         Direct::Moved,
     ] {
         for memcg in [false, true] {
-            let (fast, walks) = direct(shape, memcg, false);
-            let (general, none) = direct(shape, memcg, true);
+            WALKS_REUSED.set(0);
+            let (fast, walks) = direct(shape, memcg, false, false);
+            let reused = WALKS_REUSED.get();
+            let (general, none) = direct(shape, memcg, true, false);
+            let (again, _) = direct(shape, memcg, false, true);
             assert_eq!(none, 0, "{shape:?}: the general walk only");
             // The fast walk ran where it applies: every shape has pages of
             // a one-mm, one-offset anon_vma but the moved one.
             let want_fast = !matches!(shape, Direct::Moved);
             assert_eq!(walks > 0, want_fast, "{shape:?}: fast walks {walks}");
+            assert_eq!(reused > 0, want_fast, "{shape:?}: walks reused {reused}");
             let swapped: u32 = fast
                 .answers
                 .iter()
@@ -271,6 +337,10 @@ fn every_page_of_a_region_walks_as_the_general_walk_does() {
             assert_eq!(
                 fast, general,
                 "{shape:?}, memcg {memcg}: fast and general walks"
+            );
+            assert_eq!(
+                fast, again,
+                "{shape:?}, memcg {memcg}: reused and new walks"
             );
         }
     }

@@ -1190,6 +1190,31 @@ impl CacheLine {
 
 #[cfg(test)]
 impl CacheLine {
+    /// Tests only: what the line remembers, as text, once a solo of `cpu`
+    /// standing for `atomics` atomics of `cost` each (if any) is unfolded
+    /// and every atomic kept aside is pushed onto the timeline: its spans,
+    /// its floor and the state before them.
+    pub(super) fn settled(&self, solo: Option<(CpuId, u64)>, cost: Cycles) -> String {
+        let mut line = self.clone();
+        if let Some((cpu, atomics)) = solo
+            && !line.spilled.is_empty()
+        {
+            line.solo_unfold(cpu, atomics, cost);
+        }
+        line.flush_tail();
+        let sharers: Vec<CpuId> = line.sharers_base.iter().collect();
+        format!(
+            "{:?} floor {} owner {:?} sharers {sharers:?} modified {:?}",
+            line.transfers.spans(),
+            line.transfers.floor(),
+            line.owner_base,
+            line.modified_base
+        )
+    }
+}
+
+#[cfg(test)]
+impl CacheLine {
     /// Checks [`CacheLine::read_need`] against the full walk of the holders
     /// that it cuts short, and both needs against their walks without the
     /// shortcut after a modification, for every CPU of `ctx` and every count

@@ -623,6 +623,10 @@ mod tests {
         fn solos_seen(&self) -> [u64; 3] {
             [0; 3]
         }
+        /// [`SpinLock::settled`], for a lock that tells it.
+        fn settled(&self, _cost: Cycles) -> String {
+            String::new()
+        }
     }
 
     /// The lock that never takes itself solo: every acquisition searched,
@@ -649,6 +653,10 @@ mod tests {
         fn solos_seen(&self) -> [u64; 3] {
             self.0.solos_seen
         }
+
+        fn settled(&self, cost: Cycles) -> String {
+            self.0.settled(cost)
+        }
     }
 
     impl Lock for SpinLock {
@@ -671,6 +679,28 @@ mod tests {
 
         fn solos_seen(&self) -> [u64; 3] {
             self.solos_seen
+        }
+
+        fn settled(&self, cost: Cycles) -> String {
+            SpinLock::settled(self, cost)
+        }
+    }
+
+    impl SpinLock {
+        /// What the lock and its word's line remember, as text, with every
+        /// hold and atomic kept aside (or logged in a solo) pushed onto
+        /// their timelines: two locks that tell the same behave the same
+        /// from here on.
+        fn settled(&self, cost: Cycles) -> String {
+            let mut lock = self.clone();
+            lock.flush_aside();
+            let solo = lock.solo.map(|solo| (solo.cpu, solo.atomics));
+            format!(
+                "holds {:?} floor {}; line {}",
+                lock.holds.spans(),
+                lock.holds.floor(),
+                lock.line.settled(solo, cost)
+            )
         }
     }
 
@@ -701,6 +731,8 @@ mod tests {
         steps_left: Vec<u32>,
         /// Every wait and lateness returned, with the CPU.
         seen: Vec<(CpuId, Cycles)>,
+        /// What each lock remembers after each step ([`Lock::settled`]).
+        settled: Vec<String>,
     }
 
     impl<L: Lock> Workload for Random<L> {
@@ -734,6 +766,10 @@ mod tests {
                     ctx.charge(Symbol::UserPageAllocBench, Cycles(gap));
                 }
             }
+            let cost = ctx.machine().costs.atomic_rmw_local.cycles();
+            for lock in &self.locks {
+                self.settled.push(lock.settled(cost));
+            }
             let left = &mut self.steps_left[cpu.index()];
             *left -= 1;
             if *left == 0 {
@@ -744,7 +780,13 @@ mod tests {
 
     /// What a run gives: every wait and lateness, the CPUs' clocks, the
     /// profile, and the solos the two locks saw.
-    type Outcome = (Vec<(CpuId, Cycles)>, Vec<Cycles>, Stats, [u64; 3]);
+    type Outcome = (
+        Vec<(CpuId, Cycles)>,
+        Vec<Cycles>,
+        Stats,
+        [u64; 3],
+        Vec<String>,
+    );
 
     fn run<L: Lock>(seed: u64, nr_cpus: u32) -> Outcome {
         let machine = crate::machine::builtin("x86-2s-server").expect("a built-in machine");
@@ -757,6 +799,7 @@ mod tests {
             locks: [L::default(), L::default()],
             steps_left: vec![12; nr_cpus as usize],
             seen: Vec::new(),
+            settled: Vec::new(),
         };
         let mut engine = Engine::new(ctx);
         assert!(engine.run(&mut workload, None), "run stopped early");
@@ -765,15 +808,21 @@ mod tests {
             .collect();
         let [a, b] = workload.locks.map(|lock| lock.solos_seen());
         let solos = [0, 1, 2].map(|i| a[i] + b[i]);
-        (workload.seen, clocks, engine.ctx.stats.clone(), solos)
+        (
+            workload.seen,
+            clocks,
+            engine.ctx.stats.clone(),
+            solos,
+            workload.settled,
+        )
     }
 
     #[test]
     fn holds_counted_off_aside_give_what_pushing_each_gave() {
         for seed in 1..=6 {
             let nr_cpus = 2 + (seed % 3) as u32;
-            let (seen, clocks, stats, _) = run::<SpinLock>(seed, nr_cpus);
-            let (ref_seen, ref_clocks, ref_stats, _) = run::<Reference>(seed, nr_cpus);
+            let (seen, clocks, stats, ..) = run::<SpinLock>(seed, nr_cpus);
+            let (ref_seen, ref_clocks, ref_stats, ..) = run::<Reference>(seed, nr_cpus);
             assert!(
                 seen.iter().any(|&(_, c)| c > Cycles::ZERO),
                 "seed {seed}: some CPU waited or was late"
@@ -790,14 +839,22 @@ mod tests {
     /// among others that find a solo's holds and atomics at their own
     /// clock, some more than a timeline keeps, some joined, plain and
     /// irqsave. Every wait, lateness, clock and the profile (with its
-    /// line-transfer count) must be the same to the cycle.
+    /// line-transfer count) must be the same to the cycle, and after every
+    /// step each lock must remember the same holds and atomics.
     #[test]
     fn solo_takes_give_what_searched_takes_gave() {
         let mut solos = [0; 3];
         for seed in 11..=18 {
             let nr_cpus = 1 + (seed % 4) as u32;
-            let (seen, clocks, stats, seen_solos) = run::<SpinLock>(seed, nr_cpus);
-            let (slow_seen, slow_clocks, slow_stats, slow_solos) = run::<NoSolo>(seed, nr_cpus);
+            let (seen, clocks, stats, seen_solos, settled) = run::<SpinLock>(seed, nr_cpus);
+            let (slow_seen, slow_clocks, slow_stats, slow_solos, slow_settled) =
+                run::<NoSolo>(seed, nr_cpus);
+            for (step, (fast, slow)) in settled.iter().zip(&slow_settled).enumerate() {
+                assert!(
+                    fast == slow,
+                    "seed {seed}, {step}th lock state:\n{fast}\n{slow}"
+                );
+            }
             assert_eq!(slow_solos, [0; 3], "seed {seed}: a solo with solos off");
             assert_eq!(seen.len(), slow_seen.len(), "seed {seed}");
             assert!(seen == slow_seen, "seed {seed}: waits and lateness differ");

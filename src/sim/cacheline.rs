@@ -1035,6 +1035,184 @@ impl CacheLine {
     }
 }
 
+/// How many spans a lock word's solo log keeps at most
+/// ([`CacheLine::solo_push`]): enough that, with the last [`TAIL_MAX`]
+/// atomics taken off for the tail, more than [`SPANS_MAX`] are left, so
+/// the latest one the spilling would have forgotten is still there.
+const SOLO_LOG_MAX: usize = SPANS_MAX + 2 * TAIL_MAX;
+
+/// A lock word taken by one CPU alone ([`SpinLock`]'s solo, see
+/// docs/engine.md, "Spinlocks"): its local atomics, which would each go
+/// into the tail and spill eight at a time, go straight into `spilled`,
+/// joined as the spilling joins them (one that begins where the one before
+/// ends extends it), with the tail's own, and the tail stays empty.
+/// [`CacheLine::solo_end`] then leaves the line as putting each into the
+/// tail would have; most often the horizon has passed them all and it
+/// folds the last.
+///
+/// [`SpinLock`]: super::spinlock::SpinLock
+impl CacheLine {
+    /// If each modification of the line by `cpu` from `now` on (after
+    /// forgetting what ended by `horizon`) would be a local atomic kept
+    /// aside, as long as no other CPU uses the line, begins a solo log:
+    /// the tail's atomics go into it. Returns how many atomics the log
+    /// stands for, the tail's (what [`CacheLine::solo_end`] needs).
+    pub(super) fn solo_begin(&mut self, cpu: CpuId, now: Cycles, horizon: Cycles) -> Option<u64> {
+        self.forget_before(horizon);
+        #[cfg(test)]
+        if self.no_spill {
+            return None;
+        }
+        if !(self.idle_from(now) && self.only_here_at_end(cpu)) {
+            return None;
+        }
+        let (len, spans) = (self.tail.len, self.tail.spans);
+        self.tail.len = 0;
+        for &(start, end) in &spans[..len] {
+            self.solo_push(start, end - start);
+        }
+        Some(len as u64)
+    }
+
+    /// Logs a local atomic of the solo CPU over `[now, now + cost)`, where
+    /// [`CacheLine::rmw`] would have put it into the tail.
+    #[inline]
+    pub(super) fn solo_push(&mut self, now: Cycles, cost: Cycles) {
+        if let Some(last) = self.spilled.back_mut()
+            && last.1 == now
+        {
+            last.1 = now + cost;
+            return;
+        }
+        if self.spilled.len() == self.spilled.capacity() {
+            self.grow_solo_log();
+        }
+        self.spilled.push_back((now, now + cost));
+    }
+
+    /// Room for one more span in the solo log: the oldest given up past
+    /// [`SOLO_LOG_MAX`] (the spilling would have forgotten it), else twice
+    /// the room, up to that.
+    #[cold]
+    #[inline(never)]
+    fn grow_solo_log(&mut self) {
+        if self.spilled.len() >= SOLO_LOG_MAX {
+            self.spilled.pop_front();
+            return;
+        }
+        let room = (2 * self.spilled.len()).clamp(TAIL_MAX, SOLO_LOG_MAX);
+        self.spilled.reserve_exact(room - self.spilled.len());
+    }
+
+    /// Ends a solo of `cpu` whose log stands for `atomics` local atomics,
+    /// each `cost` long: the line becomes what [`CacheLine::rmw`] would
+    /// have left, then forgets what ended by `horizon`. The usual case,
+    /// the log all over by the horizon and too short for the spilling to
+    /// have forgotten any of it, is told apart first: forgetting leaves
+    /// the line empty and modified last by the last atomic. Returns
+    /// whether the line is so.
+    pub(super) fn solo_end(
+        &mut self,
+        cpu: CpuId,
+        atomics: u64,
+        cost: Cycles,
+        horizon: Cycles,
+    ) -> bool {
+        let Some(&(_, last_end)) = self.spilled.back() else {
+            // Nothing logged: the line is as it was.
+            return true;
+        };
+        if last_end <= horizon && self.transfers.len() + self.spilled.len() <= SPANS_MAX {
+            // What folding every transfer, then every atomic, leaves.
+            self.transfers.prune(horizon, |_| {});
+            debug_assert_eq!(self.transfers.len(), 0);
+            self.spilled.clear();
+            self.owner_base = Some(cpu);
+            self.sharers_base.clear();
+            self.modified_base = Some((last_end - cost, cpu));
+            return true;
+        }
+        self.solo_unfold(cpu, atomics, cost);
+        self.forget_before(horizon);
+        false
+    }
+
+    /// The line as the `atomics` local atomics of `cpu` the log stands
+    /// for, each `cost` long, would have left it had each been put into
+    /// the tail: the last in the tail (all, if they fit; else those since
+    /// it last spilled: one to eight); of the rest, spilled, the first
+    /// joined onto the timeline's last transfer if it continues it, and
+    /// past [`SPANS_MAX`] spans in all the oldest forgotten.
+    #[inline(never)]
+    fn solo_unfold(&mut self, cpu: CpuId, atomics: u64, cost: Cycles) {
+        debug_assert_eq!(self.tail.len, 0);
+        let in_tail = if atomics <= TAIL_MAX as u64 {
+            atomics as usize
+        } else {
+            ((atomics - 1) % TAIL_MAX as u64) as usize + 1
+        };
+        // The last `in_tail` atomics, taken off the back of the log: a
+        // span of it is `cost`-long atomics back to back.
+        let mut left = in_tail;
+        while left > 0 {
+            let last = self.spilled.back_mut().expect("an atomic logged");
+            let here = ((last.1 - last.0).0 / cost.0) as usize;
+            let taken = here.min(left);
+            for i in 0..taken {
+                let start = Cycles(last.1.0 - (taken - i) as u64 * cost.0);
+                self.tail.spans[left - taken + i] = (start, start + cost);
+            }
+            if taken == here {
+                self.spilled.pop_back();
+            } else {
+                last.1 = Cycles(last.1.0 - taken as u64 * cost.0);
+            }
+            left -= taken;
+        }
+        self.tail.cpu = cpu;
+        self.tail.len = in_tail;
+        // A spill onto nothing spilled extends the timeline's last
+        // modification by this CPU if it continues it; the spans spilled
+        // before the solo never do (they would have extended it).
+        if let Some(&(start, end)) = self.spilled.front()
+            && (self.transfers.last())
+                .is_some_and(|last| last.end == start && last.data == Access::Modify(cpu))
+        {
+            self.push_on_timeline(start, end);
+            self.spilled.pop_front();
+        }
+        let excess = (self.transfers.len() + self.spilled.len()).saturating_sub(SPANS_MAX);
+        if excess > 0 {
+            self.forget_oldest_local(excess);
+        }
+    }
+}
+
+#[cfg(test)]
+impl CacheLine {
+    /// Tests only: what the line remembers, as text, once a solo of `cpu`
+    /// standing for `atomics` atomics of `cost` each (if any) is unfolded
+    /// and every atomic kept aside is pushed onto the timeline: its spans,
+    /// its floor and the state before them.
+    pub(super) fn settled(&self, solo: Option<(CpuId, u64)>, cost: Cycles) -> String {
+        let mut line = self.clone();
+        if let Some((cpu, atomics)) = solo
+            && !line.spilled.is_empty()
+        {
+            line.solo_unfold(cpu, atomics, cost);
+        }
+        line.flush_tail();
+        let sharers: Vec<CpuId> = line.sharers_base.iter().collect();
+        format!(
+            "{:?} floor {} owner {:?} sharers {sharers:?} modified {:?}",
+            line.transfers.spans(),
+            line.transfers.floor(),
+            line.owner_base,
+            line.modified_base
+        )
+    }
+}
+
 #[cfg(test)]
 impl CacheLine {
     /// Checks [`CacheLine::read_need`] against the full walk of the holders

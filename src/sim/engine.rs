@@ -146,6 +146,7 @@ impl CpuState {
     }
 
     /// Remembers that interrupts were off over `[start, end)`.
+    #[inline]
     pub(crate) fn record_irq_window(&mut self, start: Cycles, end: Cycles) {
         if start >= end {
             return;
@@ -721,7 +722,9 @@ impl Ctx {
         cpu.irq_depth += 1;
     }
 
-    /// `local_irq_restore` of the matching `local_irq_save`.
+    /// `local_irq_restore` of the matching `local_irq_save`. Inlined: every
+    /// `spin_unlock_irqrestore` ends with it.
+    #[inline]
     pub fn local_irq_restore(&mut self) {
         let now = self.now();
         let cur = self.cur;

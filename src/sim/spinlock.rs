@@ -27,6 +27,38 @@ pub struct SpinLock {
     holds: Timeline<CpuId>,
     /// The last holds released, not yet on `holds` (see [`HoldsAside`]).
     aside: HoldsAside,
+    /// The CPU taking the lock alone in its step, if one is (see [`Solo`]).
+    solo: Option<Solo>,
+    /// Tests only: never take the lock solo (the reference the solo
+    /// takes are checked against).
+    #[cfg(test)]
+    no_solo: bool,
+    /// Tests only: solos begun, ended with their atomics all forgotten,
+    /// and ended with them unfolded onto the line.
+    #[cfg(test)]
+    solos_seen: [u64; 3],
+}
+
+/// One CPU taking the lock again and again in one step with nothing in
+/// its way: the lock and its word's line remember nothing it could wait
+/// for, the line is held by that CPU alone, and no other CPU acts until
+/// the step ends. Each acquisition would then find the lock free at once
+/// and modify its word as a local atomic kept aside, and each release
+/// would keep its hold aside. A solo take does just that and nothing
+/// more: the atomic goes into the line's solo log
+/// ([`CacheLine::solo_push`]), the hold into [`HoldsAside`], and the
+/// checks (forgetting by the horizon, whether the lock and the line are
+/// idle, whether the line is here) are not made again, for nothing they
+/// look at can have changed within the step. The first acquisition of
+/// another step, or by another CPU, ends the solo
+/// ([`CacheLine::solo_end`]) and takes the lock as before.
+#[derive(Clone, Copy, Debug)]
+struct Solo {
+    cpu: CpuId,
+    /// The start of the step the solo is in.
+    horizon: Cycles,
+    /// How many atomics the line's solo log stands for.
+    atomics: u64,
 }
 
 /// Holds released last that each begin after every hold on the timeline
@@ -87,7 +119,9 @@ impl HoldsAside {
         (self.head + i) & (self.ring.len() - 1)
     }
 
-    #[inline]
+    /// Keeps `span` aside, after the others. Always inlined: every
+    /// release in a solo is this and little more.
+    #[inline(always)]
     fn push(&mut self, span: Span<CpuId>) {
         if self.len > 0 && self.last_end == span.start {
             let last = self.slot(self.len - 1);
@@ -189,7 +223,7 @@ impl SpinLock {
             !holder.irqsave,
             "spin_unlock of a lock taken with spin_lock_irqsave"
         );
-        self.place(ctx, holder)
+        self.place_any(ctx, holder)
     }
 
     /// `spin_lock_irqsave`: interrupts off on the current CPU, then the lock.
@@ -205,7 +239,7 @@ impl SpinLock {
             holder.irqsave,
             "spin_unlock_irqrestore of a lock taken with spin_lock"
         );
-        let late = self.place(ctx, holder);
+        let late = self.place_any(ctx, holder);
         ctx.local_irq_restore();
         late
     }
@@ -254,7 +288,82 @@ impl SpinLock {
         if let Some(holder) = self.holder {
             held(cpu, holder);
         }
+        if let Some(solo) = &mut self.solo
+            && solo.cpu == cpu
+            && solo.horizon == ctx.horizon()
+        {
+            solo.atomics += 1;
+            self.take_solo(ctx, symbol, irqsave);
+            return Cycles::ZERO;
+        }
+        self.acquire_searched(ctx, symbol, irqsave)
+    }
+
+    /// What an acquisition in a solo does (see [`Solo`]): the lock is free
+    /// now, and its word a local atomic at once.
+    #[inline]
+    fn take_solo(&mut self, ctx: &mut Ctx, symbol: Symbol, irqsave: bool) {
+        let now = ctx.now();
+        let cost = ctx.machine().costs.atomic_rmw_local.cycles();
+        self.line.solo_push(now, cost);
+        ctx.charge_stall(symbol, cost);
+        self.holder = Some(Holder {
+            cpu: ctx.cur(),
+            since: now,
+            irqsave,
+        });
+    }
+
+    /// Ends a solo, if any (the line as it would have been without it,
+    /// forgotten by the horizon), then says whether the current CPU may
+    /// take the lock solo from now on: if so, it does.
+    fn solo_begins(&mut self, ctx: &Ctx) -> bool {
+        let cpu = ctx.cur();
+        let (now, horizon) = (ctx.now(), ctx.horizon());
+        let cost = ctx.machine().costs.atomic_rmw_local.cycles();
+        if let Some(solo) = self.solo.take() {
+            let forgotten = self.line.solo_end(solo.cpu, solo.atomics, cost, horizon);
+            #[cfg(test)]
+            {
+                self.solos_seen[if forgotten { 1 } else { 2 }] += 1;
+            }
+            if !forgotten {
+                return false;
+            }
+        }
+        #[cfg(test)]
+        if self.no_solo {
+            return false;
+        }
+        if !(self.holds.len() == 0 && self.idle_from(now) && cost > Cycles::ZERO) {
+            return false;
+        }
+        let Some(atomics) = self.line.solo_begin(cpu, now, horizon) else {
+            return false;
+        };
+        #[cfg(test)]
+        {
+            self.solos_seen[0] += 1;
+        }
+        self.solo = Some(Solo {
+            cpu,
+            horizon,
+            atomics,
+        });
+        true
+    }
+
+    /// [`SpinLock::acquire`] outside a solo. Out of line: it is taken once
+    /// a step by a lock only one CPU uses.
+    #[inline(never)]
+    fn acquire_searched(&mut self, ctx: &mut Ctx, symbol: Symbol, irqsave: bool) -> Cycles {
+        let cpu = ctx.cur();
         self.forget_before(ctx.horizon());
+        if self.solo_begins(ctx) {
+            self.solo.as_mut().expect("a solo begun").atomics += 1;
+            self.take_solo(ctx, symbol, irqsave);
+            return Cycles::ZERO;
+        }
         let now = ctx.now();
         let free = if self.idle_from(now) {
             now
@@ -294,10 +403,28 @@ impl SpinLock {
         holder
     }
 
-    /// Records the hold that ends now, moving it later if it overlaps a
-    /// hold placed by another step. Returns how much later. Inlined into
-    /// the two unlocks: its uncontended case is a few comparisons.
+    /// Records the hold that ends now: kept aside at once in a solo (it
+    /// began after every hold), else placed.
     #[inline]
+    fn place_any(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
+        if self.solo.is_some() {
+            debug_assert!(self.solo.is_some_and(|solo| solo.cpu == holder.cpu));
+            debug_assert!(self.idle_from(holder.since) && ctx.now() > holder.since);
+            self.aside.push(Span {
+                start: holder.since,
+                end: ctx.now(),
+                data: holder.cpu,
+            });
+            return Cycles::ZERO;
+        }
+        self.place(ctx, holder)
+    }
+
+    /// Records the hold that ends now, moving it later if it overlaps a
+    /// hold placed by another step. Returns how much later. Out of line:
+    /// a lock taken uncontended keeps its holds aside in a solo, without
+    /// it.
+    #[inline(never)]
     fn place(&mut self, ctx: &mut Ctx, holder: Holder) -> Cycles {
         let len = ctx.now() - holder.since;
         let (start, begun) = if self.idle_from(holder.since) {
@@ -492,6 +619,44 @@ mod tests {
     trait Lock: Default {
         fn take(&mut self, ctx: &mut Ctx, irqsave: bool) -> Cycles;
         fn give(&mut self, ctx: &mut Ctx) -> Cycles;
+        /// [`SpinLock::solos_seen`], for a lock that counts them.
+        fn solos_seen(&self) -> [u64; 3] {
+            [0; 3]
+        }
+        /// [`SpinLock::settled`], for a lock that tells it.
+        fn settled(&self, _cost: Cycles) -> String {
+            String::new()
+        }
+    }
+
+    /// The lock that never takes itself solo: every acquisition searched,
+    /// every atomic into the line's tail, every hold placed.
+    struct NoSolo(SpinLock);
+
+    impl Default for NoSolo {
+        fn default() -> Self {
+            let mut lock = SpinLock::new();
+            lock.no_solo = true;
+            NoSolo(lock)
+        }
+    }
+
+    impl Lock for NoSolo {
+        fn take(&mut self, ctx: &mut Ctx, irqsave: bool) -> Cycles {
+            self.0.take(ctx, irqsave)
+        }
+
+        fn give(&mut self, ctx: &mut Ctx) -> Cycles {
+            self.0.give(ctx)
+        }
+
+        fn solos_seen(&self) -> [u64; 3] {
+            self.0.solos_seen
+        }
+
+        fn settled(&self, cost: Cycles) -> String {
+            self.0.settled(cost)
+        }
     }
 
     impl Lock for SpinLock {
@@ -510,6 +675,32 @@ mod tests {
             } else {
                 self.unlock(ctx)
             }
+        }
+
+        fn solos_seen(&self) -> [u64; 3] {
+            self.solos_seen
+        }
+
+        fn settled(&self, cost: Cycles) -> String {
+            SpinLock::settled(self, cost)
+        }
+    }
+
+    impl SpinLock {
+        /// What the lock and its word's line remember, as text, with every
+        /// hold and atomic kept aside (or logged in a solo) pushed onto
+        /// their timelines: two locks that tell the same behave the same
+        /// from here on.
+        fn settled(&self, cost: Cycles) -> String {
+            let mut lock = self.clone();
+            lock.flush_aside();
+            let solo = lock.solo.map(|solo| (solo.cpu, solo.atomics));
+            format!(
+                "holds {:?} floor {}; line {}",
+                lock.holds.spans(),
+                lock.holds.floor(),
+                lock.line.settled(solo, cost)
+            )
         }
     }
 
@@ -540,6 +731,8 @@ mod tests {
         steps_left: Vec<u32>,
         /// Every wait and lateness returned, with the CPU.
         seen: Vec<(CpuId, Cycles)>,
+        /// What each lock remembers after each step ([`Lock::settled`]).
+        settled: Vec<String>,
     }
 
     impl<L: Lock> Workload for Random<L> {
@@ -555,7 +748,11 @@ mod tests {
                 let irqsave = self.rng.below(3) == 0;
                 let waited = self.locks[which].take(ctx, irqsave);
                 self.seen.push((cpu, waited));
-                ctx.charge(Symbol::UserPageAllocBench, Cycles(1 + self.rng.below(400)));
+                // Sometimes nothing done under the lock: with no work after
+                // it either, the next hold's atomic continues this one's.
+                if self.rng.below(6) > 0 {
+                    ctx.charge(Symbol::UserPageAllocBench, Cycles(1 + self.rng.below(400)));
+                }
                 let late = self.locks[which].give(ctx);
                 self.seen.push((cpu, late));
                 // Mostly work between holds; sometimes none (the next hold
@@ -569,6 +766,10 @@ mod tests {
                     ctx.charge(Symbol::UserPageAllocBench, Cycles(gap));
                 }
             }
+            let cost = ctx.machine().costs.atomic_rmw_local.cycles();
+            for lock in &self.locks {
+                self.settled.push(lock.settled(cost));
+            }
             let left = &mut self.steps_left[cpu.index()];
             *left -= 1;
             if *left == 0 {
@@ -577,7 +778,17 @@ mod tests {
         }
     }
 
-    fn run<L: Lock>(seed: u64, nr_cpus: u32) -> (Vec<(CpuId, Cycles)>, Vec<Cycles>, Stats) {
+    /// What a run gives: every wait and lateness, the CPUs' clocks, the
+    /// profile, and the solos the two locks saw.
+    type Outcome = (
+        Vec<(CpuId, Cycles)>,
+        Vec<Cycles>,
+        Stats,
+        [u64; 3],
+        Vec<String>,
+    );
+
+    fn run<L: Lock>(seed: u64, nr_cpus: u32) -> Outcome {
         let machine = crate::machine::builtin("x86-2s-server").expect("a built-in machine");
         let mut ctx = Ctx::new(machine, seed);
         for cpu in nr_cpus..ctx.nr_cpus() {
@@ -588,21 +799,30 @@ mod tests {
             locks: [L::default(), L::default()],
             steps_left: vec![12; nr_cpus as usize],
             seen: Vec::new(),
+            settled: Vec::new(),
         };
         let mut engine = Engine::new(ctx);
         assert!(engine.run(&mut workload, None), "run stopped early");
         let clocks = (0..nr_cpus)
             .map(|c| engine.ctx.clock_of(CpuId(c)))
             .collect();
-        (workload.seen, clocks, engine.ctx.stats.clone())
+        let [a, b] = workload.locks.map(|lock| lock.solos_seen());
+        let solos = [0, 1, 2].map(|i| a[i] + b[i]);
+        (
+            workload.seen,
+            clocks,
+            engine.ctx.stats.clone(),
+            solos,
+            workload.settled,
+        )
     }
 
     #[test]
     fn holds_counted_off_aside_give_what_pushing_each_gave() {
         for seed in 1..=6 {
             let nr_cpus = 2 + (seed % 3) as u32;
-            let (seen, clocks, stats) = run::<SpinLock>(seed, nr_cpus);
-            let (ref_seen, ref_clocks, ref_stats) = run::<Reference>(seed, nr_cpus);
+            let (seen, clocks, stats, ..) = run::<SpinLock>(seed, nr_cpus);
+            let (ref_seen, ref_clocks, ref_stats, ..) = run::<Reference>(seed, nr_cpus);
             assert!(
                 seen.iter().any(|&(_, c)| c > Cycles::ZERO),
                 "seed {seed}: some CPU waited or was late"
@@ -612,5 +832,45 @@ mod tests {
             assert_eq!(clocks, ref_clocks, "seed {seed}");
             assert!(stats == ref_stats, "seed {seed}: profiles differ");
         }
+    }
+
+    /// The solo takes against the lock that never takes itself solo, on one
+    /// to four CPUs: alone (every take after a step's first is solo), and
+    /// among others that find a solo's holds and atomics at their own
+    /// clock, some more than a timeline keeps, some joined, plain and
+    /// irqsave. Every wait, lateness, clock and the profile (with its
+    /// line-transfer count) must be the same to the cycle, and after every
+    /// step each lock must remember the same holds and atomics.
+    #[test]
+    fn solo_takes_give_what_searched_takes_gave() {
+        let mut solos = [0; 3];
+        for seed in 11..=18 {
+            let nr_cpus = 1 + (seed % 4) as u32;
+            let (seen, clocks, stats, seen_solos, settled) = run::<SpinLock>(seed, nr_cpus);
+            let (slow_seen, slow_clocks, slow_stats, slow_solos, slow_settled) =
+                run::<NoSolo>(seed, nr_cpus);
+            for (step, (fast, slow)) in settled.iter().zip(&slow_settled).enumerate() {
+                assert!(
+                    fast == slow,
+                    "seed {seed}, {step}th lock state:\n{fast}\n{slow}"
+                );
+            }
+            assert_eq!(slow_solos, [0; 3], "seed {seed}: a solo with solos off");
+            assert_eq!(seen.len(), slow_seen.len(), "seed {seed}");
+            assert!(seen == slow_seen, "seed {seed}: waits and lateness differ");
+            assert_eq!(clocks, slow_clocks, "seed {seed}");
+            assert!(stats == slow_stats, "seed {seed}: profiles differ");
+            if nr_cpus > 1 {
+                assert!(
+                    seen.iter().any(|&(_, c)| c > Cycles::ZERO),
+                    "seed {seed}: some CPU waited or was late"
+                );
+            }
+            solos = [0, 1, 2].map(|i| solos[i] + seen_solos[i]);
+        }
+        let [begun, forgotten, unfolded] = solos;
+        assert!(begun > 100, "{solos:?}");
+        assert!(forgotten > 10, "{solos:?}");
+        assert!(unfolded > 10, "{solos:?}");
     }
 }

@@ -120,6 +120,16 @@ impl MemcgStat {
     }
 }
 
+/// A page's lruvec (`mem_cgroup_page_lruvec`) as its statistics need it:
+/// the node whose per-node statistics of the cgroup a charged page's
+/// updates go to, or none (the page is not charged, or there is no
+/// cgroup). Looked up once ([`Kernel::page_lruvec_of`]) for a page's
+/// several updates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Lruvec {
+    memcg_node: Option<u32>,
+}
+
 /// `struct page_counter`: its `usage` (pages) and the line that holds it.
 /// `max` is `PAGE_COUNTER_MAX` (no limit); `watermark` is the peak usage.
 #[derive(Clone, Debug, Default)]
@@ -404,6 +414,13 @@ impl MemCgroup {
     fn mod_memcg_lruvec_state(&mut self, ctx: &mut Ctx, node: u32, item: MemcgStat, delta: i64) {
         let cost = ctx.machine().costs.memcg_stat_update.cycles();
         ctx.charge(Symbol::ModMemcgLruvecState, cost);
+        self.add_lruvec_stat(ctx, node, item, delta);
+    }
+
+    /// [`MemCgroup::mod_memcg_lruvec_state`]'s change without its charge,
+    /// for a caller that charged it with others (`Ctx::charge_all`).
+    #[inline(always)]
+    fn add_lruvec_stat(&mut self, ctx: &Ctx, node: u32, item: MemcgStat, delta: i64) {
         let at = ctx.cur().index() * self.nr_nodes + node as usize;
         self.stats_percpu[at][item.index()] += delta;
     }
@@ -599,46 +616,57 @@ impl Kernel {
         item: MemcgStat,
         delta: i64,
     ) {
+        let lruvec = self.page_lruvec_of(head, charged);
+        self.mod_lruvec_page_state_in(ctx, lruvec, item, delta);
+    }
+
+    /// The lruvec of a page whose `PG_memcg` the caller has read
+    /// (`charged`), for [`Kernel::mod_lruvec_page_state_in`]: a host
+    /// look-up, charged nothing (each update charges its own
+    /// `page_memcg` and `mem_cgroup_lruvec`).
+    #[inline(always)]
+    pub(super) fn page_lruvec_of(&self, head: Pfn, charged: bool) -> Lruvec {
         debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
-        // The node's own counter changes with or without a cgroup.
-        super::vmstat::mod_node_page_state(ctx);
-        let Some(memcg) = self.memcg.as_mut() else {
-            return;
-        };
-        // page_memcg of the head and mem_cgroup_lruvec.
-        let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
-        ctx.charge(Symbol::ModLruvecPageState, cost);
-        if charged {
-            let node = self.pa.node_of(head);
-            memcg.mod_memcg_lruvec_state(ctx, node, item, delta);
+        Lruvec {
+            memcg_node: (charged && self.memcg.is_some()).then(|| self.pa.node_of(head)),
         }
     }
 
-    /// Two [`Kernel::mod_lruvec_page_state`] of one page in a row (the
-    /// swap cache's `NR_FILE_PAGES` then `NR_SWAPCACHE`): the same charges
-    /// in the same order, the page's cgroup and node looked up once.
-    pub(super) fn mod_lruvec_page_state2(
+    /// [`Kernel::mod_lruvec_page_state`] of a page whose lruvec the
+    /// caller has looked up ([`Kernel::page_lruvec_of`]): the same
+    /// charges in the same order (the node's counter, then with a cgroup
+    /// its `page_memcg` and `mem_cgroup_lruvec`, then a charged page's
+    /// `__mod_memcg_lruvec_state`), with no look-up of the page. A page's
+    /// several updates (its writeback's start and end, the swap cache's
+    /// two items) share one look-up.
+    #[inline(always)]
+    pub(super) fn mod_lruvec_page_state_in(
         &mut self,
         ctx: &mut Ctx,
-        head: Pfn,
-        items: [(MemcgStat, i64); 2],
+        lruvec: Lruvec,
+        item: MemcgStat,
+        delta: i64,
     ) {
+        let costs = &ctx.machine().costs;
+        let node_stat = (Symbol::ModNodePageState, costs.vmstat_update.cycles());
+        let lookup = (
+            Symbol::ModLruvecPageState,
+            costs.lruvec_page_state_lookup.cycles(),
+        );
+        let memcg_stat = (
+            Symbol::ModMemcgLruvecState,
+            costs.memcg_stat_update.cycles(),
+        );
+        // The node's own counter changes with or without a cgroup.
         let Some(memcg) = self.memcg.as_mut() else {
-            super::vmstat::mod_node_page_state(ctx);
-            super::vmstat::mod_node_page_state(ctx);
+            ctx.charge(node_stat.0, node_stat.1);
             return;
         };
-        let node = self
-            .pages
-            .get(head)
-            .test(PageFlags::MEMCG)
-            .then(|| self.pa.node_of(head));
-        let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
-        for (item, delta) in items {
-            super::vmstat::mod_node_page_state(ctx);
-            ctx.charge(Symbol::ModLruvecPageState, cost);
-            if let Some(node) = node {
-                memcg.mod_memcg_lruvec_state(ctx, node, item, delta);
+        match lruvec.memcg_node {
+            None => ctx.charge_all([node_stat, lookup]),
+            Some(node) => {
+                ctx.charge_all([node_stat, lookup, memcg_stat]);
+                memcg.add_lruvec_stat(ctx, node, item, delta);
             }
         }
     }

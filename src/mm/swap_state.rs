@@ -226,14 +226,16 @@ impl Kernel {
         }
         self.swap_cache.nr_pages += nr;
         *self.pa.page_mut(head).refcount_mut() += nr as u32;
-        self.pages.update(head, |p| {
+        // PG_memcg read in the same visit, for the statistics.
+        let charged = self.pages.update(head, |p| {
             p.set(PageFlags::SWAPCACHE);
             if dirty {
                 p.set(PageFlags::DIRTY);
             }
             p.private = entry.to_raw();
+            p.test(PageFlags::MEMCG)
         });
-        self.mod_swapcache_stats(ctx, head, nr as i64);
+        self.mod_swapcache_stats(ctx, head, charged, nr as i64);
         self.swap_cache_lock(entry).unlock_irq(ctx);
     }
 
@@ -314,20 +316,22 @@ impl Kernel {
         }
         ctx.charge(Symbol::DeleteFromSwapCache, atomic);
         self.swap_cache.nr_pages -= nr;
-        self.pages.update(head, |p| {
+        let charged = self.pages.update(head, |p| {
             p.clear(PageFlags::SWAPCACHE);
             p.private = 0;
+            p.test(PageFlags::MEMCG)
         });
-        self.mod_swapcache_stats(ctx, head, -(nr as i64));
+        self.mod_swapcache_stats(ctx, head, charged, -(nr as i64));
     }
 
-    /// `NR_FILE_PAGES` and `NR_SWAPCACHE` of `head` by `delta` base pages.
-    fn mod_swapcache_stats(&mut self, ctx: &mut Ctx, head: Pfn, delta: i64) {
-        self.mod_lruvec_page_state2(
-            ctx,
-            head,
-            [(MemcgStat::FilePages, delta), (MemcgStat::Swapcache, delta)],
-        );
+    /// `NR_FILE_PAGES` and `NR_SWAPCACHE` of `head`, whose `PG_memcg` the
+    /// caller has read (`charged`), by `delta` base pages: two
+    /// `__mod_lruvec_page_state` of one lruvec, looked up once.
+    #[inline(always)]
+    fn mod_swapcache_stats(&mut self, ctx: &mut Ctx, head: Pfn, charged: bool, delta: i64) {
+        let lruvec = self.page_lruvec_of(head, charged);
+        self.mod_lruvec_page_state_in(ctx, lruvec, MemcgStat::FilePages, delta);
+        self.mod_lruvec_page_state_in(ctx, lruvec, MemcgStat::Swapcache, delta);
     }
 
     /// `delete_from_swap_cache`: leaves the cache, gives its slots back

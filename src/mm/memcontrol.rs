@@ -718,15 +718,18 @@ impl Kernel {
 
     /// `mem_cgroup_try_charge_swap` (cgroup v2): the slots `entry..+nr` of
     /// a charged page are charged to the cgroup's swap counters and
-    /// recorded in `swap_cgroup`. No `memory.swap.max`: never fails.
+    /// recorded in `swap_cgroup`. No `memory.swap.max`: never fails. The
+    /// caller has read the page's `PG_memcg` (`charged`).
     pub(super) fn mem_cgroup_try_charge_swap(
         &mut self,
         ctx: &mut Ctx,
         head: Pfn,
+        charged: bool,
         entry: SwapEntry,
         nr: u64,
     ) {
-        if self.memcg.is_none() || !self.pages.get(head).test(PageFlags::MEMCG) {
+        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        if self.memcg.is_none() || !charged {
             return;
         }
         // Frees not yet handed over first: a slot freed and taken again
@@ -739,10 +742,15 @@ impl Kernel {
         MemCgroup::page_counter_try_charge(&mut memcg.swap, ctx, nr);
         // swap_cgroup_record: the owner's id into each slot's record,
         // under the record page's lock; then mod_memcg_state(MEMCG_SWAP).
-        let cost = ctx.machine().costs.swap_cgroup_record.cycles();
-        ctx.charge(Symbol::SwapCgroupRecord, cost);
-        let cost = ctx.machine().costs.memcg_stat_update.cycles();
-        ctx.charge(Symbol::ModMemcgState, cost);
+        let costs = &ctx.machine().costs;
+        let (record, stat) = (
+            costs.swap_cgroup_record.cycles(),
+            costs.memcg_stat_update.cycles(),
+        );
+        ctx.charge_all([
+            (Symbol::SwapCgroupRecord, record),
+            (Symbol::ModMemcgState, stat),
+        ]);
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
             let was = memcg.swap_cgroup_test_and_set(e, true);
@@ -752,16 +760,19 @@ impl Kernel {
     }
 
     /// The slots freed since the last call, swap uncharged (see
-    /// `SwapDevices::take_memcg_freed`). Inline, and out at once when
-    /// nothing is queued (most calls).
-    #[inline]
+    /// `SwapDevices::take_memcg_freed`). Inlined always, and out at once
+    /// when nothing is queued (most calls: add_to_swap's charge of every
+    /// page asks).
+    #[inline(always)]
     pub(super) fn memcg_swap_freed(&mut self, ctx: &mut Ctx) {
         if self.memcg.is_some() && self.swap.any_freed() {
             self.memcg_swap_freed_queued(ctx);
         }
     }
 
-    /// [`Kernel::memcg_swap_freed`] when something may be queued.
+    /// [`Kernel::memcg_swap_freed`] when something may be queued. Out of
+    /// line: inlined, it made the test above a call that saved registers.
+    #[inline(never)]
     fn memcg_swap_freed_queued(&mut self, ctx: &mut Ctx) {
         // Device by device, oldest first (as take_memcg_freed orders them),
         // each device's vector handed back for its next frees: a page

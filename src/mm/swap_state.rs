@@ -359,8 +359,16 @@ impl Kernel {
     /// `add_to_swap`: slots for `head` (a cluster for a THP, when THP swap
     /// has one) and its place in the swap cache, dirty so that reclaim
     /// writes it. False if no slot was found: a THP is then split by the
-    /// caller.
+    /// caller. Reclaim calls [`Kernel::add_to_swap_of`]; tests call this.
+    #[cfg(test)]
     pub(super) fn add_to_swap(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
+        let charged = self.pages.get(head).test(PageFlags::MEMCG);
+        self.add_to_swap_of(ctx, head, charged)
+    }
+
+    /// [`Kernel::add_to_swap`] of a page whose `PG_memcg` the caller has
+    /// read (`charged`: reclaim read the page's flags just before).
+    pub(super) fn add_to_swap_of(&mut self, ctx: &mut Ctx, head: Pfn, charged: bool) -> bool {
         let nr = self.thp_nr_pages(head);
         let Some(entry) = self.swap.get_swap_page(ctx, nr > 1) else {
             return false;
@@ -373,7 +381,7 @@ impl Kernel {
         }
         // get_swap_page's mem_cgroup_try_charge_swap (no swap limit: it
         // cannot fail).
-        self.mem_cgroup_try_charge_swap(ctx, head, entry, nr);
+        self.mem_cgroup_try_charge_swap(ctx, head, charged, entry, nr);
         // An anonymous page in the swap cache is dirty until written: its
         // slot holds nothing yet.
         self.add_to_swap_cache(ctx, head, entry, nr, true);
@@ -407,14 +415,17 @@ impl Kernel {
     /// (`swap_slot_free_notify`: zram drops its copy). Inline, and out at
     /// once when nothing was freed: most frees only reach a slot cache
     /// (it returns them 64 at a time), so most calls have nothing to do.
-    #[inline]
+    #[inline(always)]
     pub(super) fn swap_slot_free_notify(&mut self, ctx: &mut Ctx) {
         if self.swap.any_freed() {
             self.swap_slot_free_notify_queued(ctx);
         }
     }
 
-    /// [`Kernel::swap_slot_free_notify`] when something was freed.
+    /// [`Kernel::swap_slot_free_notify`] when something was freed. Out of
+    /// line, so that the test above stays a test (a zap of a swap entry
+    /// asks each time).
+    #[inline(never)]
     fn swap_slot_free_notify_queued(&mut self, ctx: &mut Ctx) {
         // The same frees' mem_cgroup_uncharge_swap (swap_entry_free and
         // swap_free_cluster call it as they free).

@@ -398,7 +398,11 @@ impl Kernel {
         }
         let info = self.pages.get(head);
         let anon = info.is_anon() && info.test(PageFlags::SWAPBACKED);
-        if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap_framed(ctx, head) {
+        // The split below copies PG_memcg to the tails and leaves the
+        // head's: both add_to_swap calls can take it from here.
+        let charged = info.test(PageFlags::MEMCG);
+        if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap_framed(ctx, head, charged)
+        {
             if *nr_pages == 1 {
                 return Shrunk::Activate;
             }
@@ -410,7 +414,7 @@ impl Kernel {
             ctx.count(Event::ThpSwpoutFallback, 1);
             stat.nr_scanned -= *nr_pages - 1;
             *nr_pages = 1;
-            if !self.add_to_swap_framed(ctx, head) {
+            if !self.add_to_swap_framed(ctx, head, charged) {
                 return Shrunk::Activate;
             }
         }
@@ -489,9 +493,9 @@ impl Kernel {
     }
 
     /// `add_to_swap` in its frame of the call chain.
-    fn add_to_swap_framed(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
+    fn add_to_swap_framed(&mut self, ctx: &mut Ctx, head: Pfn, charged: bool) -> bool {
         ctx.enter(Symbol::AddToSwap);
-        let added = self.add_to_swap(ctx, head);
+        let added = self.add_to_swap_of(ctx, head, charged);
         ctx.leave();
         added
     }

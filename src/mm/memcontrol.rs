@@ -406,12 +406,18 @@ impl MemCgroup {
         Self::page_counter_uncharge(&mut self.memory, ctx, ug.nr_memory);
     }
 
-    /// `__mod_memcg_lruvec_state`: this CPU's delta of `node`'s `item`.
-    /// Inlined always (a few million calls a page-out run): the item is a
-    /// constant at every call, and a call's register saves cost more than
-    /// the add.
-    #[inline(always)]
-    fn mod_memcg_lruvec_state(&mut self, ctx: &mut Ctx, node: u32, item: MemcgStat, delta: i64) {
+    /// `__mod_memcg_lruvec_state`: this CPU's delta of `node`'s `item`,
+    /// charged on its own. The kernel's paths charge it in one
+    /// `Ctx::charge_all` with the charges beside it and then call
+    /// [`MemCgroup::add_lruvec_stat`]; tests hold them to this.
+    #[cfg(test)]
+    pub(super) fn mod_memcg_lruvec_state(
+        &mut self,
+        ctx: &mut Ctx,
+        node: u32,
+        item: MemcgStat,
+        delta: i64,
+    ) {
         let cost = ctx.machine().costs.memcg_stat_update.cycles();
         ctx.charge(Symbol::ModMemcgLruvecState, cost);
         self.add_lruvec_stat(ctx, node, item, delta);
@@ -419,6 +425,9 @@ impl MemCgroup {
 
     /// [`MemCgroup::mod_memcg_lruvec_state`]'s change without its charge,
     /// for a caller that charged it with others (`Ctx::charge_all`).
+    /// Inlined always (a few million calls a page-out run): the item is a
+    /// constant at every call, and a call's register saves cost more than
+    /// the add.
     #[inline(always)]
     fn add_lruvec_stat(&mut self, ctx: &Ctx, node: u32, item: MemcgStat, delta: i64) {
         let at = ctx.cur().index() * self.nr_nodes + node as usize;
@@ -648,7 +657,7 @@ impl Kernel {
         delta: i64,
     ) {
         let costs = &ctx.machine().costs;
-        let node_stat = (Symbol::ModNodePageState, costs.vmstat_update.cycles());
+        let node_stat = super::vmstat::node_page_state_charge(ctx);
         let lookup = (
             Symbol::ModLruvecPageState,
             costs.lruvec_page_state_lookup.cycles(),
@@ -674,26 +683,36 @@ impl Kernel {
     /// `update_lru_size`: the node's and the zone's counts, and a charged
     /// page's lruvec (the cgroup's): `__mod_lruvec_state` ->
     /// `__mod_memcg_lruvec_state`. The caller has read the page's
-    /// `PG_memcg` (`charged`).
+    /// `PG_memcg` (`charged`) and knows its node (`node`, under whose LRU
+    /// lock it is). The same charges in the same order as one after the
+    /// other, in one `Ctx::charge_all`.
+    #[inline(always)]
     pub(super) fn memcg_update_lru_size_of(
         &mut self,
         ctx: &mut Ctx,
         head: Pfn,
+        node: u32,
         charged: bool,
         lru: LruList,
         delta: i64,
     ) {
         debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        debug_assert_eq!(node, self.pa.node_of(head));
+        let costs = &ctx.machine().costs;
         // __update_lru_size: the node's NR_LRU_BASE + lru and the zone's
         // NR_ZONE_LRU_BASE + lru, with or without a cgroup.
-        super::vmstat::mod_node_page_state(ctx);
-        super::vmstat::mod_zone_page_state(ctx);
-        if !charged {
-            return;
-        }
-        let node = self.pa.node_of(head);
-        if let Some(memcg) = self.memcg.as_mut() {
-            memcg.mod_memcg_lruvec_state(ctx, node, MemcgStat::Lru(lru), delta);
+        let node_stat = super::vmstat::node_page_state_charge(ctx);
+        let zone_stat = super::vmstat::zone_page_state_charge(ctx);
+        let memcg_stat = (
+            Symbol::ModMemcgLruvecState,
+            costs.memcg_stat_update.cycles(),
+        );
+        match self.memcg.as_mut() {
+            Some(memcg) if charged => {
+                ctx.charge_all([node_stat, zone_stat, memcg_stat]);
+                memcg.add_lruvec_stat(ctx, node, MemcgStat::Lru(lru), delta);
+            }
+            _ => ctx.charge_all([node_stat, zone_stat]),
         }
     }
 

@@ -423,3 +423,43 @@ fn writeback_accounting_matches_its_unfused_form() {
         );
     }
 }
+
+/// `update_lru_size` (`memcg_update_lru_size_of`, its charges in one
+/// `charge_all`) gives what its parts one after the other give: the node's
+/// and the zone's counters, then a charged page's cgroup statistic.
+#[test]
+fn lru_size_update_matches_its_parts() {
+    let lru = LruList::InactiveAnon;
+    for (memcg, charged, record) in stats_shapes() {
+        let parts = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            for delta in [-1, 1, 1] {
+                let node = k.pa.node_of(pfn);
+                let charged = k.pages.get(pfn).test(PageFlags::MEMCG);
+                super::super::vmstat::mod_node_page_state(ctx);
+                super::super::vmstat::mod_zone_page_state(ctx);
+                if let Some(m) = k.memcg.as_mut().filter(|_| charged) {
+                    m.mod_memcg_lruvec_state(ctx, node, MemcgStat::Lru(lru), delta);
+                }
+            }
+        });
+        let fused = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            for delta in [-1, 1, 1] {
+                let node = k.pa.node_of(pfn);
+                let charged = k.pages.get(pfn).test(PageFlags::MEMCG);
+                k.memcg_update_lru_size_of(ctx, pfn, node, charged, lru, delta);
+            }
+        });
+        let shape = format!("memcg {memcg} charged {charged} record {record}");
+        assert_eq!(parts.0, fused.0, "{shape}: clock");
+        assert!(parts.1 == fused.1, "{shape}: figures differ");
+        assert_eq!(parts.2, fused.2, "{shape}: stacks");
+        assert_eq!(parts.3, fused.3, "{shape}: statistics");
+        assert_eq!(parts.4, fused.4, "{shape}: the updates' cycles");
+        let spent = |i: usize| parts.4[i] > Cycles::ZERO;
+        assert!(spent(0) && spent(3), "{shape}: node and zone");
+        assert_eq!(spent(2), memcg && charged, "{shape}: the cgroup's share");
+        if memcg && charged {
+            assert_eq!(fused.3[0], 1, "{shape}: one more inactive anon page");
+        }
+    }
+}

@@ -120,6 +120,16 @@ impl MemcgStat {
     }
 }
 
+/// A page's lruvec (`mem_cgroup_page_lruvec`) as its statistics need it:
+/// the node whose per-node statistics of the cgroup a charged page's
+/// updates go to, or none (the page is not charged, or there is no
+/// cgroup). Looked up once ([`Kernel::page_lruvec_of`]) for a page's
+/// several updates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Lruvec {
+    memcg_node: Option<u32>,
+}
+
 /// `struct page_counter`: its `usage` (pages) and the line that holds it.
 /// `max` is `PAGE_COUNTER_MAX` (no limit); `watermark` is the peak usage.
 #[derive(Clone, Debug, Default)]
@@ -396,14 +406,30 @@ impl MemCgroup {
         Self::page_counter_uncharge(&mut self.memory, ctx, ug.nr_memory);
     }
 
-    /// `__mod_memcg_lruvec_state`: this CPU's delta of `node`'s `item`.
+    /// `__mod_memcg_lruvec_state`: this CPU's delta of `node`'s `item`,
+    /// charged on its own. The kernel's paths charge it in one
+    /// `Ctx::charge_all` with the charges beside it and then call
+    /// [`MemCgroup::add_lruvec_stat`]; tests hold them to this.
+    #[cfg(test)]
+    pub(super) fn mod_memcg_lruvec_state(
+        &mut self,
+        ctx: &mut Ctx,
+        node: u32,
+        item: MemcgStat,
+        delta: i64,
+    ) {
+        let cost = ctx.machine().costs.memcg_stat_update.cycles();
+        ctx.charge(Symbol::ModMemcgLruvecState, cost);
+        self.add_lruvec_stat(ctx, node, item, delta);
+    }
+
+    /// [`MemCgroup::mod_memcg_lruvec_state`]'s change without its charge,
+    /// for a caller that charged it with others (`Ctx::charge_all`).
     /// Inlined always (a few million calls a page-out run): the item is a
     /// constant at every call, and a call's register saves cost more than
     /// the add.
     #[inline(always)]
-    fn mod_memcg_lruvec_state(&mut self, ctx: &mut Ctx, node: u32, item: MemcgStat, delta: i64) {
-        let cost = ctx.machine().costs.memcg_stat_update.cycles();
-        ctx.charge(Symbol::ModMemcgLruvecState, cost);
+    fn add_lruvec_stat(&mut self, ctx: &Ctx, node: u32, item: MemcgStat, delta: i64) {
         let at = ctx.cur().index() * self.nr_nodes + node as usize;
         self.stats_percpu[at][item.index()] += delta;
     }
@@ -599,46 +625,57 @@ impl Kernel {
         item: MemcgStat,
         delta: i64,
     ) {
+        let lruvec = self.page_lruvec_of(head, charged);
+        self.mod_lruvec_page_state_in(ctx, lruvec, item, delta);
+    }
+
+    /// The lruvec of a page whose `PG_memcg` the caller has read
+    /// (`charged`), for [`Kernel::mod_lruvec_page_state_in`]: a host
+    /// look-up, charged nothing (each update charges its own
+    /// `page_memcg` and `mem_cgroup_lruvec`).
+    #[inline(always)]
+    pub(super) fn page_lruvec_of(&self, head: Pfn, charged: bool) -> Lruvec {
         debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
-        // The node's own counter changes with or without a cgroup.
-        super::vmstat::mod_node_page_state(ctx);
-        let Some(memcg) = self.memcg.as_mut() else {
-            return;
-        };
-        // page_memcg of the head and mem_cgroup_lruvec.
-        let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
-        ctx.charge(Symbol::ModLruvecPageState, cost);
-        if charged {
-            let node = self.pa.node_of(head);
-            memcg.mod_memcg_lruvec_state(ctx, node, item, delta);
+        Lruvec {
+            memcg_node: (charged && self.memcg.is_some()).then(|| self.pa.node_of(head)),
         }
     }
 
-    /// Two [`Kernel::mod_lruvec_page_state`] of one page in a row (the
-    /// swap cache's `NR_FILE_PAGES` then `NR_SWAPCACHE`): the same charges
-    /// in the same order, the page's cgroup and node looked up once.
-    /// The caller has read the page's `PG_memcg` (`charged`, false
-    /// without a cgroup).
-    pub(super) fn mod_lruvec_page_state2_of(
+    /// [`Kernel::mod_lruvec_page_state`] of a page whose lruvec the
+    /// caller has looked up ([`Kernel::page_lruvec_of`]): the same
+    /// charges in the same order (the node's counter, then with a cgroup
+    /// its `page_memcg` and `mem_cgroup_lruvec`, then a charged page's
+    /// `__mod_memcg_lruvec_state`), with no look-up of the page. A page's
+    /// several updates (its writeback's start and end, the swap cache's
+    /// two items) share one look-up.
+    #[inline(always)]
+    pub(super) fn mod_lruvec_page_state_in(
         &mut self,
         ctx: &mut Ctx,
-        head: Pfn,
-        charged: bool,
-        items: [(MemcgStat, i64); 2],
+        lruvec: Lruvec,
+        item: MemcgStat,
+        delta: i64,
     ) {
-        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        let costs = &ctx.machine().costs;
+        let node_stat = super::vmstat::node_page_state_charge(ctx);
+        let lookup = (
+            Symbol::ModLruvecPageState,
+            costs.lruvec_page_state_lookup.cycles(),
+        );
+        let memcg_stat = (
+            Symbol::ModMemcgLruvecState,
+            costs.memcg_stat_update.cycles(),
+        );
+        // The node's own counter changes with or without a cgroup.
         let Some(memcg) = self.memcg.as_mut() else {
-            super::vmstat::mod_node_page_state(ctx);
-            super::vmstat::mod_node_page_state(ctx);
+            ctx.charge(node_stat.0, node_stat.1);
             return;
         };
-        let node = charged.then(|| self.pa.node_of(head));
-        let cost = ctx.machine().costs.lruvec_page_state_lookup.cycles();
-        for (item, delta) in items {
-            super::vmstat::mod_node_page_state(ctx);
-            ctx.charge(Symbol::ModLruvecPageState, cost);
-            if let Some(node) = node {
-                memcg.mod_memcg_lruvec_state(ctx, node, item, delta);
+        match lruvec.memcg_node {
+            None => ctx.charge_all([node_stat, lookup]),
+            Some(node) => {
+                ctx.charge_all([node_stat, lookup, memcg_stat]);
+                memcg.add_lruvec_stat(ctx, node, item, delta);
             }
         }
     }
@@ -646,26 +683,36 @@ impl Kernel {
     /// `update_lru_size`: the node's and the zone's counts, and a charged
     /// page's lruvec (the cgroup's): `__mod_lruvec_state` ->
     /// `__mod_memcg_lruvec_state`. The caller has read the page's
-    /// `PG_memcg` (`charged`).
+    /// `PG_memcg` (`charged`) and knows its node (`node`, under whose LRU
+    /// lock it is). The same charges in the same order as one after the
+    /// other, in one `Ctx::charge_all`.
+    #[inline(always)]
     pub(super) fn memcg_update_lru_size_of(
         &mut self,
         ctx: &mut Ctx,
         head: Pfn,
+        node: u32,
         charged: bool,
         lru: LruList,
         delta: i64,
     ) {
         debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        debug_assert_eq!(node, self.pa.node_of(head));
+        let costs = &ctx.machine().costs;
         // __update_lru_size: the node's NR_LRU_BASE + lru and the zone's
         // NR_ZONE_LRU_BASE + lru, with or without a cgroup.
-        super::vmstat::mod_node_page_state(ctx);
-        super::vmstat::mod_zone_page_state(ctx);
-        if !charged {
-            return;
-        }
-        let node = self.pa.node_of(head);
-        if let Some(memcg) = self.memcg.as_mut() {
-            memcg.mod_memcg_lruvec_state(ctx, node, MemcgStat::Lru(lru), delta);
+        let node_stat = super::vmstat::node_page_state_charge(ctx);
+        let zone_stat = super::vmstat::zone_page_state_charge(ctx);
+        let memcg_stat = (
+            Symbol::ModMemcgLruvecState,
+            costs.memcg_stat_update.cycles(),
+        );
+        match self.memcg.as_mut() {
+            Some(memcg) if charged => {
+                ctx.charge_all([node_stat, zone_stat, memcg_stat]);
+                memcg.add_lruvec_stat(ctx, node, MemcgStat::Lru(lru), delta);
+            }
+            _ => ctx.charge_all([node_stat, zone_stat]),
         }
     }
 
@@ -690,15 +737,18 @@ impl Kernel {
 
     /// `mem_cgroup_try_charge_swap` (cgroup v2): the slots `entry..+nr` of
     /// a charged page are charged to the cgroup's swap counters and
-    /// recorded in `swap_cgroup`. No `memory.swap.max`: never fails.
+    /// recorded in `swap_cgroup`. No `memory.swap.max`: never fails. The
+    /// caller has read the page's `PG_memcg` (`charged`).
     pub(super) fn mem_cgroup_try_charge_swap(
         &mut self,
         ctx: &mut Ctx,
         head: Pfn,
+        charged: bool,
         entry: SwapEntry,
         nr: u64,
     ) {
-        if self.memcg.is_none() || !self.pages.get(head).test(PageFlags::MEMCG) {
+        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+        if self.memcg.is_none() || !charged {
             return;
         }
         // Frees not yet handed over first: a slot freed and taken again
@@ -711,10 +761,15 @@ impl Kernel {
         MemCgroup::page_counter_try_charge(&mut memcg.swap, ctx, nr);
         // swap_cgroup_record: the owner's id into each slot's record,
         // under the record page's lock; then mod_memcg_state(MEMCG_SWAP).
-        let cost = ctx.machine().costs.swap_cgroup_record.cycles();
-        ctx.charge(Symbol::SwapCgroupRecord, cost);
-        let cost = ctx.machine().costs.memcg_stat_update.cycles();
-        ctx.charge(Symbol::ModMemcgState, cost);
+        let costs = &ctx.machine().costs;
+        let (record, stat) = (
+            costs.swap_cgroup_record.cycles(),
+            costs.memcg_stat_update.cycles(),
+        );
+        ctx.charge_all([
+            (Symbol::SwapCgroupRecord, record),
+            (Symbol::ModMemcgState, stat),
+        ]);
         for i in 0..nr {
             let e = SwapEntry::new(entry.swp_type(), entry.swp_offset() + i);
             let was = memcg.swap_cgroup_test_and_set(e, true);
@@ -724,16 +779,19 @@ impl Kernel {
     }
 
     /// The slots freed since the last call, swap uncharged (see
-    /// `SwapDevices::take_memcg_freed`). Inline, and out at once when
-    /// nothing is queued (most calls).
-    #[inline]
+    /// `SwapDevices::take_memcg_freed`). Inlined always, and out at once
+    /// when nothing is queued (most calls: add_to_swap's charge of every
+    /// page asks).
+    #[inline(always)]
     pub(super) fn memcg_swap_freed(&mut self, ctx: &mut Ctx) {
         if self.memcg.is_some() && self.swap.any_freed() {
             self.memcg_swap_freed_queued(ctx);
         }
     }
 
-    /// [`Kernel::memcg_swap_freed`] when something may be queued.
+    /// [`Kernel::memcg_swap_freed`] when something may be queued. Out of
+    /// line: inlined, it made the test above a call that saved registers.
+    #[inline(never)]
     fn memcg_swap_freed_queued(&mut self, ctx: &mut Ctx) {
         // Device by device, oldest first (as take_memcg_freed orders them),
         // each device's vector handed back for its next frees: a page

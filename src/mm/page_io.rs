@@ -354,8 +354,11 @@ impl Kernel {
             return PageoutResult::Freed;
         }
         let entry = SwapEntry::from_raw(info.private);
+        // The writeback's start and (on a synchronous device) end update
+        // the statistics of one lruvec.
+        let lruvec = self.page_lruvec_of(head, info.test(PageFlags::MEMCG));
         // bdev_write_page's (or __swap_writepage's) set_page_writeback.
-        self.account_writeback_start(ctx, head);
+        self.account_writeback_start(ctx, nr, lruvec);
         // When the last of the page's writes ends, if any ends later.
         let mut last: Option<Cycles> = None;
         for i in 0..nr {
@@ -380,7 +383,7 @@ impl Kernel {
             None => {
                 // A synchronous device ended the writeback in its call
                 // (zram_rw_page's page_endio).
-                self.account_writeback_end(ctx, head);
+                self.account_writeback_end(ctx, nr, lruvec);
                 PageoutResult::Done
             }
             Some(at) => {
@@ -406,7 +409,7 @@ impl Kernel {
         ctx.charge(Symbol::SwapWritepage, cost);
         // PG_writeback and PG_reclaim cleared in the one look-up that
         // reads them: nothing before the rotation reads the page's flags
-        // (account_writeback_end reads only PG_memcg).
+        // (account_writeback_end needs only PG_memcg, read here too).
         let (was, now) = self.pages.update(head, |p| {
             let was = *p;
             if was.test(PageFlags::WRITEBACK) {
@@ -418,7 +421,8 @@ impl Kernel {
         if !was.test(PageFlags::WRITEBACK) {
             return;
         }
-        self.account_writeback_end(ctx, head);
+        let lruvec = self.page_lruvec_of(head, was.test(PageFlags::MEMCG));
+        self.account_writeback_end(ctx, self.thp_nr_pages(head), lruvec);
         if was.test(PageFlags::RECLAIM) {
             self.rotate_reclaimable_page(ctx, head, now);
         }

@@ -1560,8 +1560,10 @@ impl Kernel {
         };
         let step = ctx.machine().costs.find_vma_node.cycles();
         let level = ctx.machine().costs.pgtable_level.cycles();
-        // Each tail got the head's PG_memcg (split_page_memcg).
+        // Each tail got the head's PG_memcg (split_page_memcg), and lies
+        // on its node: one lruvec for every subpage's NR_ANON_MAPPED.
         let charged = t.info.test(PageFlags::MEMCG);
+        let lruvec = self.page_lruvec_of(head, charged);
         let mm = plan.mm;
         let vmas: Vec<WalkVma> = plan.vmas.into_iter().collect();
         let mut at = 0;
@@ -1651,7 +1653,7 @@ impl Kernel {
             *page.refcount_mut() += 1;
             *page.mapcount_mut() += 1;
             if page.mapcount() == 1 && page.compound_mapcount == 0 {
-                self.mod_lruvec_page_state_of(ctx, sub, charged, MemcgStat::AnonMapped, 1);
+                self.mod_lruvec_page_state_in(ctx, lruvec, MemcgStat::AnonMapped, 1);
             }
         }
     }

@@ -224,7 +224,7 @@ impl Kernel {
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
         let old = lruvec.add_page_to_lru_list_tail(&mut self.pages, head, nr);
         self.charge_lru_op(ctx, symbol, head, &[old]);
-        self.lru_added_stats(ctx, head, nr);
+        self.lru_added_stats(ctx, head, node, nr);
     }
 
     /// `rotate_reclaimable_page`: a page reclaim wanted gone whose
@@ -269,9 +269,9 @@ impl Kernel {
         let lru = page_lru(&info);
         let charged = info.test(PageFlags::MEMCG);
         self.charge_lru_op(ctx, symbol, head, &[prev, next]);
-        self.memcg_update_lru_size_of(ctx, head, charged, lru, -(nr as i64));
+        self.memcg_update_lru_size_of(ctx, head, node, charged, lru, -(nr as i64));
         self.charge_lru_op(ctx, symbol, head, &[old]);
-        self.memcg_update_lru_size_of(ctx, head, charged, lru, nr as i64);
+        self.memcg_update_lru_size_of(ctx, head, node, charged, lru, nr as i64);
         nr
     }
 
@@ -317,16 +317,16 @@ impl Kernel {
         debug_assert!(lruvec.lru_lock.is_locked(), "LRU add without lru_lock");
         let old = lruvec.add_page_to_lru_list(&mut self.pages, head, nr);
         self.charge_lru_op(ctx, symbol, head, &[old]);
-        self.lru_added_stats(ctx, head, nr);
+        self.lru_added_stats(ctx, head, node, nr);
     }
 
-    /// The statistics of a page just added to its LRU list
+    /// The statistics of a page of `node` just added to its LRU list
     /// (`update_lru_size`): the page's flags read once for its list and its
     /// cgroup, the add having changed only its links.
-    fn lru_added_stats(&mut self, ctx: &mut Ctx, head: Pfn, nr: u64) {
+    fn lru_added_stats(&mut self, ctx: &mut Ctx, head: Pfn, node: u32, nr: u64) {
         let info = self.pages.get(head);
         let charged = self.memcg_enabled() && info.test(PageFlags::MEMCG);
-        self.memcg_update_lru_size_of(ctx, head, charged, page_lru(&info), nr as i64);
+        self.memcg_update_lru_size_of(ctx, head, node, charged, page_lru(&info), nr as i64);
     }
 
     /// `del_page_from_lru_list` on the page's node, charged.
@@ -342,7 +342,7 @@ impl Kernel {
         let [prev, next] = lruvec.del_page_from_lru_list_of(&mut self.pages, head, info, nr);
         self.charge_lru_op(ctx, symbol, head, &[prev, next]);
         let charged = info.test(PageFlags::MEMCG);
-        self.memcg_update_lru_size_of(ctx, head, charged, lru, -(nr as i64));
+        self.memcg_update_lru_size_of(ctx, head, node, charged, lru, -(nr as i64));
     }
 
     /// `lru_cache_add`: a reference for the batch, then into this CPU's

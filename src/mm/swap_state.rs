@@ -226,6 +226,7 @@ impl Kernel {
         }
         self.swap_cache.nr_pages += nr;
         *self.pa.page_mut(head).refcount_mut() += nr as u32;
+        // PG_memcg read in the same visit, for the statistics.
         let charged = self.pages.update(head, |p| {
             p.set(PageFlags::SWAPCACHE);
             if dirty {
@@ -329,16 +330,14 @@ impl Kernel {
         self.mod_swapcache_stats(ctx, head, charged, -(nr as i64));
     }
 
-    /// `NR_FILE_PAGES` and `NR_SWAPCACHE` of `head` by `delta` base pages;
-    /// `memcg` is its `PG_memcg`, read with the flags just changed.
-    fn mod_swapcache_stats(&mut self, ctx: &mut Ctx, head: Pfn, memcg: bool, delta: i64) {
-        let charged = memcg && self.memcg.is_some();
-        self.mod_lruvec_page_state2_of(
-            ctx,
-            head,
-            charged,
-            [(MemcgStat::FilePages, delta), (MemcgStat::Swapcache, delta)],
-        );
+    /// `NR_FILE_PAGES` and `NR_SWAPCACHE` of `head`, whose `PG_memcg` the
+    /// caller has read (`charged`), by `delta` base pages: two
+    /// `__mod_lruvec_page_state` of one lruvec, looked up once.
+    #[inline(always)]
+    fn mod_swapcache_stats(&mut self, ctx: &mut Ctx, head: Pfn, charged: bool, delta: i64) {
+        let lruvec = self.page_lruvec_of(head, charged);
+        self.mod_lruvec_page_state_in(ctx, lruvec, MemcgStat::FilePages, delta);
+        self.mod_lruvec_page_state_in(ctx, lruvec, MemcgStat::Swapcache, delta);
     }
 
     /// `delete_from_swap_cache`: leaves the cache, gives its slots back
@@ -366,8 +365,16 @@ impl Kernel {
     /// `add_to_swap`: slots for `head` (a cluster for a THP, when THP swap
     /// has one) and its place in the swap cache, dirty so that reclaim
     /// writes it. False if no slot was found: a THP is then split by the
-    /// caller.
+    /// caller. Reclaim calls [`Kernel::add_to_swap_of`]; tests call this.
+    #[cfg(test)]
     pub(super) fn add_to_swap(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
+        let charged = self.pages.get(head).test(PageFlags::MEMCG);
+        self.add_to_swap_of(ctx, head, charged)
+    }
+
+    /// [`Kernel::add_to_swap`] of a page whose `PG_memcg` the caller has
+    /// read (`charged`: reclaim read the page's flags just before).
+    pub(super) fn add_to_swap_of(&mut self, ctx: &mut Ctx, head: Pfn, charged: bool) -> bool {
         let nr = self.thp_nr_pages(head);
         let Some(entry) = self.swap.get_swap_page(ctx, nr > 1) else {
             return false;
@@ -380,7 +387,7 @@ impl Kernel {
         }
         // get_swap_page's mem_cgroup_try_charge_swap (no swap limit: it
         // cannot fail).
-        self.mem_cgroup_try_charge_swap(ctx, head, entry, nr);
+        self.mem_cgroup_try_charge_swap(ctx, head, charged, entry, nr);
         // An anonymous page in the swap cache is dirty until written: its
         // slot holds nothing yet.
         self.add_to_swap_cache(ctx, head, entry, nr, true);
@@ -428,14 +435,17 @@ impl Kernel {
     /// (`swap_slot_free_notify`: zram drops its copy). Inline, and out at
     /// once when nothing was freed: most frees only reach a slot cache
     /// (it returns them 64 at a time), so most calls have nothing to do.
-    #[inline]
+    #[inline(always)]
     pub(super) fn swap_slot_free_notify(&mut self, ctx: &mut Ctx) {
         if self.swap.any_freed() {
             self.swap_slot_free_notify_queued(ctx);
         }
     }
 
-    /// [`Kernel::swap_slot_free_notify`] when something was freed.
+    /// [`Kernel::swap_slot_free_notify`] when something was freed. Out of
+    /// line, so that the test above stays a test (a zap of a swap entry
+    /// asks each time).
+    #[inline(never)]
     fn swap_slot_free_notify_queued(&mut self, ctx: &mut Ctx) {
         // The same frees' mem_cgroup_uncharge_swap (swap_entry_free and
         // swap_free_cluster call it as they free).

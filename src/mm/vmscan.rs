@@ -407,7 +407,11 @@ impl Kernel {
         );
         debug_assert_eq!(info.anon_vma, self.pages.get(head).anon_vma);
         let anon = info.is_anon() && info.test(PageFlags::SWAPBACKED);
-        if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap_framed(ctx, head) {
+        // The split below copies PG_memcg to the tails and leaves the
+        // head's: both add_to_swap calls can take it from here.
+        let charged = info.test(PageFlags::MEMCG);
+        if anon && !info.test(PageFlags::SWAPCACHE) && !self.add_to_swap_framed(ctx, head, charged)
+        {
             if *nr_pages == 1 {
                 return Shrunk::Activate;
             }
@@ -419,7 +423,7 @@ impl Kernel {
             ctx.count(Event::ThpSwpoutFallback, 1);
             stat.nr_scanned -= *nr_pages - 1;
             *nr_pages = 1;
-            if !self.add_to_swap_framed(ctx, head) {
+            if !self.add_to_swap_framed(ctx, head, charged) {
                 return Shrunk::Activate;
             }
         }
@@ -510,9 +514,9 @@ impl Kernel {
     }
 
     /// `add_to_swap` in its frame of the call chain.
-    fn add_to_swap_framed(&mut self, ctx: &mut Ctx, head: Pfn) -> bool {
+    fn add_to_swap_framed(&mut self, ctx: &mut Ctx, head: Pfn, charged: bool) -> bool {
         ctx.enter(Symbol::AddToSwap);
-        let added = self.add_to_swap(ctx, head);
+        let added = self.add_to_swap_of(ctx, head, charged);
         ctx.leave();
         added
     }

@@ -161,15 +161,35 @@ fn a_share_above_one_or_in_another_unit_is_a_one_line_error() {
 struct Mixed {
     rng: Rng,
     steps_left: Vec<u32>,
+    /// Runs of three charges made with [`Ctx::charge_all`] (else one
+    /// [`Ctx::charge`] each).
+    grouped: bool,
 }
+
+/// The symbols a run of [`Mixed`]'s charges goes to.
+const GROUP: [Symbol; 3] = [
+    Symbol::ModNodePageState,
+    Symbol::ModLruvecPageState,
+    Symbol::ModMemcgLruvecState,
+];
 
 impl Workload for Mixed {
     fn step(&mut self, ctx: &mut Ctx) {
         let cpu = ctx.cur();
         for _ in 0..1 + self.rng.below(20) {
             let cycles = Cycles(self.rng.below(3_000));
-            match self.rng.below(4) {
+            match self.rng.below(5) {
                 0 => ctx.charge_stall(WORK, cycles),
+                1 => {
+                    let run = GROUP.map(|s| (s, Cycles(self.rng.below(2_000))));
+                    if self.grouped {
+                        ctx.charge_all(run);
+                    } else {
+                        for (symbol, cycles) in run {
+                            ctx.charge(symbol, cycles);
+                        }
+                    }
+                }
                 _ => ctx.charge(WORK, cycles),
             }
         }
@@ -208,6 +228,17 @@ fn mixed_run(
     shortcut: bool,
     record: bool,
 ) -> (Vec<Cycles>, Stats, Option<String>) {
+    mixed_run_grouped(machine, seed, shortcut, record, false)
+}
+
+/// [`mixed_run`], with `Mixed`'s runs of charges `grouped` or not.
+fn mixed_run_grouped(
+    machine: &Machine,
+    seed: u64,
+    shortcut: bool,
+    record: bool,
+    grouped: bool,
+) -> (Vec<Cycles>, Stats, Option<String>) {
     let mut ctx = Ctx::new(machine.clone(), seed);
     ctx.no_plain_charges = !shortcut;
     ctx.set_cur(CpuId(0));
@@ -221,6 +252,7 @@ fn mixed_run(
     let mut workload = Mixed {
         rng: Rng::new(seed),
         steps_left: vec![30; nr_cpus as usize],
+        grouped,
     };
     let mut engine = Engine::new(ctx);
     // Blocked CPUs nobody wakes end the run early: what ran is compared.
@@ -257,6 +289,37 @@ fn plain_charges_give_what_the_sibling_and_recording_tests_give() {
                     // Charges met a busy sibling, and others an idle one.
                     let stretched = fast.1.event(Event::SmtCycles);
                     assert!(stretched > 0, "{name} seed {seed}: nothing stretched");
+                }
+            }
+        }
+    }
+}
+
+/// `charge_all` gives what its charges one at a time give: every clock,
+/// figure and recorded stack, beside busy and idle siblings, recording
+/// or not, with the plain charge's shortcut on and off.
+#[test]
+fn a_run_of_charges_gives_what_its_charges_one_at_a_time_give() {
+    for (name, share) in [("x86-2s-server", "0.5"), ("haswell-ep-2s", "1")] {
+        let mut machine = machine::builtin(name).expect("built-in profile");
+        machine
+            .set_cost(&format!("smt_thread_share={share}"))
+            .expect("a share");
+        for seed in 1..=4 {
+            for record in [false, true] {
+                for shortcut in [true, false] {
+                    let one = mixed_run_grouped(&machine, seed, shortcut, record, false);
+                    let all = mixed_run_grouped(&machine, seed, shortcut, record, true);
+                    let at = format!("{name} {share} seed {seed} record {record}");
+                    assert_eq!(one.0, all.0, "{at}: clocks");
+                    assert!(one.1 == all.1, "{at}: figures differ");
+                    assert_eq!(one.2, all.2, "{at}: stacks");
+                    for symbol in GROUP {
+                        assert!(one.1.cycles(symbol) > Cycles::ZERO, "{at}: {symbol:?}");
+                    }
+                    if share != "1" {
+                        assert!(one.1.event(Event::SmtCycles) > 0, "{at}: nothing stretched");
+                    }
                 }
             }
         }

@@ -261,50 +261,205 @@ fn without_memcg_nothing_is_charged() {
     }
 }
 
-/// The swap cache's paired statistics update (`mod_lruvec_page_state2_of`)
-/// charges and counts exactly what two `mod_lruvec_page_state` calls do,
-/// with and without a cgroup: the same cycles to each symbol, the same
-/// clock, the same per-node statistics.
+/// What a run of statistics updates of one page leaves: the clock, every
+/// figure, the recorded stacks, each item's per-node statistic, and the
+/// cycles the updates themselves gave each of [`STAT_SYMBOLS`].
+type StatsRun = (
+    Cycles,
+    crate::sim::Stats,
+    Option<String>,
+    Vec<i64>,
+    Vec<Cycles>,
+);
+
+/// The symbols a page's statistics updates charge.
+const STAT_SYMBOLS: [Symbol; 6] = [
+    Symbol::ModNodePageState,
+    Symbol::ModLruvecPageState,
+    Symbol::ModMemcgLruvecState,
+    Symbol::ModZonePageState,
+    Symbol::ModNodeState,
+    Symbol::TestSetPageWriteback,
+];
+
+/// A page's statistics updated by `update` on a fresh kernel: with a
+/// cgroup or not (`memcg`), the page charged or not (`charged`: its
+/// `PG_memcg` cleared by hand), recording stacks or not (`record`: every
+/// charge then takes `Ctx::charge`'s slow path).
+fn stats_run(
+    memcg: bool,
+    charged: bool,
+    record: bool,
+    update: impl FnOnce(&mut Kernel, &mut Ctx, Pfn),
+) -> StatsRun {
+    let (mut k, mut ctx, mm) = boot(ThpEnabled::Never, memcg, false);
+    let a = k.mmap(&mut ctx, mm, P, RW).unwrap();
+    k.write_u64(&mut ctx, mm, a, 1).unwrap();
+    let Some(super::super::kernel::Target::Page(pfn)) = k.translate(mm, a, true) else {
+        panic!("the page is mapped");
+    };
+    assert_eq!(k.pages.get(pfn).test(PageFlags::MEMCG), memcg);
+    if !charged {
+        k.pages.update(pfn, |p| p.clear(PageFlags::MEMCG));
+    }
+    if record {
+        ctx.start_recording(crate::sim::record::Request {
+            stacks: true,
+            timeline: None,
+        });
+    }
+    let before = STAT_SYMBOLS.map(|s| ctx.stats.cycles(s));
+    ctx.enter(Symbol::ShrinkPageList);
+    update(&mut k, &mut ctx, pfn);
+    ctx.leave();
+    let spent = STAT_SYMBOLS
+        .iter()
+        .zip(before)
+        .map(|(&s, b)| Cycles(ctx.stats.cycles(s).0 - b.0))
+        .collect();
+    let stacks = ctx.take_recording().map(|r| r.folded_text());
+    let stats = match k.memcg.as_ref() {
+        Some(m) => MemcgStat::ALL.iter().map(|&i| m.stat(0, i)).collect(),
+        None => Vec::new(),
+    };
+    (ctx.now(), ctx.stats.clone(), stacks, stats, spent)
+}
+
+/// Every shape [`stats_run`] takes: with and without a cgroup, charged
+/// and not, recording and not.
+fn stats_shapes() -> impl Iterator<Item = (bool, bool, bool)> {
+    [true, false].into_iter().flat_map(|memcg| {
+        [true, false].into_iter().flat_map(move |charged| {
+            [true, false]
+                .into_iter()
+                .map(move |record| (memcg, charged, record))
+        })
+    })
+}
+
+/// Several updates of one lruvec looked up once (`page_lruvec_of` then
+/// `mod_lruvec_page_state_in`, as the swap cache's and the writeback's
+/// statistics do) charge, count and record exactly what one
+/// `mod_lruvec_page_state` each does: the same cycles to each symbol in
+/// the same order, the same clock, the same per-node statistics.
 #[test]
-fn paired_lruvec_updates_match_two_single_ones() {
-    for memcg in [true, false] {
-        let run = |paired: bool| {
-            let (mut k, mut ctx, mm) = boot(ThpEnabled::Never, memcg, false);
-            let a = k.mmap(&mut ctx, mm, P, RW).unwrap();
-            k.write_u64(&mut ctx, mm, a, 1).unwrap();
-            let Some(super::super::kernel::Target::Page(pfn)) = k.translate(mm, a, true) else {
-                panic!("the page is mapped");
-            };
-            let items = [(MemcgStat::FilePages, 3), (MemcgStat::Swapcache, -2)];
-            if paired {
-                let charged = memcg && k.pages.get(pfn).test(PageFlags::MEMCG);
-                k.mod_lruvec_page_state2_of(&mut ctx, pfn, charged, items);
-            } else {
-                for (item, delta) in items {
-                    k.mod_lruvec_page_state(&mut ctx, pfn, item, delta);
+fn lruvec_updates_of_one_look_up_match_single_ones() {
+    let items = [
+        (MemcgStat::FilePages, 3),
+        (MemcgStat::Swapcache, -2),
+        (MemcgStat::Writeback, 1),
+        (MemcgStat::AnonMapped, -1),
+    ];
+    for (memcg, charged, record) in stats_shapes() {
+        let single = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            for (item, delta) in items {
+                k.mod_lruvec_page_state(ctx, pfn, item, delta);
+            }
+        });
+        let once = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            let charged = k.memcg.is_some() && k.pages.get(pfn).test(PageFlags::MEMCG);
+            let lruvec = k.page_lruvec_of(pfn, charged);
+            for (item, delta) in items {
+                k.mod_lruvec_page_state_in(ctx, lruvec, item, delta);
+            }
+        });
+        let shape = format!("memcg {memcg} charged {charged} record {record}");
+        assert_eq!(single.0, once.0, "{shape}: clock");
+        assert!(single.1 == once.1, "{shape}: figures differ");
+        assert_eq!(single.2, once.2, "{shape}: stacks");
+        assert_eq!(single.3, once.3, "{shape}: statistics");
+        assert_eq!(single.2.is_some(), record);
+        assert_eq!(single.4, once.4, "{shape}: the updates' cycles");
+        let spent = |i: usize| single.4[i] > Cycles::ZERO;
+        assert!(spent(0), "{shape}: the node's counter");
+        assert_eq!(spent(1), memcg, "{shape}: the lruvec's look-up");
+        assert_eq!(spent(2), memcg && charged, "{shape}: the cgroup's share");
+        if memcg && charged {
+            // The fault's NR_ANON_MAPPED taken back; the page still in
+            // its LRU add batch.
+            assert_eq!(once.3, vec![0, 0, 0, 0, 0, 0, 0, 3, -2, 1], "{shape}");
+        }
+    }
+}
+
+/// `account_writeback_start` and `_end` of a page whose lruvec the caller
+/// looked up give what their unfused forms give (each update of the page
+/// looking it up: `TestSetPageWriteback`/`TestClearPageWriteback`,
+/// `mod_lruvec_page_state` of NR_WRITEBACK, the zone's
+/// NR_ZONE_WRITE_PENDING and at the end the node's NR_WRITTEN).
+#[test]
+fn writeback_accounting_matches_its_unfused_form() {
+    for (memcg, charged, record) in stats_shapes() {
+        let unfused = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            let costs = &ctx.machine().costs;
+            let flag = costs.atomic_rmw_local.cycles() + costs.irq_save_restore.cycles();
+            let nr = k.thp_nr_pages(pfn) as i64;
+            ctx.charge(Symbol::TestSetPageWriteback, flag);
+            k.mod_lruvec_page_state(ctx, pfn, MemcgStat::Writeback, nr);
+            super::super::vmstat::mod_zone_page_state(ctx);
+            ctx.charge(Symbol::TestClearPageWriteback, flag);
+            k.mod_lruvec_page_state(ctx, pfn, MemcgStat::Writeback, -nr);
+            super::super::vmstat::mod_zone_page_state(ctx);
+            super::super::vmstat::mod_node_state(ctx);
+        });
+        let fused = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            let charged = k.memcg.is_some() && k.pages.get(pfn).test(PageFlags::MEMCG);
+            let lruvec = k.page_lruvec_of(pfn, charged);
+            let nr = k.thp_nr_pages(pfn);
+            k.account_writeback_start(ctx, nr, lruvec);
+            k.account_writeback_end(ctx, nr, lruvec);
+        });
+        let shape = format!("memcg {memcg} charged {charged} record {record}");
+        assert_eq!(unfused.0, fused.0, "{shape}: clock");
+        assert!(unfused.1 == fused.1, "{shape}: figures differ");
+        assert_eq!(unfused.2, fused.2, "{shape}: stacks");
+        assert_eq!(unfused.3, fused.3, "{shape}: statistics");
+        assert_eq!(unfused.4, fused.4, "{shape}: the updates' cycles");
+        let spent = |i: usize| unfused.4[i] > Cycles::ZERO;
+        assert_eq!(spent(2), memcg && charged, "{shape}: the cgroup's share");
+        assert!(
+            spent(3) && spent(4) && spent(5),
+            "{shape}: zone, node, flag"
+        );
+    }
+}
+
+/// `update_lru_size` (`memcg_update_lru_size_of`, its charges in one
+/// `charge_all`) gives what its parts one after the other give: the node's
+/// and the zone's counters, then a charged page's cgroup statistic.
+#[test]
+fn lru_size_update_matches_its_parts() {
+    let lru = LruList::InactiveAnon;
+    for (memcg, charged, record) in stats_shapes() {
+        let parts = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            for delta in [-1, 1, 1] {
+                let node = k.pa.node_of(pfn);
+                let charged = k.pages.get(pfn).test(PageFlags::MEMCG);
+                super::super::vmstat::mod_node_page_state(ctx);
+                super::super::vmstat::mod_zone_page_state(ctx);
+                if let Some(m) = k.memcg.as_mut().filter(|_| charged) {
+                    m.mod_memcg_lruvec_state(ctx, node, MemcgStat::Lru(lru), delta);
                 }
             }
-            let cycles: Vec<Cycles> = [
-                Symbol::ModNodePageState,
-                Symbol::ModLruvecPageState,
-                Symbol::ModMemcgLruvecState,
-            ]
-            .iter()
-            .map(|&s| ctx.stats.cycles(s))
-            .collect();
-            let stats = k.memcg.as_ref().map(|m| {
-                (
-                    m.stat(0, MemcgStat::FilePages),
-                    m.stat(0, MemcgStat::Swapcache),
-                )
-            });
-            (ctx.now(), cycles, stats)
-        };
-        let (single, paired) = (run(false), run(true));
-        assert_eq!(single, paired, "memcg {memcg}");
-        assert_ne!(single.1[0], Cycles::ZERO, "the node's counter is charged");
-        if memcg {
-            assert_eq!(single.2, Some((3, -2)));
+        });
+        let fused = stats_run(memcg, charged, record, |k, ctx, pfn| {
+            for delta in [-1, 1, 1] {
+                let node = k.pa.node_of(pfn);
+                let charged = k.pages.get(pfn).test(PageFlags::MEMCG);
+                k.memcg_update_lru_size_of(ctx, pfn, node, charged, lru, delta);
+            }
+        });
+        let shape = format!("memcg {memcg} charged {charged} record {record}");
+        assert_eq!(parts.0, fused.0, "{shape}: clock");
+        assert!(parts.1 == fused.1, "{shape}: figures differ");
+        assert_eq!(parts.2, fused.2, "{shape}: stacks");
+        assert_eq!(parts.3, fused.3, "{shape}: statistics");
+        assert_eq!(parts.4, fused.4, "{shape}: the updates' cycles");
+        let spent = |i: usize| parts.4[i] > Cycles::ZERO;
+        assert!(spent(0) && spent(3), "{shape}: node and zone");
+        assert_eq!(spent(2), memcg && charged, "{shape}: the cgroup's share");
+        if memcg && charged {
+            assert_eq!(fused.3[0], 1, "{shape}: one more inactive anon page");
         }
     }
 }

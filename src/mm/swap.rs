@@ -9,7 +9,7 @@ use super::kernel::Kernel;
 use super::mm_inline::{LruList, Lruvec, page_lru};
 use super::mm_types::Vma;
 use super::mmzone::{Order, Pfn};
-use super::page_flags::PageFlags;
+use super::page_flags::{PageFlags, PageInfo};
 use crate::sim::{CpuId, Ctx, Event, IpiHandler, LineAccess, Symbol, touch_line};
 use crate::types::Cycles;
 
@@ -702,13 +702,14 @@ impl Kernel {
     pub(super) fn free_unreferenced_page(&mut self, ctx: &mut Ctx, head: Pfn) {
         // The page's flags and order read once: releasing it from the LRU
         // changes only its LRU bits and links, and its flags go back to
-        // their default below (reset_range), PG_memcg with them.
-        let info = self.pages.get(head);
+        // their default (in the read, or below by reset_range), PG_memcg
+        // with them.
         let order = Order(self.pa.page(head).order);
+        let (info, reset) = self.read_flags_to_free(head, order);
         if info.test(PageFlags::LRU) {
             self.page_cache_release(ctx, head);
         }
-        self.mem_cgroup_uncharge(ctx, head, info.test(PageFlags::MEMCG), order);
+        self.mem_cgroup_uncharge(ctx, info.test(PageFlags::MEMCG), order);
         // free_transhuge_page: off the deferred split queue.
         if order == Order::THP {
             self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);
@@ -719,8 +720,25 @@ impl Kernel {
             0,
             "{head} freed while mapped"
         );
-        self.pages.reset_range(head, order.nr_pages());
+        if !reset {
+            self.pages.reset_range(head, order.nr_pages());
+        }
         self.pa.free_pages(ctx, head, order);
+    }
+
+    /// The flags of a page about to be freed, and whether they are back at
+    /// their default already. An order-0 page off the LRU (every page
+    /// reclaim frees) needs nothing of its reclaim half after this read,
+    /// so the read resets it in the same look-up; a page on the LRU keeps
+    /// its links for `page_cache_release`, and a larger block resets all
+    /// its pages' halves at the end.
+    #[inline]
+    fn read_flags_to_free(&mut self, head: Pfn, order: Order) -> (PageInfo, bool) {
+        if order != Order(0) {
+            return (self.pages.get(head), false);
+        }
+        self.pages
+            .take_unless(head, |info| info.test(PageFlags::LRU))
     }
 }
 

@@ -789,6 +789,7 @@ impl Zone {
 
     /// [`Zone::charge_list_op`] at `cost`: a drain's list op on lines it
     /// has in cache costs what a per-CPU list op does.
+    #[inline]
     fn charge_list_op_of(
         &mut self,
         ctx: &mut Ctx,

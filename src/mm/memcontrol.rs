@@ -534,15 +534,9 @@ impl Kernel {
     /// `mem_cgroup_uncharge_list` under way (order-0 pages only: Linux
     /// frees a THP on its own, `free_compound_page`). The caller has read
     /// the page's `PG_memcg` (`charged`) and order, and resets its flags
-    /// as it frees it: `memcg_data` is cleared with them.
-    pub(super) fn mem_cgroup_uncharge(
-        &mut self,
-        ctx: &mut Ctx,
-        head: Pfn,
-        charged: bool,
-        order: Order,
-    ) {
-        debug_assert_eq!(charged, self.pages.get(head).test(PageFlags::MEMCG));
+    /// as it frees it (an order-0 page's in the look-up that read them):
+    /// `memcg_data` is cleared with them.
+    pub(super) fn mem_cgroup_uncharge(&mut self, ctx: &mut Ctx, charged: bool, order: Order) {
         if self.memcg.is_some() && charged {
             self.uncharge_page(ctx, order);
         }

@@ -350,6 +350,54 @@ impl PageInfos {
         result
     }
 
+    /// The page's reclaim half, and, unless `keep` says otherwise of it,
+    /// the page put back to its default in the same look-up: what
+    /// [`PageInfos::get`] and then [`PageInfos::reset_range`] of the one
+    /// page do (freeing an order-0 page reads its flags, then resets
+    /// them). Returns the half and whether it was reset.
+    #[inline]
+    pub fn take_unless(
+        &mut self,
+        pfn: Pfn,
+        keep: impl FnOnce(&PageInfo) -> bool,
+    ) -> (PageInfo, bool) {
+        let key = pfn.0 >> CHUNK_SHIFT;
+        let off = pfn.0 as usize % CHUNK;
+        let Some(chunk) = self.chunk_mut(key) else {
+            // At its default already: resetting changes nothing.
+            let page = PageInfo::DEFAULT;
+            return (page, !keep(&page));
+        };
+        let (page, emptied) = match chunk {
+            Chunk::One(o, page) if *o as usize == off => {
+                let page = *page;
+                if keep(&page) {
+                    return (page, false);
+                }
+                (page, true)
+            }
+            Chunk::One(..) => {
+                let page = PageInfo::DEFAULT;
+                return (page, !keep(&page));
+            }
+            Chunk::Many(full) => {
+                let page = full.pages[off];
+                if keep(&page) {
+                    return (page, false);
+                }
+                if page != PageInfo::DEFAULT {
+                    full.pages[off] = PageInfo::DEFAULT;
+                    full.used -= 1;
+                }
+                (page, full.used == 0)
+            }
+        };
+        if emptied {
+            self.remove_chunk(key);
+        }
+        (page, true)
+    }
+
     /// Puts the `nr` pages from `pfn` back to their default: what freeing
     /// a block does to its pages' reclaim half. One look-up a chunk, not a
     /// page.
@@ -467,6 +515,51 @@ mod tests {
         assert_eq!(listed[0].0, Pfn(70));
         infos.update(Pfn(70), |p| *p = PageInfo::DEFAULT);
         assert_eq!(infos.host_bytes(), 0);
+    }
+
+    /// `take_unless` does what `get` then `reset_range` of the one page do
+    /// (or `get` alone when kept), on every shape of chunk: none, one page
+    /// inline (that page or another), a whole array (the page at its
+    /// default or not, the array's last page or not), and on pages kept.
+    /// Every page's half, the chunk counts and the host bytes must agree.
+    #[test]
+    fn take_unless_is_a_get_then_a_reset() {
+        let lru = |p: &mut PageInfo| p.set(PageFlags::LRU);
+        let anon = |n: u32| move |p: &mut PageInfo| p.anon_vma = n;
+        // Chunk 0: none. Chunk 1 (64..128): page 70 inline. Chunk 2
+        // (128..192): 130, 131 (on the LRU), 140. Chunk 3: 200 alone in an
+        // array (a second page was set, then reset).
+        let build = || {
+            let mut infos = PageInfos::default();
+            infos.update(Pfn(70), anon(1));
+            infos.update(Pfn(130), anon(2));
+            infos.update(Pfn(131), lru);
+            infos.update(Pfn(140), anon(3));
+            infos.update(Pfn(200), anon(4));
+            infos.update(Pfn(201), anon(5));
+            infos.update(Pfn(201), |p| *p = PageInfo::DEFAULT);
+            infos
+        };
+        let (mut fast, mut slow) = (build(), build());
+        let keep_lru = |p: &PageInfo| p.test(PageFlags::LRU);
+        for pfn in [5, 71, 70, 70, 131, 133, 130, 140, 131, 200, 200].map(Pfn) {
+            let (got, reset) = fast.take_unless(pfn, keep_lru);
+            let want = slow.get(pfn);
+            assert_eq!(got, want, "{pfn}");
+            assert_eq!(reset, !want.test(PageFlags::LRU), "{pfn}");
+            if reset {
+                slow.reset_range(pfn, 1);
+            }
+            assert_eq!(fast.check_chunks(), slow.check_chunks(), "after {pfn}");
+            assert_eq!(fast.host_bytes(), slow.host_bytes(), "after {pfn}");
+            assert_eq!(fast.chunks().count(), slow.chunks().count());
+        }
+        // Only the page on the LRU is left; taken without keeping, the
+        // store is gone as after a reset.
+        assert_eq!(fast.nr_pages(), 1);
+        let (got, reset) = fast.take_unless(Pfn(131), |_| false);
+        assert!(got.test(PageFlags::LRU) && reset);
+        assert_eq!(fast.host_bytes(), 0);
     }
 
     /// THP-backed memory uses one chunk in eight (the heads): a THP's state

@@ -375,6 +375,25 @@ impl PageMap {
         }
     }
 
+    /// [`PageMap::get_mut`] and [`PageMap::pageblock_migratetype`] of the
+    /// same page in one look-up of its pageblock: freeing a page reads the
+    /// one and writes the other.
+    #[inline]
+    pub fn get_mut_and_migratetype(&mut self, idx: u32) -> (&mut PageMeta, MigrateType) {
+        let (b, off) = Self::split(idx);
+        let block = &mut self.blocks[b];
+        let mt = block.migratetype;
+        let meta = match block.pages {
+            Some(ref mut pages) => &mut pages[off],
+            None if off == 0 => &mut block.head,
+            None => {
+                self.materialized += 1;
+                &mut block.materialize()[off]
+            }
+        };
+        (meta, mt)
+    }
+
     /// The struct page of `idx` to change, if it has metadata of its own;
     /// None for a page that [`PageMap::get`] describes as a tail because its
     /// pageblock lies whole inside a larger block. Unlike
@@ -709,6 +728,37 @@ mod tests {
         assert_eq!(map.materialized(), 0);
         assert_eq!(map.get(512).state, PageState::Buddy);
         assert_eq!(map.get(520).state, PageState::Tail);
+    }
+
+    /// The one look-up answers what the two it replaces do, and changes
+    /// the map as `get_mut` does: a pageblock's head without an array, a
+    /// page that makes the array, a page in it, and pageblocks of each
+    /// migratetype.
+    #[test]
+    fn get_mut_and_migratetype_is_the_two_look_ups() {
+        let build = || {
+            let mut map = PageMap::new_touched(4 * PAGEBLOCK_NR_PAGES);
+            map.set_pageblock_migratetype(512, MigrateType::Unmovable);
+            map.set_pageblock_migratetype(1024, MigrateType::Reclaimable);
+            map.get_mut(1024 + 3).state = PageState::Allocated;
+            map
+        };
+        let (mut one, mut two) = (build(), build());
+        for idx in [0, 7, 512, 515, 1024, 1027, 1100, 1536, 2047] {
+            let (meta, mt) = one.get_mut_and_migratetype(idx);
+            meta.state = PageState::Pcp;
+            meta.order = (idx % 4) as u8;
+            let mt2 = two.pageblock_migratetype(idx);
+            let meta2 = two.get_mut(idx);
+            meta2.state = PageState::Pcp;
+            meta2.order = (idx % 4) as u8;
+            assert_eq!(mt, mt2, "page {idx}");
+            assert_eq!(one.materialized(), two.materialized(), "page {idx}");
+            for i in 0..4 * PAGEBLOCK_NR_PAGES as u32 {
+                assert_eq!(one.get(i), two.get(i), "page {i} after {idx}");
+            }
+        }
+        assert_eq!(one.materialized(), 4);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::kernel::Kernel;
 use super::mm_inline::{LruList, Lruvec, page_lru};
 use super::mm_types::Vma;
 use super::mmzone::{Order, Pfn};
-use super::page_flags::PageFlags;
+use super::page_flags::{PageFlags, PageInfo};
 use crate::sim::{CpuId, Ctx, Event, IpiHandler, LineAccess, Symbol, touch_line};
 use crate::types::Cycles;
 
@@ -638,13 +638,15 @@ impl Kernel {
 
     /// `__page_cache_release`: a page whose last reference went leaves its
     /// LRU list under its node's lock (`lock_page_lruvec_irqsave`).
-    /// The caller has seen `PG_lru` set (one look-up of the flags for both).
+    /// The caller has seen `PG_lru` set (one look-up of the flags for both)
+    /// and puts every flag of the page back to its default before anything
+    /// reads them again, so `__clear_page_lru_flags`, which changes no
+    /// cost, is left to that reset.
     fn page_cache_release(&mut self, ctx: &mut Ctx, head: Pfn) {
         debug_assert!(self.pages.get(head).test(PageFlags::LRU));
         let node = self.pa.node_of(head);
         self.lru_lock(ctx, node);
         self.lru_del(ctx, Symbol::PageCacheRelease, head);
-        clear_page_lru_flags(self, head);
         self.lru_unlock(ctx, node);
     }
 
@@ -700,15 +702,22 @@ impl Kernel {
     /// A page with no reference left: off the LRU if on it, its reclaim
     /// state and contents cleared, back to the page allocator.
     pub(super) fn free_unreferenced_page(&mut self, ctx: &mut Ctx, head: Pfn) {
+        #[cfg(test)]
+        if tests_only::OLD_FREE.get() {
+            return self.free_unreferenced_page_old(ctx, head);
+        }
         // The page's flags and order read once: releasing it from the LRU
         // changes only its LRU bits and links, and its flags go back to
-        // their default below (reset_range), PG_memcg with them.
-        let info = self.pages.get(head);
+        // their default (in the read, or below by reset_range), PG_memcg
+        // with them.
         let order = Order(self.pa.page(head).order);
+        let (info, reset) = self.read_flags_to_free(head, order);
+        #[cfg(test)]
+        tests_only::count_free(info.test(PageFlags::LRU), reset);
         if info.test(PageFlags::LRU) {
             self.page_cache_release(ctx, head);
         }
-        self.mem_cgroup_uncharge(ctx, head, info.test(PageFlags::MEMCG), order);
+        self.mem_cgroup_uncharge(ctx, info.test(PageFlags::MEMCG), order);
         // free_transhuge_page: off the deferred split queue.
         if order == Order::THP {
             self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);
@@ -719,8 +728,25 @@ impl Kernel {
             0,
             "{head} freed while mapped"
         );
-        self.pages.reset_range(head, order.nr_pages());
+        if !reset {
+            self.pages.reset_range(head, order.nr_pages());
+        }
         self.pa.free_pages(ctx, head, order);
+    }
+
+    /// The flags of a page about to be freed, and whether they are back at
+    /// their default already. An order-0 page off the LRU (every page
+    /// reclaim frees) needs nothing of its reclaim half after this read,
+    /// so the read resets it in the same look-up; a page on the LRU keeps
+    /// its links for `page_cache_release`, and a larger block resets all
+    /// its pages' halves at the end.
+    #[inline]
+    fn read_flags_to_free(&mut self, head: Pfn, order: Order) -> (PageInfo, bool) {
+        if order != Order(0) {
+            return (self.pages.get(head), false);
+        }
+        self.pages
+            .take_unless(head, |info| info.test(PageFlags::LRU))
     }
 }
 
@@ -731,4 +757,59 @@ fn clear_page_lru_flags(k: &mut Kernel, head: Pfn) {
         p.clear(PageFlags::ACTIVE);
         p.clear(PageFlags::UNEVICTABLE);
     });
+}
+
+#[cfg(test)]
+impl Kernel {
+    /// `free_unreferenced_page` as it was: flags read, the LRU delete and
+    /// `__clear_page_lru_flags` under the lock, the flags reset at the end.
+    fn free_unreferenced_page_old(&mut self, ctx: &mut Ctx, head: Pfn) {
+        let info = self.pages.get(head);
+        let order = Order(self.pa.page(head).order);
+        if info.test(PageFlags::LRU) {
+            let node = self.pa.node_of(head);
+            self.lru_lock(ctx, node);
+            self.lru_del(ctx, Symbol::PageCacheRelease, head);
+            clear_page_lru_flags(self, head);
+            self.lru_unlock(ctx, node);
+        }
+        assert_eq!(
+            info.test(PageFlags::MEMCG),
+            self.pages.get(head).test(PageFlags::MEMCG)
+        );
+        self.mem_cgroup_uncharge(ctx, info.test(PageFlags::MEMCG), order);
+        if order == Order::THP {
+            self.deferred_split_remove(ctx, head, Symbol::FreeTranshugePage);
+        }
+        self.contents.clear_range(head, order.nr_pages());
+        self.pages.reset_range(head, order.nr_pages());
+        self.pa.free_pages(ctx, head, order);
+    }
+}
+
+/// Tests' switch to the free path without its shortcuts, and counts of
+/// the pages each shortcut took, to compare both paths.
+#[cfg(test)]
+pub(super) mod tests_only {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// [`super::Kernel::free_unreferenced_page`] reads a page's flags,
+        /// clears its LRU flags after the LRU delete and resets its flags
+        /// at the end, as it did before its shortcuts.
+        pub static OLD_FREE: Cell<bool> = const { Cell::new(false) };
+        /// Pages freed off an LRU list (their flags read and reset in one
+        /// look-up), and pages freed from one (`__clear_page_lru_flags`
+        /// left to the reset).
+        pub static FREED_OFF_LRU: Cell<u64> = const { Cell::new(0) };
+        pub static FREED_FROM_LRU: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(super) fn count_free(on_lru: bool, reset: bool) {
+        if on_lru {
+            FREED_FROM_LRU.set(FREED_FROM_LRU.get() + 1);
+        } else if reset {
+            FREED_OFF_LRU.set(FREED_OFF_LRU.get() + 1);
+        }
+    }
 }

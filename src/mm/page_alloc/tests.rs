@@ -630,8 +630,8 @@ fn a_drain_with_prefetched_buddies_merges_the_same_for_less() {
 
 /// The drain's line set answers as a hash set does under random inserts,
 /// look-ups and clears: indices clustered (a drain's pages and buddies)
-/// and spread, enough of them to grow the table twice, and more clears
-/// than a generation counter of a byte would survive.
+/// and spread over a large zone's pages (so the bitmap grows), sets of a
+/// few lines and of thousands, and every clear leaves nothing behind.
 #[test]
 fn line_set_agrees_with_a_hash_set() {
     let mut set = LineSet::default();
@@ -643,36 +643,407 @@ fn line_set_agrees_with_a_hash_set() {
         state ^= state << 17;
         state
     };
+    // A zone of 64 GiB of 4 KiB pages.
+    let zone_pages = 16u32 << 20;
     for round in 0..600u64 {
         // Some rounds hold a few lines, some over a thousand.
         let ops = if round % 50 == 7 { 3_000 } else { next() % 200 };
-        let base = (next() % 1_000_000) as u32;
+        let base = (next() % (zone_pages as u64 - 700)) as u32;
         for _ in 0..ops {
             let r = next();
             let idx = if r % 3 == 0 {
-                (r >> 8) as u32 % (NIL - 1)
+                (r >> 8) as u32 % zone_pages
             } else {
-                base.wrapping_add((r >> 8) as u32 % 700)
+                base + (r >> 8) as u32 % 700
             };
             if r % 2 == 0 {
                 set.insert(idx);
                 model.insert(idx);
             }
             assert_eq!(set.contains(idx), model.contains(&idx), "index {idx}");
-            let probe = base.wrapping_add((r >> 32) as u32 % 700);
+            let probe = base + (r >> 32) as u32 % 700;
             assert_eq!(set.contains(probe), model.contains(&probe), "index {probe}");
         }
-        assert_eq!(set.len, model.len());
+        assert_eq!(set.len(), model.len());
         set.clear();
         model.clear();
-        assert!(!set.contains(base), "a cleared set holds nothing");
+        assert_eq!(set.len(), 0, "a cleared set holds nothing");
+        assert!(set.dirty.is_empty());
     }
-    // A generation wrapping past zero leaves no old slot alive.
-    set.insert(5);
-    set.generation = u32::MAX;
-    set.insert(6);
-    set.clear();
-    assert!(!set.contains(5) && !set.contains(6));
-    set.insert(7);
-    assert!(set.contains(7) && !set.contains(5));
+    // Past the bitmap's end: absent, and an insert there grows it.
+    let far = zone_pages + 12_345;
+    assert!(!set.contains(far) && !set.contains(NIL));
+    set.insert(far);
+    assert!(set.contains(far) && !set.contains(far + 1));
+}
+
+/// The free path as it was before its fast paths, for
+/// [`freeing_matches_the_path_without_shortcuts`]: the pageblock's type
+/// and the struct page looked up apart, a drain's cached lines in a
+/// `HashSet`, and the merged head's line asked for like any other.
+struct ReferenceFree {
+    lines: std::collections::HashSet<u32>,
+    draining: bool,
+}
+
+impl ReferenceFree {
+    fn free_pages(&mut self, pa: &mut PageAllocator, ctx: &mut Ctx, pfn: Pfn, order: Order) {
+        let (z, idx) = pa.zone_of(pfn);
+        let pcp_high_order = pa.pcp_high_order;
+        let zone = &mut pa.zones[z];
+        let mt = zone.map.pageblock_migratetype(idx);
+        let meta = zone.map.get_mut(idx);
+        assert!(meta.state == PageState::Allocated && meta.order == order.0);
+        zone.nr_allocated_pages -= order.nr_pages();
+        ctx.count(Event::Pgfree, order.nr_pages());
+        let cost = ctx.machine().costs.free_pages_entry.cycles();
+        let to_pcp = uses_pcp(order, pcp_high_order);
+        let symbol = if to_pcp {
+            Symbol::FreeUnrefPage
+        } else {
+            Symbol::FreePagesOk
+        };
+        ctx.enter(symbol);
+        ctx.charge(symbol, cost);
+        write_page(ctx, meta, symbol);
+        if to_pcp {
+            meta.state = PageState::Pcp;
+            meta.migratetype = mt;
+            self.free_unref_page(zone, ctx, idx, order, mt);
+        } else {
+            zone.lock_zone(ctx, LockKind::Irqsave);
+            self.free_one_page(zone, ctx, idx, order, Some(mt));
+            zone.unlock_zone(ctx, LockKind::Irqsave);
+        }
+        ctx.leave();
+    }
+
+    fn free_unref_page(
+        &mut self,
+        zone: &mut Zone,
+        ctx: &mut Ctx,
+        idx: u32,
+        order: Order,
+        mt: MigrateType,
+    ) {
+        let cpu = ctx.cur().index();
+        LocalLock::lock_irqsave(ctx, Symbol::FreeUnrefPage);
+        let pindex = order_to_pindex(mt, order);
+        let pcp = &mut zone.pcp[cpu];
+        pcp.lists[pindex].push_front(idx);
+        pcp.count += order.nr_pages();
+        let cost = ctx.machine().costs.pcp_list_op.cycles();
+        ctx.charge(Symbol::FreeUnrefPage, cost);
+        ctx.count(Event::PcpFree, 1);
+        let pcp = &mut zone.pcp[cpu];
+        if pcp.count >= pcp.high {
+            let (high, batch) = (pcp.high, pcp.batch);
+            let count = if zone.pcp_burst {
+                nr_pcp_free(pcp, high, batch)
+            } else {
+                batch
+            };
+            ctx.enter(Symbol::FreePcppagesBulk);
+            self.free_pcppages_bulk(zone, ctx, cpu, count);
+            ctx.leave();
+        }
+        LocalLock::unlock_irqrestore(ctx);
+    }
+
+    fn free_pcppages_bulk(&mut self, zone: &mut Zone, ctx: &mut Ctx, cpu: usize, count: u64) {
+        let list_op = ctx.machine().costs.pcp_list_op.cycles();
+        let nr_lists = zone.nr_pcp_lists;
+        let pcp = &mut zone.pcp[cpu];
+        let mut count = count.min(pcp.count) as i64;
+        let (mut pindex, mut batch_free) = (0usize, 0usize);
+        let mut freed = Vec::new();
+        while count > 0 {
+            loop {
+                batch_free += 1;
+                pindex = (pindex + 1) % nr_lists;
+                if !pcp.lists[pindex].is_empty() {
+                    break;
+                }
+            }
+            if batch_free == nr_lists {
+                batch_free = count as usize;
+            }
+            let order = pindex_to_order(pindex);
+            loop {
+                let idx = pcp.lists[pindex].pop_back().unwrap();
+                freed.push((idx, order));
+                count -= order.nr_pages() as i64;
+                batch_free -= 1;
+                if count <= 0 || batch_free == 0 || pcp.lists[pindex].is_empty() {
+                    break;
+                }
+            }
+        }
+        let nr_freed: u64 = freed.iter().map(|(_, o)| o.nr_pages()).sum();
+        pcp.count -= nr_freed;
+        ctx.charge(
+            Symbol::FreePcppagesBulk,
+            Cycles(list_op.0 * freed.len() as u64),
+        );
+        ctx.count(Event::PcpDrain, 1);
+        ctx.count(Event::PcpDrainPages, nr_freed);
+        let order0 = freed.iter().filter(|(_, o)| o.0 == 0).count() as u64;
+        ctx.count(Event::PcpDrainOrder0Pages, order0);
+        let prefetch_nr = pcp.batch as usize;
+        let high_order = nr_lists == NR_PCP_LISTS;
+        self.lines.clear();
+        if zone.prefetch_buddy {
+            for (i, &(idx, order)) in freed.iter().enumerate() {
+                self.lines.insert(idx);
+                if i < prefetch_nr {
+                    let prefetched = if high_order { order.0 } else { 0 };
+                    self.lines.insert(idx ^ (1u32 << prefetched));
+                }
+            }
+        }
+        self.draining = true;
+        zone.lock_zone(ctx, LockKind::Plain);
+        for &(idx, order) in &freed {
+            self.lines.insert(idx);
+            self.free_one_page(zone, ctx, idx, order, None);
+        }
+        zone.unlock_zone(ctx, LockKind::Plain);
+        self.draining = false;
+        self.lines.clear();
+    }
+
+    fn cached(&self, idx: u32) -> bool {
+        idx == NIL || self.lines.contains(&idx)
+    }
+
+    fn cache(&mut self, idx: u32) {
+        if idx != NIL {
+            self.lines.insert(idx);
+        }
+    }
+
+    fn free_one_page(
+        &mut self,
+        zone: &mut Zone,
+        ctx: &mut Ctx,
+        idx: u32,
+        order: Order,
+        mt: Option<MigrateType>,
+    ) {
+        let costs = &ctx.machine().costs;
+        let check = costs.buddy_merge_check.cycles();
+        let check_cached = costs.buddy_merge_check_cached.cycles();
+        let list_op = costs.buddy_list_op.cycles();
+        let list_op_cached = costs.pcp_list_op.cycles();
+        let draining = self.draining;
+        zone.nr_free_pages += order.nr_pages();
+        let (mut idx, mut order) = (idx, order.0);
+        let mt = {
+            let meta = zone.map.get_mut(idx);
+            meta.state = PageState::Tail;
+            mt.unwrap_or(meta.migratetype)
+        };
+        while (order as usize) < MAX_ORDER - 1 {
+            let buddy = idx ^ (1u32 << order);
+            let cached = self.cached(buddy);
+            ctx.charge(
+                Symbol::FreeOnePage,
+                if cached { check_cached } else { check },
+            );
+            if draining && !cached {
+                self.cache(buddy);
+            }
+            let Some(meta) = zone.map.get_mut_listed(buddy) else {
+                break;
+            };
+            touch_line(
+                ctx,
+                &mut { meta.last_cpu },
+                Symbol::FreeOnePage,
+                LineAccess::Read,
+            );
+            if !is_buddy(meta, order) {
+                break;
+            }
+            let buddy_mt = meta.migratetype;
+            let (prev, next) = detach(meta, Taken::TAIL);
+            write_page(ctx, meta, Symbol::FreeOnePage);
+            zone.free_area[order as usize][buddy_mt as usize].unlink(
+                &mut zone.map,
+                buddy,
+                prev,
+                next,
+                |m| write_page(ctx, m, Symbol::FreeOnePage),
+            );
+            zone.nr_free[order as usize] -= 1;
+            let hot = draining && self.cached(prev) && self.cached(next);
+            zone.charge_list_op_of(
+                ctx,
+                order,
+                Symbol::FreeOnePage,
+                if hot { list_op_cached } else { list_op },
+            );
+            if draining {
+                self.cache(prev);
+                self.cache(next);
+            }
+            ctx.count(Event::BuddyMerge, 1);
+            idx &= buddy;
+            order += 1;
+        }
+        if order >= pageblock_order {
+            zone.map.compact(idx, 1 << order);
+        }
+        let to_tail = zone.buddy_merge_likely(idx, order);
+        if !draining {
+            zone.add_free_block(ctx, idx, order, mt, to_tail, Symbol::FreeOnePage);
+            return;
+        }
+        let neighbour = zone.free_area[order as usize][mt as usize].end(to_tail);
+        let hot = self.cached(idx) && self.cached(neighbour);
+        zone.link_free_block(idx, order, mt, to_tail, |meta| {
+            write_page(ctx, meta, Symbol::FreeOnePage)
+        });
+        zone.charge_list_op_of(
+            ctx,
+            order,
+            Symbol::FreeOnePage,
+            if hot { list_op_cached } else { list_op },
+        );
+        self.cache(idx);
+        self.cache(neighbour);
+    }
+}
+
+/// Every way a block is freed, through `free_pages` and through the path
+/// without its shortcuts ([`ReferenceFree`]), on two allocators driven
+/// alike: each era's lists (order-0 only, high orders, burst drains or
+/// one batch, drains with and without prefetched buddies), all three
+/// migratetypes, orders 0 to 3 and THPs interleaved, several CPUs, two
+/// nodes (frees at both zones' edges), memory nearly exhausted so that
+/// merges reach max order and untouched blocks are carved. The zones'
+/// lists in order, counts, struct pages, per-CPU lists, every clock and
+/// statistic must agree after every step; a drain's line cost taken
+/// wrongly even once moves a clock.
+#[test]
+fn freeing_matches_the_path_without_shortcuts() {
+    let eras = [
+        Features::of_kernel(KernelVersion::new(4, 8)),
+        Features::of_kernel(KernelVersion::new(4, 19)),
+        Features::of_kernel(KernelVersion::new(5, 13)),
+        Features::of_kernel(KernelVersion::new(5, 13)).with(Feature::PcpBurst, true),
+        Features::of_kernel(KernelVersion::new(5, 13))
+            .with(Feature::PcpBurst, true)
+            .with(Feature::PcpHighOrder, true),
+    ];
+    let mut nr_drains = 0;
+    let mut nr_merges = 0;
+    for (era, features) in eras.into_iter().enumerate() {
+        for seed in 0..2u64 {
+            let two_nodes = |features| {
+                let mut m = machine(4, 16 << 20);
+                m.topology.sockets = 2;
+                m.topology.numa_nodes = 2;
+                m.topology.cores_per_socket = 2;
+                let pa = PageAllocator::new(&m, features);
+                (Ctx::new(m, 1), pa)
+            };
+            let mut runs = [two_nodes(features), two_nodes(features)];
+            let mut reference = ReferenceFree {
+                lines: Default::default(),
+                draining: false,
+            };
+            let mut rng = crate::sim::Rng::new(seed * 10 + era as u64);
+            let mut held: Vec<(Pfn, Order)> = Vec::new();
+            for step in 0..2000u64 {
+                let cpu = CpuId(rng.below(4) as u32);
+                let order = Order([0, 0, 0, 0, 1, 2, 3, 9][rng.below(8) as usize]);
+                let mt = MigrateType::ALL[rng.below(3) as usize];
+                // Allocate more than free at first, to fill memory, then
+                // free more than allocate, to merge it back.
+                let alloc = if step < 1200 {
+                    rng.below(10) < 7
+                } else {
+                    rng.below(10) < 3
+                };
+                let node = Some(rng.below(2) as u32);
+                let free = (!alloc && !held.is_empty())
+                    .then(|| held.swap_remove(rng.below(held.len() as u64) as usize));
+                let mut got = [None, None];
+                for (which, (ctx, pa)) in runs.iter_mut().enumerate() {
+                    ctx.set_cur(cpu);
+                    ctx.idle_until(Cycles(step * 1000));
+                    if let Some((p, order)) = free {
+                        if which == 0 {
+                            pa.free_pages(ctx, p, order);
+                        } else {
+                            reference.free_pages(pa, ctx, p, order);
+                        }
+                    } else if alloc {
+                        let gfp = Gfp {
+                            migratetype: mt,
+                            node,
+                        };
+                        got[which] = pa.alloc_pages(ctx, gfp, order);
+                    }
+                }
+                assert_eq!(got[0], got[1], "era {era} seed {seed} step {step}");
+                if let Some(p) = got[0] {
+                    held.push((p, order));
+                }
+                let [(ctx0, pa0), (ctx1, pa1)] = &runs;
+                // Clocks and statistics only add up, and a struct page or a
+                // list left different stays so until the next comparison.
+                if step % 25 == 0 {
+                    pa0.check();
+                    for node in 0..2 {
+                        assert_eq!(
+                            zone_state_of(ctx0, pa0, node),
+                            zone_state_of(ctx1, pa1, node),
+                            "era {era} seed {seed} step {step} node {node}"
+                        );
+                    }
+                }
+            }
+            // Free everything left: the zones merge back to max order.
+            for (p, order) in held.drain(..) {
+                let [(ctx0, pa0), (ctx1, pa1)] = &mut runs;
+                pa0.free_pages(ctx0, p, order);
+                reference.free_pages(pa1, ctx1, p, order);
+            }
+            let [(ctx0, pa0), (ctx1, pa1)] = &runs;
+            pa0.check();
+            for node in 0..2 {
+                assert_eq!(
+                    zone_state_of(ctx0, pa0, node),
+                    zone_state_of(ctx1, pa1, node),
+                    "era {era} seed {seed} at the end, node {node}"
+                );
+            }
+            nr_drains += ctx0.stats.event(Event::PcpDrain);
+            nr_merges += ctx0.stats.event(Event::BuddyMerge);
+        }
+    }
+    assert!(nr_drains > 200, "{nr_drains} drains");
+    assert!(nr_merges > 2_000, "{nr_merges} merges");
+}
+
+/// [`zone_state`] of either node's zone.
+fn zone_state_of(ctx: &Ctx, pa: &PageAllocator, node: usize) -> String {
+    let zone = &pa.zones[node];
+    let pages: Vec<PageMeta> = (0..zone.managed_pages)
+        .map(|i| pa.page(Pfn(zone.start_pfn + i)))
+        .collect();
+    format!(
+        "{:?} {:?} {:?} {} {} {:?} {:?} {:?} {:?}",
+        zone.free_area,
+        zone.area_lines,
+        zone.nr_free,
+        zone.nr_free_pages,
+        zone.nr_allocated_pages,
+        zone.pcp,
+        pages,
+        ctx.now(),
+        ctx.stats,
+    )
 }

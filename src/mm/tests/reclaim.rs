@@ -287,3 +287,123 @@ fn madv_pageout_splits_a_pte_mapped_thp() {
         assert_eq!(k.read_u64(&mut ctx, mm, a + i * P).unwrap(), 0x9000 + i);
     }
 }
+
+/// Everything a free path leaves, to compare.
+#[derive(Debug, PartialEq)]
+struct FreedState {
+    stats: crate::sim::Stats,
+    clocks: Vec<Cycles>,
+    infos: Vec<(Pfn, crate::mm::page_flags::PageInfo)>,
+    pages: Vec<crate::mm::pagemap::PageMeta>,
+    lru: Vec<u64>,
+    free: (u64, u64, u64),
+}
+
+fn freed_state(k: &Kernel, ctx: &Ctx) -> FreedState {
+    FreedState {
+        stats: ctx.stats.clone(),
+        clocks: (0..ctx.machine().topology.nr_cpus())
+            .map(|c| ctx.clock_of(CpuId(c)))
+            .collect(),
+        infos: k.pages.check_chunks(),
+        pages: (0..MEMORY_BYTES / P).map(|i| k.pa.page(Pfn(i))).collect(),
+        lru: [LruList::InactiveAnon, LruList::ActiveAnon]
+            .map(|l| k.lru.size(l))
+            .to_vec(),
+        free: (
+            k.pa.nr_free_pages(),
+            k.pa.nr_pcp_pages(),
+            k.pa.nr_allocated_pages(),
+        ),
+    }
+}
+
+/// A region written, paged out (zram frees its pages in reclaim; a
+/// disk's stay in the swap cache until their writes end, then on the
+/// LRU), half of it swapped back in, then unmapped and the process gone:
+/// pages freed off the LRU, from it, as THPs, charged to the memcg or not.
+/// Returns the state after the page-out and at the end.
+fn free_paths_run(disk: bool, thp: ThpEnabled, memcg: bool) -> (FreedState, FreedState) {
+    let machine = small_machine(MEMORY_BYTES);
+    let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
+    let mut features = features.with(Feature::ThpSwap, false);
+    features.thp.enabled = thp;
+    features.memcg = memcg;
+    let mut k = Kernel::new(&machine, features);
+    let mut ctx = Ctx::new(machine.clone(), 1);
+    let size = 64 << 20;
+    let dev: Box<dyn crate::mm::page_io::SwapDevice> = if disk {
+        let profile = DiskProfile::by_name_or_path("ssd").unwrap();
+        Box::new(Disk::new(
+            &profile,
+            machine.topology.frequency_mhz,
+            size / PAGE_SIZE,
+        ))
+    } else {
+        Box::new(Zram::new(size, Algorithm::parse("lzo-rle").unwrap()).unwrap())
+    };
+    k.swapon_device(&mut ctx, dev).unwrap();
+    let mm = k.mm_alloc(&mut ctx).unwrap();
+    k.mm_runs_here(&ctx, mm);
+    let len = 4 * HPAGE_PMD_SIZE;
+    let raw = k.mmap(&mut ctx, mm, len + HPAGE_PMD_SIZE, RW).unwrap();
+    let a = huge_align_up(raw);
+    for j in (0..len / P).step_by(3) {
+        k.write_u64(&mut ctx, mm, a + j * P, j + 1).unwrap();
+    }
+    k.madvise(&mut ctx, mm, a, len / 2, Advice::PageOut)
+        .unwrap();
+    k.lru_add_drain(&mut ctx);
+    for io in k.take_pending_io() {
+        k.complete_io(&mut ctx, io.at, io.id);
+    }
+    k.check();
+    let paged_out = freed_state(&k, &ctx);
+    // Some pages back from swap (into the swap cache and onto the LRU),
+    // then everything unmapped and the process gone.
+    for j in (0..len / P / 2).step_by(7) {
+        k.read_u64(&mut ctx, mm, a + j * P).unwrap();
+    }
+    k.munmap(&mut ctx, mm, a + HPAGE_PMD_SIZE, HPAGE_PMD_SIZE)
+        .unwrap();
+    k.mmput(&mut ctx, mm);
+    k.lru_add_drain(&mut ctx);
+    for io in k.take_pending_io() {
+        k.complete_io(&mut ctx, io.at, io.id);
+    }
+    k.check();
+    (paged_out, freed_state(&k, &ctx))
+}
+
+/// `free_unreferenced_page`'s shortcuts against the path without them
+/// (`swap::tests_only::OLD_FREE`): an order-0 page off the LRU has its
+/// flags read and reset in one look-up, and a page freed from the LRU
+/// leaves its LRU flags to the reset. On zram and a disk, with and
+/// without THPs and the memcg, every statistic, clock, struct page (both
+/// halves), list size and count must agree after the page-out and at the
+/// end, and each shortcut must have been taken.
+#[test]
+fn freeing_matches_the_free_path_without_shortcuts() {
+    use crate::mm::swap::tests_only::{FREED_FROM_LRU, FREED_OFF_LRU, OLD_FREE};
+    let (mut off_lru, mut from_lru) = (0, 0);
+    for disk in [false, true] {
+        for thp in [ThpEnabled::Always, ThpEnabled::Never] {
+            for memcg in [false, true] {
+                FREED_OFF_LRU.set(0);
+                FREED_FROM_LRU.set(0);
+                OLD_FREE.set(false);
+                let fast = free_paths_run(disk, thp, memcg);
+                off_lru += FREED_OFF_LRU.get();
+                from_lru += FREED_FROM_LRU.get();
+                OLD_FREE.set(true);
+                let old = free_paths_run(disk, thp, memcg);
+                OLD_FREE.set(false);
+                let case = format!("disk {disk}, {thp:?}, memcg {memcg}");
+                assert_eq!(fast.0, old.0, "{case}: after the page-out");
+                assert_eq!(fast.1, old.1, "{case}: at the end");
+            }
+        }
+    }
+    assert!(off_lru > 1000, "{off_lru} pages freed off the LRU");
+    assert!(from_lru > 100, "{from_lru} pages freed from the LRU");
+}

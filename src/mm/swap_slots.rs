@@ -189,7 +189,7 @@ impl SwapDevices {
     /// `SWAP_HAS_CACHE`, so nobody can take it) goes to this CPU's return
     /// cache; a full cache is given back first, in one batch. Inline: every
     /// slot freed comes here.
-    #[inline]
+    #[inline(always)]
     pub(super) fn free_swap_slot(&mut self, ctx: &mut Ctx, entry: SwapEntry) {
         let cpu = ctx.cur().index();
         if !self.caches.in_use() {

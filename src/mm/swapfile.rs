@@ -47,8 +47,9 @@ const LATENCY_LIMIT: i64 = 256;
 const SWAP_CLUSTER_INFO_COLS: u64 = 8;
 
 /// Whether the slot work takes its shortcuts (the usual case of a path
-/// done inline, with fewer look-ups): always, but in the tests that run
-/// the same work without them ([`tests_only::SLOW_SLOTS`]) and compare.
+/// done inline, with fewer look-ups; a device told of a batch of freed
+/// slots in one call): always, but in the tests that run the same work
+/// without them ([`tests_only::SLOW_SLOTS`]) and compare.
 #[inline(always)]
 pub(super) fn fast_paths() -> bool {
     #[cfg(test)]

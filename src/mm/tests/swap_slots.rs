@@ -1,6 +1,7 @@
 //! The slot work's shortcuts (`swapfile::fast_paths`: the next slot of a
 //! CPU's cluster, a base page's `put_swap_page`, the slot caches' batches
-//! freed a device at a time) against the general paths in whole kernels:
+//! freed a device at a time, the device told of them in one call) against
+//! the general paths in whole kernels:
 //! THPs paged out to zram (THP swap off and on) or to a disk, with and
 //! without a memory cgroup; a hole unmapped first; a fork sharing every
 //! swap entry; pages read back (through the swap cache or around it, some

@@ -570,6 +570,12 @@ impl SwapDevice for Zram {
         self.free_slot(ctx, pa, offset);
     }
 
+    fn slots_free(&mut self, ctx: &mut Ctx, pa: &mut PageAllocator, offsets: &[u64]) {
+        for &offset in offsets {
+            self.slot_free(ctx, pa, offset);
+        }
+    }
+
     fn stats(&self) -> Vec<(&'static str, u64)> {
         let s = &self.stats;
         vec![

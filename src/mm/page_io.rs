@@ -70,6 +70,14 @@ pub trait SwapDevice {
     /// The swap code no longer needs slot `offset`
     /// (`swap_slot_free_notify`; a disk may ignore it).
     fn slot_free(&mut self, ctx: &mut Ctx, pa: &mut PageAllocator, offset: u64);
+    /// [`SwapDevice::slot_free`] of each of `offsets`, in order: the slots
+    /// a slot cache gave back, in one call where a device can save the
+    /// dispatch of each.
+    fn slots_free(&mut self, ctx: &mut Ctx, pa: &mut PageAllocator, offsets: &[u64]) {
+        for &offset in offsets {
+            self.slot_free(ctx, pa, offset);
+        }
+    }
     /// The device's own figures, named as its sysfs files name them
     /// (zram's `mm_stat` fields), for the report.
     fn stats(&self) -> Vec<(&'static str, u64)>;

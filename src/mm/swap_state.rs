@@ -455,8 +455,12 @@ impl Kernel {
                 continue;
             }
             let freed = self.swap.take_freed_slots(ty);
-            for &offset in &freed {
-                self.swap_devs[ty].slot_free(ctx, &mut self.pa, offset);
+            if super::swapfile::fast_paths() {
+                self.swap_devs[ty].slots_free(ctx, &mut self.pa, &freed);
+            } else {
+                for &offset in &freed {
+                    self.swap_devs[ty].slot_free(ctx, &mut self.pa, offset);
+                }
             }
             self.swap.return_freed_slots(ty, freed);
         }

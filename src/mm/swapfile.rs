@@ -46,6 +46,31 @@ const LATENCY_LIMIT: i64 = 256;
 /// bytes each: a spinlock and a 24-bit count with 8 flag bits).
 const SWAP_CLUSTER_INFO_COLS: u64 = 8;
 
+/// Whether the slot work takes its shortcuts (the usual case of a path
+/// done inline, with fewer look-ups; a device told of a batch of freed
+/// slots in one call): always, but in the tests that run the same work
+/// without them ([`tests_only::SLOW_SLOTS`]) and compare.
+#[inline(always)]
+pub(super) fn fast_paths() -> bool {
+    #[cfg(test)]
+    if tests_only::SLOW_SLOTS.get() {
+        return false;
+    }
+    true
+}
+
+/// Switches for the tests that hold the slot work's shortcuts to the
+/// general paths.
+#[cfg(test)]
+pub(super) mod tests_only {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// [`super::fast_paths`] is false: every slot goes the general way.
+        pub static SLOW_SLOTS: Cell<bool> = const { Cell::new(false) };
+    }
+}
+
 /// Bits of an offset in a raw entry.
 const OFFSET_BITS: u32 = 54;
 /// Bits of a raw entry: what a page-table entry must hold.
@@ -518,17 +543,16 @@ impl SwapInfo {
         ci.count += 1;
     }
 
-    /// `dec_cluster_info_page`.
-    fn dec_cluster_info_page(&mut self, page: u64) {
-        if !self.has_clusters() {
-            return;
-        }
-        let idx = self.cluster_of(page) as u32;
-        let ci = &mut self.cluster_info[idx as usize];
+    /// `dec_cluster_info_page` of cluster `idx` (the caller has it from
+    /// `lock_cluster`): one slot less in use, and the cluster freed when
+    /// none is left.
+    #[inline]
+    fn dec_cluster_count(&mut self, idx: usize) {
+        let ci = &mut self.cluster_info[idx];
         assert!(ci.count > 0, "cluster count underflow");
         ci.count -= 1;
         if ci.count == 0 {
-            self.free_cluster(idx);
+            self.free_cluster(idx as u32);
         }
     }
 
@@ -547,8 +571,41 @@ impl SwapInfo {
 
     /// `scan_swap_map_try_ssd_cluster`: the next free slot of this CPU's
     /// cluster, taking the head of the free list when it has none or it
-    /// is used up. False when no cluster is free.
+    /// is used up. False when no cluster is free. Inline for its usual
+    /// case, asked once a slot allocated: the CPU's cluster has its next
+    /// slot free, so the scan looks at no byte and charges nothing but the
+    /// cluster lock, as [`SwapInfo::try_ssd_cluster_scan`] would.
+    #[inline(always)]
     fn try_ssd_cluster(
+        &mut self,
+        ctx: &mut Ctx,
+        cpu: usize,
+        offset: &mut u64,
+        scan_base: &mut u64,
+    ) -> bool {
+        if fast_paths() {
+            let pc = self.percpu_cluster[cpu];
+            if let Some(idx) = pc.index {
+                let tmp = pc.next;
+                let max = self.max.min((idx as u64 + 1) << self.cluster_shift);
+                if tmp < max && self.swap_map[tmp as usize] == 0 {
+                    let ci = self.lock_cluster(ctx, tmp);
+                    self.unlock_cluster(ctx, ci);
+                    self.percpu_cluster[cpu].next = tmp + 1;
+                    *offset = tmp;
+                    *scan_base = tmp;
+                    return true;
+                }
+            }
+        }
+        self.try_ssd_cluster_scan(ctx, cpu, offset, scan_base)
+    }
+
+    /// [`SwapInfo::try_ssd_cluster`] in general: the cluster scanned for
+    /// its next free slot, and clusters taken from the free list until one
+    /// has one.
+    #[inline(never)]
+    fn try_ssd_cluster_scan(
         &mut self,
         ctx: &mut Ctx,
         cpu: usize,
@@ -592,7 +649,8 @@ impl SwapInfo {
         }
     }
 
-    /// `swap_range_alloc`.
+    /// `swap_range_alloc`. Inline: one call a slot allocated.
+    #[inline]
     fn swap_range_alloc(&mut self, ctx: &mut Ctx, g: &mut SwapGlobals, offset: u64, n: u64) {
         let end = offset + n - 1;
         if offset == self.lowest_bit {
@@ -609,7 +667,9 @@ impl SwapInfo {
         }
     }
 
-    /// `swap_range_free`.
+    /// `swap_range_free`. Inline: one call a slot freed, where the
+    /// constant `n` of [`SwapInfo::swap_entry_free`] folds its range.
+    #[inline]
     fn swap_range_free(&mut self, ctx: &mut Ctx, g: &mut SwapGlobals, offset: u64, n: u64) {
         let end = offset + n - 1;
         if offset < self.lowest_bit {
@@ -898,14 +958,19 @@ impl SwapInfo {
 
     /// `swap_entry_free`: a slot whose last reference (the cache's, or a
     /// slot cache's hold) is gone becomes free. Caller holds `si->lock`.
+    #[inline]
     fn swap_entry_free(&mut self, ctx: &mut Ctx, g: &mut SwapGlobals, offset: u64) {
         let ci = self.lock_cluster(ctx, offset);
+        let map = &mut self.swap_map[offset as usize];
         assert_eq!(
-            self.swap_map[offset as usize], SWAP_HAS_CACHE,
+            *map, SWAP_HAS_CACHE,
             "swap_entry_free of a slot still referenced"
         );
-        self.swap_map[offset as usize] = 0;
-        self.dec_cluster_info_page(offset);
+        *map = 0;
+        // dec_cluster_info_page, on the cluster just locked.
+        if let Some(idx) = ci {
+            self.dec_cluster_count(idx);
+        }
         let cost = ctx.machine().costs.swap_slot_op.cycles();
         ctx.charge(Symbol::SwapcacheFreeEntries, cost);
         self.unlock_cluster(ctx, ci);
@@ -1534,6 +1599,9 @@ impl SwapDevices {
     ) -> Result<(), SwapError> {
         let offset = entry.swp_offset();
         let size = if self.thp_swap { nr_pages } else { 1 };
+        if size == 1 && fast_paths() {
+            return self.put_swap_slot(ctx, entry);
+        }
         let cs = self.cluster_size;
         if size != 1 && (size != cs || !offset.is_multiple_of(cs)) {
             return Err(SwapError::EINVAL);
@@ -1587,6 +1655,24 @@ impl SwapDevices {
         Ok(())
     }
 
+    /// [`SwapDevices::put_swap_page`] of a base page's one slot: the
+    /// general loop's one pass, the device looked up once (every page
+    /// written and taken out of the swap cache comes here).
+    fn put_swap_slot(&mut self, ctx: &mut Ctx, entry: SwapEntry) -> Result<(), SwapError> {
+        let offset = entry.swp_offset();
+        let si = self.device(entry)?;
+        si.check_in_use(offset)?;
+        let ci = si.lock_cluster_or_swap_info(ctx, offset);
+        let cost = ctx.machine().costs.swap_slot_op.cycles();
+        ctx.charge(Symbol::PutSwapPage, cost);
+        let left = si.swap_entry_free_locked(offset, SWAP_HAS_CACHE);
+        si.unlock_cluster_or_swap_info(ctx, ci);
+        if left? == 0 {
+            self.free_swap_slot(ctx, entry);
+        }
+        Ok(())
+    }
+
     /// `split_swap_cluster`: a THP in the swap cache was split; its
     /// cluster is no longer freed whole.
     pub fn split_swap_cluster(&mut self, ctx: &mut Ctx, entry: SwapEntry) -> Result<(), SwapError> {
@@ -1615,6 +1701,25 @@ impl SwapDevices {
             // freed first.
             entries.sort_by_key(|e| e.swp_type());
         }
+        if !fast_paths() {
+            return self.swapcache_free_entries_one_by_one(ctx, entries);
+        }
+        // Each run of one device's entries under its lock, the device
+        // looked up once a run (a batch is nearly always one run).
+        for run in entries.chunk_by(|a, b| a.swp_type() == b.swp_type()) {
+            let si = &mut self.si[run[0].swp_type()];
+            si.lock(ctx);
+            for &entry in run {
+                si.swap_entry_free(ctx, &mut self.g, entry.swp_offset());
+            }
+            si.unlock(ctx);
+        }
+    }
+
+    /// [`SwapDevices::swapcache_free_entries`] as it was written before
+    /// its runs: the device looked up for every entry, its lock changed
+    /// where the type does. What the tests hold the runs to.
+    fn swapcache_free_entries_one_by_one(&mut self, ctx: &mut Ctx, entries: &[SwapEntry]) {
         let mut prev: Option<usize> = None;
         for &entry in entries.iter() {
             let ty = entry.swp_type();

@@ -426,7 +426,7 @@ fn pick<T: Copy>(rng: &mut Rng, items: impl ExactSizeIterator<Item = T>) -> Opti
 /// two CPUs and two devices of equal priority, against a shadow of every slot in use: no
 /// slot handed out twice, every count and cache bit as the shadow says,
 /// and the checker's invariants after every step.
-fn randomized(seed: u64, flags: SwpFlags, thp_swap: bool) {
+fn randomized(seed: u64, flags: SwpFlags, thp_swap: bool) -> RandomizedEnd {
     let mut ctx = ctx(2, seed);
     let mut rng = Rng::new(seed);
     let mut swap = SwapDevices::new(2, thp_swap);
@@ -614,6 +614,38 @@ fn randomized(seed: u64, flags: SwpFlags, thp_swap: bool) {
     );
     let thp_clusters = thp_swap && flags.contains(SwpFlags::SOLIDSTATE);
     assert_eq!(thps > 0, thp_clusters, "seed {seed}: {thps} THPs");
+    RandomizedEnd {
+        stats: ctx.stats.clone(),
+        clocks: (0..ctx.nr_cpus()).map(|c| ctx.clock_of(CpuId(c))).collect(),
+        swap: format!("{swap:?}"),
+    }
+}
+
+/// What a randomized run ends with: the profile (every symbol's cycles,
+/// every event), the clocks, and every field of the devices, the slot
+/// caches and the globals (each `swap_map` byte, cluster, lock and line).
+#[derive(Debug, PartialEq)]
+struct RandomizedEnd {
+    stats: crate::sim::Stats,
+    clocks: Vec<crate::types::Cycles>,
+    swap: String,
+}
+
+/// The slot work's shortcuts ([`fast_paths`]: the next slot of a CPU's
+/// cluster, a base page's `put_swap_page`, the slot caches' batches freed
+/// a device at a time) against the general paths on the randomized runs:
+/// SSD with and without THP clusters, a disk, two devices, the caches
+/// switched off and on. Any cycle, event or byte apart fails.
+#[test]
+fn shortcuts_end_as_the_general_paths_do() {
+    for (seed, flags, thp_swap) in [(6, ssd(), true), (7, ssd(), false), (8, hdd(), true)] {
+        tests_only::SLOW_SLOTS.set(true);
+        let slow = randomized(seed, flags, thp_swap);
+        tests_only::SLOW_SLOTS.set(false);
+        let fast = randomized(seed, flags, thp_swap);
+        assert!(slow.stats.cycles(Symbol::PutSwapPage).0 > 0);
+        assert_eq!(fast, slow, "seed {seed}: shortcuts and general paths");
+    }
 }
 
 #[test]

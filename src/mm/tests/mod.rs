@@ -67,6 +67,7 @@ mod shmem;
 mod split;
 mod split_batch;
 mod split_zero;
+mod swap_slots;
 mod swapin;
 mod unmap_walk;
 

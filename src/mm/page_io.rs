@@ -248,23 +248,37 @@ impl InFlight {
     /// Write `id`, due at `at`, of `head`. Ids rise from one write to the
     /// next.
     pub fn insert(&mut self, at: Cycles, id: u64, head: Pfn) {
-        if self.writes.is_empty() {
-            self.base = id;
-        }
+        let last_at = match self.writes.back() {
+            Some(&(a, _)) => a,
+            None => {
+                self.base = id;
+                Cycles::ZERO
+            }
+        };
         let next = self.base + self.writes.len() as u64;
         assert!(id >= next, "write {id} after write {}", next - 1);
-        // Ids skipped (none in the kernel, which numbers every write it
-        // keeps here) are holes; they do not move the time order.
-        let last_at = self.writes.back().map_or(Cycles::ZERO, |&(a, _)| a);
-        self.writes.extend((next..id).map(|_| (last_at, HOLE)));
-        if self.by_time.is_none() && at < last_at {
-            self.by_time = Some(self.live_keys().collect());
+        if id > next {
+            // Ids skipped (none in the kernel, which numbers every write
+            // it keeps here) are holes; they do not move the time order.
+            for _ in next..id {
+                self.writes.push_back((last_at, HOLE));
+            }
         }
-        if let Some(set) = &mut self.by_time {
-            set.insert((at, id));
+        if at < last_at || self.by_time.is_some() {
+            self.order_by_time(at, id);
         }
         self.writes.push_back((at, head));
         self.live += 1;
+    }
+
+    /// Write `id`, due at `at`, into the ordered set, started from the
+    /// live writes if this is the first due before one submitted earlier.
+    #[cold]
+    fn order_by_time(&mut self, at: Cycles, id: u64) {
+        if self.by_time.is_none() {
+            self.by_time = Some(self.live_keys().collect());
+        }
+        self.by_time.as_mut().expect("just made").insert((at, id));
     }
 
     /// The (time, id) of every live write, in id order.

@@ -90,6 +90,11 @@ pub struct Zram {
     /// The costs the memo's prices were worked out with; other costs
     /// (another machine) empty it.
     memo_costs: Option<PriceKey>,
+    /// The context whose machine's costs `memo_costs` was last checked
+    /// against ([`Ctx::machine_id`]): while writes come from it, its costs
+    /// are the same and need no check (the key's nine costs, read and
+    /// compared, were about 80 host instructions a write).
+    memo_checked: Option<u64>,
     /// The CPU that last wrote `struct zram_stats`' line.
     stats_line: u16,
 }
@@ -260,6 +265,7 @@ impl Zram {
             bytes: Box::new([0; PAGE_SIZE as usize]),
             memo: std::collections::HashMap::default(),
             memo_costs: None,
+            memo_checked: None,
             stats_line: NO_WRITER,
         })
     }
@@ -383,13 +389,17 @@ impl Zram {
     /// What writing `image` (not same-filled) charges with `costs`: a
     /// page with one non-zero word as remembered if it was compressed
     /// before on these costs, any other compressed now.
-    fn compress_priced(&mut self, costs: &Costs, image: &PageImage) -> Priced {
+    fn compress_priced(&mut self, ctx: &Ctx, image: &PageImage) -> Priced {
+        let costs = &ctx.machine().costs;
         let word = image.single_word();
         if let Some(w) = word {
-            let key = PriceKey::of(costs);
-            if self.memo_costs != Some(key) {
-                self.memo.clear();
-                self.memo_costs = Some(key);
+            if self.memo_checked != Some(ctx.machine_id()) {
+                let key = PriceKey::of(costs);
+                if self.memo_costs != Some(key) {
+                    self.memo.clear();
+                    self.memo_costs = Some(key);
+                }
+                self.memo_checked = Some(ctx.machine_id());
             }
             if let Some(&(_, priced)) = self.memo.get(&w) {
                 return priced;
@@ -435,7 +445,7 @@ impl Zram {
                 Slot::Same(word)
             }
             None => {
-                let priced = self.compress_priced(&ctx.machine().costs, image);
+                let priced = self.compress_priced(ctx, image);
                 ctx.charge(Symbol::ZramBvecWrite, priced.scan);
                 self.charge_compression(ctx, &priced, from_node);
                 let size = priced.size;
@@ -1178,7 +1188,9 @@ mod tests {
             let mut z = Zram::new(1 << 24, Algorithm::LzoRle).unwrap();
             let mut remembered = 0;
             for (i, page) in pages.iter().enumerate() {
-                let c = if i < pages.len() / 2 {
+                // The first half on one machine, the third quarter on
+                // the other, the last back on the first.
+                let c = if i < pages.len() / 2 || i >= pages.len() * 3 / 4 {
                     &mut ctx
                 } else {
                     &mut other

@@ -227,57 +227,105 @@ impl<'a> IntoIterator for &'a PendingIos {
     }
 }
 
-/// Every swap write under way, by (completion time, id): its page. Writes
-/// to one disk complete in the order they were submitted, so a sorted
-/// deque takes them at its back and gives them back at its front; a
-/// completion elsewhere (another CPU's interrupt, a reclaimer that waited)
-/// leaves a hole that the front skips. 24 bytes a write, no tree node.
+/// Every swap write under way, by id: its completion time and page. Write
+/// ids are handed out one after another, so the writes are a deque from
+/// the oldest still kept, found by id without a search; one that ended
+/// (another CPU's interrupt, a reclaimer that waited) leaves a hole (its
+/// page [`HOLE`]) that the front skips. 16 bytes a write (a 10 GiB
+/// page-out to a disk has 2.6 million under way at once).
+///
+/// Writes to one disk complete in the order they were submitted, so their
+/// times rise with their ids and the first to complete is the front. The
+/// first write due before one submitted earlier (two devices, say) starts
+/// an ordered set of every live write's (time, id), kept until no write is
+/// under way: the order [`InFlight::first`] gives is (time, id) either way.
 #[derive(Default)]
 pub struct InFlight {
-    /// Sorted by (at, id); a hole's page is [`HOLE`].
-    writes: std::collections::VecDeque<(Cycles, u64, Pfn)>,
+    /// Write `base + i` at `i`: its completion time and page.
+    writes: std::collections::VecDeque<(Cycles, Pfn)>,
+    base: u64,
     live: usize,
+    /// Every live write's (time, id), while their times do not rise with
+    /// their ids.
+    by_time: Option<std::collections::BTreeSet<(Cycles, u64)>>,
 }
 
 const HOLE: Pfn = Pfn(u64::MAX);
 
 impl InFlight {
-    /// Write `id`, due at `at`, of `head`.
+    /// Write `id`, due at `at`, of `head`. Ids rise from one write to the
+    /// next.
     pub fn insert(&mut self, at: Cycles, id: u64, head: Pfn) {
-        let key = (at, id);
-        if self.writes.back().is_none_or(|&(a, i, _)| (a, i) < key) {
-            self.writes.push_back((at, id, head));
-        } else {
-            let pos = self.writes.partition_point(|&(a, i, _)| (a, i) < key);
-            self.writes.insert(pos, (at, id, head));
+        let last_at = match self.writes.back() {
+            Some(&(a, _)) => a,
+            None => {
+                self.base = id;
+                Cycles::ZERO
+            }
+        };
+        let next = self.base + self.writes.len() as u64;
+        assert!(id >= next, "write {id} after write {}", next - 1);
+        if id > next {
+            // Ids skipped (none in the kernel, which numbers every write
+            // it keeps here) are holes; they do not move the time order.
+            for _ in next..id {
+                self.writes.push_back((last_at, HOLE));
+            }
         }
+        if at < last_at || self.by_time.is_some() {
+            self.order_by_time(at, id);
+        }
+        self.writes.push_back((at, head));
         self.live += 1;
+    }
+
+    /// Write `id`, due at `at`, into the ordered set, started from the
+    /// live writes if this is the first due before one submitted earlier.
+    #[cold]
+    fn order_by_time(&mut self, at: Cycles, id: u64) {
+        if self.by_time.is_none() {
+            self.by_time = Some(self.live_keys().collect());
+        }
+        self.by_time.as_mut().expect("just made").insert((at, id));
+    }
+
+    /// The (time, id) of every live write, in id order.
+    fn live_keys(&self) -> impl Iterator<Item = (Cycles, u64)> + '_ {
+        (self.base..)
+            .zip(&self.writes)
+            .filter(|(_, w)| w.1 != HOLE)
+            .map(|(id, w)| (w.0, id))
     }
 
     /// Ends write `id` due at `at`: its page, if it was under way.
     pub fn remove(&mut self, at: Cycles, id: u64) -> Option<Pfn> {
-        let key = (at, id);
-        // Most writes end first in line: no search then.
-        let pos = match self.writes.front() {
-            Some(&(a, i, _)) if (a, i) == key => 0,
-            _ => self.writes.partition_point(|&(a, i, _)| (a, i) < key),
-        };
-        let entry = self.writes.get_mut(pos)?;
-        if (entry.0, entry.1) != key || entry.2 == HOLE {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        let entry = self.writes.get_mut(i)?;
+        if entry.0 != at || entry.1 == HOLE {
             return None;
         }
-        let head = std::mem::replace(&mut entry.2, HOLE);
+        let head = std::mem::replace(&mut entry.1, HOLE);
         self.live -= 1;
-        while self.writes.front().is_some_and(|w| w.2 == HOLE) {
+        if let Some(set) = &mut self.by_time {
+            set.remove(&(at, id));
+        }
+        while self.writes.front().is_some_and(|w| w.1 == HOLE) {
             self.writes.pop_front();
+            self.base += 1;
+        }
+        if self.live == 0 {
+            self.by_time = None;
         }
         Some(head)
     }
 
     /// The first write to complete: (at, id).
     pub fn first(&self) -> Option<(Cycles, u64)> {
-        // The front is never a hole.
-        self.writes.front().map(|&(at, id, _)| (at, id))
+        match &self.by_time {
+            Some(set) => set.first().copied(),
+            // The front is never a hole.
+            None => self.writes.front().map(|&(at, _)| (at, self.base)),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -286,7 +334,12 @@ impl InFlight {
 
     /// The pages under writeback, in completion order.
     pub fn heads(&self) -> impl Iterator<Item = Pfn> + '_ {
-        self.writes.iter().map(|w| w.2).filter(|&p| p != HOLE)
+        let mut keys: Vec<(Cycles, u64)> = self.live_keys().collect();
+        if self.by_time.is_some() {
+            keys.sort_unstable();
+        }
+        keys.into_iter()
+            .map(|(_, id)| self.writes[(id - self.base) as usize].1)
     }
 }
 
@@ -525,6 +578,96 @@ mod tests {
         assert!(!f.is_empty());
         assert_eq!(f.remove(c(30), 3), Some(Pfn(4)));
         assert!(f.is_empty() && f.first().is_none());
+    }
+
+    /// The slow path: every write in one deque sorted by (time, id), as
+    /// `InFlight` kept them before it went by id.
+    #[derive(Default)]
+    struct Sorted {
+        writes: std::collections::VecDeque<(Cycles, u64, Pfn)>,
+    }
+
+    impl Sorted {
+        fn insert(&mut self, at: Cycles, id: u64, head: Pfn) {
+            let pos = self.writes.partition_point(|&(a, i, _)| (a, i) < (at, id));
+            self.writes.insert(pos, (at, id, head));
+        }
+
+        fn remove(&mut self, at: Cycles, id: u64) -> Option<Pfn> {
+            let pos = self
+                .writes
+                .iter()
+                .position(|&(a, i, _)| (a, i) == (at, id))?;
+            self.writes.remove(pos).map(|w| w.2)
+        }
+
+        fn first(&self) -> Option<(Cycles, u64)> {
+            self.writes.front().map(|&(a, i, _)| (a, i))
+        }
+    }
+
+    /// `InFlight` answers as the sorted deque does under random writes:
+    /// times mostly rising with ids (one disk), now and then earlier (a
+    /// second device), ids now and then skipped, writes ended at the
+    /// front, in the middle, twice, or with the wrong time.
+    #[test]
+    fn writes_in_flight_by_id_agree_with_a_sorted_list() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut fast, mut slow) = (InFlight::default(), Sorted::default());
+        let (mut id, mut t) = (0u64, 0u64);
+        let mut ids: Vec<(Cycles, u64)> = Vec::new();
+        let mut out_of_order = 0;
+        for step in 0..30_000 {
+            if rnd(3) != 0 {
+                id += 1 + u64::from(rnd(20) == 0);
+                t += rnd(50);
+                let at = if rnd(40) == 0 {
+                    out_of_order += 1;
+                    Cycles(t.saturating_sub(rnd(500)))
+                } else {
+                    Cycles(t)
+                };
+                let head = Pfn(rnd(1 << 20));
+                fast.insert(at, id, head);
+                slow.insert(at, id, head);
+                ids.push((at, id));
+            } else if !ids.is_empty() {
+                // Most often the first due; else any known write, maybe
+                // ended already, maybe with a time it does not have.
+                let (at, id) = match rnd(4) {
+                    0 => ids[rnd(ids.len() as u64) as usize],
+                    1 => {
+                        let (at, id) = ids[rnd(ids.len() as u64) as usize];
+                        (Cycles(at.0 + 1), id)
+                    }
+                    _ => slow.first().unwrap_or(ids[0]),
+                };
+                assert_eq!(fast.remove(at, id), slow.remove(at, id), "step {step}");
+            }
+            if step % 3000 == 2999 {
+                // All end, first due first, as a reclaimer waiting on
+                // writeback ends them: the by-time order is dropped and the
+                // next writes start in id order again.
+                while let Some((at, id)) = slow.first() {
+                    assert_eq!(fast.first(), Some((at, id)));
+                    assert_eq!(fast.remove(at, id), slow.remove(at, id));
+                }
+                assert!(fast.by_time.is_none() && fast.writes.is_empty());
+            }
+            assert_eq!(fast.first(), slow.first(), "step {step}");
+            assert_eq!(fast.is_empty(), slow.writes.is_empty());
+            if step % 101 == 0 {
+                let want: Vec<Pfn> = slow.writes.iter().map(|w| w.2).collect();
+                assert_eq!(fast.heads().collect::<Vec<_>>(), want, "step {step}");
+            }
+        }
+        assert!(out_of_order > 100, "{out_of_order}");
     }
 
     #[test]

@@ -167,6 +167,12 @@ impl CpuState {
 /// `ctx` and charges its time with [`Ctx::charge`].
 pub struct Ctx {
     machine: Machine,
+    /// This context's number among those the process made: two contexts
+    /// never share one, and a context's machine never changes, so a cache
+    /// of something worked out from the machine (zram's remembered
+    /// prices) is still good while the number is the same. Never part of
+    /// a result.
+    machine_id: u64,
     /// Every CPU, in a slice never resized: [`Ctx::cur_state`] relies on
     /// `cur` indexing it.
     pub(crate) cpus: Box<[CpuState]>,
@@ -273,8 +279,12 @@ impl Ctx {
             .map(|cpu| (topology.core_of(CpuId(cpu)), topology.socket_of(CpuId(cpu))))
             .collect();
         assert!(nr_cpus > 0, "a machine without CPUs");
+        // Only distinct, never compared for order: any thread's count will do.
+        static CONTEXTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let machine_id = CONTEXTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut ctx = Ctx {
             machine,
+            machine_id,
             cpus: vec![CpuState::new(); nr_cpus].into_boxed_slice(),
             cur: CpuId(0),
             horizon: Cycles::ZERO,
@@ -458,6 +468,12 @@ impl Ctx {
     #[inline]
     pub fn machine(&self) -> &Machine {
         &self.machine
+    }
+
+    /// Which context's machine [`Ctx::machine`] is: the same number, the
+    /// same machine, costs and all.
+    pub fn machine_id(&self) -> u64 {
+        self.machine_id
     }
 
     pub fn nr_cpus(&self) -> u32 {

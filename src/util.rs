@@ -55,6 +55,13 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// `n` and the noun it counts, singular for exactly one: "1 task",
+/// "2 tasks", "0 processes".
+pub fn counted(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A size argument that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeError {
@@ -155,6 +162,13 @@ fn suffix_shift(suffix: &str, hex: bool) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counted_nouns_are_singular_for_one_alone() {
+        assert_eq!(counted(1u32, "task", "tasks"), "1 task");
+        assert_eq!(counted(0u32, "task", "tasks"), "0 tasks");
+        assert_eq!(counted(2u64, "process", "processes"), "2 processes");
+    }
 
     #[test]
     fn sizes() {

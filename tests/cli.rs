@@ -2221,3 +2221,52 @@ mod newcomer {
         );
     }
 }
+
+/// Session 19's newcomer sweep (h19new): each test is a command that once
+/// gave a wrong or misleading answer.
+mod newcomer19 {
+    use super::*;
+
+    #[test]
+    fn one_of_a_thing_is_singular() {
+        // "sum over 1 tasks", "1 CPUs", "1 rounds", "1 huge PMDs", "1 vCPUs".
+        let out = succeeds(&["run", "usemem", "64k"]);
+        assert!(
+            out.contains("(sum over 1 task, as LKP reports it)"),
+            "{out}"
+        );
+        let out = succeeds(&["run", "usemem", "-n", "2", "64k"]);
+        assert!(out.contains("(sum over 2 tasks, "), "{out}");
+        let out = succeeds(&["run", "page-alloc-bench", "-n", "1", "-r", "1"]);
+        assert!(
+            out.contains("page-alloc-bench: 1 CPU, order 0, batch 63, 1 round, free on the same CPU, 0 THP frees per round"),
+            "{out}"
+        );
+        let out = succeeds(&[
+            "run",
+            "qemu-munmap",
+            "2M",
+            "--vcpus",
+            "1",
+            "--machine",
+            "power9-2s",
+        ]);
+        assert!(
+            out.contains("guest: 2M of THP-backed memory (1 huge PMD), 1 vCPU (1 running guest code), 1 I/O thread\n"),
+            "{out}"
+        );
+        let dir = TempDir::new("singular");
+        let trace = dir.file("one.trace", "0 1 1 access 0x10000 w\n");
+        let out = succeeds(&["run", "trace", &trace]);
+        assert!(
+            out.contains(
+                "one.trace: 1 event replayed (1 task, 1 process), recorded over 0.000 ms\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("warning: 1 fault or access fell outside every VMA or against its protection (SIGSEGV)"),
+            "{out}"
+        );
+    }
+}

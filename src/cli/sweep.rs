@@ -122,8 +122,8 @@ pub fn sweep_command(args: &[String]) -> Result<String, CliError> {
         .map(|l| Row::from_line(l).expect("a row this sweep wrote"))
         .collect();
     let mut summary = format!(
-        "# sweep: {} runs ({} done before, {} now)\n",
-        points.len(),
+        "# sweep: {} ({} done before, {} now)\n",
+        crate::util::counted(points.len() as u64, "run", "runs"),
         before,
         points.len() - before
     );
@@ -143,7 +143,8 @@ pub fn sweep_command(args: &[String]) -> Result<String, CliError> {
     let failed = rows.iter().filter(|r| r.get("error").is_some()).count();
     if failed > 0 {
         summary.push_str(&format!(
-            "# {failed} runs failed (their rows say why, in \"error\")\n"
+            "# {} failed (their rows say why, in \"error\")\n",
+            crate::util::counted(failed as u64, "run", "runs")
         ));
     }
     Ok(if out.is_some() { summary } else { ndjson })

@@ -725,8 +725,13 @@ impl Ebizzy {
             format!("user {:5.2} s", topo.cycles_to_secs(Cycles(user))),
             format!("sys  {:5.2} s", topo.cycles_to_secs(Cycles(sys))),
             format!(
-                "mmsim: {records} records by {} threads; {faults} page faults; find_vma: {cache}, {}",
-                self.threads.unwrap_or(2 * topo.nr_cpus()),
+                "mmsim: {} by {}; {faults} page faults; find_vma: {cache}, {}",
+                crate::util::counted(records, "record", "records"),
+                crate::util::counted(
+                    self.threads.unwrap_or(2 * topo.nr_cpus()),
+                    "thread",
+                    "threads"
+                ),
                 if records == 0 {
                     "no record completed".to_string()
                 } else {

@@ -462,8 +462,8 @@ impl Usemem {
             (f64::NAN, f64::NAN)
         } else {
             lines.push(format!(
-                "throughput: {throughput} KB/s (sum over {} tasks, as LKP reports it)",
-                reports.len()
+                "throughput: {throughput} KB/s (sum over {}, as LKP reports it)",
+                crate::util::counted(reports.len() as u64, "task", "tasks")
             ));
             lines.push(format!("runtime: {runtime} us (the slowest task)"));
             (throughput as f64, runtime as f64)

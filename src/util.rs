@@ -55,6 +55,22 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// A file's text, or one phrase saying why not: "cannot read: No such
+/// file or directory (os error 2)", or "not text (byte 24 is not UTF-8)"
+/// where the reader's own words were "stream did not contain valid UTF-8".
+pub fn read_text_file(path: &std::path::Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| not_text(&e))
+}
+
+/// Why bytes are not text, in the words every reader of a file uses.
+pub fn not_text(e: &std::string::FromUtf8Error) -> String {
+    format!(
+        "not text (byte {} is not UTF-8)",
+        e.utf8_error().valid_up_to()
+    )
+}
+
 /// `n` and the noun it counts, singular for exactly one: "1 task",
 /// "2 tasks", "0 processes".
 pub fn counted(n: impl Into<u64>, one: &str, many: &str) -> String {

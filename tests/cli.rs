@@ -1093,9 +1093,17 @@ fn errors_escape_control_and_invisible_characters() {
     let stderr = fails_with(&["run", "trace", &bom], "bom.trace:1: ");
     assert!(stderr.contains("\\u{feff}"), "{stderr}");
     assert!(!stderr.contains('\u{feff}'), "{stderr}");
-    // A NUL cannot be an argument, but can be in a file.
+    // A NUL cannot be an argument, but can be in a file: near its start
+    // it says the file is binary; past the first 4 KiB it is in a line.
     let nul = dir.file("nul.trace", "0 1 1 bo\0gus\n");
-    let stderr = fails_with(&["run", "trace", &nul], "nul.trace:1: ");
+    let stderr = fails_with(
+        &["run", "trace", &nul],
+        "nul.trace: not text (byte 8 is NUL: a binary file)",
+    );
+    assert!(!stderr.contains('\0'), "{stderr}");
+    let padding = format!("# {}\n", "x".repeat(98)).repeat(42);
+    let late = dir.file("late.trace", &format!("{padding}0 1 1 bo\0gus\n"));
+    let stderr = fails_with(&["run", "trace", &late], "late.trace:43: ");
     assert!(stderr.contains("bo\\0gus"), "{stderr}");
     assert!(!stderr.contains('\0'), "{stderr}");
 }
@@ -2227,6 +2235,20 @@ mod newcomer {
 mod newcomer19 {
     use super::*;
 
+    fn data(name: &str) -> String {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name)
+            .display()
+            .to_string()
+    }
+
+    fn bytes_file(dir: &TempDir, name: &str, bytes: &[u8]) -> String {
+        let path = dir.0.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    }
+
     #[test]
     fn one_of_a_thing_is_singular() {
         // "sum over 1 tasks", "1 CPUs", "1 rounds", "1 huge PMDs", "1 vCPUs".
@@ -2267,6 +2289,68 @@ mod newcomer19 {
         assert!(
             out.contains("warning: 1 fault or access fell outside every VMA or against its protection (SIGSEGV)"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn a_binary_file_is_called_not_text() {
+        // Was "invalid utf-8 sequence of 1 bytes from index 16" (import),
+        // "line longer than 256 bytes" (a replay of a program), "stream
+        // did not contain valid UTF-8" (a profile).
+        let dir = TempDir::new("binary");
+        let mut perf_data = b"PERFILE2".to_vec();
+        perf_data.extend([0u8, 1, 0, 0, 0xff, 0xfe]);
+        let perf_data = bytes_file(&dir, "perf.data", &perf_data);
+        let elf = bytes_file(&dir, "prog", b"\x7fELF\x02\x01\x01\0\0\0");
+        let latin1 = bytes_file(&dir, "latin1.txt", b"caf\xe9 1.0 mmap\n");
+        let nul = bytes_file(&dir, "nul.bin", b"abc\0def\n");
+        fails_with(
+            &[
+                "trace",
+                "import",
+                "--strace",
+                &data("pipeline.strace.gz"),
+                "--perf",
+                &perf_data,
+                "-o",
+                "x",
+            ],
+            "perf.data: not text but perf record's binary data: give the text 'perf script' prints of it",
+        );
+        fails_with(
+            &["trace", "import", "--strace", &elf, "-o", "x"],
+            "prog: not text but a program (ELF)",
+        );
+        fails_with(
+            &["trace", "import", "--strace", &latin1, "-o", "x"],
+            "latin1.txt: not text (byte 3 is not UTF-8)",
+        );
+        fails_with(
+            &["trace", "import", "--perf-trace", &nul, "-o", "x"],
+            "nul.bin: not text (byte 3 is NUL: a binary file)",
+        );
+        fails_with(
+            &["run", "trace", &elf],
+            "prog: not text but a program (ELF)",
+        );
+        fails_with(
+            &["run", "trace", &nul],
+            "nul.bin: not text (byte 3 is NUL: a binary file)",
+        );
+        let spec = bytes_file(&dir, "spec.toml", b"\xff");
+        fails_with(
+            &["sweep", &spec],
+            "spec.toml: not text (byte 0 is not UTF-8)",
+        );
+        let rows = bytes_file(&dir, "rows.ndjson", b"\xff\n");
+        fails_with(
+            &["sweep", "usemem", "64k", "--vary", "n=1", "--out", &rows],
+            "rows.ndjson: not text (byte 0 is not UTF-8)",
+        );
+        let profile = bytes_file(&dir, "bin.toml", b"name = \"\xff\"\n");
+        fails_with(
+            &["run", "usemem", "1M", "--machine", &profile],
+            "bin.toml: not text (byte 8 is not UTF-8)",
         );
     }
 }

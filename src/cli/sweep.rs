@@ -158,7 +158,7 @@ fn spec_from(parsed: &Parsed) -> Result<Spec, CliError> {
     let file = match rest.first() {
         Some(path) if path.ends_with(".toml") => {
             rest = &rest[1..];
-            let text = std::fs::read_to_string(path)
+            let text = crate::util::read_text_file(std::path::Path::new(path))
                 .map_err(|e| CliError::new(format!("{}: {e}", escape(path))))?;
             SpecFile::parse(&text, path)?
         }
@@ -313,11 +313,13 @@ fn inputs(setup: &Setup) -> Inputs<'_> {
 /// dropped; a row of another sweep is an error; a row of another mmsim
 /// build is run again.
 fn read_done(path: &str, points: &[Point]) -> Result<BTreeMap<usize, String>, CliError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => return Err(CliError::new(format!("{}: {e}", escape(path)))),
     };
+    let text = String::from_utf8(bytes)
+        .map_err(|e| CliError::new(format!("{}: {}", escape(path), crate::util::not_text(&e))))?;
     let version = mmsim_version();
     let mut done = BTreeMap::new();
     let lines: Vec<&str> = text.split('\n').collect();

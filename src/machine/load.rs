@@ -80,10 +80,10 @@ pub fn builtin(name: &str) -> Result<Machine, LoadError> {
 
 pub fn load_file(path: &Path) -> Result<Machine, LoadError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError {
+    let text = crate::util::read_text_file(path).map_err(|problem| LoadError {
         file: file.clone(),
         key: None,
-        problem: format!("cannot read: {e}"),
+        problem,
     })?;
     parse(&file, &text)
 }

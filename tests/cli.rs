@@ -2353,4 +2353,12 @@ mod newcomer19 {
             "bin.toml: not text (byte 8 is not UTF-8)",
         );
     }
+
+    #[test]
+    fn a_latency_in_seconds_is_said_to_need_cycles_or_ns() {
+        fails_with(
+            &["run", "usemem", "1M", "--set", "pcp_list_op=1s"],
+            "--set 'pcp_list_op=1s': a latency is given in cycles or ns, not s: 1s is 1000000000ns",
+        );
+    }
 }

@@ -2355,6 +2355,15 @@ mod newcomer19 {
     }
 
     #[test]
+    fn a_sweep_varies_something() {
+        // The usage names --vary as required; without one it ran one point.
+        fails_with(
+            &["sweep", "usemem", "1M"],
+            "nothing is varied: give --vary NAME=V1,V2,...",
+        );
+    }
+
+    #[test]
     fn a_latency_in_seconds_is_said_to_need_cycles_or_ns() {
         fails_with(
             &["run", "usemem", "1M", "--set", "pcp_list_op=1s"],

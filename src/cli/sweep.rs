@@ -207,6 +207,13 @@ fn spec_from(parsed: &Parsed) -> Result<Spec, CliError> {
     if experiment.is_some() && !axes.iter().any(|a| a.param == "change") {
         axes.push(Axis::parse("change=off,on")?);
     }
+    // The usage names --vary as required: without one the "sweep" was
+    // one run, unremarked.
+    if axes.is_empty() {
+        return Err(CliError::new(
+            "nothing is varied: give --vary NAME=V1,V2,... (or vary = [...] in the spec); one run is 'mmsim run'",
+        ));
+    }
     let mut counters = Vec::new();
     for name in file.counters.iter().map(String::as_str).chain(
         parsed

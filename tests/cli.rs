@@ -2162,7 +2162,7 @@ mod newcomer {
 
     /// `mmsim trace record -o OUT [flags] -- sh -c SCRIPT`, or `None` where
     /// perf cannot trace `true` here.
-    fn record_sh(dir: &TempDir, flags: &[&str], script: &str) -> Option<Output> {
+    pub(super) fn record_sh(dir: &TempDir, flags: &[&str], script: &str) -> Option<Output> {
         let out = dir.0.join("sh.trace").display().to_string();
         let probe = dir.0.join("true.trace").display().to_string();
         if !mmsim(&["trace", "record", "-o", &probe, "--", "true"])
@@ -2369,5 +2369,28 @@ mod newcomer19 {
             &["run", "usemem", "1M", "--set", "pcp_list_op=1s"],
             "--set 'pcp_list_op=1s': a latency is given in cycles or ns, not s: 1s is 1000000000ns",
         );
+    }
+
+    #[test]
+    fn trace_record_passes_the_commands_output_on() {
+        // The recorded program's stdout and stderr were swallowed.
+        let dir = TempDir::new("record-output");
+        for flags in [&[][..], &["--strace"][..]] {
+            let Some(out) = super::newcomer::record_sh(
+                &dir,
+                flags,
+                "echo OUT-OF-THE-PROGRAM; echo ERR-OF-THE-PROGRAM >&2",
+            ) else {
+                return;
+            };
+            assert!(out.status.success(), "{flags:?}: {out:?}");
+            let stdout = text(&out.stdout);
+            assert!(stdout.starts_with("OUT-OF-THE-PROGRAM\n"), "{stdout}");
+            assert!(stdout.contains(" events: "), "{stdout}");
+            assert!(
+                text(&out.stderr).contains("ERR-OF-THE-PROGRAM\n"),
+                "{out:?}"
+            );
+        }
     }
 }

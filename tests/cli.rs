@@ -2355,6 +2355,48 @@ mod newcomer19 {
     }
 
     #[test]
+    fn a_recording_cut_inside_a_line_is_said_to_be_cut() {
+        // A perf file copied while perf script still wrote it: its last
+        // line, "page-faults: 7f70cbe82" of 7f70cbe82e64, was read as a
+        // whole fault, unremarked.
+        use std::io::Read;
+        let dir = TempDir::new("cut");
+        let mut perf = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(data("pipeline.perf.gz")).unwrap())
+            .read_to_string(&mut perf)
+            .unwrap();
+        assert!(perf.ends_with("7f70cbe82e64\n"), "the data's end moved");
+        let cut = dir.file("cut.perf", &perf[..perf.len() - 4]);
+        let out = dir.0.join("t.trace").display().to_string();
+        let stdout = succeeds(&[
+            "trace",
+            "import",
+            "--strace",
+            &data("pipeline.strace.gz"),
+            "--perf",
+            &cut,
+            "-o",
+            &out,
+        ]);
+        assert!(
+            stdout.contains("cut.perf ends inside a line (no newline at its end), as a file cut short does: its last line, read as it stands, is 'strace  4914/4914  1795308992.241647375: page-faults:     7f70cbe82'\n"),
+            "{stdout}"
+        );
+        let whole = dir.file("whole.perf", &perf);
+        let stdout = succeeds(&[
+            "trace",
+            "import",
+            "--strace",
+            &data("pipeline.strace.gz"),
+            "--perf",
+            &whole,
+            "-o",
+            &out,
+        ]);
+        assert!(!stdout.contains("ends inside a line"), "{stdout}");
+    }
+
+    #[test]
     fn a_sweep_varies_something() {
         // The usage names --vary as required; without one it ran one point.
         fails_with(

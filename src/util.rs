@@ -55,6 +55,29 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// A file's text, or one phrase saying why not: "cannot read: No such
+/// file or directory (os error 2)", or "not text (byte 24 is not UTF-8)"
+/// where the reader's own words were "stream did not contain valid UTF-8".
+pub fn read_text_file(path: &std::path::Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| not_text(&e))
+}
+
+/// Why bytes are not text, in the words every reader of a file uses.
+pub fn not_text(e: &std::string::FromUtf8Error) -> String {
+    format!(
+        "not text (byte {} is not UTF-8)",
+        e.utf8_error().valid_up_to()
+    )
+}
+
+/// `n` and the noun it counts, singular for exactly one: "1 task",
+/// "2 tasks", "0 processes".
+pub fn counted(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A size argument that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeError {
@@ -155,6 +178,13 @@ fn suffix_shift(suffix: &str, hex: bool) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counted_nouns_are_singular_for_one_alone() {
+        assert_eq!(counted(1u32, "task", "tasks"), "1 task");
+        assert_eq!(counted(0u32, "task", "tasks"), "0 tasks");
+        assert_eq!(counted(2u64, "process", "processes"), "2 processes");
+    }
 
     #[test]
     fn sizes() {

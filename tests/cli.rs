@@ -1093,9 +1093,17 @@ fn errors_escape_control_and_invisible_characters() {
     let stderr = fails_with(&["run", "trace", &bom], "bom.trace:1: ");
     assert!(stderr.contains("\\u{feff}"), "{stderr}");
     assert!(!stderr.contains('\u{feff}'), "{stderr}");
-    // A NUL cannot be an argument, but can be in a file.
+    // A NUL cannot be an argument, but can be in a file: near its start
+    // it says the file is binary; past the first 4 KiB it is in a line.
     let nul = dir.file("nul.trace", "0 1 1 bo\0gus\n");
-    let stderr = fails_with(&["run", "trace", &nul], "nul.trace:1: ");
+    let stderr = fails_with(
+        &["run", "trace", &nul],
+        "nul.trace: not text (byte 8 is NUL: a binary file)",
+    );
+    assert!(!stderr.contains('\0'), "{stderr}");
+    let padding = format!("# {}\n", "x".repeat(98)).repeat(42);
+    let late = dir.file("late.trace", &format!("{padding}0 1 1 bo\0gus\n"));
+    let stderr = fails_with(&["run", "trace", &late], "late.trace:43: ");
     assert!(stderr.contains("bo\\0gus"), "{stderr}");
     assert!(!stderr.contains('\0'), "{stderr}");
 }
@@ -2154,7 +2162,7 @@ mod newcomer {
 
     /// `mmsim trace record -o OUT [flags] -- sh -c SCRIPT`, or `None` where
     /// perf cannot trace `true` here.
-    fn record_sh(dir: &TempDir, flags: &[&str], script: &str) -> Option<Output> {
+    pub(super) fn record_sh(dir: &TempDir, flags: &[&str], script: &str) -> Option<Output> {
         let out = dir.0.join("sh.trace").display().to_string();
         let probe = dir.0.join("true.trace").display().to_string();
         if !mmsim(&["trace", "record", "-o", &probe, "--", "true"])
@@ -2219,5 +2227,212 @@ mod newcomer {
             "trace record under a perf without permission",
             "lacks the permissions to trace",
         );
+    }
+}
+
+/// Session 19's newcomer sweep (h19new): each test is a command that once
+/// gave a wrong or misleading answer.
+mod newcomer19 {
+    use super::*;
+
+    fn data(name: &str) -> String {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name)
+            .display()
+            .to_string()
+    }
+
+    fn bytes_file(dir: &TempDir, name: &str, bytes: &[u8]) -> String {
+        let path = dir.0.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    }
+
+    #[test]
+    fn one_of_a_thing_is_singular() {
+        // "sum over 1 tasks", "1 CPUs", "1 rounds", "1 huge PMDs", "1 vCPUs".
+        let out = succeeds(&["run", "usemem", "64k"]);
+        assert!(
+            out.contains("(sum over 1 task, as LKP reports it)"),
+            "{out}"
+        );
+        let out = succeeds(&["run", "usemem", "-n", "2", "64k"]);
+        assert!(out.contains("(sum over 2 tasks, "), "{out}");
+        let out = succeeds(&["run", "page-alloc-bench", "-n", "1", "-r", "1"]);
+        assert!(
+            out.contains("page-alloc-bench: 1 CPU, order 0, batch 63, 1 round, free on the same CPU, 0 THP frees per round"),
+            "{out}"
+        );
+        let out = succeeds(&[
+            "run",
+            "qemu-munmap",
+            "2M",
+            "--vcpus",
+            "1",
+            "--machine",
+            "power9-2s",
+        ]);
+        assert!(
+            out.contains("guest: 2M of THP-backed memory (1 huge PMD), 1 vCPU (1 running guest code), 1 I/O thread\n"),
+            "{out}"
+        );
+        let dir = TempDir::new("singular");
+        let trace = dir.file("one.trace", "0 1 1 access 0x10000 w\n");
+        let out = succeeds(&["run", "trace", &trace]);
+        assert!(
+            out.contains(
+                "one.trace: 1 event replayed (1 task, 1 process), recorded over 0.000 ms\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("warning: 1 fault or access fell outside every VMA or against its protection (SIGSEGV)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_binary_file_is_called_not_text() {
+        // Was "invalid utf-8 sequence of 1 bytes from index 16" (import),
+        // "line longer than 256 bytes" (a replay of a program), "stream
+        // did not contain valid UTF-8" (a profile).
+        let dir = TempDir::new("binary");
+        let mut perf_data = b"PERFILE2".to_vec();
+        perf_data.extend([0u8, 1, 0, 0, 0xff, 0xfe]);
+        let perf_data = bytes_file(&dir, "perf.data", &perf_data);
+        let elf = bytes_file(&dir, "prog", b"\x7fELF\x02\x01\x01\0\0\0");
+        let latin1 = bytes_file(&dir, "latin1.txt", b"caf\xe9 1.0 mmap\n");
+        let nul = bytes_file(&dir, "nul.bin", b"abc\0def\n");
+        fails_with(
+            &[
+                "trace",
+                "import",
+                "--strace",
+                &data("pipeline.strace.gz"),
+                "--perf",
+                &perf_data,
+                "-o",
+                "x",
+            ],
+            "perf.data: not text but perf record's binary data: give the text 'perf script' prints of it",
+        );
+        fails_with(
+            &["trace", "import", "--strace", &elf, "-o", "x"],
+            "prog: not text but a program (ELF)",
+        );
+        fails_with(
+            &["trace", "import", "--strace", &latin1, "-o", "x"],
+            "latin1.txt: not text (byte 3 is not UTF-8)",
+        );
+        fails_with(
+            &["trace", "import", "--perf-trace", &nul, "-o", "x"],
+            "nul.bin: not text (byte 3 is NUL: a binary file)",
+        );
+        fails_with(
+            &["run", "trace", &elf],
+            "prog: not text but a program (ELF)",
+        );
+        fails_with(
+            &["run", "trace", &nul],
+            "nul.bin: not text (byte 3 is NUL: a binary file)",
+        );
+        let spec = bytes_file(&dir, "spec.toml", b"\xff");
+        fails_with(
+            &["sweep", &spec],
+            "spec.toml: not text (byte 0 is not UTF-8)",
+        );
+        let rows = bytes_file(&dir, "rows.ndjson", b"\xff\n");
+        fails_with(
+            &["sweep", "usemem", "64k", "--vary", "n=1", "--out", &rows],
+            "rows.ndjson: not text (byte 0 is not UTF-8)",
+        );
+        let profile = bytes_file(&dir, "bin.toml", b"name = \"\xff\"\n");
+        fails_with(
+            &["run", "usemem", "1M", "--machine", &profile],
+            "bin.toml: not text (byte 8 is not UTF-8)",
+        );
+    }
+
+    #[test]
+    fn a_recording_cut_inside_a_line_is_said_to_be_cut() {
+        // A perf file copied while perf script still wrote it: its last
+        // line, "page-faults: 7f70cbe82" of 7f70cbe82e64, was read as a
+        // whole fault, unremarked.
+        use std::io::Read;
+        let dir = TempDir::new("cut");
+        let mut perf = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(data("pipeline.perf.gz")).unwrap())
+            .read_to_string(&mut perf)
+            .unwrap();
+        assert!(perf.ends_with("7f70cbe82e64\n"), "the data's end moved");
+        let cut = dir.file("cut.perf", &perf[..perf.len() - 4]);
+        let out = dir.0.join("t.trace").display().to_string();
+        let stdout = succeeds(&[
+            "trace",
+            "import",
+            "--strace",
+            &data("pipeline.strace.gz"),
+            "--perf",
+            &cut,
+            "-o",
+            &out,
+        ]);
+        assert!(
+            stdout.contains("cut.perf ends inside a line (no newline at its end), as a file cut short does: its last line, read as it stands, is 'strace  4914/4914  1795308992.241647375: page-faults:     7f70cbe82'\n"),
+            "{stdout}"
+        );
+        let whole = dir.file("whole.perf", &perf);
+        let stdout = succeeds(&[
+            "trace",
+            "import",
+            "--strace",
+            &data("pipeline.strace.gz"),
+            "--perf",
+            &whole,
+            "-o",
+            &out,
+        ]);
+        assert!(!stdout.contains("ends inside a line"), "{stdout}");
+    }
+
+    #[test]
+    fn a_sweep_varies_something() {
+        // The usage names --vary as required; without one it ran one point.
+        fails_with(
+            &["sweep", "usemem", "1M"],
+            "nothing is varied: give --vary NAME=V1,V2,...",
+        );
+    }
+
+    #[test]
+    fn a_latency_in_seconds_is_said_to_need_cycles_or_ns() {
+        fails_with(
+            &["run", "usemem", "1M", "--set", "pcp_list_op=1s"],
+            "--set 'pcp_list_op=1s': a latency is given in cycles or ns, not s: 1s is 1000000000ns",
+        );
+    }
+
+    #[test]
+    fn trace_record_passes_the_commands_output_on() {
+        // The recorded program's stdout and stderr were swallowed.
+        let dir = TempDir::new("record-output");
+        for flags in [&[][..], &["--strace"][..]] {
+            let Some(out) = super::newcomer::record_sh(
+                &dir,
+                flags,
+                "echo OUT-OF-THE-PROGRAM; echo ERR-OF-THE-PROGRAM >&2",
+            ) else {
+                return;
+            };
+            assert!(out.status.success(), "{flags:?}: {out:?}");
+            let stdout = text(&out.stdout);
+            assert!(stdout.starts_with("OUT-OF-THE-PROGRAM\n"), "{stdout}");
+            assert!(stdout.contains(" events: "), "{stdout}");
+            assert!(
+                text(&out.stderr).contains("ERR-OF-THE-PROGRAM\n"),
+                "{out:?}"
+            );
+        }
     }
 }

@@ -279,7 +279,9 @@ fault tracepoints and perf's records of mappings, among them those execve
 makes), or under strace with perf record where perf trace is missing (or
 with --strace), and writes the imported trace (default CMD.trace.gz) with
 the kernel, page size, THP enabled and defrag, and the command in its
-header. It needs root or perf's permissions (perf_event_paranoid).
+header. It needs root or perf's permissions (perf_event_paranoid). CMD's
+output goes to mmsim's stdout as it runs; its stderr, which the recorder
+shares, follows the summary on mmsim's stderr.
 
 Converts the output of one recorded run into an mmsim trace
 (docs/trace-format.md), which 'mmsim run trace OUT' replays. Record with

@@ -87,6 +87,7 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
         calls,
         faults,
         status,
+        messages,
     } = result?;
     let options = import::Options::default();
     let (events, summary) = import::import(&calls, Some(&faults), options)
@@ -97,6 +98,10 @@ pub fn record_command(args: &[String]) -> Result<String, CliError> {
         "recorded with strace under perf record"
     };
     let mut report = format!("{how}\n{}", finish_import(&out, &events, &summary, &meta)?);
+    // The command's stdout went to ours as it ran; its stderr, shared with
+    // the recorder's and read for the recorder's errors, follows it now.
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(&messages);
     if let Some(code) = status.code().filter(|&c| c != 0) {
         report.push_str(&format!(
             "note: {} exited with status {code}: the trace is of that run\n",
@@ -112,6 +117,8 @@ struct Recording {
     calls: strace::Strace,
     faults: perf::Perf,
     status: ExitStatus,
+    /// What the command and the recorder wrote to stderr.
+    messages: Vec<u8>,
 }
 
 /// The command runs before the trace is written: an `-o` that cannot be
@@ -133,9 +140,14 @@ fn check_out(out: &str) -> Result<(), CliError> {
 /// message of its own (`ls /nonexistent`) is not the recorder failing
 /// when its calls are there.
 fn recorded(
-    (status, problem): (ExitStatus, Option<CliError>),
+    recorder: RecorderRun,
     read: Result<(strace::Strace, perf::Perf), CliError>,
 ) -> Result<Recording, CliError> {
+    let RecorderRun {
+        status,
+        problem,
+        messages,
+    } = recorder;
     match (problem, read) {
         (Some(problem), Ok((calls, _))) if calls.records.is_empty() => Err(problem),
         (Some(problem), Err(_)) => Err(problem),
@@ -143,8 +155,34 @@ fn recorded(
             calls,
             faults,
             status,
+            messages,
         }),
     }
+}
+
+/// How a recorder's run of the command ended: its status, the error its
+/// stderr says the recorder had, if any ([`problem_of`]), and that stderr.
+struct RecorderRun {
+    status: ExitStatus,
+    problem: Option<CliError>,
+    messages: Vec<u8>,
+}
+
+/// Runs a recorder of the command with the command's stdout on ours (a
+/// recorded program's output was swallowed) and its stderr read, as the
+/// recorder's own errors are there.
+fn run_recorder(cmd: &mut Command, what: &str) -> Result<RecorderRun, CliError> {
+    let output = cmd
+        .stdin(std::process::Stdio::inherit())
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| CliError::new(format!("trace record: cannot run {what}: {e}")))?;
+    Ok(RecorderRun {
+        status: output.status,
+        problem: problem_of(what, output.status, &output.stdout, &output.stderr),
+        messages: output.stderr,
+    })
 }
 
 /// Whether `execvp` could start `program`: a path to an executable file,
@@ -171,42 +209,40 @@ fn has_perf_trace() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("perf trace"))
 }
 
-/// Runs `cmd` and checks it as [`outcome`] does: an error of the tool
-/// itself (permissions) in one line.
+/// Runs `cmd` (its output captured) and checks it as [`problem_of`] does:
+/// an error of the tool itself (permissions) in one line.
 fn run(cmd: &mut Command, what: &str) -> Result<(), CliError> {
-    match outcome(cmd, what)? {
-        (_, Some(problem)) => Err(problem),
-        (_, None) => Ok(()),
-    }
-}
-
-/// Runs `cmd` (its output captured); its exit status, and the error its
-/// stderr says it had, if it says one: no permission to trace, or a
-/// failure with a message.
-fn outcome(cmd: &mut Command, what: &str) -> Result<(ExitStatus, Option<CliError>), CliError> {
     let output = cmd
         .stdin(std::process::Stdio::inherit())
         .output()
         .map_err(|e| CliError::new(format!("trace record: cannot run {what}: {e}")))?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    match problem_of(what, output.status, &output.stdout, &output.stderr) {
+        Some(problem) => Err(problem),
+        None => Ok(()),
+    }
+}
+
+/// The error a tool's run says it had, if it says one: no permission to
+/// trace, or a failure with a message (and no output, where its stdout
+/// was read).
+fn problem_of(what: &str, status: ExitStatus, stdout: &[u8], stderr: &[u8]) -> Option<CliError> {
+    let stderr = String::from_utf8_lossy(stderr);
     if stderr.contains("ermission")
         || stderr.contains("perf_event_paranoid")
         || stderr.contains("not permitted")
     {
-        let problem = CliError::new(format!(
+        return Some(CliError::new(format!(
             "trace record: {what} lacks the permissions to trace (run as root, or lower /proc/sys/kernel/perf_event_paranoid to -1)"
-        ));
-        return Ok((output.status, Some(problem)));
+        )));
     }
-    if !output.status.success() && output.stdout.is_empty() && !stderr.is_empty() {
+    if !status.success() && stdout.is_empty() && !stderr.is_empty() {
         let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        let problem = CliError::new(format!(
+        return Some(CliError::new(format!(
             "trace record: {what} failed: {}",
             crate::util::escape(first.trim())
-        ));
-        return Ok((output.status, Some(problem)));
+        )));
     }
-    Ok((output.status, None))
+    None
 }
 
 /// `perf trace record -d` writes every system call, the fault tracepoints
@@ -216,7 +252,7 @@ fn outcome(cmd: &mut Command, what: &str) -> Result<(ExitStatus, Option<CliError
 /// clock.
 fn record_perf_trace(dir: &Path, command: &[String]) -> Result<Recording, CliError> {
     let data = dir.join("perf.data");
-    let recorder = outcome(
+    let recorder = run_recorder(
         Command::new("perf")
             .args(["trace", "record", "-q", "-d", "-o"])
             .arg(&data)
@@ -261,7 +297,7 @@ fn read_perf_trace(dir: &Path, data: &Path) -> Result<(strace::Strace, perf::Per
 fn record_strace_perf(dir: &Path, command: &[String]) -> Result<Recording, CliError> {
     let data: PathBuf = dir.join("perf.data");
     let strace_file = dir.join("strace.txt");
-    let recorder = outcome(
+    let recorder = run_recorder(
         Command::new("perf")
             .args([
                 "record",

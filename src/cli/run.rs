@@ -258,7 +258,7 @@ pub(super) fn prepare(
     host_memory::check(
         info.name,
         &machine,
-        benchmark.host_bytes(&machine),
+        run_host_bytes(&benchmark, &machine, features, compared),
         copies,
         &host_memory::limit(&parsed)?,
     )?;
@@ -278,6 +278,28 @@ pub(super) fn prepare(
         outputs,
     };
     Ok(Request::Run(Box::new(setup)))
+}
+
+/// Host bytes the run needs on its kernel, where the workload can tell:
+/// the larger side of a comparison.
+fn run_host_bytes(
+    benchmark: &workload::Parsed,
+    machine: &Machine,
+    features: Features,
+    compared: Option<Feature>,
+) -> Option<u64> {
+    sides(features, compared)
+        .iter()
+        .filter_map(|f| benchmark.host_bytes_on(machine, f))
+        .max()
+}
+
+/// The kernel of each run: one, or a comparison's before and after.
+fn sides(features: Features, compared: Option<Feature>) -> Vec<Features> {
+    match compared {
+        None => vec![features],
+        Some(f) => vec![features.with(f, false), features.with(f, true)],
+    }
 }
 
 /// Each `--set COST=VALUE`, in the order given (a later one for the same
@@ -397,11 +419,7 @@ fn check_requirements(features: Features, compared: Option<Feature>) -> Result<(
             "{f} does nothing while {over} is on (it overrides it); add --without {over} to compare {f}"
         )));
     }
-    let sides = match compared {
-        None => vec![features],
-        Some(f) => vec![features.with(f, false), features.with(f, true)],
-    };
-    for side in sides {
+    for side in sides(features, compared) {
         if let Some((feature, needs)) = side.missing_requirement() {
             return Err(CliError::new(format!(
                 "{feature} requires {needs} (its code was written on top of it); add --without {feature}"

@@ -139,7 +139,8 @@ pub fn soak_command(args: &[String]) -> Result<String, CliError> {
         total_ops += n;
         let secs = began.elapsed().as_secs_f64();
         eprintln!(
-            "mmsim soak: seed {seed}: {n} operations in {secs:.2} s of host time ({:.0} a second)",
+            "mmsim soak: seed {seed}: {} in {secs:.2} s of host time ({:.0} a second)",
+            crate::util::counted(n, "operation", "operations"),
             n as f64 / secs
         );
     }

@@ -122,8 +122,8 @@ pub fn sweep_command(args: &[String]) -> Result<String, CliError> {
         .map(|l| Row::from_line(l).expect("a row this sweep wrote"))
         .collect();
     let mut summary = format!(
-        "# sweep: {} runs ({} done before, {} now)\n",
-        points.len(),
+        "# sweep: {} ({} done before, {} now)\n",
+        crate::util::counted(points.len() as u64, "run", "runs"),
         before,
         points.len() - before
     );
@@ -143,7 +143,8 @@ pub fn sweep_command(args: &[String]) -> Result<String, CliError> {
     let failed = rows.iter().filter(|r| r.get("error").is_some()).count();
     if failed > 0 {
         summary.push_str(&format!(
-            "# {failed} runs failed (their rows say why, in \"error\")\n"
+            "# {} failed (their rows say why, in \"error\")\n",
+            crate::util::counted(failed as u64, "run", "runs")
         ));
     }
     Ok(if out.is_some() { summary } else { ndjson })
@@ -157,7 +158,7 @@ fn spec_from(parsed: &Parsed) -> Result<Spec, CliError> {
     let file = match rest.first() {
         Some(path) if path.ends_with(".toml") => {
             rest = &rest[1..];
-            let text = std::fs::read_to_string(path)
+            let text = crate::util::read_text_file(std::path::Path::new(path))
                 .map_err(|e| CliError::new(format!("{}: {e}", escape(path))))?;
             SpecFile::parse(&text, path)?
         }
@@ -205,6 +206,13 @@ fn spec_from(parsed: &Parsed) -> Result<Spec, CliError> {
     }
     if experiment.is_some() && !axes.iter().any(|a| a.param == "change") {
         axes.push(Axis::parse("change=off,on")?);
+    }
+    // The usage names --vary as required: without one the "sweep" was
+    // one run, unremarked.
+    if axes.is_empty() {
+        return Err(CliError::new(
+            "nothing is varied: give --vary NAME=V1,V2,... (or vary = [...] in the spec); one run is 'mmsim run'",
+        ));
     }
     let mut counters = Vec::new();
     for name in file.counters.iter().map(String::as_str).chain(
@@ -312,11 +320,13 @@ fn inputs(setup: &Setup) -> Inputs<'_> {
 /// dropped; a row of another sweep is an error; a row of another mmsim
 /// build is run again.
 fn read_done(path: &str, points: &[Point]) -> Result<BTreeMap<usize, String>, CliError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => return Err(CliError::new(format!("{}: {e}", escape(path)))),
     };
+    let text = String::from_utf8(bytes)
+        .map_err(|e| CliError::new(format!("{}: {}", escape(path), crate::util::not_text(&e))))?;
     let version = mmsim_version();
     let mut done = BTreeMap::new();
     let lines: Vec<&str> = text.split('\n').collect();

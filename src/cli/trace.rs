@@ -72,8 +72,12 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
         .clone()
         .ok_or_else(|| CliError::new("trace import: -o OUT is required"))?;
     check_out_is_no_input(&args, &out)?;
+    let cut = std::cell::RefCell::new(Vec::new());
     let read = |file: &str| {
-        trace::read_text(Path::new(file)).map_err(|e| CliError::new(format!("trace import: {e}")))
+        let text = trace::read_text(Path::new(file))
+            .map_err(|e| CliError::new(format!("trace import: {e}")))?;
+        cut.borrow_mut().extend(cut_short(file, &text));
+        Ok::<_, CliError>(text)
     };
     let meta = trace::Meta {
         thp_enabled: match &args.thp_enabled {
@@ -135,7 +139,7 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
         };
         let (events, summary) = import::import(&strace, Some(&perf), options)
             .map_err(|e| import_error(&strace_file, e))?;
-        return finish_import(&out, &events, &summary, &meta);
+        return Ok(finish_import(&out, &events, &summary, &meta)? + &cut.borrow().concat());
     }
     let strace = strace::parse(&strace_file, &strace_text)
         .map_err(|e| misplaced(&strace_file, &strace_text, "--strace", e))?;
@@ -165,7 +169,23 @@ fn import_command(args: &[String]) -> Result<String, CliError> {
     };
     let (events, summary) = import::import(&strace, perf.as_ref(), options)
         .map_err(|e| import_error(&strace_file, e))?;
-    finish_import(&out, &events, &summary, &meta)
+    Ok(finish_import(&out, &events, &summary, &meta)? + &cut.borrow().concat())
+}
+
+/// A warning line for a recording whose last line has no newline: strace
+/// and perf end every line with one, so the file was cut short (copied
+/// while still being written, say), and a cut perf line still parses,
+/// with its address cut (`7ff350ab300` of `7ff350ab3000`), while every
+/// fault after it is missing.
+fn cut_short(file: &str, text: &str) -> Option<String> {
+    let last = text.lines().last()?;
+    (!text.ends_with('\n')).then(|| {
+        format!(
+            "warning: {} ends inside a line (no newline at its end), as a file cut short does: its last line, read as it stands, is '{}'\n",
+            crate::util::escape(file),
+            crate::util::escape(last.trim())
+        )
+    })
 }
 
 /// `-o OUT` must not name an input: the import would overwrite the

@@ -100,11 +100,14 @@ impl DiskProfile {
     /// in `.toml`.
     pub fn by_name_or_path(name: &str) -> Result<DiskProfile, LoadError> {
         if name.ends_with(".toml") {
-            let text = std::fs::read_to_string(name).map_err(|e| LoadError {
-                file: name.to_string(),
-                key: None,
-                problem: format!("cannot read: {e}"),
-            })?;
+            let text =
+                crate::util::read_text_file(std::path::Path::new(name)).map_err(|problem| {
+                    LoadError {
+                        file: name.to_string(),
+                        key: None,
+                        problem,
+                    }
+                })?;
             return DiskProfile::parse(name, &text);
         }
         match BUILTIN.iter().find(|(n, _)| *n == name) {

@@ -100,9 +100,11 @@ impl<T> Sys<'_, T> {
 mod tests {
     use crate::features::{Features, ThpEnabled};
     use crate::kernel::{Next, Program, Sys, run};
+    use crate::mm::Order;
     use crate::mm::current::TaskId;
     use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
     use crate::mm::mmzone::PAGE_SIZE;
+    use crate::mm::page_alloc::Watermark;
     use crate::sim::{CpuId, Event};
 
     /// Each task maps `pages` pages and writes one word in each, one page
@@ -240,5 +242,84 @@ mod tests {
         let mut done = done;
         done.core.k.lru_add_drain_all(&mut done.ctx);
         assert_eq!(done.core.k.pa.nr_allocated_pages(), 0);
+    }
+
+    /// A hog that writes until its zone is at its min watermark, then
+    /// wakes the forker and sleeps on its memory; the forker (one written
+    /// page, so fork has page tables to copy) then forks.
+    struct ForkUnderPressure {
+        forked: Option<Result<(), String>>,
+    }
+
+    enum Role {
+        Hog { base: u64, written: u64 },
+        Forker { started: bool },
+        Child,
+    }
+
+    impl Program for ForkUnderPressure {
+        type Thread = Role;
+
+        fn step(&mut self, sys: &mut Sys<'_, Role>, role: &mut Role) -> Next {
+            match role {
+                Role::Hog { base, written } => {
+                    if *base == 0 {
+                        *base = sys.mmap(64 << 20, PROT_READ | PROT_WRITE).unwrap();
+                    }
+                    let (k, _) = sys.kernel();
+                    let room = k.pa.zone_watermark_ok(0, Order(0), Watermark::Min);
+                    if room {
+                        if sys.write_u64(*base + *written * PAGE_SIZE, 1).is_err() {
+                            return Next::Exit;
+                        }
+                        *written += 1;
+                        return Next::Run;
+                    }
+                    sys.wake(TaskId(1));
+                    Next::Sleep
+                }
+                Role::Forker { started } => {
+                    if !*started {
+                        *started = true;
+                        let base = sys.mmap(PAGE_SIZE, PROT_READ | PROT_WRITE).unwrap();
+                        sys.write_u64(base, 7).unwrap();
+                        return Next::Sleep;
+                    }
+                    let forked = sys.fork(CpuId(1), Role::Child).map(|_| ());
+                    self.forked = Some(forked);
+                    Next::Exit
+                }
+                Role::Child => Next::Exit,
+            }
+        }
+    }
+
+    #[test]
+    fn a_fork_that_finds_no_memory_kills_the_biggest_process_and_forks() {
+        // It ended the run: "fork failed: out of memory (VM_FAULT_OOM)".
+        let done = run(
+            &machine(),
+            features(),
+            1,
+            ForkUnderPressure { forked: None },
+            &mut |_| {},
+            |ctx, s| {
+                let hog = Role::Hog {
+                    base: 0,
+                    written: 0,
+                };
+                s.spawn_process(ctx, CpuId(0), hog)?;
+                s.spawn_process(ctx, CpuId(1), Role::Forker { started: false })?;
+                Ok(())
+            },
+        )
+        .expect("the fork goes on after the kill");
+        assert_eq!(done.program.forked, Some(Ok(())));
+        assert_eq!(done.ctx.stats.event(Event::OomKill), 1);
+        assert!(
+            done.ctx.stats.dmesg[0].starts_with("Out of memory: Killed process 0 "),
+            "{}",
+            done.ctx.stats.dmesg[0]
+        );
     }
 }

@@ -659,16 +659,24 @@ impl<T> Sys<'_, T> {
 
     /// `fork`: a new process, a copy of current's, whose first task runs
     /// `thread` on `cpu`.
+    ///
+    /// `dup_mm`'s allocations find no memory as a fault's do: they reclaim,
+    /// then the OOM killer frees the biggest process and fork tries again
+    /// (`usemem -n 1024 4M` on 512 MiB of 1024 CPUs ended the whole run
+    /// with "fork failed: out of memory (VM_FAULT_OOM)"). It fails only if
+    /// current is the one killed.
     pub fn fork(&mut self, cpu: CpuId, thread: T) -> Result<TaskId, String> {
+        const FORK_ALLOC: [Symbol; 2] = [Symbol::AllocPages, Symbol::AllocPagesSlowpath];
         self.ctx.enter(Symbol::EntrySyscall);
         self.ctx.enter(Symbol::DoFork);
+        let child_mm = self.allocating(&FORK_ALLOC, |k, ctx, mm| k.fork(ctx, mm));
+        self.ctx.leave();
+        self.ctx.leave();
+        let child_mm = child_mm.map_err(|e| format!("fork failed: {e}"))?;
         let child = self
             .core
             .tasks
-            .fork_task(&mut self.core.k, self.ctx, self.task);
-        self.ctx.leave();
-        self.ctx.leave();
-        let child = child.map_err(|e| format!("fork failed: {e}"))?;
+            .child_task(&self.core.k, self.task, child_mm);
         self.spawned.push((child, cpu, thread));
         Ok(child)
     }
@@ -927,6 +935,24 @@ impl<T> Sys<'_, T> {
     /// (`pagefault_out_of_memory`).
     fn user_access<R>(
         &mut self,
+        access: impl FnMut(&mut Kernel, &mut Ctx, MmId) -> Result<R, Fault>,
+    ) -> Result<R, Fault> {
+        const FAULT_ALLOC: [Symbol; 5] = [
+            Symbol::AsmExcPageFault,
+            Symbol::PageFault,
+            Symbol::HandleMmFault,
+            Symbol::AllocPages,
+            Symbol::AllocPagesSlowpath,
+        ];
+        self.allocating(&FAULT_ALLOC, access)
+    }
+
+    /// Runs `access` on current's mm as [`Sys::user_access`] describes,
+    /// reclaim recorded under `chain`, the frames from the caller's to
+    /// `__alloc_pages_slowpath`.
+    fn allocating<R>(
+        &mut self,
+        chain: &[Symbol],
         mut access: impl FnMut(&mut Kernel, &mut Ctx, MmId) -> Result<R, Fault>,
     ) -> Result<R, Fault> {
         const MAX_RECLAIM_RETRIES: u32 = 16;
@@ -938,7 +964,7 @@ impl<T> Sys<'_, T> {
             let mm = self.mm();
             match access(&mut self.core.k, self.ctx, mm) {
                 Err(Fault::Oom) => {
-                    if self.direct_reclaim() > 0 {
+                    if self.direct_reclaim(chain) > 0 {
                         continue;
                     }
                     // Memory being written out comes back when the writes
@@ -965,19 +991,12 @@ impl<T> Sys<'_, T> {
     /// reclaims inside the allocation, so the time is recorded under the
     /// fault's chain into `__alloc_pages_slowpath` (the frames between
     /// that the model has no frame for are left out, as everywhere).
-    fn direct_reclaim(&mut self) -> u64 {
-        const CHAIN: [Symbol; 5] = [
-            Symbol::AsmExcPageFault,
-            Symbol::PageFault,
-            Symbol::HandleMmFault,
-            Symbol::AllocPages,
-            Symbol::AllocPagesSlowpath,
-        ];
-        for frame in CHAIN {
+    fn direct_reclaim(&mut self, chain: &[Symbol]) -> u64 {
+        for &frame in chain {
             self.ctx.enter(frame);
         }
         let freed = self.core.k.try_to_free_pages(self.ctx);
-        for _ in CHAIN {
+        for _ in chain {
             self.ctx.leave();
         }
         freed

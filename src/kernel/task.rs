@@ -128,8 +128,14 @@ impl Tasks {
     ) -> Result<TaskId, Fault> {
         let parent_mm = self.task_mm(parent).expect("fork of a task without an mm");
         let child_mm = k.fork(ctx, parent_mm)?;
+        Ok(self.child_task(k, parent, child_mm))
+    }
+
+    /// `fork`'s task half: the child of `parent` on the address space
+    /// `dup_mm` made for it.
+    pub fn child_task(&mut self, k: &Kernel, parent: TaskId, child_mm: MmId) -> TaskId {
         let seqnum = self.vmacache(k, parent).seqnum;
-        Ok(self.new_task(k, Some(child_mm), TaskKind::User, seqnum, None))
+        self.new_task(k, Some(child_mm), TaskKind::User, seqnum, None)
     }
 
     /// `clone(CLONE_VM | CLONE_THREAD ...)`: a new task of the parent's

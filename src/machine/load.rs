@@ -80,10 +80,10 @@ pub fn builtin(name: &str) -> Result<Machine, LoadError> {
 
 pub fn load_file(path: &Path) -> Result<Machine, LoadError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError {
+    let text = crate::util::read_text_file(path).map_err(|problem| LoadError {
         file: file.clone(),
         key: None,
-        problem: format!("cannot read: {e}"),
+        problem,
     })?;
     parse(&file, &text)
 }
@@ -401,9 +401,15 @@ pub(super) fn to_machine_units(
         (CostKind::Bandwidth, "GB/s") => value * per_cycle,
         (CostKind::Ratio, "share") => value,
         (CostKind::Latency, other) => {
-            return Err(CostProblem::Unit(format!(
-                "'{other}' is not a latency unit (cycles, ns)"
-            )));
+            return Err(CostProblem::Unit(match ns_per(other) {
+                // A time unit the profiles do not take: saying it is no
+                // latency unit at all was wrong.
+                Some(ns) => format!(
+                    "a latency is given in cycles or ns, not {other}: {value}{other} is {}ns",
+                    value * ns
+                ),
+                None => format!("'{other}' is not a latency unit (cycles, ns)"),
+            }));
         }
         (CostKind::Bandwidth, other) => {
             return Err(CostProblem::Unit(format!(
@@ -424,6 +430,17 @@ pub(super) fn to_machine_units(
     match range_problem(kind, converted, frequency_mhz) {
         Some(problem) => Err(CostProblem::Value(problem)),
         None => Ok(converted),
+    }
+}
+
+/// Nanoseconds in one of the time units a latency is not written in.
+fn ns_per(unit: &str) -> Option<f64> {
+    match unit {
+        "s" => Some(1e9),
+        "ms" => Some(1e6),
+        "us" | "\u{b5}s" => Some(1e3),
+        "ps" => Some(1e-3),
+        _ => None,
     }
 }
 

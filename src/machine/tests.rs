@@ -550,7 +550,7 @@ fn bad_unit_for_the_kind() {
     });
     assert_eq!(
         error_of(&text),
-        "test.toml: costs.ipi_delivery.unit: 'us' is not a latency unit (cycles, ns)"
+        "test.toml: costs.ipi_delivery.unit: a latency is given in cycles or ns, not us: 10us is 10000ns"
     );
     let key = first_bandwidth();
     let text = edited(|root| {
@@ -919,6 +919,15 @@ fn set_cost_changes_one_cost_within_the_loaders_bounds() {
     assert_eq!(
         error("pcp_list_op=0x10"),
         "--set 'pcp_list_op=0x10': 'x10' is not a latency unit (cycles, ns)"
+    );
+    // A time unit is one, but not one a latency is written in.
+    assert_eq!(
+        error("pcp_list_op=1s"),
+        "--set 'pcp_list_op=1s': a latency is given in cycles or ns, not s: 1s is 1000000000ns"
+    );
+    assert_eq!(
+        error("pcp_list_op=0.5us"),
+        "--set 'pcp_list_op=0.5us': a latency is given in cycles or ns, not us: 0.5us is 500ns"
     );
     assert_eq!(
         error("pcp_list_op=0ns"),

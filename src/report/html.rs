@@ -270,12 +270,12 @@ pub fn gain_cell(gain: Option<f64>) -> String {
 fn run_header(r: &HtmlRun<'_>) -> String {
     let run = r.run;
     format!(
-        "<p><b>{}</b>: <code>{} {}</code> on {} ({} CPUs), seed {}, {} of virtual time measured</p>\n",
+        "<p><b>{}</b>: <code>{} {}</code> on {} ({}), seed {}, {} of virtual time measured</p>\n",
         esc(r.label),
         esc(&run.workload),
         esc(&run.args.join(" ")),
         esc(&run.machine.name),
-        run.machine.topology.nr_cpus(),
+        crate::util::counted(run.machine.topology.nr_cpus(), "CPU", "CPUs"),
         run.seed,
         esc(&format_duration(&run.machine.topology, run.elapsed))
     )

@@ -19,6 +19,7 @@ use std::fmt;
 use super::perf::{Perf, PerfRecord, Sample};
 use super::strace::{Call, Clock, Record, Skipped, Strace};
 use super::{Event, Op, TIME_NS_MAX, USER_ADDR_END};
+use crate::util::counted;
 
 const NS_PER_DAY: u64 = 86_400 * 1_000_000_000;
 /// 2001-09-09 in ns since the epoch: a perf time below this is not on
@@ -71,29 +72,34 @@ impl Summary {
     /// fail unless `allow_drops`.
     pub fn lost(&self) -> Vec<String> {
         let mut lost = Vec::new();
-        let mut add = |n: u64, what: &str| {
+        let mut add = |n: u64, one: &str, many: &str| {
             if n > 0 {
-                lost.push(format!("{n} {what}"));
+                lost.push(counted(n, one, many));
             }
         };
         add(
             self.faults_outside_lifetime,
+            "fault of a traced task while strace shows it not alive",
             "faults of traced tasks while strace shows them not alive",
         );
         add(
             self.calls_of_unknown_tasks,
+            "call of a task no traced task created",
             "calls of tasks no traced task created",
         );
         add(
             self.creations_dropped,
+            "fork or clone of a task already alive (or beyond 4096 live tasks)",
             "forks or clones of a task already alive (or beyond 4096 live tasks)",
         );
         add(
             self.calls_out_of_range,
+            "call beyond the user address space",
             "calls beyond the user address space",
         );
         add(
             self.perf_skipped.file_faults_unplaced,
+            "perf trace fault at FILE@OFFSET in a mapping the stream does not show (made by execve)",
             "perf trace faults at FILE@OFFSET in a mapping the stream does not show (made by execve)",
         );
         lost
@@ -105,21 +111,27 @@ impl Summary {
         let skipped = &self.strace_skipped;
         if skipped.never_resumed > 0 {
             out.push(format!(
-                "{} calls were begun and never resumed (the task was killed in the call, or the recording stopped): not imported",
-                skipped.never_resumed
+                "{} begun and never resumed (the task was killed in the call, or the recording stopped): not imported",
+                counted(skipped.never_resumed, "call was", "calls were")
             ));
         }
         for name in ADDRESS_SPACE_CALLS {
             if let Some(n) = skipped.ignored.get(*name) {
                 out.push(format!(
-                    "{n} {name} calls are not in the format: the replay does not see the mappings they changed (faults there may become SIGSEGVs)"
+                    "{} not in the format: the replay does not see the mappings {} changed (faults there may become SIGSEGVs)",
+                    counted(*n, &format!("{name} call is"), &format!("{name} calls are")),
+                    if *n == 1 { "it" } else { "they" }
                 ));
             }
         }
         if self.exits_of_unknown_tasks > 0 {
             out.push(format!(
-                "{} exits of tasks never seen alive were skipped",
-                self.exits_of_unknown_tasks
+                "{} skipped",
+                counted(
+                    self.exits_of_unknown_tasks,
+                    "exit of a task never seen alive was",
+                    "exits of tasks never seen alive were"
+                )
             ));
         }
         if self.faults == 0 {
@@ -145,28 +157,81 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.strace_skipped;
         let p = &self.perf_skipped;
+        let list = |counts: &[(u64, &str, &str)]| {
+            let words: Vec<String> = counts
+                .iter()
+                .map(|&(n, one, many)| counted(n, one, many))
+                .collect();
+            words.join(", ")
+        };
         write!(
             f,
-            "{} events: {} calls, {} faults, {} mappings made by execve; not imported: {} faults of untraced tasks (the tracer), {} faults before the first call, {} faults of traced tasks outside their lifetime, {} perf mappings outside an execve, {} calls of unknown tasks, {} exits of unknown tasks, {} forks or clones dropped, {} calls out of range, {} failed calls, {} calls never resumed, {} other strace lines; perf: {} faults at kernel addresses, {} kernel records, {} other events, {} callchain lines",
-            self.events,
-            self.calls,
-            self.faults,
-            self.exec_mappings,
-            self.faults_of_untraced_tasks,
-            self.faults_before_start,
-            self.faults_outside_lifetime,
-            self.perf_mappings_not_exec,
-            self.calls_of_unknown_tasks,
-            self.exits_of_unknown_tasks,
-            self.creations_dropped,
-            self.calls_out_of_range,
-            s.failed,
-            s.never_resumed,
-            s.other,
-            p.kernel_faults,
-            p.kernel_records,
-            p.other_events,
-            p.callchain_lines,
+            "{}: {}; not imported: {}; perf: {}",
+            counted(self.events, "event", "events"),
+            list(&[
+                (self.calls, "call", "calls"),
+                (self.faults, "fault", "faults"),
+                (
+                    self.exec_mappings,
+                    "mapping made by execve",
+                    "mappings made by execve"
+                ),
+            ]),
+            list(&[
+                (
+                    self.faults_of_untraced_tasks,
+                    "fault of untraced tasks (the tracer)",
+                    "faults of untraced tasks (the tracer)",
+                ),
+                (
+                    self.faults_before_start,
+                    "fault before the first call",
+                    "faults before the first call"
+                ),
+                (
+                    self.faults_outside_lifetime,
+                    "fault of traced tasks outside their lifetime",
+                    "faults of traced tasks outside their lifetime",
+                ),
+                (
+                    self.perf_mappings_not_exec,
+                    "perf mapping outside an execve",
+                    "perf mappings outside an execve"
+                ),
+                (
+                    self.calls_of_unknown_tasks,
+                    "call of unknown tasks",
+                    "calls of unknown tasks"
+                ),
+                (
+                    self.exits_of_unknown_tasks,
+                    "exit of unknown tasks",
+                    "exits of unknown tasks"
+                ),
+                (
+                    self.creations_dropped,
+                    "fork or clone dropped",
+                    "forks or clones dropped"
+                ),
+                (
+                    self.calls_out_of_range,
+                    "call out of range",
+                    "calls out of range"
+                ),
+                (s.failed, "failed call", "failed calls"),
+                (s.never_resumed, "call never resumed", "calls never resumed"),
+                (s.other, "other strace line", "other strace lines"),
+            ]),
+            list(&[
+                (
+                    p.kernel_faults,
+                    "fault at kernel addresses",
+                    "faults at kernel addresses"
+                ),
+                (p.kernel_records, "kernel record", "kernel records"),
+                (p.other_events, "other event", "other events"),
+                (p.callchain_lines, "callchain line", "callchain lines"),
+            ]),
         )?;
         if !s.ignored.is_empty() {
             let ignored: Vec<String> = s

@@ -659,16 +659,16 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
     }
     let invalid = |what: String| io(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
     if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut text = String::new();
+        let mut out = Vec::new();
         flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
+            .read_to_end(&mut out)
             .map_err(io)?;
-        Ok(text)
+        text_or_why_not(out).map_err(|why| invalid(format!("gzip: {why}")))
     } else if bytes.starts_with(XZ_MAGIC) {
         let mut out = Vec::new();
         lzma_rs::xz_decompress(&mut &bytes[..], &mut out)
             .map_err(|e| invalid(format!("xz: {}", xz_problem(&e))))?;
-        String::from_utf8(out).map_err(|e| invalid(format!("xz: {e}")))
+        text_or_why_not(out).map_err(|why| invalid(format!("xz: {why}")))
     } else if bytes.starts_with(ZSTD_MAGIC) {
         let mut out = Vec::new();
         let mut decoder = ruzstd::decoding::StreamingDecoder::new(&bytes[..])
@@ -676,12 +676,46 @@ pub fn text_of_bytes(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
         decoder
             .read_to_end(&mut out)
             .map_err(|e| invalid(format!("zstd: {}", zstd_problem(&e))))?;
-        String::from_utf8(out).map_err(|e| invalid(format!("zstd: {e}")))
+        text_or_why_not(out).map_err(|why| invalid(format!("zstd: {why}")))
     } else {
-        String::from_utf8(bytes)
-            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+        text_or_why_not(bytes).map_err(invalid)
     }
 }
+
+/// `bytes` as text, or what they are instead: a decoder's "invalid utf-8
+/// sequence of 1 bytes from index 0" did not say the file was no text.
+fn text_or_why_not(bytes: Vec<u8>) -> Result<String, String> {
+    if let Some(kind) = binary_kind(&bytes) {
+        return Err(kind);
+    }
+    String::from_utf8(bytes).map_err(|e| crate::util::not_text(&e))
+}
+
+/// What a file that is not text is, by its first bytes: perf record's
+/// data file (whose `perf script` text is what `trace import` reads), a
+/// program, or another binary file (a NUL byte, which no trace, strace or
+/// perf text holds).
+pub(crate) fn binary_kind(bytes: &[u8]) -> Option<String> {
+    if bytes.starts_with(b"PERFILE2") || bytes.starts_with(b"2ELIFREP") {
+        return Some(
+            "not text but perf record's binary data: give the text 'perf script' prints of it (see 'mmsim trace --help')"
+                .to_string(),
+        );
+    }
+    if bytes.starts_with(b"\x7fELF") {
+        return Some(
+            "not text but a program (ELF): record a run of it with 'mmsim trace record -- PROGRAM'"
+                .to_string(),
+        );
+    }
+    let head = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
+    head.iter()
+        .position(|&b| b == 0)
+        .map(|at| format!("not text (byte {at} is NUL: a binary file)"))
+}
+
+/// How much of a file's start is looked at for a NUL byte.
+pub(crate) const BINARY_SNIFF_BYTES: usize = 4096;
 
 /// What is wrong with an xz stream, in words: the decoder's own Debug
 /// text ("IoError(Error { kind: UnexpectedEof, .. })") names no problem

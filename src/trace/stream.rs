@@ -147,6 +147,12 @@ impl Stream {
             };
             let reader = BufReader::with_capacity(BUFFER_BYTES, counted);
             return Ok(Stream::new(file, Box::new(reader), read));
+        } else if let Some(kind) = super::binary_kind(&magic) {
+            // A binary file's first line was "longer than 256 bytes".
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                kind,
+            )));
         } else {
             Box::new(raw)
         };

@@ -402,7 +402,7 @@ mod import_tests {
         let e = import(&s, Some(&p), STRICT).unwrap_err().to_string();
         assert_eq!(
             e,
-            "events of the program would be lost: 1 faults of traced tasks while strace shows them not alive (--allow-drops imports the rest)"
+            "events of the program would be lost: 1 fault of a traced task while strace shows it not alive (--allow-drops imports the rest)"
         );
         let (_, summary) = import(&s, Some(&p), ALLOW).unwrap();
         assert_eq!(summary.faults_outside_lifetime, 1);
@@ -441,10 +441,7 @@ mod import_tests {
 100 1.000003 exit_group(0) = ?
 ";
         let e = import_text(text, STRICT).unwrap_err().to_string();
-        assert!(
-            e.contains("1 forks or clones of a task already alive"),
-            "{e}"
-        );
+        assert!(e.contains("1 fork or clone of a task already alive"), "{e}");
         let (events, summary) = import_text(text, ALLOW).unwrap();
         assert_eq!(summary.creations_dropped, 1);
         assert_eq!(summary.calls, 2);
@@ -464,11 +461,11 @@ mod import_tests {
         assert_eq!(summary.exits_of_unknown_tasks, 1);
         let warnings = summary.warnings().join("\n");
         assert!(
-            warnings.contains("1 calls were begun and never resumed"),
+            warnings.contains("1 call was begun and never resumed"),
             "{warnings}"
         );
         assert!(
-            warnings.contains("1 exits of tasks never seen alive"),
+            warnings.contains("1 exit of a task never seen alive was skipped"),
             "{warnings}"
         );
         assert!(warnings.contains("the trace has no faults"), "{warnings}");
@@ -509,7 +506,7 @@ mod import_tests {
             Some(&1)
         );
         assert!(
-            summary.warnings()[0].starts_with("1 mremap of length 0 calls are not in the format")
+            summary.warnings()[0].starts_with("1 mremap of length 0 call is not in the format: the replay does not see the mappings it changed")
         );
         // Round trip through the format.
         let again = parse("again", &serialize(&events)).unwrap();

@@ -23,6 +23,7 @@ use crate::machine::Machine;
 use crate::mm::current::TaskId;
 use crate::mm::{Gfp, MAX_ORDER, Order, Pfn};
 use crate::sim::{CpuId, Ctx, Cycles, Event};
+use crate::util::counted;
 
 pub const NAME: &str = "page-alloc-bench";
 pub const SUMMARY: &str =
@@ -330,17 +331,17 @@ impl PageAllocBench {
         let pairs = allocs.max(1);
         let ns_per_pair = machine.topology.cycles_to_ns(s.total_cycles()) / pairs as f64;
         let mut lines = vec![format!(
-            "{NAME}: {} CPUs, order {}, batch {}, {} rounds, free on {} CPU, {} THP frees per round",
-            self.cpus,
+            "{NAME}: {}, order {}, batch {}, {}, free on {} CPU, {} per round",
+            counted(self.cpus, "CPU", "CPUs"),
             self.order.0,
             self.batch,
-            self.rounds,
+            counted(self.rounds, "round", "rounds"),
             if self.free_on == FreeOn::Same {
                 "the same"
             } else {
                 "a partner"
             },
-            self.thp_frees
+            counted(self.thp_frees, "THP free", "THP frees")
         )];
         lines.push(format!(
             "order-{}: {allocs} allocations, {:.4} zone->lock per allocation, {hit_rate:.2}% per-CPU list hits, {ns_per_pair:.1} ns per allocation+free",

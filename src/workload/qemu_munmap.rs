@@ -35,6 +35,7 @@ use crate::mm::lockless::Walker;
 use crate::mm::mm_types::{Advice, HPAGE_PMD_SIZE, PROT_READ, PROT_WRITE};
 use crate::sim::{CpuId, Cycles, Event, Symbol};
 use crate::types::Arch;
+use crate::util::counted;
 
 pub const NAME: &str = "qemu-munmap";
 pub const SUMMARY: &str = "seed 002's qemu: vCPU threads running a guest, I/O threads, and one timed munmap of the guest's THP-backed memory (powerpc64's IPI round per huge PMD)";
@@ -452,12 +453,12 @@ impl Benchmark for QemuMunmap {
         let delta = ms(end - start);
         let lines = vec![
             format!(
-                "guest: {} of THP-backed memory ({} huge PMDs), {} vCPUs ({} running guest code), {} I/O threads",
+                "guest: {} of THP-backed memory ({}), {} ({} running guest code), {}",
                 crate::util::format_size(self.size),
-                self.huge_pmds(),
-                self.vcpus,
+                counted(self.huge_pmds(), "huge PMD", "huge PMDs"),
+                counted(self.vcpus, "vCPU", "vCPUs"),
                 self.busy,
-                self.io_threads
+                counted(self.io_threads, "I/O thread", "I/O threads")
             ),
             format!("munmap start: timer = {:.0} ms", ms(start)),
             format!(

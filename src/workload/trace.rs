@@ -19,6 +19,7 @@ use crate::sim::{CpuId, Ctx};
 use crate::trace::recorded::Recorded;
 use crate::trace::stream::Stream;
 use crate::trace::{self, Access, Event, LoadError, Meta, MremapFlags, Op};
+use crate::util::counted;
 
 pub const NAME: &str = "trace";
 pub const SUMMARY: &str =
@@ -618,11 +619,11 @@ impl TraceReplay {
         let find_vma = FindVmaStats::of(&done.ctx.stats);
         let mut lines = vec![
             format!(
-                "{}: {} events replayed ({} tasks, {} processes), recorded over {:.3} ms",
+                "{}: {} replayed ({}, {}), recorded over {:.3} ms",
                 crate::util::escape(&self.file),
-                c.events,
-                c.tasks,
-                c.processes,
+                counted(c.events, "event", "events"),
+                counted(c.tasks, "task", "tasks"),
+                counted(c.processes, "process", "processes"),
                 span_ns as f64 / 1e6
             ),
             format!(
@@ -659,8 +660,8 @@ impl TraceReplay {
         }
         if c.segv > 0 {
             lines.push(format!(
-                "warning: {} faults or accesses fell outside every VMA or against its protection (SIGSEGV): the trace lacks a mapping the recorded program had",
-                c.segv
+                "warning: {} outside every VMA or against its protection (SIGSEGV): the trace lacks a mapping the recorded program had",
+                counted(c.segv, "fault or access fell", "faults or accesses fell")
             ));
         }
         let elapsed = last_clock(&done.ctx);

@@ -4,11 +4,11 @@
 
 use super::args::Args;
 use super::{Benchmark, Metric, Progress, Report, RunError, UsageError, last_clock};
-use crate::features::Features;
+use crate::features::{Features, ThpEnabled};
 use crate::kernel::{self, Next, Program, Sys};
 use crate::machine::Machine;
 use crate::mm::PAGE_SIZE;
-use crate::mm::mm_types::{PROT_READ, PROT_WRITE};
+use crate::mm::mm_types::{HPAGE_PMD_SIZE, PROT_READ, PROT_WRITE};
 use crate::mm::useraccess::{RunKind, RunResult};
 use crate::sim::{CpuId, Cycles};
 
@@ -383,27 +383,64 @@ impl Benchmark for Usemem {
     /// it (a huge zero PMD's deposited page table): measured, 51 bytes of
     /// host memory per read fault in `reproduce huge-zero-page`.
     fn host_bytes(&self, machine: &Machine) -> Option<u64> {
-        use super::host_memory::{mapped_pages_bytes, pages_of, rule_pages_bytes};
-        let workers = self.nr_task as u64 * self.nr_thread.max(1) as u64;
-        let page = crate::mm::PAGE_SIZE;
-        let pages_each = if self.step >= page {
-            self.bytes.div_ceil(self.step)
-        } else {
-            pages_of(self.bytes)
-        };
-        let touched = workers.saturating_mul(pages_each);
+        use super::host_memory::{mapped_pages_bytes, rule_pages_bytes};
+        let touched = self.workers().saturating_mul(self.pages_each());
         if self.readonly {
             return Some(touched.saturating_mul(READ_ENTRY_BYTES));
         }
         let topo = &machine.topology;
-        let memory_pages = topo.memory_per_node_bytes / page * topo.numa_nodes as u64;
+        let memory_pages = topo.memory_per_node_bytes / PAGE_SIZE * topo.numa_nodes as u64;
         let pages = touched.min(memory_pages);
         if !self.random {
             // Each page is written by one run from usemem's rule.
             return Some(rule_pages_bytes(pages));
         }
-        let words = (page / self.step.clamp(8, page)).max(1);
+        let words = (PAGE_SIZE / self.step.clamp(8, PAGE_SIZE)).max(1);
         Some(mapped_pages_bytes(pages, words))
+    }
+
+    /// Read faults under THP `always` with `use_zero_page` map the huge
+    /// zero page, one entry a 2 MiB region instead of one a 4 KiB page:
+    /// `usemem --readonly 100G` was estimated at 1.27 GiB of host memory
+    /// and peaked at a few MiB.
+    fn host_bytes_on(&self, machine: &Machine, features: &Features) -> Option<u64> {
+        let thp = features.thp;
+        if !(self.readonly && thp.enabled == ThpEnabled::Always && thp.use_zero_page) {
+            return self.host_bytes(machine);
+        }
+        let entries = self.workers().saturating_mul(self.huge_zero_entries_each());
+        Some(entries.saturating_mul(READ_ENTRY_BYTES))
+    }
+}
+
+impl Usemem {
+    /// The tasks that each map and touch their own `bytes`.
+    fn workers(&self) -> u64 {
+        u64::from(self.nr_task) * u64::from(self.nr_thread.max(1))
+    }
+
+    /// 4 KiB pages a worker touches: every page, or one in `step` bytes
+    /// for steps past a page.
+    fn pages_each(&self) -> u64 {
+        if self.step >= PAGE_SIZE {
+            self.bytes.div_ceil(self.step)
+        } else {
+            super::host_memory::pages_of(self.bytes)
+        }
+    }
+
+    /// Zero-page entries a worker's read faults make at most where a
+    /// mapping's aligned 2 MiB regions take the huge zero page: one a
+    /// region touched, and 4 KiB ones at an unaligned mapping's two ends
+    /// (`thp-mmap-align` off), never more than the 4 KiB pages touched.
+    fn huge_zero_entries_each(&self) -> u64 {
+        let pages = self.pages_each();
+        if self.bytes < HPAGE_PMD_SIZE {
+            return pages;
+        }
+        let regions = self.bytes.div_ceil(HPAGE_PMD_SIZE) + 1;
+        let ends = 2 * (HPAGE_PMD_SIZE / PAGE_SIZE - 1);
+        pages.min(regions.saturating_add(ends))
     }
 }
 
@@ -425,8 +462,8 @@ impl Usemem {
             (f64::NAN, f64::NAN)
         } else {
             lines.push(format!(
-                "throughput: {throughput} KB/s (sum over {} tasks, as LKP reports it)",
-                reports.len()
+                "throughput: {throughput} KB/s (sum over {}, as LKP reports it)",
+                crate::util::counted(reports.len() as u64, "task", "tasks")
             ));
             lines.push(format!("runtime: {runtime} us (the slowest task)"));
             (throughput as f64, runtime as f64)
@@ -636,6 +673,55 @@ mod tests {
         // bytes = size / 8 + 8 x accesses x repeats = 131072 + 8 x 256 x 2.
         assert!(lines[0].starts_with("135168 bytes / "), "{}", lines[0]);
         assert!(lines[0].ends_with(" KB/s"));
+    }
+
+    #[test]
+    fn a_read_only_estimate_counts_the_zero_entries_the_run_makes() {
+        // Under THP with the zero page, a 2 MiB region's reads are one
+        // huge zero fault, which the estimate counts as one entry; without
+        // the mapping's alignment its unaligned ends take 4 KiB zero pages.
+        let machine = builtin("haswell-ep-2s").unwrap();
+        let args = ["-n", "2", "--readonly", "64M"];
+        let usemem = |a: &[&str]| {
+            let a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+            parse(&a).unwrap()
+        };
+        let entries = |features: Features| {
+            let bytes = usemem(&args).host_bytes_on(&machine, &features).unwrap();
+            bytes / READ_ENTRY_BYTES
+        };
+        let aligned = Features::all();
+        let unaligned = aligned.with(Feature::ThpMmapAlign, false);
+        for features in [aligned, unaligned] {
+            let s = run_with(&args, features, true).stats;
+            let faults = s.event(Event::HugeZeroPmdInstalls) + s.event(Event::ZeroPageInstalls);
+            let estimated = entries(features);
+            // At most an unaligned mapping's two ends (2 x 511 4 KiB pages)
+            // and a region above what the run makes.
+            assert!(estimated >= faults, "{estimated} < {faults}");
+            assert!(
+                estimated <= faults + 2 * (2 + 2 * 511),
+                "{estimated} vs {faults}"
+            );
+        }
+        assert_eq!(entries(aligned), 2 * (32 + 1 + 2 * 511));
+        // 4 KiB zero pages: one entry a page, as the estimate without the
+        // kernel's settings says.
+        let mut never = aligned;
+        never.thp.enabled = ThpEnabled::Never;
+        let mut no_zero = aligned;
+        no_zero.thp.use_zero_page = false;
+        let pages = 2 * (64 << 20) / PAGE_SIZE;
+        let four_k = usemem(&args).host_bytes(&machine).unwrap() / READ_ENTRY_BYTES;
+        assert_eq!(four_k, pages);
+        assert_eq!(entries(never), pages);
+        assert_eq!(entries(no_zero), pages);
+        // One read a 2 MiB step was already one entry a read.
+        let stepped = usemem(&["--readonly", "-j", "2M", "64M"]);
+        assert_eq!(
+            stepped.host_bytes_on(&machine, &aligned),
+            stepped.host_bytes(&machine)
+        );
     }
 
     #[test]

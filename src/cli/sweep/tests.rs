@@ -159,7 +159,7 @@ fn a_bad_point_stops_the_sweep_before_any_run() {
     );
     let e = sweep(&["--vary", "n=1"]).unwrap_err();
     assert!(e.to_string().starts_with("sweep needs a workload"), "{e}");
-    let e = sweep(&["usemem", "64M", "--counters", "nope"]).unwrap_err();
+    let e = sweep(&["usemem", "64M", "--vary", "n=1", "--counters", "nope"]).unwrap_err();
     assert!(e.to_string().starts_with("unknown counter 'nope'"), "{e}");
 }
 

@@ -1948,7 +1948,8 @@ fn an_empty_timeline_window_is_reported() {
 mod newcomer {
     use super::*;
 
-    fn data(name: &str) -> String {
+    /// The path of `tests/data/NAME`.
+    pub(super) fn data(name: &str) -> String {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data")
             .join(name)
@@ -2233,15 +2234,8 @@ mod newcomer {
 /// Session 19's newcomer sweep (h19new): each test is a command that once
 /// gave a wrong or misleading answer.
 mod newcomer19 {
+    use super::newcomer::data;
     use super::*;
-
-    fn data(name: &str) -> String {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data")
-            .join(name)
-            .display()
-            .to_string()
-    }
 
     fn bytes_file(dir: &TempDir, name: &str, bytes: &[u8]) -> String {
         let path = dir.0.join(name);

@@ -15,10 +15,20 @@ use crate::drivers::zram::Zram;
 /// A 128 MiB machine with `thp` and the given THP swap, with a 64 MiB
 /// zram device (or an SSD), and one process on CPU 0.
 pub(super) fn boot(thp: ThpEnabled, thp_swap: bool, disk: bool) -> (Kernel, Ctx, MmId) {
-    let machine = small_machine(MEMORY_BYTES);
+    boot_with(kernel_features(thp, thp_swap), disk)
+}
+
+/// 5.14's split kernel with `thp` and the given THP swap.
+fn kernel_features(thp: ThpEnabled, thp_swap: bool) -> Features {
     let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
     let mut features = features.with(Feature::ThpSwap, thp_swap);
     features.thp.enabled = thp;
+    features
+}
+
+/// [`boot`] of a kernel with `features`.
+fn boot_with(features: Features, disk: bool) -> (Kernel, Ctx, MmId) {
+    let machine = small_machine(MEMORY_BYTES);
     let mut k = Kernel::new(&machine, features);
     let mut ctx = Ctx::new(machine.clone(), 1);
     let size = 64 << 20;
@@ -324,27 +334,9 @@ fn freed_state(k: &Kernel, ctx: &Ctx) -> FreedState {
 /// pages freed off the LRU, from it, as THPs, charged to the memcg or not.
 /// Returns the state after the page-out and at the end.
 fn free_paths_run(disk: bool, thp: ThpEnabled, memcg: bool) -> (FreedState, FreedState) {
-    let machine = small_machine(MEMORY_BYTES);
-    let features = with_split_kernel(Features::all(), SplitKernel::V5_14);
-    let mut features = features.with(Feature::ThpSwap, false);
-    features.thp.enabled = thp;
+    let mut features = kernel_features(thp, false);
     features.memcg = memcg;
-    let mut k = Kernel::new(&machine, features);
-    let mut ctx = Ctx::new(machine.clone(), 1);
-    let size = 64 << 20;
-    let dev: Box<dyn crate::mm::page_io::SwapDevice> = if disk {
-        let profile = DiskProfile::by_name_or_path("ssd").unwrap();
-        Box::new(Disk::new(
-            &profile,
-            machine.topology.frequency_mhz,
-            size / PAGE_SIZE,
-        ))
-    } else {
-        Box::new(Zram::new(size, Algorithm::parse("lzo-rle").unwrap()).unwrap())
-    };
-    k.swapon_device(&mut ctx, dev).unwrap();
-    let mm = k.mm_alloc(&mut ctx).unwrap();
-    k.mm_runs_here(&ctx, mm);
+    let (mut k, mut ctx, mm) = boot_with(features, disk);
     let len = 4 * HPAGE_PMD_SIZE;
     let raw = k.mmap(&mut ctx, mm, len + HPAGE_PMD_SIZE, RW).unwrap();
     let a = huge_align_up(raw);

@@ -8,7 +8,12 @@ use crate::machine::{self, Machine};
 const WORK: Symbol = Symbol::UserPageAllocBench;
 
 fn haswell(share: &str) -> Machine {
-    let mut machine = machine::builtin("haswell-ep-2s").expect("built-in profile");
+    with_share("haswell-ep-2s", share)
+}
+
+/// The built-in profile `name` with its `smt_thread_share` set to `share`.
+fn with_share(name: &str, share: &str) -> Machine {
+    let mut machine = machine::builtin(name).expect("built-in profile");
     machine
         .set_cost(&format!("smt_thread_share={share}"))
         .expect("a share in 0..=1");
@@ -271,10 +276,7 @@ fn plain_charges_give_what_the_sibling_and_recording_tests_give() {
         ("haswell-ep-2s", "1"),
         ("x86-2s-server", "0.5"),
     ] {
-        let mut machine = machine::builtin(name).expect("built-in profile");
-        machine
-            .set_cost(&format!("smt_thread_share={share}"))
-            .expect("a share");
+        let machine = with_share(name, share);
         for seed in 1..=4 {
             for record in [false, true] {
                 let fast = mixed_run(&machine, seed, true, record);
@@ -301,10 +303,7 @@ fn plain_charges_give_what_the_sibling_and_recording_tests_give() {
 #[test]
 fn a_run_of_charges_gives_what_its_charges_one_at_a_time_give() {
     for (name, share) in [("x86-2s-server", "0.5"), ("haswell-ep-2s", "1")] {
-        let mut machine = machine::builtin(name).expect("built-in profile");
-        machine
-            .set_cost(&format!("smt_thread_share={share}"))
-            .expect("a share");
+        let machine = with_share(name, share);
         for seed in 1..=4 {
             for record in [false, true] {
                 for shortcut in [true, false] {

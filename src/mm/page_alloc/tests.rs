@@ -991,18 +991,10 @@ fn freeing_matches_the_path_without_shortcuts() {
                 if let Some(p) = got[0] {
                     held.push((p, order));
                 }
-                let [(ctx0, pa0), (ctx1, pa1)] = &runs;
                 // Clocks and statistics only add up, and a struct page or a
                 // list left different stays so until the next comparison.
                 if step % 25 == 0 {
-                    pa0.check();
-                    for node in 0..2 {
-                        assert_eq!(
-                            zone_state_of(ctx0, pa0, node),
-                            zone_state_of(ctx1, pa1, node),
-                            "era {era} seed {seed} step {step} node {node}"
-                        );
-                    }
+                    assert_same_zones(&runs, &format!("era {era} seed {seed} step {step}"));
                 }
             }
             // Free everything left: the zones merge back to max order.
@@ -1011,17 +1003,9 @@ fn freeing_matches_the_path_without_shortcuts() {
                 pa0.free_pages(ctx0, p, order);
                 reference.free_pages(pa1, ctx1, p, order);
             }
-            let [(ctx0, pa0), (ctx1, pa1)] = &runs;
-            pa0.check();
-            for node in 0..2 {
-                assert_eq!(
-                    zone_state_of(ctx0, pa0, node),
-                    zone_state_of(ctx1, pa1, node),
-                    "era {era} seed {seed} at the end, node {node}"
-                );
-            }
-            nr_drains += ctx0.stats.event(Event::PcpDrain);
-            nr_merges += ctx0.stats.event(Event::BuddyMerge);
+            assert_same_zones(&runs, &format!("era {era} seed {seed} at the end,"));
+            nr_drains += runs[0].0.stats.event(Event::PcpDrain);
+            nr_merges += runs[0].0.stats.event(Event::BuddyMerge);
         }
     }
     assert!(nr_drains > 200, "{nr_drains} drains");
@@ -1029,6 +1013,20 @@ fn freeing_matches_the_path_without_shortcuts() {
 }
 
 /// [`zone_state`] of either node's zone.
+/// Checks the first allocator of `runs`, then that both runs' zones on
+/// the two nodes are alike in every struct page, list and figure.
+fn assert_same_zones(runs: &[(Ctx, PageAllocator); 2], what: &str) {
+    let [(ctx0, pa0), (ctx1, pa1)] = runs;
+    pa0.check();
+    for node in 0..2 {
+        assert_eq!(
+            zone_state_of(ctx0, pa0, node),
+            zone_state_of(ctx1, pa1, node),
+            "{what} node {node}"
+        );
+    }
+}
+
 fn zone_state_of(ctx: &Ctx, pa: &PageAllocator, node: usize) -> String {
     let zone = &pa.zones[node];
     let pages: Vec<PageMeta> = (0..zone.managed_pages)
